@@ -1,0 +1,1 @@
+"""dnadiff.tokenizers"""
