@@ -1,1 +1,15 @@
-"""dnadiff.backbones"""
+"""Networks: DiT, Mamba, Caduceus (BiMamba + RCPS), HyenaDNA. They know nothing of masking."""
+
+import importlib
+
+from dnadiff.backbones.base import BACKBONES, Backbone, build_backbone, build_backbone_from_config
+
+# Each family registers itself on import; a family whose file is not there yet is skipped.
+for _mod in ("dit", "mamba", "caduceus", "hyena"):
+    try:
+        importlib.import_module(f"dnadiff.backbones.{_mod}")
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"dnadiff.backbones.{_mod}":
+            raise
+
+__all__ = ["BACKBONES", "Backbone", "build_backbone", "build_backbone_from_config"]
