@@ -1,0 +1,214 @@
+"""DiT: the diffusion transformer of MDLM (Sahoo et al. 2024, §3.5.1 and §5.1; Peebles & Xie 2023).
+
+A bidirectional transformer with rotary positions and adaLN-zero conditioning on the diffusion
+time, as in the MDLM reference `models/dit.py` (REFERENCE.md "DiT"):
+
+    c      = SiLU(MLP(sinusoidal_256(t)))                    # width `adaln_dim` (128)
+    block:  (shift, scale, gate) × 2 = Linear_zero(c)
+            x = x + gate_msa · Drop(Attn(LN(x)·(1+scale_msa) + shift_msa))
+            x = x + gate_mlp · Drop(MLP(LN(x)·(1+scale_mlp) + shift_mlp))
+    final:  logits = Linear_zero(LN(x)·(1+scale) + shift)
+
+LayerNorm has a weight but no bias; qkv and the attention output have no bias; the MLP is
+4H with tanh-GELU; rotary embedding (rotate-half, base 1e4) on q and k; attention through
+`F.scaled_dot_product_attention` (no flash-attn dependency), `is_causal=True` in the causal
+variant (the AR baseline). With `time_conditioning=False` (the reference default) the model is
+fed t = 0, so the adaLN vector is a learned constant. The adaLN linears and the output layer are
+zero-initialised, so at initialisation every block is the identity and all logits are 0.
+
+`cond` (config `cond_dim > 0`, shape [B, cond_dim]) goes through `cond_proj` (Linear, no bias)
+and is added to the token embeddings, like the other backbones (not into the adaLN vector, so
+it works with time conditioning off as well).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from dnadiff.backbones.base import BACKBONES, Backbone
+from dnadiff.backbones.layers.rotary import Rotary
+from dnadiff.errors import DnadiffError
+
+
+@dataclasses.dataclass
+class DiTConfig:
+    vocab_size: int = 12
+    hidden_size: int = 768
+    n_heads: int = 12
+    n_blocks: int = 12
+    adaln_dim: int = 128  # the reference's `cond_dim`: width of the time-conditioning vector
+    time_freq_dim: int = 256  # sinusoidal embedding width fed to the time MLP
+    mlp_ratio: int = 4
+    dropout: float = 0.1
+    time_conditioning: bool = False
+    causal: bool = False
+    cond_dim: int = 0  # width of an optional per-sequence vector added to the token embeddings
+    rotary_base: float = 10_000.0
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.n_heads:
+            raise DnadiffError(
+                f"dit config: hidden_size {self.hidden_size} is not divisible by n_heads {self.n_heads}"
+            )
+        if (self.hidden_size // self.n_heads) % 2:
+            raise DnadiffError("dit config: the head size hidden_size / n_heads must be even (rotary)")
+        if self.vocab_size < 1 or self.n_blocks < 1:
+            raise DnadiffError("dit config: vocab_size and n_blocks must be positive")
+
+
+class LayerNormNoBias(nn.Module):
+    """LayerNorm with a learned scale and no bias, computed in float32 (reference DiT)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.layer_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return (y * self.weight.float()).to(x.dtype)
+
+
+def modulate(x: Tensor, shift: Tensor, scale: Tensor) -> Tensor:
+    """adaLN (DiT §3.2): x·(1 + scale) + shift, with shift/scale of shape (B, 1, H)."""
+    return x * (1 + scale) + shift
+
+
+def timestep_embedding(t: Tensor, dim: int, max_period: float = 10_000.0) -> Tensor:
+    """Sinusoidal embedding [cos(t·f_i), sin(t·f_i)], f_i = max_period^(−i/half) (DiT / ADM)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    args = t.float()[:, None] * freqs[None]  # (B, half)
+    emb = torch.cat((torch.cos(args), torch.sin(args)), dim=-1)
+    if dim % 2:
+        emb = torch.cat((emb, torch.zeros_like(emb[:, :1])), dim=-1)
+    return emb  # (B, dim)
+
+
+class TimestepEmbedder(nn.Module):
+    def __init__(self, out_dim: int, freq_dim: int = 256):
+        super().__init__()
+        self.freq_dim = freq_dim
+        self.mlp = nn.Sequential(nn.Linear(freq_dim, out_dim), nn.SiLU(), nn.Linear(out_dim, out_dim))
+
+    def forward(self, t: Tensor) -> Tensor:
+        return self.mlp(timestep_embedding(t, self.freq_dim).to(self.mlp[0].weight.dtype))
+
+
+class DiTBlock(nn.Module):
+    def __init__(self, cfg: DiTConfig):
+        super().__init__()
+        h = cfg.hidden_size
+        self.n_heads = cfg.n_heads
+        self.causal = cfg.causal
+        self.norm1 = LayerNormNoBias(h, cfg.layer_norm_eps)
+        self.attn_qkv = nn.Linear(h, 3 * h, bias=False)
+        self.attn_out = nn.Linear(h, h, bias=False)
+        self.dropout1 = nn.Dropout(cfg.dropout)
+        self.norm2 = LayerNormNoBias(h, cfg.layer_norm_eps)
+        self.mlp = nn.Sequential(
+            nn.Linear(h, cfg.mlp_ratio * h), nn.GELU(approximate="tanh"), nn.Linear(cfg.mlp_ratio * h, h)
+        )
+        self.dropout2 = nn.Dropout(cfg.dropout)
+        self.adaLN_modulation = nn.Linear(cfg.adaln_dim, 6 * h)
+        nn.init.zeros_(self.adaLN_modulation.weight)  # adaLN-zero (DiT §3.2)
+        nn.init.zeros_(self.adaLN_modulation.bias)
+
+    def forward(self, x: Tensor, c: Tensor, rotary: Rotary) -> Tensor:
+        B, L, H = x.shape
+        mods = self.adaLN_modulation(c)[:, None].chunk(6, dim=-1)  # 6 × (B, 1, H)
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = mods
+
+        h = modulate(self.norm1(x), shift_msa, scale_msa)
+        qkv = self.attn_qkv(h).view(B, L, 3, self.n_heads, H // self.n_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, nh, L, hd)
+        q, k = rotary(q, k)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # (B, nh, L, hd)
+        a = a.transpose(1, 2).reshape(B, L, H)
+        x = x + gate_msa * self.dropout1(self.attn_out(a))
+
+        h = modulate(self.norm2(x), shift_mlp, scale_mlp)
+        x = x + gate_mlp * self.dropout2(self.mlp(h))
+        return x
+
+
+class DiTFinalLayer(nn.Module):
+    def __init__(self, cfg: DiTConfig):
+        super().__init__()
+        h = cfg.hidden_size
+        self.norm_final = LayerNormNoBias(h, cfg.layer_norm_eps)
+        self.linear = nn.Linear(h, cfg.vocab_size)
+        self.adaLN_modulation = nn.Linear(cfg.adaln_dim, 2 * h)
+        for lin in (self.linear, self.adaLN_modulation):
+            nn.init.zeros_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def features(self, x: Tensor, c: Tensor) -> Tensor:
+        shift, scale = self.adaLN_modulation(c)[:, None].chunk(2, dim=-1)  # 2 × (B, 1, H)
+        return modulate(self.norm_final(x), shift, scale)
+
+
+@BACKBONES.register("dit")
+class DiT(Backbone):
+    Config = DiTConfig
+    PRESETS = {
+        "tiny": dict(hidden_size=64, n_heads=4, n_blocks=2, adaln_dim=32, dropout=0.0),
+        "tiny-causal": dict(hidden_size=64, n_heads=4, n_blocks=2, adaln_dim=32, dropout=0.0, causal=True),
+        # the MDLM paper's 110M-class model (92.4M non-embedding parameters)
+        "small": dict(hidden_size=768, n_heads=12, n_blocks=12, adaln_dim=128, dropout=0.1),
+        "small-causal": dict(hidden_size=768, n_heads=12, n_blocks=12, adaln_dim=128, dropout=0.1, causal=True),
+    }
+
+    def __init__(self, config: DiTConfig):
+        super().__init__()
+        self.config = config
+        self.hidden_size = config.hidden_size
+        self.vocab_size = config.vocab_size
+        self.is_causal = config.causal
+        self.time_conditioned = config.time_conditioning
+        self.vocab_embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        # reference EmbeddingLayer: kaiming-uniform(a=√5) of a (V, H) matrix
+        nn.init.kaiming_uniform_(self.vocab_embed.weight, a=math.sqrt(5))
+        self.cond_proj = nn.Linear(config.cond_dim, config.hidden_size, bias=False) if config.cond_dim > 0 else None
+        if self.cond_proj is not None:
+            nn.init.normal_(self.cond_proj.weight, std=0.02)
+        self.sigma_map = TimestepEmbedder(config.adaln_dim, config.time_freq_dim)
+        self.rotary = Rotary(config.hidden_size // config.n_heads, config.rotary_base)
+        self.blocks = nn.ModuleList(DiTBlock(config) for _ in range(config.n_blocks))
+        self.output_layer = DiTFinalLayer(config)
+
+    def _condition(self, input_ids: Tensor, t: Tensor | None) -> Tensor:
+        B = input_ids.shape[0]
+        if self.time_conditioned:
+            if t is None:
+                raise DnadiffError("dit: this model is time-conditioned (time_conditioning=True); pass t")
+            t = t.reshape(-1).expand(B) if t.numel() == 1 else t.reshape(B)
+        else:
+            t = torch.zeros(B, device=input_ids.device)  # the reference feeds t = 0
+        return F.silu(self.sigma_map(t))  # (B, adaln_dim)
+
+    def _trunk(self, input_ids: Tensor, t: Tensor | None, cond: Tensor | None) -> tuple[Tensor, Tensor]:
+        if input_ids.dim() != 2:
+            raise DnadiffError(f"dit: input_ids must be [B, L], got shape {tuple(input_ids.shape)}")
+        x = self.vocab_embed(input_ids)  # (B, L, H)
+        if cond is not None:
+            if self.cond_proj is None:
+                raise DnadiffError("dit: a cond vector was passed but the model was built with cond_dim=0")
+            x = x + self.cond_proj(cond.to(x.dtype))[:, None]
+        c = self._condition(input_ids, t)
+        for block in self.blocks:
+            x = block(x, c, self.rotary)
+        return x, c
+
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        x, c = self._trunk(input_ids, t, cond)
+        return self.output_layer.features(x, c)  # (B, L, H)
+
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        return self.output_layer.linear(self.features(input_ids, t, cond))  # (B, L, V)
