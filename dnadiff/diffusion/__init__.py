@@ -1,5 +1,34 @@
-"""Masked-diffusion math: schedules, SUBS, objectives (MDLM, D3PM, SEDD, AR, MLM)."""
+"""Masked-diffusion math: schedules, SUBS, objectives (MDLM, D3PM, SEDD, AR, MLM).
 
+    sched = build_schedule("loglinear", eps=1e-3)
+    obj = build_objective("mdlm", schedule=sched, mask_id=3, vocab_size=12)      # T=... for discrete
+    out = obj.loss(denoiser, x0, attention_mask)   # LossOutput(loss, nll[B] nats, num_tokens[B])
+"""
+
+from dnadiff.diffusion import ar, d3pm, mdlm, mlm, sedd  # noqa: F401  (register the objectives)
+from dnadiff.diffusion.base import OBJECTIVES, DiffusionObjective, LossOutput, Objective, q_sample
 from dnadiff.diffusion.schedules import SCHEDULES, Schedule, build_schedule
+from dnadiff.diffusion.sedd import sedd_log_score
+from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 
-__all__ = ["SCHEDULES", "Schedule", "build_schedule"]
+
+def build_objective(name: str = "mdlm", **kwargs) -> Objective:
+    """`build_objective("mdlm", schedule=sched, mask_id=3, vocab_size=12, T=None)`;
+    names: ar, d3pm, mdlm, mlm, sedd. Unknown names/keywords raise DnadiffError."""
+    return OBJECTIVES.build(name, **kwargs)
+
+
+__all__ = [
+    "NEG_INF",
+    "OBJECTIVES",
+    "SCHEDULES",
+    "DiffusionObjective",
+    "LossOutput",
+    "Objective",
+    "Schedule",
+    "build_objective",
+    "build_schedule",
+    "q_sample",
+    "sedd_log_score",
+    "subs_log_probs",
+]

@@ -18,6 +18,7 @@ import math
 import torch
 from torch import Tensor
 
+from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
 SCHEDULES = Registry("schedule")
@@ -30,7 +31,7 @@ class Schedule:
 
     def __init__(self, eps: float = 1e-3):
         if not 0.0 <= eps < 1.0:
-            raise ValueError(f"eps must be in [0, 1), got {eps}")
+            raise DnadiffError(f"schedule eps must be in [0, 1), got {eps}")
         self.eps = float(eps)
 
     def alpha(self, t: Tensor) -> Tensor:
@@ -61,9 +62,11 @@ class Schedule:
         stratified: low-discrepancy sampler of app. D.3, one uniform per stratum,
         t_i = (u_i + i) / B, which lowers the variance of the batch-mean loss.
         """
-        u = torch.rand(batch, generator=generator, dtype=torch.float64)
+        # draw on the generator's device (a CUDA generator cannot fill a CPU tensor)
+        gen_device = generator.device if generator is not None else "cpu"
+        u = torch.rand(batch, generator=generator, dtype=torch.float64, device=gen_device)
         if stratified:
-            u = (u + torch.arange(batch, dtype=torch.float64)) / batch
+            u = (u + torch.arange(batch, dtype=torch.float64, device=gen_device)) / batch
         t = t_min + (1.0 - t_min) * u
         return t.to(device=device or "cpu", dtype=torch.float32)
 
