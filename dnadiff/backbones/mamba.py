@@ -1,0 +1,233 @@
+"""Mamba (Gu & Dao 2023, arXiv 2312.00752): the selective-SSM mixer and a unidirectional Mamba LM.
+
+The mixer `Mamba` has the parameter names and initialisation of mamba_ssm's `Mamba`
+(`modules/mamba_simple.py`), so official weights load by name (REFERENCE.md "Mamba"):
+
+    in_proj: d -> 2E (x, z)      conv1d: depthwise, kernel d_conv, causal      x_proj: E -> R + 2N
+    dt_proj: R -> E (bias = softplus^{-1}(dt), dt log-uniform in [dt_min, dt_max])
+    A_log = log(1..N) per channel (S4D-real), D = 1, out_proj: E -> d
+    y = SelectiveScan(silu(conv(x)), dt, -exp(A_log), B, C, D, z, dt_proj.bias, softplus)   (Alg. 2)
+
+`MambaLM` (registry name `mamba`) is the unidirectional language model of mamba_ssm's
+`MambaLMHeadModel`: embedding -> n_layer × (Add -> Norm -> Mixer, prenorm residual) -> norm_f ->
+LM head tied to the embedding. It is causal (position i sees only j <= i), so it serves as the AR
+baseline; the bidirectional DNA model is `caduceus`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from dnadiff.backbones.base import BACKBONES, Backbone
+from dnadiff.backbones.layers.norms import build_norm
+from dnadiff.backbones.scan import selective_scan
+from dnadiff.errors import DnadiffError
+
+
+def pad_vocab(vocab_size: int, multiple: int) -> int:
+    """Round the vocabulary up to a multiple (Caduceus/Mamba `pad_vocab_size_multiple`)."""
+    if multiple <= 1:
+        return vocab_size
+    return vocab_size + (-vocab_size) % multiple
+
+
+def resolve_dt_rank(dt_rank, d_model: int) -> int:
+    return math.ceil(d_model / 16) if dt_rank == "auto" else int(dt_rank)
+
+
+def _causal_conv1d(x: Tensor, conv: nn.Conv1d) -> Tensor:
+    """Depthwise causal conv + SiLU on (B, E, L); causal_conv1d's kernel on CUDA when importable."""
+    if x.is_cuda:
+        try:
+            from causal_conv1d import causal_conv1d_fn  # type: ignore
+
+            return causal_conv1d_fn(x, conv.weight.squeeze(1), conv.bias, activation="silu")
+        except Exception:
+            pass
+    length = x.shape[-1]
+    return F.silu(conv(x)[..., :length])
+
+
+class Mamba(nn.Module):
+    """The Mamba mixer (selective SSM block) on (B, L, d) -> (B, L, d)."""
+
+    def __init__(self, d_model: int, d_state: int = 16, d_conv: int = 4, expand: int = 2, dt_rank="auto",
+                 dt_min: float = 0.001, dt_max: float = 0.1, dt_init: str = "random", dt_scale: float = 1.0,
+                 dt_init_floor: float = 1e-4, conv_bias: bool = True, bias: bool = False, scan_impl: str = "auto"):
+        super().__init__()
+        self.d_model, self.d_state, self.d_conv, self.expand = d_model, d_state, d_conv, expand
+        self.d_inner = expand * d_model
+        self.dt_rank = resolve_dt_rank(dt_rank, d_model)
+        self.scan_impl = scan_impl
+        e = self.d_inner
+        self.in_proj = nn.Linear(d_model, 2 * e, bias=bias)
+        self.conv1d = nn.Conv1d(e, e, kernel_size=d_conv, groups=e, padding=d_conv - 1, bias=conv_bias)
+        self.x_proj = nn.Linear(e, self.dt_rank + 2 * d_state, bias=False)
+        self.dt_proj = nn.Linear(self.dt_rank, e, bias=True)
+        # dt_proj init (mamba_simple.py): weight ~ U(±R^{-1/2}·dt_scale) (or constant), bias = softplus^{-1}(dt)
+        std = self.dt_rank ** -0.5 * dt_scale
+        with torch.no_grad():
+            if dt_init == "constant":
+                nn.init.constant_(self.dt_proj.weight, std)
+            elif dt_init == "random":
+                nn.init.uniform_(self.dt_proj.weight, -std, std)
+            else:
+                raise DnadiffError(f"mamba config: dt_init must be 'random' or 'constant', got {dt_init!r}")
+            dt = torch.exp(torch.rand(e) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+            dt = dt.clamp(min=dt_init_floor)
+            self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+        self.dt_proj.bias._no_reinit = True  # type: ignore[attr-defined]
+        # S4D-real init: A = -(1..N) per channel
+        a = torch.arange(1, d_state + 1, dtype=torch.float32).repeat(e, 1)  # (E, N)
+        self.A_log = nn.Parameter(torch.log(a))
+        self.A_log._no_weight_decay = True  # type: ignore[attr-defined]
+        self.D = nn.Parameter(torch.ones(e))
+        self.D._no_weight_decay = True  # type: ignore[attr-defined]
+        self.out_proj = nn.Linear(e, d_model, bias=bias)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        xz = self.in_proj(hidden)  # (B, L, 2E)
+        x, z = xz.chunk(2, dim=-1)
+        x = _causal_conv1d(x.transpose(1, 2), self.conv1d).transpose(1, 2)  # (B, L, E)
+        x_dbl = self.x_proj(x)  # (B, L, R + 2N)
+        dt, b, c = torch.split(x_dbl, [self.dt_rank, self.d_state, self.d_state], dim=-1)
+        dt = F.linear(dt, self.dt_proj.weight)  # (B, L, E); the bias is added inside the scan
+        a = -torch.exp(self.A_log.float())  # (E, N)
+        y = selective_scan(x, dt, a, b, c, self.D.float(), z, self.dt_proj.bias.float(), delta_softplus=True,
+                           impl=self.scan_impl)
+        return self.out_proj(y)  # (B, L, d)
+
+
+def init_mamba_weights(model: nn.Module, n_layer: int, initializer_range: float = 0.02,
+                       rescale_prenorm_residual: bool = True, n_residuals_per_layer: int = 1) -> None:
+    """mamba_ssm `_init_weights` (also Caduceus'): Linear biases 0 (except dt_proj), embeddings
+    N(0, initializer_range), out_proj kaiming-uniform(a=√5) / √(n_residuals_per_layer · n_layer)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                if not getattr(module.bias, "_no_reinit", False):
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=initializer_range)
+            if rescale_prenorm_residual and isinstance(module, Mamba):
+                nn.init.kaiming_uniform_(module.out_proj.weight, a=math.sqrt(5))
+                module.out_proj.weight /= math.sqrt(n_residuals_per_layer * n_layer)
+
+
+class MambaBlock(nn.Module):
+    """mamba_ssm `Block`: residual = hidden + residual; hidden = mixer(norm(residual))."""
+
+    def __init__(self, mixer: nn.Module, norm: nn.Module, residual_in_fp32: bool = True):
+        super().__init__()
+        self.mixer = mixer
+        self.norm = norm
+        self.residual_in_fp32 = residual_in_fp32
+
+    def forward(self, hidden: Tensor, residual: Tensor | None) -> tuple[Tensor, Tensor]:
+        residual = hidden if residual is None else hidden + residual
+        hidden = self.norm(residual.to(dtype=self.norm.weight.dtype))
+        if self.residual_in_fp32:
+            residual = residual.float()
+        return self.mixer(hidden), residual
+
+
+@dataclasses.dataclass
+class MambaConfig:
+    d_model: int = 128
+    n_layer: int = 4
+    vocab_size: int = 12
+    pad_vocab_size_multiple: int = 8
+    d_state: int = 16
+    d_conv: int = 4
+    expand: int = 2
+    dt_rank: int | str = "auto"
+    dt_min: float = 0.001
+    dt_max: float = 0.1
+    dt_init: str = "random"
+    dt_scale: float = 1.0
+    dt_init_floor: float = 1e-4
+    conv_bias: bool = True
+    bias: bool = False
+    rms_norm: bool = True
+    norm_epsilon: float = 1e-5
+    residual_in_fp32: bool = True
+    initializer_range: float = 0.02
+    rescale_prenorm_residual: bool = True
+    cond_dim: int = 0
+    scan_impl: str = "auto"  # auto | chunked | ref | cuda
+
+    def __post_init__(self) -> None:
+        if self.d_model < 1 or self.n_layer < 1 or self.vocab_size < 1:
+            raise DnadiffError("mamba config: d_model, n_layer and vocab_size must be positive")
+        if self.scan_impl not in ("auto", "chunked", "ref", "cuda"):
+            raise DnadiffError(f"mamba config: scan_impl must be auto|chunked|ref|cuda, got {self.scan_impl!r}")
+
+    def mixer_kwargs(self) -> dict:
+        return dict(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, dt_rank=self.dt_rank,
+                    dt_min=self.dt_min, dt_max=self.dt_max, dt_init=self.dt_init, dt_scale=self.dt_scale,
+                    dt_init_floor=self.dt_init_floor, conv_bias=self.conv_bias, bias=self.bias,
+                    scan_impl=self.scan_impl)
+
+
+class MambaMixerModel(nn.Module):
+    """mamba_ssm `MixerModel`: keys `embedding`, `layers.{i}.{norm,mixer}`, `norm_f`."""
+
+    def __init__(self, cfg: MambaConfig, padded_vocab: int):
+        super().__init__()
+        self.embedding = nn.Embedding(padded_vocab, cfg.d_model)
+        self.layers = nn.ModuleList(
+            MambaBlock(Mamba(cfg.d_model, **cfg.mixer_kwargs()),
+                       build_norm(cfg.d_model, cfg.norm_epsilon, cfg.rms_norm), cfg.residual_in_fp32)
+            for _ in range(cfg.n_layer)
+        )
+        self.norm_f = build_norm(cfg.d_model, cfg.norm_epsilon, cfg.rms_norm)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        residual = None
+        for layer in self.layers:
+            hidden, residual = layer(hidden, residual)
+        residual = hidden if residual is None else hidden + residual
+        return self.norm_f(residual.to(dtype=self.norm_f.weight.dtype))
+
+
+@BACKBONES.register("mamba")
+class MambaLM(Backbone):
+    """Unidirectional (causal) Mamba language model; `t` is ignored."""
+
+    Config = MambaConfig
+    PRESETS = {
+        "tiny": dict(d_model=32, n_layer=2),
+        "gb-d128": dict(d_model=128, n_layer=4),  # the Genomic Benchmarks Mamba baseline (d128 × 4)
+        "d256x8": dict(d_model=256, n_layer=8),
+    }
+    is_causal = True
+    time_conditioned = False
+
+    def __init__(self, config: MambaConfig):
+        super().__init__()
+        self.config = config
+        self.vocab_size = config.vocab_size
+        self.hidden_size = config.d_model
+        self.padded_vocab_size = pad_vocab(config.vocab_size, config.pad_vocab_size_multiple)
+        self.backbone = MambaMixerModel(config, self.padded_vocab_size)
+        self.cond_proj = nn.Linear(config.cond_dim, config.d_model, bias=False) if config.cond_dim > 0 else None
+        self.lm_head = nn.Linear(config.d_model, self.padded_vocab_size, bias=False)
+        init_mamba_weights(self, config.n_layer, config.initializer_range, config.rescale_prenorm_residual)
+        self.lm_head.weight = self.backbone.embedding.weight  # tied (MambaLMHeadModel.tie_weights)
+
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        hidden = self.backbone.embedding(input_ids)  # (B, L, d)
+        if cond is not None:
+            if self.cond_proj is None:
+                raise DnadiffError("mamba: a cond vector was passed but the model was built with cond_dim=0")
+            hidden = hidden + self.cond_proj(cond.to(hidden.dtype))[:, None]
+        return self.backbone(hidden)
+
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        logits = self.lm_head(self.features(input_ids, t, cond).to(self.lm_head.weight.dtype))
+        return logits[..., : self.vocab_size]  # (B, L, V)
