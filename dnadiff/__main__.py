@@ -1,0 +1,5 @@
+import sys
+
+from dnadiff.cli import main
+
+sys.exit(main())

@@ -1,0 +1,63 @@
+"""`dnadiff` command line: subcommands map to functions in dnadiff/commands/; no logic here.
+
+Errors the user can fix (DnadiffError) print `error: <message>` on one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from dnadiff.errors import DnadiffError
+
+# name -> module under dnadiff.commands (a missing module means the command is not built yet)
+SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from dnadiff import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="dnadiff",
+        description="Masked diffusion language models (MDLM) for DNA and text: train, evaluate, sample, fine-tune.",
+        epilog="Run `dnadiff COMMAND --help` for the options of one command.",
+    )
+    parser.add_argument("--version", action="version", version=f"dnadiff {__version__}")
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"dnadiff.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"dnadiff.commands.{name}":
+                continue
+            raise
+        sub = subs.add_parser(
+            name,
+            help=module.HELP,
+            description=getattr(module, "DESCRIPTION", module.HELP),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # python -m dnadiff.cli
+    sys.exit(main())

@@ -1,0 +1,362 @@
+"""Configs: frozen dataclasses, YAML load/save, `key=value` overrides (OmegaConf). No torch here.
+
+    cfg = load_config(RunConfig, "configs/experiments/tiny_dna_mdlm.yaml", ["train.max_steps=10"])
+    save_config(cfg, "runs/x/model/config.yaml")
+
+YAML is parsed safely (no Python tags, no code); OmegaConf resolves `${a.b}` references between
+keys only. Unknown keys and wrong types raise DnadiffError naming the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from dnadiff.errors import DnadiffError
+
+# ----------------------------------------------------------------------------- schema
+
+
+def _check(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise DnadiffError(f"{key}: {message}")
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    kind: str = "dna"  # dna | text
+    path: Optional[str] = None  # text: local tokenizer folder or HF-cache name
+    strict: bool = False  # dna: IUPAC ambiguity codes raise instead of becoming N
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    backbone: str = "caduceus"  # dit | mamba | caduceus | hyena | hf_mlm
+    preset: str = "tiny"
+    overrides: dict[str, Any] = field(default_factory=dict)  # backbone config fields
+    init_from: Optional[str] = None  # dnadiff model dir or official Caduceus/HyenaDNA HF dir
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    name: str = "loglinear"  # loglinear | linear | cosine | cosine2
+    eps: float = 1e-3
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    name: str = "mdlm"  # mdlm | d3pm | sedd | ar | mlm
+    T: Optional[int] = None  # discrete time steps (mdlm with T, d3pm)
+    t_min: float = 1e-3  # training/eval times are drawn from [t_min, 1]
+    stratified: bool = True  # low-discrepancy t over the batch (app. D.3)
+    options: dict[str, Any] = field(default_factory=dict)  # objective-specific switches
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    kind: str = "genome"  # genome | fasta | text
+    fasta: Optional[str] = None  # genome FASTA (plain/bgzip); None = the sample bundled in the package
+    bed: Optional[str] = None  # BED with split column; None = the bundled sample's
+    seq_len: int = 1024
+    stride: Optional[int] = None  # tiling stride for eval windows (default seq_len)
+    rc_prob: float = 0.5  # reverse-complement augmentation in training
+    max_n_frac: float = 0.5  # skip training windows with more N than this
+    mask_n: bool = True  # N is input but never scored
+    num_workers: int = 0
+    train_windows: Optional[int] = None  # random crops per epoch (default: bases / seq_len)
+    text: dict[str, Any] = field(default_factory=dict)  # text corpora options (data/text.py)
+
+    def __post_init__(self):
+        _check(self.seq_len > 0, "data.seq_len", f"must be > 0, got {self.seq_len}")
+        _check(self.stride is None or self.stride > 0, "data.stride", f"must be > 0, got {self.stride}")
+        _check(0.0 <= self.rc_prob <= 1.0, "data.rc_prob", f"must be in [0, 1], got {self.rc_prob}")
+        _check(0.0 <= self.max_n_frac <= 1.0, "data.max_n_frac", f"must be in [0, 1], got {self.max_n_frac}")
+        _check(self.num_workers >= 0, "data.num_workers", f"must be >= 0, got {self.num_workers}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    max_steps: int = 1000
+    batch_size: int = 32
+    accumulate: int = 1  # gradient accumulation (effective batch = batch_size * accumulate * devices)
+    lr: float = 3e-4
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"  # constant (after warmup) | cosine
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0  # cosine floor
+    grad_clip: float = 1.0
+    ema: float = 0.9999  # 0 disables EMA; decay min(ema, (1+n)/(10+n))
+    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | 32 | bf16-mixed | 16-mixed
+    seed: int = 0
+    val_every: int = 500
+    val_batches: int = 8
+    ckpt_every: int = 500
+    log_every: int = 10
+    accelerator: str = "auto"
+    devices: Any = "auto"
+    num_nodes: int = 1
+    strategy: str = "auto"  # auto | ddp | fsdp
+    progress: bool = True
+
+    def __post_init__(self):
+        _check(self.max_steps > 0, "train.max_steps", f"must be > 0, got {self.max_steps}")
+        _check(self.batch_size > 0, "train.batch_size", f"must be > 0, got {self.batch_size}")
+        _check(self.accumulate > 0, "train.accumulate", f"must be > 0, got {self.accumulate}")
+        _check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
+        _check(0.0 <= self.ema < 1.0, "train.ema", f"must be in [0, 1), got {self.ema}")
+        _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
+        _check(self.lr_schedule in ("constant", "cosine"), "train.lr_schedule",
+               f"must be constant or cosine, got {self.lr_schedule!r}")
+        _check(self.strategy in ("auto", "ddp", "fsdp", "ddp_spawn", "deepspeed"), "train.strategy",
+               f"must be auto, ddp or fsdp, got {self.strategy!r}")
+        for name in ("val_every", "ckpt_every", "log_every"):
+            _check(getattr(self, name) > 0, f"train.{name}", f"must be > 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    sampler: str = "ancestral"
+    steps: int = 128
+    num: int = 4
+    length: int = 256
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str = "run"
+    out_dir: str = "runs"
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sample: SampleConfig = field(default_factory=SampleConfig)
+
+
+# ----------------------------------------------------------------------------- machinery
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(tp: Any, value: Any, key: str) -> Any:
+    """Check `value` against annotation `tp` (and build nested dataclasses)."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(arg, value, key)
+            except DnadiffError as exc:
+                errors.append(str(exc))
+        raise DnadiffError(errors[0] if len(errors) == 1 else f"{key}: expected {_type_name(tp)}, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise DnadiffError(f"{key}: expected a mapping, got {value!r}")
+        return from_dict(tp, value, prefix=key + ".")
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise DnadiffError(f"{key}: expected a list, got {value!r}")
+        args = typing.get_args(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise DnadiffError(f"{key}: expected {len(args)} values, got {len(value)}")
+            return tuple(_coerce(a, v, f"{key}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        item = args[0] if args else Any
+        out = [_coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(out) if origin is tuple else out
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise DnadiffError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise DnadiffError(f"{key}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise DnadiffError(f"{key}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise DnadiffError(f"{key}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise DnadiffError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    """Build dataclass `cls` from a plain dict; unknown keys and wrong types raise DnadiffError."""
+    if not isinstance(data, dict):
+        raise DnadiffError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        raise DnadiffError(
+            f"unknown config key {prefix}{unknown[0]!s} (valid keys here: {', '.join(sorted(names))})"
+        )
+    kwargs = {k: _coerce(hints[k], v, prefix + k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def to_dict(obj: Any) -> Any:
+    """Dataclass -> plain dict (tuples become lists), suitable for YAML."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def _parse_yaml(text: str, where: str) -> dict[str, Any]:
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        raw = yaml.safe_load(text)  # safe: no Python object tags
+    except yaml.YAMLError as exc:
+        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise DnadiffError(f"{where}: the top level must be a mapping of keys")
+    try:
+        return OmegaConf.to_container(OmegaConf.create(raw), resolve=True)  # ${a.b} references only
+    except OmegaConfBaseException as exc:
+        raise DnadiffError(f"{where}: {str(exc).splitlines()[0]}") from None
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """['train.lr=1e-3', 'model.preset=tiny'] -> nested dict (values parsed as YAML scalars)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise DnadiffError(f"override {item!r}: expected key=value")
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if not key:
+            raise DnadiffError(f"override {item!r}: empty key")
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            parsed = value
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise DnadiffError(f"override {item!r}: {part} is not a section")
+        node[parts[-1]] = parsed
+    return out
+
+
+def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+CONFIG_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+
+
+def resolve_config_path(path: str | os.PathLike) -> str:
+    """A file path as is, else a name under the shipped configs/ (`experiments/tiny_dna_mdlm`)."""
+    path = str(path)
+    if os.path.isfile(path):
+        return path
+    for candidate in (os.path.join(CONFIG_ROOT, path), os.path.join(CONFIG_ROOT, path + ".yaml")):
+        if os.path.isfile(candidate):
+            return candidate
+    raise DnadiffError(f"{path}: config file not found")
+
+
+def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Read a YAML config, first merging the files listed under its `defaults:` key.
+
+    `defaults: [model/caduceus_467k, data/chr22_cpu]` names files relative to the shipped configs/
+    folder (or the including file's folder); later entries and the file itself win.
+    """
+    path = resolve_config_path(path)
+    if path in _seen:
+        raise DnadiffError(f"{path}: `defaults` include cycle")
+    with open(path, encoding="utf-8") as fh:
+        data = _parse_yaml(fh.read(), path)
+    defaults = data.pop("defaults", None) or []
+    if not isinstance(defaults, list):
+        raise DnadiffError(f"{path}: `defaults` must be a list of config names")
+    merged: dict[str, Any] = {}
+    for name in defaults:
+        local = os.path.join(os.path.dirname(path), str(name))
+        target = local if os.path.isfile(local) or os.path.isfile(local + ".yaml") else str(name)
+        if not os.path.isfile(target) and os.path.isfile(target + ".yaml"):
+            target += ".yaml"
+        merged = deep_merge(merged, load_yaml_tree(target, _seen + (path,)))
+    return deep_merge(merged, data)
+
+
+def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] | None = None) -> Any:
+    """YAML file (or none) + overrides -> frozen dataclass `cls`."""
+    data: dict[str, Any] = load_yaml_tree(path) if path is not None else {}
+    data = deep_merge(data, parse_overrides(list(overrides or [])))
+    return from_dict(cls, data)
+
+
+def save_config(obj: Any, path: str | os.PathLike) -> None:
+    import yaml
+
+    from dnadiff.utils import atomic_write
+
+    atomic_write(path, yaml.safe_dump(to_dict(obj), sort_keys=False))
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """dataclasses.replace for nested dotted keys: replace(cfg, **{"train.lr": 1e-3})."""
+    nested: dict[str, Any] = {}
+    for key, value in changes.items():
+        head, _, rest = key.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            nested[head] = value
+    kwargs = {}
+    for head, value in nested.items():
+        if isinstance(value, dict) and dataclasses.is_dataclass(getattr(obj, head)):
+            kwargs[head] = replace(getattr(obj, head), **value)
+        else:
+            kwargs[head] = value
+    return dataclasses.replace(obj, **kwargs)

@@ -1,0 +1,61 @@
+"""Plain multi-record FASTA files (Biopython): small inputs, references and sample outputs."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+from typing import Iterable
+
+from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.dna import DNATokenizer
+from dnadiff.utils import atomic_write
+
+
+def read_fasta(path: str | os.PathLike, tokenizer: DNATokenizer | None = None) -> list[tuple[str, str]]:
+    """[(id, SEQUENCE)] upper-cased and validated; Windows line endings and lower case are fine."""
+    from Bio import SeqIO
+
+    path = str(path)
+    if not os.path.isfile(path):
+        raise DnadiffError(f"{path}: FASTA file not found")
+    tokenizer = tokenizer or DNATokenizer()
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+        opener = gzip.open if gz else open
+        with opener(path, "rb") as fh:
+            text = fh.read().decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    except (OSError, EOFError) as exc:
+        raise DnadiffError(f"{path}: cannot read ({exc})") from None
+    stripped = text.lstrip()
+    if not stripped:
+        raise DnadiffError(f"{path}: empty FASTA file")
+    if not stripped.startswith(">"):
+        raise DnadiffError(f"{path}: not a FASTA file (no '>' header line before the sequence)")
+    records = []
+    for rec in SeqIO.parse(io.StringIO(stripped), "fasta"):
+        seq = str(rec.seq).upper()
+        if not seq:
+            raise DnadiffError(f"{path}: record {rec.id!r} is empty")
+        tokenizer.encode_array(seq, where=f"{path}: record {rec.id!r}")  # validates the characters
+        records.append((rec.id, seq))
+    if not records:
+        raise DnadiffError(f"{path}: no FASTA records")
+    return records
+
+
+def write_fasta(path: str | os.PathLike, records: Iterable[tuple[str, str]], line_width: int = 60) -> None:
+    """Write [(id_or_description, sequence)] atomically (temp name + rename)."""
+    from Bio import SeqIO
+    from Bio.Seq import Seq
+    from Bio.SeqRecord import SeqRecord
+
+    recs = []
+    for name, seq in records:
+        rid, _, desc = str(name).partition(" ")
+        recs.append(SeqRecord(Seq(seq), id=rid, description=desc))
+    buf = io.StringIO()
+    writer = SeqIO.FastaIO.FastaWriter(buf, wrap=line_width)
+    writer.write_file(recs)
+    atomic_write(path, buf.getvalue())

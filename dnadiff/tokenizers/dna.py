@@ -1,0 +1,127 @@
+"""Character-level DNA tokenizer with the ids of the public Caduceus/HyenaDNA tokenizer.
+
+    [CLS]0 [SEP]1 [BOS]2 [MASK]3 [PAD]4 [RESERVED]5 [UNK]6 A7 C8 G9 T10 N11
+
+so official checkpoints load unchanged. Input is upper-cased (soft-masked genomes are lower
+case); IUPAC ambiguity codes (R Y K M S W B D H V) become N, or raise under `strict=True`.
+The complement map sends A<->T, C<->G and every other id (N, specials, padded model ids) to itself.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from dnadiff.errors import DnadiffError
+
+SPECIAL_TOKENS = ["[CLS]", "[SEP]", "[BOS]", "[MASK]", "[PAD]", "[RESERVED]", "[UNK]"]
+NUCLEOTIDES = "ACGTN"
+IUPAC_AMBIGUOUS = "RYKMSWBDHV"
+_COMPLEMENT_BASE = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N"}
+
+
+class DNATokenizer:
+    """Encode/decode DNA strings; complement and reverse-complement token ids."""
+
+    cls_id, sep_id, bos_id, mask_id, pad_id, reserved_id, unk_id = range(7)
+    a_id, c_id, g_id, t_id, n_id = range(7, 12)
+    vocab_size = 12
+    kind = "dna"
+
+    def __init__(self, strict: bool = False):
+        self.strict = strict
+        self.vocab: list[str] = SPECIAL_TOKENS + list(NUCLEOTIDES)
+        self.token_to_id = {tok: i for i, tok in enumerate(self.vocab)}
+        # Byte -> id lookup table (-1: not allowed) for fast vectorised encoding.
+        lut = np.full(256, -1, dtype=np.int64)
+        for i, base in enumerate(NUCLEOTIDES):
+            lut[ord(base)] = lut[ord(base.lower())] = 7 + i
+        if not strict:
+            for code in IUPAC_AMBIGUOUS:
+                lut[ord(code)] = lut[ord(code.lower())] = self.n_id
+        self._lut = lut
+        self._id_to_char = np.array([ord("?")] * 7 + [ord(b) for b in NUCLEOTIDES], dtype=np.uint8)
+
+    # ----------------------------------------------------------------- ids
+    @property
+    def nucleotide_ids(self) -> list[int]:
+        """Ids of the four real bases (what MLM random replacement draws from)."""
+        return [self.a_id, self.c_id, self.g_id, self.t_id]
+
+    @property
+    def special_ids(self) -> list[int]:
+        return list(range(7))
+
+    def complement_map(self, size: int | None = None) -> list[int]:
+        """complement_map()[i] is the complement id of i; ids >= 12 (model padding) map to themselves."""
+        size = size or self.vocab_size
+        cmap = list(range(size))
+        cmap[self.a_id], cmap[self.t_id] = self.t_id, self.a_id
+        cmap[self.c_id], cmap[self.g_id] = self.g_id, self.c_id
+        return cmap
+
+    # ----------------------------------------------------------------- encode / decode
+    def encode_array(self, seq: str | bytes, where: str = "sequence") -> np.ndarray:
+        """Vectorised encode: str -> int64 array of ids; bad characters raise DnadiffError."""
+        raw = seq.encode("ascii", errors="replace") if isinstance(seq, str) else bytes(seq)
+        ids = self._lut[np.frombuffer(raw, dtype=np.uint8)]
+        if (ids < 0).any():
+            pos = int(np.flatnonzero(ids < 0)[0])
+            char = chr(raw[pos]) if raw[pos] < 128 else "non-ASCII"
+            allowed = "ACGTN" if self.strict else "ACGTN or IUPAC codes"
+            raise DnadiffError(f"{where}: character {char!r} at position {pos} is not DNA (allowed: {allowed})")
+        return ids
+
+    def encode(self, seq: str, where: str = "sequence") -> list[int]:
+        return self.encode_array(seq, where).tolist()
+
+    def decode(self, ids: Sequence[int] | np.ndarray | torch.Tensor, skip_special: bool = False) -> str:
+        """ids -> string; special tokens print as their names ([MASK], ...) unless skipped."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.detach().cpu().numpy()
+        arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if arr.size and ((arr < 0) | (arr >= self.vocab_size)).any():
+            bad = int(arr[(arr < 0) | (arr >= self.vocab_size)][0])
+            raise DnadiffError(f"token id {bad} is outside the DNA vocabulary (0..{self.vocab_size - 1})")
+        if arr.size and (arr >= 7).all():  # fast path: only bases
+            return self._id_to_char[arr].tobytes().decode("ascii")
+        out = []
+        for i in arr.tolist():
+            if i >= 7:
+                out.append(NUCLEOTIDES[i - 7])
+            elif not skip_special:
+                out.append(self.vocab[i])
+        return "".join(out)
+
+    def __call__(self, seq: str) -> list[int]:
+        return self.encode(seq)
+
+    # ----------------------------------------------------------------- strands
+    def complement(self, ids):
+        """Complement ids (list, numpy array or torch tensor), same type back."""
+        if isinstance(ids, torch.Tensor):
+            cmap = torch.tensor(self.complement_map(max(16, int(ids.max()) + 1 if ids.numel() else 16)), device=ids.device)
+            return cmap[ids]
+        if isinstance(ids, np.ndarray):
+            cmap = np.asarray(self.complement_map(max(16, int(ids.max()) + 1 if ids.size else 16)))
+            return cmap[ids]
+        cmap = self.complement_map(max(16, max(ids, default=0) + 1))
+        return [cmap[i] for i in ids]
+
+    def reverse_complement(self, ids):
+        """Reverse complement along the last axis (list, numpy array or torch tensor)."""
+        comp = self.complement(ids)
+        if isinstance(comp, torch.Tensor):
+            return comp.flip(-1)
+        if isinstance(comp, np.ndarray):
+            return comp[..., ::-1].copy()
+        return comp[::-1]
+
+    @staticmethod
+    def reverse_complement_str(seq: str) -> str:
+        return "".join(_COMPLEMENT_BASE.get(b, b) for b in reversed(seq.upper()))
+
+    def __repr__(self) -> str:
+        return f"DNATokenizer(vocab_size={self.vocab_size}, strict={self.strict})"

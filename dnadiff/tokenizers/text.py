@@ -1,0 +1,81 @@
+"""Text tokenizer: a thin wrapper over Hugging Face `AutoTokenizer` with the DNA tokenizer's interface.
+
+Loads from a local path or the HF cache only (offline). Guarantees a mask token and a pad id that
+differs from the mask id (the reference MDLM code aliases them for GPT-2; we add a dedicated [PAD]).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import torch
+
+from dnadiff.errors import DnadiffError
+
+
+class TextTokenizer:
+    kind = "text"
+
+    def __init__(self, name_or_path: str, hf_tokenizer=None):
+        if hf_tokenizer is None:
+            from transformers import AutoTokenizer
+
+            try:
+                hf_tokenizer = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
+            except (OSError, ValueError) as exc:
+                raise DnadiffError(
+                    f"tokenizer {name_or_path!r}: not found locally (give a local folder or pre-download it "
+                    f"into the Hugging Face cache): {str(exc).splitlines()[0]}"
+                ) from None
+        self.name_or_path = name_or_path
+        self.hf = hf_tokenizer
+        added = {}
+        if self.hf.mask_token is None:
+            added["mask_token"] = "[MASK]"
+        if self.hf.pad_token is None or self.hf.pad_token == self.hf.mask_token:
+            added["pad_token"] = "[PAD]"
+        if added:
+            self.hf.add_special_tokens(added)
+        if self.hf.pad_token_id == self.hf.mask_token_id:
+            raise DnadiffError(f"tokenizer {name_or_path!r}: pad and mask ids are equal")
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.hf)
+
+    @property
+    def mask_id(self) -> int:
+        return int(self.hf.mask_token_id)
+
+    @property
+    def pad_id(self) -> int:
+        return int(self.hf.pad_token_id)
+
+    @property
+    def bos_id(self) -> int | None:
+        tid = self.hf.bos_token_id if self.hf.bos_token_id is not None else self.hf.cls_token_id
+        return None if tid is None else int(tid)
+
+    @property
+    def eos_id(self) -> int | None:
+        tid = self.hf.eos_token_id if self.hf.eos_token_id is not None else self.hf.sep_token_id
+        return None if tid is None else int(tid)
+
+    @property
+    def special_ids(self) -> list[int]:
+        return sorted(set(int(i) for i in self.hf.all_special_ids))
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return list(self.hf.encode(text, add_special_tokens=add_special_tokens))
+
+    def decode(self, ids: Sequence[int] | torch.Tensor, skip_special: bool = False) -> str:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return self.hf.decode(list(ids), skip_special_tokens=skip_special)
+
+    def save(self, directory: str | os.PathLike) -> None:
+        self.hf.save_pretrained(str(directory))
+
+    def __repr__(self) -> str:
+        return f"TextTokenizer({self.name_or_path!r}, vocab_size={self.vocab_size})"

@@ -1,0 +1,80 @@
+import shutil
+
+import pytest
+import torch
+
+from dnadiff.data import SequenceClassificationDataset, load_benchmark_split, resolve_benchmark
+from dnadiff.errors import DnadiffError
+
+
+@pytest.mark.parametrize(
+    "name, classes, n_train, n_test",
+    [
+        ("human_chr22_repeats", ["repeat", "unique"], 5000, 1250),
+        ("leptospira_coding_vs_intergenic", ["coding", "intergenic"], 4946, 1237),
+    ],
+)
+def test_shared_benchmarks(benchmarks_dir, name, classes, n_train, n_test):
+    root = resolve_benchmark(benchmarks_dir / name)
+    train = load_benchmark_split(root, "train")
+    test = load_benchmark_split(root, "test")
+    assert train.classes == test.classes == classes  # sorted names
+    assert train.counts() == {c: n_train for c in classes}
+    assert test.counts() == {c: n_test for c in classes}
+    assert all(len(s) == 200 for s in train.sequences[:50])
+    first = (root / "train" / classes[0] / "0.txt").read_text().strip()
+    assert train.sequences[0] == first and train.labels[0] == 0
+
+
+def _mk(root, split, cls, seqs):
+    d = root / split / cls
+    d.mkdir(parents=True, exist_ok=True)
+    for i, s in enumerate(seqs):
+        (d / f"{i}.txt").write_text(s)
+
+
+def test_labels_from_sorted_names_and_padding(tmp_path):
+    for split in ("train", "test"):
+        _mk(tmp_path, split, "zeta", ["ACGT", "AC"])
+        _mk(tmp_path, split, "alpha", ["GGG"])
+    data = load_benchmark_split(tmp_path, "train")
+    assert data.classes == ["alpha", "zeta"]
+    assert data.labels == [0, 1, 1]
+    ds = SequenceClassificationDataset(data)
+    batch = ds.collate([ds[0], ds[1], ds[2]])
+    assert batch["input_ids"].tolist() == [[9, 9, 9, 4], [7, 8, 9, 10], [7, 8, 4, 4]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]]
+    assert batch["labels"].tolist() == [0, 1, 1]
+
+
+def test_class_sets_must_match(tmp_path):
+    _mk(tmp_path, "train", "a", ["ACGT"])
+    _mk(tmp_path, "train", "b", ["ACGT"])
+    _mk(tmp_path, "test", "a", ["ACGT"])
+    _mk(tmp_path, "test", "c", ["ACGT"])
+    with pytest.raises(DnadiffError, match="differ from test classes"):
+        load_benchmark_split(tmp_path, "train")
+
+
+def test_empty_class(tmp_path):
+    _mk(tmp_path, "train", "a", ["ACGT"])
+    (tmp_path / "train" / "b").mkdir()
+    _mk(tmp_path, "test", "a", ["ACGT"])
+    _mk(tmp_path, "test", "b", ["ACGT"])
+    with pytest.raises(DnadiffError, match="class 'b' has no sequences"):
+        load_benchmark_split(tmp_path, "train")
+
+
+def test_one_class(tmp_path):
+    _mk(tmp_path, "train", "a", ["ACGT"])
+    _mk(tmp_path, "test", "a", ["ACGT"])
+    with pytest.raises(DnadiffError, match="at least 2 classes"):
+        load_benchmark_split(tmp_path, "train")
+
+
+def test_unknown_name_without_download(tmp_path, monkeypatch):
+    monkeypatch.setattr("dnadiff.data.benchmarks.cache_dir", lambda: tmp_path)
+    with pytest.raises(DnadiffError, match="--download"):
+        resolve_benchmark("human_nontata_promoters")
+    (tmp_path / "human_nontata_promoters").mkdir()
+    assert resolve_benchmark("human_nontata_promoters") == tmp_path / "human_nontata_promoters"

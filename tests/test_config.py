@@ -1,0 +1,70 @@
+from pathlib import Path
+
+import pytest
+
+from dnadiff.config import RunConfig, from_dict, load_config, replace, save_config, to_dict
+from dnadiff.errors import DnadiffError
+from dnadiff.registry import Registry
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_defaults_and_overrides():
+    cfg = load_config(RunConfig, None, ["train.lr=1e-3", "model.preset=dna-467k", "train.betas=[0.9,0.95]"])
+    assert cfg.train.lr == 1e-3 and cfg.model.preset == "dna-467k" and cfg.train.betas == (0.9, 0.95)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.lrr=1", "unknown config key train.lrr"),
+        ("nope.x=1", "unknown config key nope"),
+        ("train.max_steps=abc", "train.max_steps: expected an integer"),
+        ("train.max_steps=0", "train.max_steps: must be > 0"),
+        ("data.seq_len=-1", "data.seq_len: must be > 0"),
+        ("data.rc_prob=2", "data.rc_prob: must be in"),
+        ("train.progress=maybe", "train.progress: expected true/false"),
+        ("train.lr_schedule=linear", "train.lr_schedule: must be"),
+        ("train", "expected key=value"),
+    ],
+)
+def test_bad_overrides(override, message):
+    with pytest.raises(DnadiffError, match=message):
+        load_config(RunConfig, None, [override])
+
+
+def test_yaml_round_trip(tmp_path):
+    cfg = load_config(RunConfig, None, ["name=x", "model.overrides.d_model=64", "objective.T=100"])
+    save_config(cfg, tmp_path / "c.yaml")
+    assert load_config(RunConfig, tmp_path / "c.yaml") == cfg
+    assert from_dict(RunConfig, to_dict(cfg)) == cfg
+    assert replace(cfg, **{"train.lr": 0.5}).train.lr == 0.5
+
+
+def test_yaml_is_safe(tmp_path):
+    bad = tmp_path / "evil.yaml"
+    bad.write_text("name: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(DnadiffError, match="invalid YAML"):
+        load_config(RunConfig, bad)
+
+
+def test_config_file_errors(tmp_path):
+    with pytest.raises(DnadiffError, match="config file not found"):
+        load_config(RunConfig, tmp_path / "missing.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(DnadiffError, match="top level must be a mapping"):
+        load_config(RunConfig, tmp_path / "list.yaml")
+
+
+def test_registry():
+    reg = Registry("thing")
+
+    @reg.register("a")
+    def make_a(x=1):
+        return ("a", x)
+
+    assert reg.build("a", x=2) == ("a", 2) and reg.names() == ["a"]
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register("a")(make_a)
+    with pytest.raises(DnadiffError, match="unknown thing 'b'; choose one of: a"):
+        reg.build("b")

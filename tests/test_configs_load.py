@@ -1,0 +1,27 @@
+from pathlib import Path
+
+import pytest
+
+from dnadiff.config import CONFIG_ROOT, RunConfig, load_config
+
+CONFIGS = sorted(p for p in Path(CONFIG_ROOT).rglob("*.yaml") if "finetune" not in p.name and "text" not in p.parts)
+
+
+def test_configs_folder_is_the_shipped_one():
+    top = Path(__file__).resolve().parent.parent / "configs"
+    assert top.resolve() == Path(CONFIG_ROOT).resolve()
+    assert len(CONFIGS) >= 10
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(CONFIG_ROOT)))
+def test_every_yaml_loads(path):
+    cfg = load_config(RunConfig, path)
+    assert isinstance(cfg, RunConfig)
+
+
+def test_defaults_compose():
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm")
+    assert cfg.model.backbone == "caduceus" and cfg.model.preset == "tiny"
+    assert cfg.objective.name == "mdlm" and cfg.data.seq_len == 128  # the file wins over its defaults
+    paper = load_config(RunConfig, "experiments/paper_dna_mdlm")
+    assert paper.model.preset == "dna-467k" and paper.train.batch_size * paper.train.accumulate == 1024
