@@ -1,0 +1,236 @@
+"""Caduceus (Schiff et al. 2024, arXiv 2403.03234): bidirectional, RC-equivariant Mamba for DNA.
+
+- BiMamba (§3.1): out = mamba_fwd(h) + flip_L(mamba_rev(flip_L(h))) (`add`, or `ew_multiply`); with
+  `bidirectional_weight_tie` the two directions share in_proj and out_proj only.
+- Block: Add -> RMSNorm -> BiMamba (prenorm residual, mamba_ssm `Block`), final norm_f.
+- Caduceus-PH (`rcps=False`): a plain d-wide model; RC symmetry is imposed post hoc by conjoining
+  (`conjoined_logits`, the average over both strands, §3.3).
+- Caduceus-PS (`rcps=True`, §3.2): RCPS embedding, every mixer and add-norm wrapped in RCPS
+  (hidden width 2·d_model with d_model-sized weights), RCPS LM head tied to the embedding:
+  logits(RC(x)) = flip_L(logits(x))[..., complement] exactly.
+- `fused_add_norm=True` reproduces the official fused add-norm path (the default of the public
+  checkpoints): each RCPS block reads the two channel halves of hidden state and residual swapped
+  before its add+norm (the final norm_f is not swapped); PH is unaffected. No kernel is fused here.
+
+Module/parameter names mirror the official `modeling_caduceus.py`, under `backbone.` and `lm_head.`
+(the HF checkpoint adds the prefix `caduceus.`; see convert_caduceus.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import Tensor, nn
+
+from dnadiff.backbones.base import BACKBONES, Backbone
+from dnadiff.backbones.layers.norms import build_norm
+from dnadiff.backbones.mamba import Mamba, init_mamba_weights, pad_vocab
+from dnadiff.backbones.rcps import (RCPSEmbedding, RCPSLMHead, RCPSWrapper, complement_table, rc_conjoin,
+                                    rcps_add_norm, reverse_complement_ids, swap_halves)
+from dnadiff.errors import DnadiffError
+
+
+@dataclasses.dataclass
+class CaduceusConfig:
+    d_model: int = 128
+    n_layer: int = 4
+    vocab_size: int = 12
+    pad_vocab_size_multiple: int = 8
+    # ssm_cfg of the official config.json
+    d_state: int = 16
+    d_conv: int = 4
+    expand: int = 2
+    dt_rank: int | str = "auto"
+    dt_min: float = 0.001
+    dt_max: float = 0.1
+    dt_init: str = "random"
+    dt_scale: float = 1.0
+    dt_init_floor: float = 1e-4
+    conv_bias: bool = True
+    bias: bool = False
+    rms_norm: bool = True
+    norm_epsilon: float = 1e-5
+    residual_in_fp32: bool = False
+    fused_add_norm: bool = True  # reproduce the official fused path's per-block half swap (PS only)
+    bidirectional: bool = True
+    bidirectional_strategy: str = "add"  # add | ew_multiply
+    bidirectional_weight_tie: bool = True
+    rcps: bool = False
+    complement_map: list[int] | None = None  # id -> complement id; None: the DNA tokenizer's
+    initializer_range: float = 0.02
+    rescale_prenorm_residual: bool = True
+    n_residuals_per_layer: int = 1
+    cond_dim: int = 0
+    scan_impl: str = "auto"  # auto | chunked | ref | cuda
+
+    def __post_init__(self) -> None:
+        if self.d_model < 1 or self.n_layer < 1 or self.vocab_size < 1:
+            raise DnadiffError("caduceus config: d_model, n_layer and vocab_size must be positive")
+        if self.bidirectional_strategy not in ("add", "ew_multiply"):
+            raise DnadiffError(
+                f"caduceus config: bidirectional_strategy must be add|ew_multiply, got {self.bidirectional_strategy!r}")
+        if self.scan_impl not in ("auto", "chunked", "ref", "cuda"):
+            raise DnadiffError(f"caduceus config: scan_impl must be auto|chunked|ref|cuda, got {self.scan_impl!r}")
+        try:
+            complement_table(pad_vocab(self.vocab_size, self.pad_vocab_size_multiple), self.complement_map)
+        except ValueError as exc:
+            raise DnadiffError(f"caduceus config: complement_map: {exc}") from None
+
+    def mixer_kwargs(self) -> dict:
+        return dict(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, dt_rank=self.dt_rank,
+                    dt_min=self.dt_min, dt_max=self.dt_max, dt_init=self.dt_init, dt_scale=self.dt_scale,
+                    dt_init_floor=self.dt_init_floor, conv_bias=self.conv_bias, bias=self.bias,
+                    scan_impl=self.scan_impl)
+
+
+class BiMambaWrapper(nn.Module):
+    """Caduceus §3.1 BiMamba: keys `mamba_fwd.*`, `mamba_rev.*` (rev's in/out proj tied to fwd's)."""
+
+    def __init__(self, d_model: int, bidirectional: bool = True, strategy: str = "add", weight_tie: bool = True,
+                 **mamba_kwargs):
+        super().__init__()
+        self.bidirectional, self.strategy = bidirectional, strategy
+        self.mamba_fwd = Mamba(d_model, **mamba_kwargs)
+        self.mamba_rev = Mamba(d_model, **mamba_kwargs) if bidirectional else None
+        if bidirectional and weight_tie:  # in/out projections hold most of the parameters
+            self.mamba_rev.in_proj.weight = self.mamba_fwd.in_proj.weight
+            self.mamba_rev.in_proj.bias = self.mamba_fwd.in_proj.bias
+            self.mamba_rev.out_proj.weight = self.mamba_fwd.out_proj.weight
+            self.mamba_rev.out_proj.bias = self.mamba_fwd.out_proj.bias
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        out = self.mamba_fwd(hidden)
+        if self.mamba_rev is None:
+            return out
+        out_rev = self.mamba_rev(hidden.flip(1)).flip(1)  # (B, L, d)
+        return out + out_rev if self.strategy == "add" else out * out_rev
+
+
+class CaduceusBlock(nn.Module):
+    """Add -> Norm -> Mixer (prenorm residual); the RCPS form applies norm and mixer to both halves."""
+
+    def __init__(self, cfg: CaduceusConfig):
+        super().__init__()
+        mixer = BiMambaWrapper(cfg.d_model, cfg.bidirectional, cfg.bidirectional_strategy,
+                               cfg.bidirectional_weight_tie, **cfg.mixer_kwargs())
+        self.rcps, self.swap = cfg.rcps, cfg.rcps and cfg.fused_add_norm
+        self.residual_in_fp32 = cfg.residual_in_fp32
+        self.mixer = RCPSWrapper(mixer) if cfg.rcps else mixer
+        self.norm = build_norm(cfg.d_model, cfg.norm_epsilon, cfg.rms_norm)
+
+    def forward(self, hidden: Tensor, residual: Tensor | None) -> tuple[Tensor, Tensor]:
+        if self.rcps:
+            if self.swap:  # official fused path: its "forward" half is the second half of the channels
+                hidden = swap_halves(hidden)
+                residual = None if residual is None else swap_halves(residual)
+            hidden, residual = rcps_add_norm(self.norm, hidden, residual)
+        else:
+            residual = hidden if residual is None else hidden + residual
+            hidden = self.norm(residual.to(dtype=self.norm.weight.dtype))
+        if self.residual_in_fp32:
+            residual = residual.float()
+        return self.mixer(hidden), residual
+
+
+class CaduceusEmbeddings(nn.Module):
+    def __init__(self, cfg: CaduceusConfig, vocab: int, complement: list[int]):
+        super().__init__()
+        self.word_embeddings = (RCPSEmbedding(vocab, cfg.d_model, complement) if cfg.rcps
+                                else nn.Embedding(vocab, cfg.d_model))
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        return self.word_embeddings(input_ids)
+
+
+class CaduceusMixerModel(nn.Module):
+    """Keys `embeddings.word_embeddings.*`, `layers.{i}.{norm,mixer}.*`, `norm_f.weight`."""
+
+    def __init__(self, cfg: CaduceusConfig, vocab: int, complement: list[int]):
+        super().__init__()
+        self.rcps = cfg.rcps
+        self.embeddings = CaduceusEmbeddings(cfg, vocab, complement)
+        self.layers = nn.ModuleList(CaduceusBlock(cfg) for _ in range(cfg.n_layer))
+        self.norm_f = build_norm(cfg.d_model, cfg.norm_epsilon, cfg.rms_norm)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        residual = None
+        for layer in self.layers:
+            hidden, residual = layer(hidden, residual)
+        if self.rcps:  # final RCPS add-norm, never half-swapped
+            return rcps_add_norm(self.norm_f, hidden, residual)[0]
+        residual = hidden + residual
+        return self.norm_f(residual.to(dtype=self.norm_f.weight.dtype))
+
+
+@BACKBONES.register("caduceus")
+class Caduceus(Backbone):
+    """Caduceus-PH (`rcps=False`) or -PS (`rcps=True`) masked LM over DNA ids; `t` is ignored."""
+
+    Config = CaduceusConfig
+    PRESETS = {
+        "tiny": dict(d_model=32, n_layer=2, rcps=True),
+        "tiny-ph": dict(d_model=32, n_layer=2, rcps=False),
+        # the MDLM paper's DNA model (≈467K; 470,702 parameters): Caduceus-PS, d_model 118 × 4 layers
+        "dna-467k": dict(d_model=118, n_layer=4, rcps=True),
+        "dna-467k-ph": dict(d_model=118, n_layer=4, rcps=False),
+        # the public 131k-context checkpoints (kuleshov-group/caduceus-{ph,ps}_seqlen-131k_d_model-256_n_layer-16)
+        "ph-131k": dict(d_model=256, n_layer=16, rcps=False),
+        "ps-131k": dict(d_model=256, n_layer=16, rcps=True),
+    }
+    is_causal = False
+    time_conditioned = False
+
+    def __init__(self, config: CaduceusConfig):
+        super().__init__()
+        self.config = config
+        self.vocab_size = config.vocab_size
+        self.padded_vocab_size = pad_vocab(config.vocab_size, config.pad_vocab_size_multiple)
+        cmap = complement_table(self.padded_vocab_size, config.complement_map)
+        self.register_buffer("complement", torch.tensor(cmap, dtype=torch.long), persistent=False)
+        self.hidden_size = 2 * config.d_model if config.rcps else config.d_model
+        self.backbone = CaduceusMixerModel(config, self.padded_vocab_size, cmap)
+        self.cond_proj = nn.Linear(config.cond_dim, config.d_model, bias=False) if config.cond_dim > 0 else None
+        if config.rcps:
+            self.lm_head = RCPSLMHead(config.d_model, self.padded_vocab_size, cmap)
+        else:
+            self.lm_head = nn.Linear(config.d_model, self.padded_vocab_size, bias=False)
+        init_mamba_weights(self, config.n_layer, config.initializer_range, config.rescale_prenorm_residual,
+                           config.n_residuals_per_layer)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """LM head shares the embedding table (official `tie_weights`)."""
+        emb = self.backbone.embeddings.word_embeddings
+        if self.config.rcps:
+            self.lm_head.lm_head.weight = emb.embedding.weight
+        else:
+            self.lm_head.weight = emb.weight
+
+    def embed(self, input_ids: Tensor, cond: Tensor | None = None) -> Tensor:
+        hidden = self.backbone.embeddings(input_ids)  # (B, L, d) or (B, L, 2d) for PS
+        if cond is not None:
+            if self.cond_proj is None:
+                raise DnadiffError("caduceus: a cond vector was passed but the model was built with cond_dim=0")
+            c = self.cond_proj(cond.to(hidden.dtype))[:, None]  # (B, 1, d)
+            if self.config.rcps:  # forward half gets c, the RC half its channel flip: keeps equivariance
+                c = torch.cat([c, c.flip(-1)], dim=-1)
+            hidden = hidden + c
+        return hidden
+
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        return self.backbone(self.embed(input_ids, cond))  # (B, L, hidden_size)
+
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        return self.lm_head(self.features(input_ids, t, cond))[..., : self.vocab_size]  # (B, L, V)
+
+    def reverse_complement(self, input_ids: Tensor) -> Tensor:
+        return reverse_complement_ids(input_ids, self.complement)
+
+    def conjoined_logits(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        """Post-hoc RC conjoining (Caduceus-PH): 0.5 (logits(x) + flip_L(logits(RC(x)))[..., comp])."""
+        return rc_conjoin(lambda ids: self(ids, t, cond), input_ids, self.complement)
+
+    def conjoined_features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        """Features averaged over both strands in forward coordinates (PH; heads pool these)."""
+        return rc_conjoin(lambda ids: self.features(ids, t, cond), input_ids, self.complement, permute_last=False)
