@@ -12,7 +12,6 @@ Every window is a pure function of (seed, epoch, index): the same under any numb
 
 from __future__ import annotations
 
-import bisect
 import gzip
 import os
 from dataclasses import dataclass
@@ -234,7 +233,7 @@ class GenomeWindows(Dataset):
     def _random_window(self, rng: np.random.Generator) -> tuple[int, int, int]:
         for _ in range(100):
             pick = int(rng.integers(0, int(self._cum_len[-1])))
-            k = bisect.bisect_right(self._cum_len.tolist(), pick)
+            k = int(np.searchsorted(self._cum_len, pick, side="right"))
             iv = self.intervals[k]
             if len(iv) <= self.seq_len:
                 start = iv.start
