@@ -1,0 +1,62 @@
+"""AdamW with the usual no-decay groups, and warmup -> constant / cosine learning-rate schedules.
+
+No weight decay on biases, norm weights, embeddings' positional tables and Mamba's `A_log`/`D`
+(mamba_ssm marks them `_no_weight_decay`), as in the reference recipes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+NO_DECAY_NAMES = ("A_log", "D", "bias")
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two groups: decayed matrices, and everything 1-D / norms / A_log / D without decay."""
+    decay, no_decay = [], []
+    norm_params = set()
+    for module in model.modules():
+        if isinstance(module, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d)) or "Norm" in type(module).__name__:
+            norm_params.update(id(p) for p in module.parameters(recurse=False))
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        leaf = name.rsplit(".", 1)[-1]
+        if (
+            p.ndim < 2
+            or leaf in NO_DECAY_NAMES
+            or id(p) in norm_params
+            or getattr(p, "_no_weight_decay", False)
+        ):
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
+
+
+def build_optimizer(model: nn.Module, lr: float, betas=(0.9, 0.999), weight_decay: float = 0.0, eps: float = 1e-8):
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps)
+
+
+def lr_lambda(schedule: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0):
+    """Multiplier of the base lr at optimiser step n: linear warmup, then constant or cosine decay."""
+
+    def fn(step: int) -> float:
+        if warmup_steps > 0 and step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return fn
+
+
+def build_scheduler(optimizer, schedule: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0):
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(schedule, warmup_steps, total_steps, min_lr_ratio))
