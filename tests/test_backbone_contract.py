@@ -18,23 +18,31 @@ from dnadiff.errors import DnadiffError
 V, B, L = 12, 2, 17
 
 
-def _cases() -> list[tuple[str, str]]:
+def _cases() -> list[tuple[str, str, tuple[tuple[str, object], ...]]]:
+    """Every `tiny*` preset (not the paper-sized ones), plus the `tiny` preset with the family's
+    causal / time-conditioning switches flipped on when its Config has them and no preset does."""
     cases = []
     for name in BACKBONES.names():
-        for preset in sorted(BACKBONES.get(name).PRESETS):
-            if preset == "tiny" or (preset.startswith("tiny-") and "1k" not in preset and "467k" not in preset):
-                cases.append((name, preset))
+        cls = BACKBONES.get(name)
+        presets = sorted(p for p in cls.PRESETS if p == "tiny" or (p.startswith("tiny-") and "1k" not in p))
+        cases += [(name, p, ()) for p in presets]
+        fields = {f.name for f in dataclasses.fields(cls.Config)}
+        if "causal" in fields and not any(cls.PRESETS[p].get("causal") for p in presets):
+            cases.append((name, "tiny", (("causal", True),)))
+        if "time_conditioning" in fields:
+            cases.append((name, "tiny", (("time_conditioning", True),)))
     return cases
 
 
 CASES = _cases()
+IDS = [f"{n}-{p}" + "".join(f"-{k}" for k, _ in o) for n, p, o in CASES]
 
 
-def _perturbed(name: str, preset: str, **overrides) -> torch.nn.Module:
+def _perturbed(name: str, preset: str, overrides=(), **more) -> torch.nn.Module:
     """Build in eval mode and jitter every float parameter, so zero-initialised layers (adaLN-zero,
     DiT output) do not hide a broken gradient path or a missing dependency."""
     torch.manual_seed(0)
-    model = build_backbone(name, preset=preset, vocab_size=V, **overrides).eval()
+    model = build_backbone(name, preset=preset, vocab_size=V, **dict(overrides), **more).eval()
     with torch.no_grad():
         for p in model.parameters():
             if p.is_floating_point():
@@ -52,9 +60,9 @@ def test_every_family_has_tiny():
         assert "tiny" in BACKBONES.get(name).PRESETS, name
 
 
-@pytest.mark.parametrize("name,preset", CASES)
-def test_shapes_dtype_finite(name, preset):
-    model = _perturbed(name, preset)
+@pytest.mark.parametrize("name,preset,overrides", CASES, ids=IDS)
+def test_shapes_dtype_finite(name, preset, overrides):
+    model = _perturbed(name, preset, overrides)
     x = torch.randint(0, V, (B, L))
     logits = model(x, _t(model))
     feats = model.features(x, _t(model))
@@ -66,9 +74,9 @@ def test_shapes_dtype_finite(name, preset):
     assert isinstance(model.is_causal, bool) and isinstance(model.time_conditioned, bool)
 
 
-@pytest.mark.parametrize("name,preset", CASES)
-def test_gradients_reach_every_parameter(name, preset):
-    model = _perturbed(name, preset)
+@pytest.mark.parametrize("name,preset,overrides", CASES, ids=IDS)
+def test_gradients_reach_every_parameter(name, preset, overrides):
+    model = _perturbed(name, preset, overrides)
     x = torch.randint(0, V, (B, L))
     w = torch.randn(B, L, V, generator=torch.Generator().manual_seed(1))
     (model(x, _t(model)) * w).sum().backward()
@@ -76,9 +84,9 @@ def test_gradients_reach_every_parameter(name, preset):
     assert not dead, f"{name}/{preset}: no gradient reaches {dead}"
 
 
-@pytest.mark.parametrize("name,preset", CASES)
-def test_bidirectional_or_strictly_causal(name, preset):
-    model = _perturbed(name, preset)
+@pytest.mark.parametrize("name,preset,overrides", CASES, ids=IDS)
+def test_bidirectional_or_strictly_causal(name, preset, overrides):
+    model = _perturbed(name, preset, overrides)
     x = torch.randint(0, V - 1, (B, L))
     j = L // 2
     y = x.clone()
@@ -93,25 +101,37 @@ def test_bidirectional_or_strictly_causal(name, preset):
         assert diff[:j].min() > 1e-5, f"bidirectional model ignores the right context: {diff[:j]}"
 
 
-@pytest.mark.parametrize("name,preset", CASES)
-def test_cond_vector(name, preset):
+@pytest.mark.parametrize("name,preset,overrides", CASES, ids=IDS)
+def test_time_used_only_when_conditioned(name, preset, overrides):
+    model = _perturbed(name, preset, overrides)
+    x = torch.randint(0, V, (B, L))
+    with torch.no_grad():
+        a, b = model(x, torch.full((B,), 0.1)), model(x, torch.full((B,), 0.9))
+    if model.time_conditioned:
+        assert (a - b).abs().max() > 1e-4
+    else:
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name,preset,overrides", CASES, ids=IDS)
+def test_cond_vector(name, preset, overrides):
     fields = {f.name for f in dataclasses.fields(BACKBONES.get(name).Config)}
     assert "cond_dim" in fields, f"{name}: Config lacks cond_dim"
-    model = _perturbed(name, preset, cond_dim=5)
+    model = _perturbed(name, preset, overrides, cond_dim=5)
     x = torch.randint(0, V, (B, L))
     c1, c2 = torch.randn(B, 5), torch.randn(B, 5)
     with torch.no_grad():
         o1, o2 = model(x, _t(model), c1), model(x, _t(model), c2)
     assert o1.shape == (B, L, V)
     assert (o1 - o2).abs().max() > 1e-4
-    plain = build_backbone(name, preset=preset, vocab_size=V)
+    plain = build_backbone(name, preset=preset, vocab_size=V, **dict(overrides))
     with pytest.raises(DnadiffError):
         plain(x, _t(plain), c1)
 
 
-@pytest.mark.parametrize("name,preset", CASES)
-def test_rebuild_from_config(name, preset):
-    model = build_backbone(name, preset=preset, vocab_size=V)
+@pytest.mark.parametrize("name,preset,overrides", CASES, ids=IDS)
+def test_rebuild_from_config(name, preset, overrides):
+    model = build_backbone(name, preset=preset, vocab_size=V, **dict(overrides))
     again = build_backbone_from_config(name, dataclasses.asdict(model.config))
     assert again.config == model.config
     assert {k: v.shape for k, v in again.state_dict().items()} == {k: v.shape for k, v in model.state_dict().items()}
