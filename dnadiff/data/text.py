@@ -1,0 +1,493 @@
+"""Text corpora for the language-modelling runs (LM1B-style sentences, OWT-style wrapped documents).
+
+`build_text_datasets(data_cfg, tokenizer) -> {"train", "valid", "test"}`; every item is
+`{"input_ids": Long[L], "attention_mask": Long[L]}` with L = data_cfg.seq_len. Two layouts
+(MDLM §5.1 / app. D.1, the reference `dataloader.py`):
+
+  pad  (LM1B, `wrap: false`): one sentence per item,  [BOS] w1 … wn [EOS] [PAD] … [PAD]
+       (BERT: BOS = [CLS], EOS = [SEP]); longer sentences are cut to [BOS] w1 … w_{L-2} [EOS];
+       attention_mask is 1 on [BOS] … [EOS] and 0 on pads, so pads are never scored.
+  wrap (OWT, `wrap: true`): documents tokenised, concatenated with EOS after each one
+       (`eos_between: false` for the zero-shot sets, app. D.5), cut into blocks of L-2 tokens,
+       each block framed as [BOS] … [EOS]; the remainder is dropped; attention_mask is all 1.
+
+The pad id is the tokenizer's dedicated [PAD] (TextTokenizer guarantees pad != mask; the
+reference aliases them for GPT-2).
+
+Options (`data.text` mapping; unknown keys raise):
+  dataset      local | lm1b | openwebtext   (HF `datasets`, loaded offline unless download: true)
+  path         local folder with {train,valid,test}.{jsonl,txt} or one file (train only)
+  train/valid/test  explicit local file(s) per split (override `path`)
+  wrap         default true for openwebtext, false otherwise
+  field        JSON field holding the text (default "text")
+  txt_unit     line | paragraph: what one document of a .txt file is (default: line)
+  detokenizer  none | lm1b | ptb | wikitext | lambada | scientific_papers (applied before tokenising)
+  holdout_docs the last N documents of train are the validation split when there is no validation
+               file/split (OpenWebText: 100,000 as in the reference; lower it for small corpora)
+  eos_between, block_bos_eos (wrap), add_special (pad): layout switches, default true
+  max_docs     use only the first N documents of each split (quick runs)
+  cache, cache_dir  tokenised arrays are cached as .npy under a key hashing the tokenizer identity
+               (name + vocabulary digest), length, layout and the source files (path, size, mtime)
+  streaming    tokenise on the fly (IterableDataset, no cache, shards documents over workers)
+  hf_cache_dir, download  for the HF datasets
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from dnadiff.data.detokenizers import get_detokenizer
+from dnadiff.data.tokenizer_training import tokenizer_digest
+from dnadiff.errors import DnadiffError
+
+CACHE_VERSION = 1
+SPLITS = ("train", "valid", "test")
+OWT_HOLDOUT = 100_000  # reference: openwebtext train[:-100000] / train[-100000:]
+
+
+@dataclass(frozen=True)
+class TextOptions:
+    dataset: str = "local"
+    path: Optional[str] = None
+    train: Any = None
+    valid: Any = None
+    test: Any = None
+    wrap: Optional[bool] = None
+    field: str = "text"
+    txt_unit: str = "line"
+    detokenizer: Optional[str] = None
+    holdout_docs: Optional[int] = None
+    eos_between: bool = True
+    block_bos_eos: bool = True
+    add_special: bool = True
+    max_docs: Optional[int] = None
+    cache: bool = True
+    cache_dir: Optional[str] = None
+    streaming: bool = False
+    hf_cache_dir: Optional[str] = None
+    download: bool = False
+
+    @property
+    def wrapped(self) -> bool:
+        return self.wrap if self.wrap is not None else self.dataset == "openwebtext"
+
+    @staticmethod
+    def from_mapping(raw: dict[str, Any] | None) -> "TextOptions":
+        raw = dict(raw or {})
+        names = {f.name for f in dataclasses.fields(TextOptions)}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise DnadiffError(f"data.text.{unknown[0]}: unknown option (valid: {', '.join(sorted(names))})")
+        opts = TextOptions(**raw)
+        if opts.dataset not in ("local", "lm1b", "openwebtext"):
+            raise DnadiffError(f"data.text.dataset: {opts.dataset!r} is not one of local, lm1b, openwebtext")
+        if opts.txt_unit not in ("line", "paragraph"):
+            raise DnadiffError(f"data.text.txt_unit: {opts.txt_unit!r} is not line or paragraph")
+        if opts.holdout_docs is not None and opts.holdout_docs < 1:
+            raise DnadiffError(f"data.text.holdout_docs: must be >= 1, got {opts.holdout_docs}")
+        if opts.max_docs is not None and opts.max_docs < 1:
+            raise DnadiffError(f"data.text.max_docs: must be >= 1, got {opts.max_docs}")
+        get_detokenizer(opts.detokenizer)  # validates the name
+        return opts
+
+
+# ----------------------------------------------------------------------------- document sources
+
+
+def _read_local_docs(path: str, field_name: str, txt_unit: str) -> Iterator[str]:
+    p = Path(path)
+    with open(p, encoding="utf-8") as fh:
+        if p.suffix == ".jsonl":
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    raise DnadiffError(f"{p}:{n}: not valid JSON") from None
+                if not isinstance(rec, dict) or field_name not in rec:
+                    raise DnadiffError(f"{p}:{n}: no {field_name!r} field (set data.text.field)")
+                yield str(rec[field_name])
+        elif txt_unit == "line":
+            for line in fh:
+                line = line.rstrip("\n")
+                if line.strip():
+                    yield line
+        else:  # paragraphs separated by blank lines
+            buf: list[str] = []
+            for line in fh:
+                if line.strip():
+                    buf.append(line.rstrip("\n"))
+                elif buf:
+                    yield "\n".join(buf)
+                    buf = []
+            if buf:
+                yield "\n".join(buf)
+
+
+@dataclass
+class DocSource:
+    """Documents of one split: local files or an HF dataset split, sliced to [start, stop)."""
+
+    files: list[str] = field(default_factory=list)
+    hf: Optional[dict] = None  # {"name", "config", "split"}
+    start: int = 0
+    stop: Optional[int] = None
+    opts: TextOptions = field(default_factory=TextOptions)
+
+    def describe(self) -> dict:
+        if self.hf is not None:
+            src: dict = {"hf": self.hf}
+        else:
+            src = {"files": []}
+            for f in self.files:
+                st = os.stat(f)
+                src["files"].append({"path": os.path.abspath(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+        src.update(start=self.start, stop=self.stop, field=self.opts.field, txt_unit=self.opts.txt_unit,
+                   detokenizer=self.opts.detokenizer)
+        return src
+
+    def _raw(self) -> Iterator[str]:
+        if self.hf is not None:
+            yield from _hf_texts(self.hf, self.opts)
+        else:
+            for f in self.files:
+                yield from _read_local_docs(f, self.opts.field, self.opts.txt_unit)
+
+    def count_raw(self) -> int:
+        if self.hf is not None:
+            return _hf_len(self.hf, self.opts)
+        return sum(1 for _ in self._raw())
+
+    def docs(self) -> Iterator[str]:
+        """Non-empty, detokenised documents in order."""
+        detok = get_detokenizer(self.opts.detokenizer)
+        stop = self.stop
+        if self.opts.max_docs is not None:
+            stop = self.start + self.opts.max_docs if stop is None else min(stop, self.start + self.opts.max_docs)
+        for i, text in enumerate(self._raw()):
+            if i < self.start:
+                continue
+            if stop is not None and i >= stop:
+                break
+            if detok is not None:
+                text = detok(text)
+            if text.strip():
+                yield text
+
+
+def _import_datasets(opts: TextOptions):
+    if not opts.download:
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # read when `datasets` is first imported
+    try:
+        import datasets  # noqa: F401
+    except ImportError:
+        raise DnadiffError(
+            f"data.text.dataset={opts.dataset}: the `datasets` package is not installed; install it, "
+            "or give local files with data.text.path"
+        ) from None
+    return datasets
+
+
+def _hf_load(spec: dict, opts: TextOptions):
+    datasets = _import_datasets(opts)
+    args = [spec["name"]] + ([spec["config"]] if spec.get("config") else [])
+    try:
+        return datasets.load_dataset(*args, split=spec["split"], cache_dir=opts.hf_cache_dir,
+                                     streaming=opts.streaming)
+    except Exception as exc:  # offline miss, missing split, ...
+        raise DnadiffError(
+            f"data.text.dataset={spec['name']}: could not load split {spec['split']!r} from the local "
+            f"Hugging Face cache ({str(exc).splitlines()[0][:200]}); download it first or use local files"
+        ) from None
+
+
+def _hf_texts(spec: dict, opts: TextOptions) -> Iterator[str]:
+    for rec in _hf_load(spec, opts):
+        yield str(rec[opts.field])
+
+
+def _hf_len(spec: dict, opts: TextOptions) -> int:
+    ds = _hf_load(spec, opts)
+    try:
+        return len(ds)
+    except TypeError:
+        raise DnadiffError(f"data.text: cannot count documents of streaming {spec['name']}") from None
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+
+
+def _find_split_file(folder: Path, split: str) -> list[str]:
+    names = {"valid": ("valid", "validation", "val", "dev"), "train": ("train",), "test": ("test",)}[split]
+    for stem in names:
+        for ext in (".jsonl", ".txt"):
+            if (folder / f"{stem}{ext}").is_file():
+                return [str(folder / f"{stem}{ext}")]
+    return []
+
+
+def split_sources(opts: TextOptions) -> dict[str, DocSource]:
+    """Where each split's documents come from (applies the tail hold-out when needed)."""
+    if opts.dataset == "lm1b":
+        # LM1B has train and test; the reference validates on test.
+        return {
+            "train": DocSource(hf={"name": "lm1b", "config": None, "split": "train"}, opts=opts),
+            "valid": DocSource(hf={"name": "lm1b", "config": None, "split": "test"}, opts=opts),
+            "test": DocSource(hf={"name": "lm1b", "config": None, "split": "test"}, opts=opts),
+        }
+    if opts.dataset == "openwebtext":
+        k = opts.holdout_docs or OWT_HOLDOUT
+        train = DocSource(hf={"name": "openwebtext", "config": None, "split": f"train[:-{k}]"}, opts=opts)
+        valid = DocSource(hf={"name": "openwebtext", "config": None, "split": f"train[-{k}:]"}, opts=opts)
+        return {"train": train, "valid": valid, "test": valid}
+
+    files = {s: _as_list(getattr(opts, s)) for s in SPLITS}
+    if opts.path is not None:
+        base = Path(opts.path)
+        if base.is_file():
+            files["train"] = files["train"] or [str(base)]
+        elif base.is_dir():
+            for s in SPLITS:
+                files[s] = files[s] or _find_split_file(base, s)
+        else:
+            raise DnadiffError(f"data.text.path: {opts.path} does not exist")
+    if not files["train"]:
+        raise DnadiffError("data.text: no training text; set data.text.path (a folder or file) or data.text.train")
+    for s in SPLITS:
+        for f in files[s]:
+            if not os.path.isfile(f):
+                raise DnadiffError(f"data.text.{s}: {f} does not exist")
+    train = DocSource(files=files["train"], opts=opts)
+    if files["valid"]:
+        valid = DocSource(files=files["valid"], opts=opts)
+    else:
+        k = opts.holdout_docs or OWT_HOLDOUT
+        n = train.count_raw()
+        if k >= n:
+            raise DnadiffError(
+                f"data.text.holdout_docs: {k} held-out documents but the training text has only {n}; "
+                "lower data.text.holdout_docs or give a validation file"
+            )
+        train = DocSource(files=files["train"], start=0, stop=n - k, opts=opts)
+        valid = DocSource(files=files["train"], start=n - k, stop=None, opts=opts)
+    test = DocSource(files=files["test"], opts=opts) if files["test"] else valid
+    return {"train": train, "valid": valid, "test": test}
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def _special_ids(tokenizer, opts: TextOptions) -> tuple[Optional[int], Optional[int]]:
+    bos, eos = tokenizer.bos_id, tokenizer.eos_id
+    need_bos = opts.add_special if not opts.wrapped else opts.block_bos_eos
+    need_eos = need_bos or (opts.wrapped and opts.eos_between)
+    if need_bos and bos is None:
+        raise DnadiffError(f"tokenizer {tokenizer.name_or_path!r}: no BOS/[CLS] token for the text layout")
+    if need_eos and eos is None:
+        raise DnadiffError(f"tokenizer {tokenizer.name_or_path!r}: no EOS/[SEP] token for the text layout")
+    return bos, eos
+
+
+def pad_layout(ids: list[int], seq_len: int, pad_id: int, bos: Optional[int], eos: Optional[int],
+               add_special: bool = True) -> tuple[list[int], list[int]]:
+    """One sentence -> ([BOS] ids[:L-2] [EOS] [PAD]*, mask 1…1 0…0), or ids[:L] + pads."""
+    body = ([bos] + ids[: seq_len - 2] + [eos]) if add_special else ids[:seq_len]
+    n = len(body)
+    return body + [pad_id] * (seq_len - n), [1] * n + [0] * (seq_len - n)
+
+
+class BlockWrapper:
+    """Incremental OWT wrapping: feed documents' ids, collect full blocks of length L."""
+
+    def __init__(self, seq_len: int, bos: Optional[int], eos: Optional[int], eos_between: bool = True,
+                 block_bos_eos: bool = True):
+        self.body = seq_len - 2 if block_bos_eos else seq_len
+        if self.body < 1:
+            raise DnadiffError(f"data.seq_len: {seq_len} is too short for [BOS] … [EOS] blocks")
+        self.bos, self.eos, self.eos_between, self.frame = bos, eos, eos_between, block_bos_eos
+        self.buf: list[int] = []
+
+    def add(self, ids: list[int]) -> list[list[int]]:
+        self.buf.extend(ids)
+        if self.eos_between:
+            self.buf.append(self.eos)
+        out = []
+        while len(self.buf) >= self.body:
+            chunk, self.buf = self.buf[: self.body], self.buf[self.body:]
+            out.append([self.bos] + chunk + [self.eos] if self.frame else chunk)
+        return out
+
+
+def _encode_batches(tokenizer, docs: Iterator[str], batch: int = 512) -> Iterator[list[int]]:
+    buf: list[str] = []
+    for d in docs:
+        buf.append(d)
+        if len(buf) == batch:
+            yield from tokenizer.hf(buf, add_special_tokens=False)["input_ids"]
+            buf = []
+    if buf:
+        yield from tokenizer.hf(buf, add_special_tokens=False)["input_ids"]
+
+
+def iter_items(source: DocSource, tokenizer, seq_len: int, opts: TextOptions,
+               doc_filter: Callable[[int], bool] | None = None) -> Iterator[tuple[list[int], list[int]]]:
+    """(input_ids, attention_mask) rows of one split, in order."""
+    bos, eos = _special_ids(tokenizer, opts)
+    docs = source.docs()
+    if doc_filter is not None:
+        docs = (d for i, d in enumerate(docs) if doc_filter(i))
+    if opts.wrapped:
+        wrapper = BlockWrapper(seq_len, bos, eos, opts.eos_between, opts.block_bos_eos)
+        ones = [1] * seq_len
+        for ids in _encode_batches(tokenizer, docs):
+            for block in wrapper.add(list(ids)):
+                yield block, ones
+    else:
+        for ids in _encode_batches(tokenizer, docs):
+            yield pad_layout(list(ids), seq_len, tokenizer.pad_id, bos, eos, opts.add_special)
+
+
+# ----------------------------------------------------------------------------- cache + datasets
+
+
+def cache_key(tokenizer, seq_len: int, opts: TextOptions, source_description: dict) -> str:
+    """Hash of everything the tokenised arrays depend on: tokenizer identity (name and a digest of
+    its vocabulary and specials), length, layout switches and the source documents."""
+    payload = {
+        "version": CACHE_VERSION,
+        "tokenizer": {"name": str(tokenizer.name_or_path), "digest": tokenizer_digest(tokenizer.hf),
+                      "pad": tokenizer.pad_id, "bos": tokenizer.bos_id, "eos": tokenizer.eos_id},
+        "seq_len": int(seq_len),
+        "wrap": opts.wrapped,
+        "layout": {"eos_between": opts.eos_between, "block_bos_eos": opts.block_bos_eos,
+                   "add_special": opts.add_special, "max_docs": opts.max_docs},
+        "source": source_description,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def default_cache_dir() -> str:
+    root = os.environ.get("DNADIFF_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "dnadiff")
+    return os.path.join(root, "text")
+
+
+class TokenBlockDataset(Dataset):
+    """Fixed-length rows held as int32/uint8 arrays (memory-mapped when loaded from the cache)."""
+
+    def __init__(self, input_ids: np.ndarray, attention_mask: np.ndarray, pad_id: int):
+        if input_ids.shape != attention_mask.shape or input_ids.ndim != 2:
+            raise DnadiffError(f"text data: bad array shapes {input_ids.shape} / {attention_mask.shape}")
+        self.input_ids, self.attention_mask, self.pad_id = input_ids, attention_mask, pad_id
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def seq_len(self) -> int:
+        return self.input_ids.shape[1]
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {
+            "input_ids": torch.from_numpy(np.asarray(self.input_ids[i], dtype=np.int64)),  # (L,)
+            "attention_mask": torch.from_numpy(np.asarray(self.attention_mask[i], dtype=np.int64)),  # (L,)
+        }
+
+    def num_real_tokens(self) -> int:
+        return int(np.asarray(self.attention_mask, dtype=np.int64).sum())
+
+
+class StreamingTextDataset(IterableDataset):
+    """Tokenises on the fly; DataLoader workers take every n-th document."""
+
+    def __init__(self, source: DocSource, tokenizer, seq_len: int, opts: TextOptions):
+        self.source, self.tokenizer, self.seq_len, self.opts = source, tokenizer, seq_len, opts
+        self.pad_id = tokenizer.pad_id
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        info = get_worker_info()
+        filt = None if info is None else (lambda i, n=info.num_workers, k=info.id: i % n == k)
+        for ids, mask in iter_items(self.source, self.tokenizer, self.seq_len, self.opts, filt):
+            yield {"input_ids": torch.tensor(ids, dtype=torch.long), "attention_mask": torch.tensor(mask, dtype=torch.long)}
+
+
+def tokenize_split(source: DocSource, tokenizer, seq_len: int, opts: TextOptions) -> TokenBlockDataset:
+    """Tokenise one split into arrays, through the on-disk cache when enabled."""
+    key = cache_key(tokenizer, seq_len, opts, source.describe())
+    folder = Path(opts.cache_dir or default_cache_dir()) / key
+    ids_path, mask_path = folder / "input_ids.npy", folder / "attention_mask.npy"
+    if opts.cache and ids_path.is_file() and mask_path.is_file():
+        return TokenBlockDataset(np.load(ids_path, mmap_mode="r"), np.load(mask_path, mmap_mode="r"), tokenizer.pad_id)
+    rows, masks = [], []
+    for ids, mask in iter_items(source, tokenizer, seq_len, opts):
+        rows.append(np.asarray(ids, dtype=np.int32))
+        masks.append(np.asarray(mask, dtype=np.uint8))
+    if not rows:
+        raise DnadiffError(
+            f"text data: no {seq_len}-token item could be made from {source.describe().get('files') or source.hf}"
+        )
+    ids_arr, mask_arr = np.stack(rows), np.stack(masks)  # (N, L) each
+    if opts.cache:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+        np.save(tmp / "input_ids.npy", ids_arr)
+        np.save(tmp / "attention_mask.npy", mask_arr)
+        (tmp / "meta.json").write_text(json.dumps(
+            {"key": key, "rows": int(ids_arr.shape[0]), "seq_len": seq_len, "tokenizer": str(tokenizer.name_or_path),
+             "source": source.describe(), "wrap": opts.wrapped}, indent=1, default=str))
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+    return TokenBlockDataset(ids_arr, mask_arr, tokenizer.pad_id)
+
+
+def build_text_datasets(data_cfg, tokenizer) -> dict[str, Dataset]:
+    """{"train", "valid", "test"} datasets of fixed-length items for `data_cfg.kind == "text"`."""
+    opts = TextOptions.from_mapping(getattr(data_cfg, "text", None))
+    seq_len = int(data_cfg.seq_len)
+    if tokenizer.pad_id == tokenizer.mask_id:
+        raise DnadiffError("tokenizer: pad id equals mask id (pads would be confused with masked tokens)")
+    sources = split_sources(opts)
+    out: dict[str, Dataset] = {}
+    built: dict[int, Dataset] = {}
+    for split in SPLITS:
+        src = sources[split]
+        if id(src) in built:  # test == valid
+            out[split] = built[id(src)]
+            continue
+        if opts.streaming:
+            ds: Dataset = StreamingTextDataset(src, tokenizer, seq_len, opts)
+        else:
+            ds = tokenize_split(src, tokenizer, seq_len, opts)
+        built[id(src)] = out[split] = ds
+    return out
+
+
+def wrap_texts(texts: list[str], tokenizer, seq_len: int, eos_between: bool = False,
+               block_bos_eos: bool = True) -> TokenBlockDataset:
+    """Wrap a list of texts (no cache) — the zero-shot layout: concatenated, no EOS between (app. D.5)."""
+    bos, eos = tokenizer.bos_id, tokenizer.eos_id
+    wrapper = BlockWrapper(seq_len, bos, eos, eos_between, block_bos_eos)
+    rows = []
+    for ids in _encode_batches(tokenizer, iter(t for t in texts if t.strip())):
+        rows.extend(wrapper.add(list(ids)))
+    if not rows:
+        raise DnadiffError(f"zero-shot data: fewer than {seq_len} tokens in total")
+    arr = np.asarray(rows, dtype=np.int32)
+    return TokenBlockDataset(arr, np.ones_like(arr, dtype=np.uint8), tokenizer.pad_id)

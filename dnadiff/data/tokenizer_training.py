@@ -1,0 +1,166 @@
+"""Train a small local text tokenizer (offline) and save it as a Hugging Face folder.
+
+The paper's text runs use `bert-base-uncased` (LM1B) and the GPT-2 tokenizer (OWT). Offline, on a
+small corpus such as `../shared/data/text/fortunes`, we train look-alikes with the `tokenizers`
+package so that the whole pipeline runs without a download:
+
+    bert-like:  lower-casing BERT normaliser, BERT pre-tokeniser, WordPiece (`##` continuation),
+                specials [PAD] [UNK] [CLS] [SEP] [MASK]; encoding with special tokens gives
+                [CLS] ... [SEP] like `bert-base-uncased`.
+    gpt2-like:  byte-level BPE (no unknown tokens), one special `<|endoftext|>` that is BOS, EOS
+                and UNK as in GPT-2; no mask and no pad (TextTokenizer adds [MASK] and a dedicated
+                [PAD] when it loads the folder, so pad != mask).
+
+    path = train_tokenizer(["train.jsonl"], "tok/bert_like", kind="bert-like", vocab_size=4096)
+    tok = TextTokenizer(path)
+
+Training is deterministic for a given corpus and settings; an existing folder trained with the
+same settings and corpus is reused (its `dnadiff_tokenizer.json` records what built it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from dnadiff.errors import DnadiffError
+
+KINDS = ("bert-like", "gpt2-like")
+GPT2_EOS = "<|endoftext|>"
+BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+STAMP = "dnadiff_tokenizer.json"
+
+
+def iter_corpus_texts(paths: Sequence[str | os.PathLike], field: str = "text") -> Iterator[str]:
+    """Texts of local files: `.jsonl` (one JSON object per line, text under `field`) or plain
+    text (one text per non-empty line)."""
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise DnadiffError(f"{path}: corpus file not found")
+        with open(path, encoding="utf-8") as fh:
+            if path.suffix == ".jsonl" or path.name.endswith(".jsonl.txt"):
+                for n, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError:
+                        raise DnadiffError(f"{path}:{n}: not valid JSON") from None
+                    if not isinstance(record, dict) or field not in record:
+                        raise DnadiffError(f"{path}:{n}: no {field!r} field")
+                    yield str(record[field])
+            else:
+                for line in fh:
+                    line = line.rstrip("\n")
+                    if line.strip():
+                        yield line
+
+
+def _corpus_fingerprint(paths: Sequence[str | os.PathLike]) -> list[dict]:
+    out = []
+    for p in paths:
+        st = os.stat(p)
+        out.append({"path": os.path.abspath(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return out
+
+
+def _build_bert_like(texts: Iterable[str], vocab_size: int, min_frequency: int):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=BERT_SPECIALS,
+        continuing_subword_prefix="##",
+    )
+    tok.train_from_iterator(texts, trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    tok.decoder = decoders.WordPiece(prefix="##")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]", model_max_length=512,
+    )
+
+
+def _build_gpt2_like(texts: Iterable[str], vocab_size: int, min_frequency: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[GPT2_EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte: no unknown tokens
+    )
+    tok.train_from_iterator(texts, trainer)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=GPT2_EOS, eos_token=GPT2_EOS, unk_token=GPT2_EOS, model_max_length=1024,
+    )
+
+
+def train_tokenizer(
+    corpus: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    kind: str = "bert-like",
+    vocab_size: int = 4096,
+    min_frequency: int = 2,
+    field: str = "text",
+    overwrite: bool = False,
+) -> str:
+    """Train a `kind` tokenizer on the corpus files and save it to `out_dir`; returns the path.
+
+    An existing folder whose stamp matches (same kind, vocab size, corpus files) is reused.
+    """
+    if kind not in KINDS:
+        raise DnadiffError(f"tokenizer kind {kind!r}: choose one of {', '.join(KINDS)}")
+    if vocab_size < 300:
+        raise DnadiffError(f"tokenizer vocab_size {vocab_size}: must be at least 300")
+    corpus = [str(p) for p in corpus]
+    if not corpus:
+        raise DnadiffError("train_tokenizer: no corpus files given")
+    for p in corpus:
+        if not os.path.isfile(p):
+            raise DnadiffError(f"{p}: corpus file not found")
+    stamp = {
+        "kind": kind, "vocab_size": vocab_size, "min_frequency": min_frequency, "field": field,
+        "corpus": _corpus_fingerprint(corpus),
+    }
+    out = Path(out_dir)
+    stamp_path = out / STAMP
+    if not overwrite and stamp_path.is_file():
+        try:
+            if json.loads(stamp_path.read_text()) == stamp:
+                return str(out)
+        except json.JSONDecodeError:
+            pass
+    texts = iter_corpus_texts(corpus, field)
+    build = _build_bert_like if kind == "bert-like" else _build_gpt2_like
+    hf = build(texts, vocab_size, min_frequency)
+    out.mkdir(parents=True, exist_ok=True)
+    hf.save_pretrained(str(out))
+    stamp_path.write_text(json.dumps(stamp, indent=1))
+    return str(out)
+
+
+def tokenizer_digest(hf_tokenizer) -> str:
+    """A short hash of a Hugging Face tokenizer's identity: its vocabulary (token -> id, added
+    tokens included) and its special tokens. Two tokenizers with equal digests map text to
+    the same ids for all practical purposes (normaliser settings aside)."""
+    vocab = sorted(hf_tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+    specials = {k: str(v) for k, v in sorted(hf_tokenizer.special_tokens_map.items())}
+    h = hashlib.sha256()
+    h.update(json.dumps(vocab, ensure_ascii=False).encode())
+    h.update(json.dumps(specials, sort_keys=True).encode())
+    h.update(type(hf_tokenizer).__name__.encode())
+    return h.hexdigest()[:16]
