@@ -153,3 +153,15 @@ def test_bad_config():
         build_backbone("hyena", "tiny", emb_dim=4)
     with pytest.raises(DnadiffError):
         build_backbone("hyena", "tiny", hyena_order=3)
+
+
+def test_bf16_autocast_close_to_fp32():
+    torch.manual_seed(0)
+    model = build_backbone("hyena", "tiny").eval()
+    x = torch.randint(7, 11, (2, 64))
+    with torch.no_grad():
+        ref = model(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(x)
+    assert torch.isfinite(low).all()
+    assert (low.float() - ref).abs().max() < 0.05 * ref.abs().max() + 1e-3

@@ -20,8 +20,8 @@ same MLP with a learned offset `rev_bias` added to its first hidden layer (the d
 so the two sides differ while costing only `filter_order` parameters per layer; the short conv
 stays causal (the long filter already sees both sides). Not the repo's shifted circular trick.
 
-Block (prenorm, as the HF port): r = u + Mixer(LN1(u)); out = r + MLP(LN2(r)), MLP 4d with
-tanh-GELU; final LayerNorm `ln_f`; vocab padded to a multiple of 8; LM head tied to the
+Block (prenorm, as the HF port): r = u + Drop(Mixer(LN1(u))); out = r + Drop(MLP(LN2(r))), MLP 4d
+with tanh-GELU, fp32 residual stream, `embed_dropout` on the embeddings; final LayerNorm `ln_f`; vocab padded to a multiple of 8; LM head tied to the
 embedding (`tie_embeddings=True`, the repo's SequenceLMHeadModel) or a separate `lm_head`
 (the HF CausalLM checkpoints). Parameter/buffer names follow `standalone_hyenadna.py` and the HF
 port (`backbone.layers.{i}.mixer.filter_fn.implicit_filter.{0..6}` …), so checkpoints map by name.
@@ -145,7 +145,6 @@ class HyenaFilter(nn.Module):
         d = cfg.d_model * (cfg.hyena_order - 1)
         self.d_model = d
         self.bias = nn.Parameter(torch.randn(d))
-        self.dropout = nn.Dropout(cfg.hyena_dropout)
         self.pos_emb = PositionalEmbedding(cfg.emb_dim, cfg.l_max, cfg.train_pos_emb)
         act = Sin(cfg.filter_order, cfg.activation_freq, cfg.train_freq)  # one module, shared
         layers: list[nn.Module] = [nn.Linear(cfg.emb_dim, cfg.filter_order), act]
@@ -216,14 +215,13 @@ class HyenaMlp(nn.Module):
 
 
 class HyenaBlock(nn.Module):
-    def __init__(self, cfg: HyenaConfig, first: bool):
+    def __init__(self, cfg: HyenaConfig):
         super().__init__()
         self.mixer = HyenaOperator(cfg)
         self.norm1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
         self.mlp = HyenaMlp(cfg.d_model, cfg.d_inner)
         self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
-        # the repo applies embed_dropout to the first block's input, resid_dropout elsewhere
-        self.dropout1 = nn.Dropout(cfg.embed_dropout if first else cfg.resid_dropout)
+        self.dropout1 = nn.Dropout(cfg.resid_dropout)
         self.dropout2 = nn.Dropout(cfg.resid_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -244,14 +242,15 @@ class HyenaLMBackbone(nn.Module):
     def __init__(self, cfg: HyenaConfig):
         super().__init__()
         self.embeddings = HyenaEmbeddings(cfg.padded_vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(HyenaBlock(cfg, i == 0) for i in range(cfg.n_layer))
+        self.dropout = nn.Dropout(cfg.embed_dropout)  # on the embeddings, as the repo's first block
+        self.layers = nn.ModuleList(HyenaBlock(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
 
 
 @BACKBONES.register("hyena")
 class HyenaDNA(Backbone):
     Config = HyenaConfig
-    _TINY = dict(d_model=32, n_layer=2, d_inner=128, filter_order=16, l_max=1026, embed_dropout=0.0)
+    _TINY = dict(d_model=32, n_layer=2, d_inner=128, filter_order=16, l_max=1026)
     _TINY_1K = dict(d_model=128, n_layer=2, d_inner=512, filter_order=64, l_max=1026)
     PRESETS = {
         "tiny": dict(_TINY),
@@ -295,6 +294,7 @@ class HyenaDNA(Backbone):
             if self.cond_proj is None:
                 raise DnadiffError("hyena: a cond vector was passed but the model was built with cond_dim=0")
             x = x + self.cond_proj(cond.to(x.dtype))[:, None]
+        x = self.backbone.dropout(x)
         for layer in self.backbone.layers:
             x = layer(x)
         ln_f = self.backbone.ln_f
