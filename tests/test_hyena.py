@@ -165,3 +165,10 @@ def test_bf16_autocast_close_to_fp32():
             low = model(x)
     assert torch.isfinite(low).all()
     assert (low.float() - ref).abs().max() < 0.05 * ref.abs().max() + 1e-3
+
+
+def test_filter_pair_matches_single_filters():
+    fn = build_backbone("hyena", "tiny").backbone.layers[1].mixer.filter_fn
+    kf, kb = fn.filter_pair(40)
+    torch.testing.assert_close(kf, fn.filter(40))
+    torch.testing.assert_close(kb, fn.filter(40, reverse=True))

@@ -154,22 +154,25 @@ class HyenaFilter(nn.Module):
         self.implicit_filter = nn.Sequential(*layers)
         self.modulation = ExponentialModulation(d, modulate=cfg.modulate, shift=cfg.modulation_shift)
         # direction input of the backward (negative-lag) kernel, added to the first hidden layer
-        self.rev_bias = nn.Parameter(torch.empty(cfg.filter_order)) if not cfg.causal else None
+        self.rev_bias = None if cfg.causal else nn.Parameter(cfg.initializer_range * torch.randn(cfg.filter_order))
 
-    def _mlp(self, z: Tensor, first_offset: Tensor | None) -> Tensor:
-        h = self.implicit_filter[0](z)
-        if first_offset is not None:
-            h = h + first_offset
+    def _filters(self, L: int, offsets: list[Tensor | None]) -> Tensor:
+        """(len(offsets), L, d) kernels, one MLP pass; each offset is added to the first hidden layer."""
+        z, t = self.pos_emb(L)
+        h0 = self.implicit_filter[0](z.to(self.implicit_filter[0].weight.dtype))  # (1, L, order)
+        h = torch.cat([h0 if o is None else h0 + o for o in offsets], dim=0)  # (K, L, order)
         for layer in list(self.implicit_filter)[1:]:
             h = layer(h)
-        return h
+        return self.modulation(t, h)  # (K, L, d)
 
     def filter(self, L: int, reverse: bool = False) -> Tensor:
         """(L, d) filter taps; `reverse=True` gives the backward kernel of the bidirectional variant."""
-        z, t = self.pos_emb(L)
-        z = z.to(self.implicit_filter[0].weight.dtype)
-        h = self._mlp(z, self.rev_bias if reverse else None)  # (1, L, d)
-        return self.modulation(t, h)[0]  # (L, d)
+        return self._filters(L, [self.rev_bias if reverse else None])[0]
+
+    def filter_pair(self, L: int) -> tuple[Tensor, Tensor]:
+        """Forward and backward kernels, each (L, d), computed in one batched pass."""
+        k = self._filters(L, [None, self.rev_bias])
+        return k[0], k[1]
 
 
 class HyenaOperator(nn.Module):
@@ -194,12 +197,11 @@ class HyenaOperator(nn.Module):
         uc = self.short_filter(self.in_proj(u).transpose(1, 2))[..., :L]  # (B, 3d, L), causal
         x0, x1, v = uc.split(self.d_model, dim=1)  # 3 × (B, d, L)
         v = self.dropout(v * x1)
-        k_fwd = self.filter_fn.filter(L).transpose(0, 1)  # (d, L)
         if self.causal:
-            y = fftconv_causal(v, k_fwd)
+            y = fftconv_causal(v, self.filter_fn.filter(L).transpose(0, 1))  # kernel (d, L)
         else:
-            k_bwd = self.filter_fn.filter(L, reverse=True).transpose(0, 1)  # (d, L)
-            y = fftconv_bidirectional(v, k_fwd, k_bwd)
+            k_fwd, k_bwd = self.filter_fn.filter_pair(L)  # 2 × (L, d)
+            y = fftconv_bidirectional(v, k_fwd.transpose(0, 1), k_bwd.transpose(0, 1))
         v = y + v * self.filter_fn.bias[:, None]  # (B, d, L)
         return self.out_proj((v * x0).transpose(1, 2))  # (B, L, d)
 
