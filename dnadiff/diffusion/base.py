@@ -195,9 +195,9 @@ class DiffusionObjective(Objective):
         the uniform draw of the step). As T → ∞ it tends to the continuous weight -α'_t/(1-α_t)
         of eq. 10; for log-linear with ε = 0 it equals 1/t exactly (REFERENCE.md)."""
         t64 = t.double()
-        a_t = self.schedule.alpha(t64)
-        a_s = self.schedule.alpha((t64 - 1.0 / self.T).clamp_min(0.0))
-        return (self.T * (a_s - a_t) / (1.0 - a_t)).to(t.dtype)
+        m_t = self.schedule.mask_prob(t64)  # 1 - α_t, cancellation-free
+        m_s = self.schedule.mask_prob((t64 - 1.0 / self.T).clamp_min(0.0))
+        return (self.T * (m_t - m_s) / m_t).to(t.dtype)  # α_s - α_t = m_t - m_s
 
     def weight(self, t: Tensor) -> Tensor:
         """Float[B] weight of the masked-token CE: continuous (eq. 10) or discrete (eq. 8)."""

@@ -56,14 +56,14 @@ class D3PMObjective(DiffusionObjective):
         log_x0 = gather_token(log_x, x0)  # (B, L)
         x_m = log_x[..., self.mask_id].exp().double()  # (B, L)
         t64 = t.double()[:, None]  # (B, 1)
-        a_t = self.schedule.alpha(t64)
-        a_s = self.schedule.alpha((t64 - 1.0 / self.T).clamp_min(0.0))
-        a = (a_s - a_t) / (1.0 - a_t)
-        b = (1.0 - a_s) / (1.0 - a_t)
-        log_z = torch.log1p(a_t * x_m / (1.0 - a_t))  # log(Z / (1 - α_t))
+        s64 = (t64 - 1.0 / self.T).clamp_min(0.0)
+        a_t, a_s = self.schedule.alpha(t64), self.schedule.alpha(s64)
+        m_t, m_s = self.schedule.mask_prob(t64), self.schedule.mask_prob(s64)  # 1 - α
+        a = (m_t - m_s) / m_t
+        b = m_s / m_t
+        log_z = torch.log1p(a_t * x_m / m_t)  # log(Z / (1 - α_t))
         # b = 0 on the first step (α_0 = 1): guard the 0/0 in its log term
-        safe = (1.0 - a_s).clamp_min(1e-300)
-        term_b = torch.where(b > 0, b * (log_z - torch.log1p(a_s * x_m / safe)), torch.zeros_like(b))
+        term_b = torch.where(b > 0, b * (log_z - torch.log1p(a_s * x_m / m_s.clamp_min(1e-300))), torch.zeros_like(b))
         kl = a * (log_z - log_x0.double()) + term_b  # (B, L)
         return (self.T * kl).to(log_x0.dtype)
 

@@ -41,7 +41,8 @@ class Schedule:
         raise NotImplementedError
 
     def mask_prob(self, t: Tensor) -> Tensor:
-        """1 - α(t): the probability that a token is masked at time t."""
+        """1 - α(t): the probability that a token is masked at time t (subclasses give
+        cancellation-free forms, so float32 times near 0 keep full relative precision)."""
         return 1.0 - self.alpha(t)
 
     def loss_weight(self, t: Tensor) -> Tensor:
@@ -86,6 +87,9 @@ class LogLinearSchedule(Schedule):
     def dalpha(self, t: Tensor) -> Tensor:
         return torch.full_like(t, -(1.0 - self.eps))
 
+    def mask_prob(self, t: Tensor) -> Tensor:
+        return (1.0 - self.eps) * t  # exact; 1 - α would round in float32 at small t
+
     def loss_weight(self, t: Tensor) -> Tensor:
         return 1.0 / t  # -α'/(1-α) = (1-ε) / ((1-ε) t), exact (avoids 0/0 rounding)
 
@@ -109,6 +113,9 @@ class LinearSchedule(Schedule):
     def dalpha(self, t: Tensor) -> Tensor:
         return -(self.sigma_max - self.sigma_min) * self.alpha(t)
 
+    def mask_prob(self, t: Tensor) -> Tensor:
+        return -torch.expm1(-self.sigma(t))
+
     def loss_weight(self, t: Tensor) -> Tensor:
         # σ' e^{-σ} / (1 - e^{-σ}) = σ' / expm1(σ): stable for small σ
         return (self.sigma_max - self.sigma_min) / torch.expm1(self.sigma(t))
@@ -126,6 +133,14 @@ class CosineSchedule(Schedule):
     def dalpha(self, t: Tensor) -> Tensor:
         return -(1.0 - self.eps) * (math.pi / 2) * torch.sin(t * math.pi / 2)
 
+    def mask_prob(self, t: Tensor) -> Tensor:
+        # 1 - cos x = 2 sin²(x/2): no cancellation at small t (float32 would lose it all)
+        return (1.0 - self.eps) * 2.0 * torch.sin(t * math.pi / 4) ** 2
+
+    def loss_weight(self, t: Tensor) -> Tensor:
+        # (π/2) sin(πt/2) / (1 - cos(πt/2)) = (π/2) cot(πt/4); ε cancels
+        return (math.pi / 2) / torch.tan(t * math.pi / 4)
+
 
 @SCHEDULES.register("cosine2")
 class CosineSquaredSchedule(Schedule):
@@ -139,6 +154,13 @@ class CosineSquaredSchedule(Schedule):
     def dalpha(self, t: Tensor) -> Tensor:
         # d/dt cos²(πt/2) = -(π/2) sin(πt)
         return -(1.0 - self.eps) * (math.pi / 2) * torch.sin(t * math.pi)
+
+    def mask_prob(self, t: Tensor) -> Tensor:
+        return (1.0 - self.eps) * torch.sin(t * math.pi / 2) ** 2  # 1 - cos² = sin², stable
+
+    def loss_weight(self, t: Tensor) -> Tensor:
+        # (π/2) sin(πt) / sin²(πt/2) = π cot(πt/2); ε cancels
+        return math.pi / torch.tan(t * math.pi / 2)
 
 
 def build_schedule(name: str = "loglinear", **kwargs) -> Schedule:

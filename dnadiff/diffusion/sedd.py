@@ -30,14 +30,16 @@ from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.errors import DnadiffError
 
 
-def sedd_log_score(logits: Tensor, x_t: Tensor, alpha: Tensor, mask_id: int) -> Tensor:
+def sedd_log_score(logits: Tensor, x_t: Tensor, alpha: Tensor, mask_id: int, mask_prob: Tensor | None = None) -> Tensor:
     """log s of the reference: ℓ - log((1-α)/α) - log(V-1), with the x_t entry set to 0 (log 1).
 
-    logits: Float[B, L, V]; x_t: Long[B, L]; alpha: Float[B] (α(t) = e^{-σ}).
+    logits: Float[B, L, V]; x_t: Long[B, L]; alpha: Float[B] (α(t) = e^{-σ}); mask_prob:
+    optional 1 - α from `schedule.mask_prob(t)` (exact at small t, where 1 - α rounds).
     The mask column of a masked position holds 0 (the x_t entry) and is never used as a score.
     """
     logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-    log_esigm1 = torch.log1p(-alpha) - torch.log(alpha)  # log(e^σ - 1)
+    one_minus = 1.0 - alpha if mask_prob is None else mask_prob
+    log_esigm1 = torch.log(one_minus) - torch.log(alpha)  # log(e^σ - 1)
     log_score = logits - log_esigm1.to(logits.dtype)[:, None, None] - math.log(logits.shape[-1] - 1)
     return log_score.scatter(-1, x_t.unsqueeze(-1), 0.0)  # (B, L, V)
 
