@@ -5,7 +5,7 @@ import importlib
 from dnadiff.backbones.base import BACKBONES, Backbone, build_backbone, build_backbone_from_config
 
 # Each family registers itself on import; a family whose file is not there yet is skipped.
-for _mod in ("dit", "mamba", "caduceus", "hyena"):
+for _mod in ("dit", "mamba", "caduceus", "hyena", "hf_mlm"):
     try:
         importlib.import_module(f"dnadiff.backbones.{_mod}")
     except ModuleNotFoundError as _exc:
