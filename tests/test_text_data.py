@@ -190,3 +190,36 @@ def test_detokenizers():
     assert get_detokenizer("lm1b")('He said " yes " , then left .') == 'He said "yes", then left.'
     assert get_detokenizer("lambada")("  \u201chi\u201d she said ") == '\n"hi" she said'
     assert get_detokenizer(None) is None
+
+
+def test_zero_shot_eval_local_sets_and_skips(toks, tmp_path):
+    from dnadiff.backbones import build_backbone
+    from dnadiff.config import RunConfig, from_dict
+    from dnadiff.eval.zeroshot import zero_shot_eval
+    from dnadiff.model import DiffusionModel
+
+    (tmp_path / "ptb").mkdir()
+    (tmp_path / "ptb" / "valid.txt").write_text("".join(f" {s} N \n" for s in SENTENCES))
+    (tmp_path / "lambada").mkdir()
+    (tmp_path / "lambada" / "test.jsonl").write_text("".join(json.dumps({"text": s}) + "\n" for s in SENTENCES))
+    tok = toks.gpt
+    cfg = from_dict(RunConfig, {"tokenizer": {"kind": "text"}, "model": {"backbone": "dit", "preset": "tiny"},
+                                "objective": {"name": "mdlm"}, "data": {"kind": "text", "seq_len": 32}})
+    torch.manual_seed(0)
+    model = DiffusionModel(cfg, build_backbone("dit", "tiny", vocab_size=tok.vocab_size).eval(), tok)
+    res = zero_shot_eval(model, tmp_path, seq_len=32, batch_size=4, log=None)
+    assert set(res) == {"ptb", "wikitext2", "wikitext103", "lm1b", "lambada", "ag_news", "pubmed", "arxiv"}
+    assert "not present locally" in res["wikitext2"]["skipped"]
+    # PTB: detokenised (" N " -> " 1 "), concatenated without EOS, blocks of 30 + [BOS]/[EOS]
+    stream = sum((tok.encode(get_detokenizer("ptb")(f" {s} N \n")) for s in SENTENCES), [])
+    assert res["ptb"]["blocks"] == len(stream) // 30 and res["ptb"]["tokens"] == 32 * (len(stream) // 30)
+    blocks = wrap_texts([get_detokenizer("ptb")(f" {s} N \n") for s in SENTENCES], tok, 32, eos_between=False)
+    g = torch.Generator().manual_seed(0)
+    tot = n = 0.0
+    for start in range(0, len(blocks), 4):
+        items = [blocks[i] for i in range(start, min(len(blocks), start + 4))]
+        out = model.nll(torch.stack([it["input_ids"] for it in items]), torch.stack([it["attention_mask"] for it in items]),
+                        generator=g)
+        tot, n = tot + out.nll.sum().item(), n + out.num_tokens.sum().item()
+    assert res["ptb"]["ppl"] == pytest.approx(float(np.exp(tot / n)), rel=1e-6)
+    assert res["lambada"]["ppl"] > 1.0
