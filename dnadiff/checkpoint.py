@@ -1,0 +1,233 @@
+"""Model directories: save / load without Lightning, and import of official checkpoints.
+
+A dnadiff model directory (DESIGN.md §2) holds
+    config.yaml         the full RunConfig; model.overrides holds every backbone field, so the
+                        network is rebuilt exactly even if presets change
+    model.safetensors   the weights (the EMA weights when EMA is on)
+    metrics.json        what training/eval measured
+    tokenizer/          (text models) the Hugging Face tokenizer files
+
+`load(path)` also accepts an official Hugging Face-format Caduceus or HyenaDNA directory
+(recognised from its config.json). Weights are read only through safetensors, or for official
+`.bin` files through torch.load(weights_only=True); nothing else is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dnadiff.config import RunConfig, from_dict, load_config, replace, save_config, to_dict
+from dnadiff.errors import DnadiffError
+from dnadiff.model import DiffusionModel
+from dnadiff.utils import atomic_path, write_json
+
+CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.yaml", "model.safetensors", "metrics.json", "tokenizer"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+
+
+def _full_backbone_config(backbone) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(backbone.config).items()}
+
+
+def save_model_dir(
+    path: str | os.PathLike,
+    config: RunConfig,
+    backbone: torch.nn.Module,
+    tokenizer=None,
+    metrics: dict[str, Any] | None = None,
+    state_dict: dict[str, torch.Tensor] | None = None,
+) -> Path:
+    """Write a model directory atomically: built in a temporary folder, then renamed into place."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    cfg = replace(config, **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
+    try:
+        if tokenizer is not None and getattr(tokenizer, "kind", "dna") == "text":
+            tokenizer.save(tmp / TOKENIZER_DIR)
+            cfg = replace(cfg, **{"tokenizer.path": TOKENIZER_DIR})
+        save_config(cfg, tmp / CONFIG_FILE)
+        state = state_dict if state_dict is not None else backbone.state_dict()
+        # safetensors refuses aliased storage: store each tensor once, contiguous, on the CPU.
+        seen: dict[int, str] = {}
+        tensors, aliases = {}, {}
+        for k, v in state.items():
+            key = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape))
+            kid = hash(key)
+            if kid in seen and v.numel() > 0:
+                aliases[k] = seen[kid]
+                continue
+            seen[kid] = k
+            tensors[k] = v.detach().to("cpu").contiguous().clone()
+        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", "aliases": json.dumps(aliases)})
+        write_json(tmp / METRICS_FILE, metrics or {})
+        if path.exists():
+            old = path.with_name("." + path.name + ".old")
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def read_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """safetensors -> state dict, re-creating the aliased (tied) entries."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    path = str(path)
+    try:
+        state = load_file(path)
+        with safe_open(path, framework="pt") as fh:
+            meta = fh.metadata() or {}
+    except Exception as exc:
+        raise DnadiffError(f"{path}: not a readable safetensors file ({str(exc).splitlines()[0][:120]})") from None
+    for alias, target in json.loads(meta.get("aliases", "{}")).items():
+        state[alias] = state[target]
+    return state
+
+
+def _check_dir(path: Path) -> None:
+    if not path.exists():
+        raise DnadiffError(f"{path}: model directory not found")
+    if not path.is_dir():
+        raise DnadiffError(f"{path}: expected a model directory, got a file")
+    if not (path / CONFIG_FILE).is_file():
+        raise DnadiffError(f"{path}: missing {CONFIG_FILE} (not a dnadiff model directory)")
+    if not (path / WEIGHTS_FILE).is_file():
+        pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        if pickles:
+            raise DnadiffError(
+                f"{path}: missing {WEIGHTS_FILE}; refusing to unpickle {pickles[0]} (pickles can run code)"
+            )
+        raise DnadiffError(f"{path}: missing {WEIGHTS_FILE}")
+
+
+def load_config_of(path: str | os.PathLike) -> RunConfig:
+    path = Path(path)
+    _check_dir(path)
+    return load_config(RunConfig, path / CONFIG_FILE)
+
+
+def _build_tokenizer(cfg: RunConfig, model_dir: Path):
+    from dnadiff.tokenizers import build_tokenizer
+
+    tok_path = cfg.tokenizer.path
+    if tok_path and not os.path.isabs(tok_path) and (model_dir / tok_path).exists():
+        tok_path = str(model_dir / tok_path)
+    return build_tokenizer(cfg.tokenizer.kind, tok_path, cfg.tokenizer.strict)
+
+
+def _build_backbone(cfg: RunConfig, vocab_size: int):
+    from dnadiff.backbones import BACKBONES, build_backbone, build_backbone_from_config
+
+    cls = BACKBONES.get(cfg.model.backbone)
+    fields = {f.name for f in dataclasses.fields(cls.Config)}
+    overrides = dict(cfg.model.overrides)
+    if set(overrides) == fields:  # a saved model: every field present
+        return build_backbone_from_config(cfg.model.backbone, overrides)
+    overrides.setdefault("vocab_size", vocab_size)
+    return build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
+
+
+def load_state_into(backbone: torch.nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
+    own = backbone.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    if missing or unexpected:
+        detail = f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}"
+        raise DnadiffError(f"{where}: weights do not match the model config ({detail})")
+    for k, v in state.items():
+        if tuple(v.shape) != tuple(own[k].shape):
+            raise DnadiffError(f"{where}: weight {k} has shape {tuple(v.shape)}, the config needs {tuple(own[k].shape)}")
+    backbone.load_state_dict(state)
+
+
+def load_model_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> DiffusionModel:
+    path = Path(path)
+    cfg = load_config_of(path)
+    tokenizer = _build_tokenizer(cfg, path)
+    backbone = _build_backbone(cfg, tokenizer.vocab_size)
+    load_state_into(backbone, read_weights(path / WEIGHTS_FILE), str(path / WEIGHTS_FILE))
+    backbone.to(map_location).eval()
+    model = DiffusionModel(cfg, backbone, tokenizer)
+    model.metrics = read_metrics(path)
+    model.path = str(path)
+    return model
+
+
+def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
+    f = Path(path) / METRICS_FILE
+    if not f.is_file():
+        return {}
+    try:
+        return json.loads(f.read_text())
+    except json.JSONDecodeError:
+        raise DnadiffError(f"{f}: not valid JSON") from None
+
+
+def official_kind(path: str | os.PathLike) -> str | None:
+    """'caduceus' / 'hyena' for an official Hugging Face-format directory, else None."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        return None
+    from dnadiff.backbones.convert_caduceus import is_caduceus_dir
+    from dnadiff.backbones.convert_hyena import is_hyena_dir
+
+    if is_caduceus_dir(path):
+        return "caduceus"
+    if is_hyena_dir(path):
+        return "hyena"
+    return None
+
+
+def load_backbone(path: str | os.PathLike, vocab_size: int | None = None) -> tuple[str, torch.nn.Module]:
+    """(backbone name, backbone) from a dnadiff model directory or an official HF directory."""
+    path = Path(path)
+    kind = official_kind(path)
+    if kind == "caduceus":
+        from dnadiff.backbones.convert_caduceus import load_caduceus_pretrained
+
+        return "caduceus", load_caduceus_pretrained(path)
+    if kind == "hyena":
+        from dnadiff.backbones.convert_hyena import load_hyena_pretrained
+
+        return "hyena", load_hyena_pretrained(path)
+    if (path / "config.json").is_file() and not (path / CONFIG_FILE).is_file():
+        raise DnadiffError(f"{path}: config.json is neither an official Caduceus nor a HyenaDNA config")
+    model = load_model_dir(path)
+    return model.config.model.backbone, model.backbone
+
+
+def load(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> DiffusionModel:
+    """A dnadiff model directory, or an official Caduceus (objective mlm) / HyenaDNA (objective ar) one."""
+    path = Path(path)
+    kind = official_kind(path) if path.is_dir() else None
+    if kind is None:
+        return load_model_dir(path, map_location)
+    from dnadiff.tokenizers import DNATokenizer
+
+    name, backbone = load_backbone(path)
+    objective = "mlm" if kind == "caduceus" else "ar"
+    cfg = from_dict(RunConfig, {"name": path.name, "model": {"backbone": name, "init_from": str(path)},
+                                "objective": {"name": objective}})
+    cfg = replace(cfg, **{"model.overrides": _full_backbone_config(backbone)})
+    model = DiffusionModel(cfg, backbone.to(map_location).eval(), DNATokenizer())
+    model.metrics, model.path = {}, str(path)
+    return model

@@ -1,0 +1,142 @@
+"""A trained model as users hold it: backbone + tokenizer + schedule + objective, rebuilt from a config.
+
+    model = dnadiff.load("runs/tiny_dna_mdlm/model")
+    x = model.generate(num=4, length=256, sampler="ancestral", steps=128)      # Long[4, 256]
+    out = model.nll(x0, attention_mask)                                       # LossOutput
+
+`model.denoiser(x_t, t)` is the callable that objectives and samplers take; it forwards `t`
+only to time-conditioned backbones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from dnadiff.config import RunConfig
+from dnadiff.errors import DnadiffError
+
+
+class Denoiser(nn.Module):
+    """denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V] over a backbone."""
+
+    def __init__(self, backbone: nn.Module, cond: Tensor | None = None):
+        super().__init__()
+        self.backbone = backbone
+        self.cond = cond  # optional per-sequence conditioning vector [B, C]
+
+    @property
+    def time_conditioned(self) -> bool:
+        return bool(getattr(self.backbone, "time_conditioned", False))
+
+    def forward(self, x_t: Tensor, t: Tensor | None = None) -> Tensor:
+        t_in = t if self.time_conditioned else None
+        if self.cond is not None:
+            return self.backbone(x_t, t_in, cond=self.cond)
+        return self.backbone(x_t, t_in)
+
+
+def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
+    """Keyword arguments of build_objective for a run config and its tokenizer."""
+    name = cfg.objective.name
+    kwargs: dict[str, Any] = {"mask_id": tokenizer.mask_id, "vocab_size": tokenizer.vocab_size}
+    if name in ("mdlm", "d3pm", "sedd"):
+        kwargs.update(T=cfg.objective.T, t_min=cfg.objective.t_min, stratified=cfg.objective.stratified)
+    if name == "mlm":
+        if getattr(tokenizer, "kind", "dna") == "dna":
+            kwargs["random_token_ids"] = tokenizer.nucleotide_ids
+        else:
+            specials = set(tokenizer.special_ids)
+            kwargs["random_token_ids"] = [i for i in range(tokenizer.vocab_size) if i not in specials]
+    kwargs.update(cfg.objective.options)
+    return kwargs
+
+
+def build_objective_for(cfg: RunConfig, tokenizer):
+    from dnadiff.diffusion import build_objective, build_schedule
+
+    schedule = build_schedule(cfg.schedule.name, eps=cfg.schedule.eps)
+    return schedule, build_objective(cfg.objective.name, schedule=schedule, **objective_kwargs(cfg, tokenizer))
+
+
+class DiffusionModel:
+    """Backbone + tokenizer + schedule + objective (plain PyTorch; no Lightning)."""
+
+    def __init__(self, config: RunConfig, backbone: nn.Module, tokenizer):
+        self.config = config
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.schedule, self.objective = build_objective_for(config, tokenizer)
+        self.denoiser = Denoiser(backbone)
+        if backbone.vocab_size != tokenizer.vocab_size:
+            raise DnadiffError(
+                f"model vocab_size {backbone.vocab_size} does not match the tokenizer's {tokenizer.vocab_size}"
+            )
+
+    @property
+    def is_autoregressive(self) -> bool:
+        return self.config.objective.name == "ar"
+
+    def to(self, device) -> "DiffusionModel":
+        self.backbone.to(device)
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.backbone.parameters()).device
+
+    @torch.no_grad()
+    def nll(self, x0: Tensor, attention_mask: Tensor | None = None, generator: torch.Generator | None = None):
+        """The objective's bound (or exact NLL for AR) on a batch: LossOutput(loss, nll[B], num_tokens[B])."""
+        self.backbone.eval()
+        x0 = x0.to(self.device)
+        mask = attention_mask.to(self.device) if attention_mask is not None else None
+        return self.objective.loss(self.denoiser, x0, mask, generator=generator)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        num: int,
+        length: int,
+        sampler: str | None = None,
+        steps: int | None = None,
+        template: Tensor | None = None,
+        generator: torch.Generator | None = None,
+        return_sampler: bool = False,
+        **options: Any,
+    ):
+        """Sample `num` sequences of `length` tokens -> Long[num, length] (and the sampler if asked)."""
+        self.backbone.eval()
+        if self.config.objective.name == "mlm":
+            raise DnadiffError("an MLM-trained model is not a generator: fine-tune it with the mdlm objective first")
+        if self.is_autoregressive:
+            from dnadiff.samplers.autoregressive import AutoregressiveSampler
+
+            first = getattr(self.tokenizer, "nucleotide_ids", None) or [
+                i for i in range(self.tokenizer.vocab_size) if i not in set(self.tokenizer.special_ids)
+            ]
+            smp = AutoregressiveSampler(first_token_ids=first, **options)
+        else:
+            from dnadiff.samplers import build_sampler
+
+            name = sampler or self.config.sample.sampler
+            opts = dict(self.config.sample.options) if name == self.config.sample.sampler else {}
+            opts.update(options)
+            if name not in ("first_hitting",):
+                opts.setdefault("steps", steps or self.config.sample.steps)
+            smp = build_sampler(name, **opts)
+        if template is not None:
+            template = template.to(self.device)
+        x = smp.generate(
+            self.denoiser, self.schedule, self.tokenizer.mask_id, (num, length), template=template, generator=generator
+        )
+        return (x, smp) if return_sampler else x
+
+    def decode(self, ids: Tensor) -> list[str]:
+        return [self.tokenizer.decode(row) for row in ids]
+
+    def backbone_config(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.backbone.config)

@@ -1,0 +1,115 @@
+"""DataModule: genome windows (or text blocks) as a step-indexed stream, so `--resume` is exact.
+
+Training sample g (0, 1, 2, ... over the whole run) is a pure function of (seed, g): a random
+crop for genomes, or element g of a per-epoch permutation for fixed data sets. The train loader
+starts at the sample after the last one consumed, so a resumed run sees exactly the batches an
+uninterrupted run would, and every rank of a distributed run takes its own stride of the stream.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from dnadiff.config import RunConfig
+from dnadiff.data.fasta import Genome, GenomeWindows, bundled_genome, read_bed
+from dnadiff.errors import DnadiffError
+
+
+class PermutedStream(Dataset):
+    """Index g -> base[perm_e[g mod n]] with a fresh permutation per epoch e = g // n."""
+
+    def __init__(self, base: Dataset, length: int, seed: int):
+        self.base, self.length, self.seed = base, int(length), int(seed)
+        self._perm_epoch, self._perm = -1, None
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, g: int):
+        n = len(self.base)
+        epoch = g // n
+        if epoch != self._perm_epoch:
+            self._perm = np.random.default_rng([self.seed, epoch]).permutation(n)
+            self._perm_epoch = epoch
+        return self.base[int(self._perm[g % n])]
+
+
+class StreamSampler(Sampler):
+    """Yields global sample indices start + rank, start + rank + world, ... below `total`."""
+
+    def __init__(self, total: int, start: int = 0, rank: int = 0, world: int = 1):
+        self.total, self.start, self.rank, self.world = total, start, rank, world
+
+    def __iter__(self):
+        return iter(range(self.start + self.rank, self.total, self.world))
+
+    def __len__(self) -> int:
+        return max(0, (self.total - self.start - self.rank + self.world - 1) // self.world)
+
+
+def genome_paths(cfg: RunConfig) -> tuple[str, str]:
+    if (cfg.data.fasta is None) != (cfg.data.bed is None):
+        raise DnadiffError("data.fasta and data.bed must be given together (or both left empty for the bundled sample)")
+    return (cfg.data.fasta, cfg.data.bed) if cfg.data.fasta else bundled_genome()
+
+
+def build_split_dataset(cfg: RunConfig, tokenizer, split: str, mode: str = "tile", num_windows: int | None = None):
+    """A data set of fixed-length {input_ids, attention_mask} items for one split."""
+    if cfg.data.kind == "genome":
+        fasta, bed = genome_paths(cfg)
+        genome = Genome(fasta)
+        intervals = read_bed(bed, genome)
+        return GenomeWindows(
+            genome, intervals, split, cfg.data.seq_len, mode=mode, stride=cfg.data.stride,
+            rc_prob=cfg.data.rc_prob if mode == "random" else 0.0,
+            max_n_frac=cfg.data.max_n_frac if mode == "random" else 1.0,
+            mask_n=cfg.data.mask_n, num_windows=num_windows, seed=cfg.train.seed, tokenizer=tokenizer,
+        )
+    if cfg.data.kind == "text":
+        from dnadiff.data.text import build_text_datasets
+
+        return build_text_datasets(cfg.data, tokenizer)[split]
+    raise DnadiffError(f"data.kind: training needs 'genome' or 'text', got {cfg.data.kind!r}")
+
+
+class StreamDataModule(L.LightningDataModule):
+    def __init__(self, cfg: RunConfig, tokenizer):
+        super().__init__()
+        self.cfg, self.tokenizer = cfg, tokenizer
+        self.consumed_samples = 0  # set by the LightningModule from its checkpoint before fit
+        t = cfg.train
+        self.total_samples = t.max_steps * t.batch_size * t.accumulate
+        self.train_set = None
+        self.val_set = None
+
+    def setup(self, stage: str | None = None) -> None:
+        cfg = self.cfg
+        world = self.trainer.world_size if self.trainer is not None else 1
+        total = self.total_samples * world
+        if self.train_set is None:
+            if cfg.data.kind == "genome":
+                self.train_set = build_split_dataset(cfg, self.tokenizer, "train", "random", num_windows=total)
+            else:
+                base = build_split_dataset(cfg, self.tokenizer, "train")
+                if len(base) == 0:
+                    raise DnadiffError("the training split is empty")
+                self.train_set = PermutedStream(base, total, cfg.train.seed)
+            full_val = build_split_dataset(cfg, self.tokenizer, "valid")
+            keep = min(len(full_val), cfg.train.val_batches * cfg.train.batch_size)
+            idx = np.linspace(0, len(full_val) - 1, keep).round().astype(int) if keep else []
+            self.val_set = torch.utils.data.Subset(full_val, sorted(set(int(i) for i in idx)))
+
+    def train_dataloader(self) -> DataLoader:
+        world = self.trainer.world_size if self.trainer is not None else 1
+        rank = self.trainer.global_rank if self.trainer is not None else 0
+        sampler = StreamSampler(len(self.train_set), start=self.consumed_samples * world, rank=rank, world=world)
+        return DataLoader(self.train_set, batch_size=self.cfg.train.batch_size, sampler=sampler,
+                          num_workers=self.cfg.data.num_workers, drop_last=True,
+                          persistent_workers=self.cfg.data.num_workers > 0)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.cfg.train.batch_size, shuffle=False,
+                          num_workers=self.cfg.data.num_workers)

@@ -1,0 +1,233 @@
+"""Genomic Benchmarks protocols (tab. 7): splits, learning-rate choice, and the results summary.
+
+- `paper`: what the published "5-fold CV" is (REFERENCE.md "Genomic Benchmarks"): for each seed,
+  a random 90/10 train/validation split of the official train set; train; keep the best
+  validation-accuracy epoch; evaluate it on the official test set.
+- `kfold`: true stratified k-fold cross-validation of the train set (every train example is in
+  exactly one validation fold), same early stopping, each fold's model evaluated on the test set.
+The learning rate is chosen per model from `train.lr_grid` by mean best validation accuracy
+over the runs (test scores never enter the choice). Runs are reported as mean ± (max − min)/2.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Subset
+
+from dnadiff.config import save_config, to_dict
+from dnadiff.errors import DnadiffError
+from dnadiff.eval.classification import METRICS, format_pm, summarize
+from dnadiff.heads.config import FinetuneConfig
+
+# ----------------------------------------------------------------------------- splits
+
+
+def paper_splits(n: int, seeds: list[int], valid_frac: float = 0.1) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per seed: a random permutation of 0..n-1, the first round(valid_frac·n) are validation."""
+    if n < 2:
+        raise DnadiffError(f"the train set needs at least 2 examples for a validation split, got {n}")
+    n_valid = min(n - 1, max(1, int(round(valid_frac * n))))
+    out = []
+    for seed in seeds:
+        perm = np.random.default_rng(seed).permutation(n)
+        out.append((np.sort(perm[n_valid:]), np.sort(perm[:n_valid])))
+    return out
+
+
+def kfold_splits(labels, k: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified k folds: each class is shuffled and dealt round-robin over the folds.
+
+    A class's examples land in folds (offset + j) mod k, the offset continuing from the previous
+    class so fold sizes differ by at most one. Returns k (train, valid) index pairs.
+    """
+    labels = np.asarray(labels)
+    if k < 2:
+        raise DnadiffError(f"protocol.folds must be >= 2, got {k}")
+    if len(labels) < k:
+        raise DnadiffError(f"{k}-fold CV needs at least {k} train examples, got {len(labels)}")
+    rng = np.random.default_rng(seed)
+    fold = np.empty(len(labels), dtype=np.int64)
+    offset = 0
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        fold[idx] = (offset + np.arange(len(idx))) % k
+        offset = (offset + len(idx)) % k
+    return [(np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(k)]
+
+
+def stratified_subsample(labels, n: int | None, seed: int = 0) -> np.ndarray:
+    """At most n indices keeping the class proportions (largest remainders), sorted; all if n is None."""
+    labels = np.asarray(labels)
+    if n is None or n >= len(labels):
+        return np.arange(len(labels))
+    rng = np.random.default_rng(seed)
+    classes, counts = np.unique(labels, return_counts=True)
+    exact = counts * n / len(labels)
+    take = np.floor(exact).astype(int)
+    for i in np.argsort(-(exact - take))[: n - take.sum()]:
+        take[i] += 1
+    take = np.maximum(take, 1)  # keep every class
+    chosen = [rng.permutation(np.flatnonzero(labels == c))[:t] for c, t in zip(classes, take)]
+    return np.sort(np.concatenate(chosen))
+
+
+def protocol_runs(cfg: FinetuneConfig, train_labels) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+    """(run name, training seed, train indices, valid indices) for the configured protocol."""
+    p = cfg.protocol
+    if p.name == "paper":
+        splits = paper_splits(len(train_labels), list(p.seeds), p.valid_frac)
+        runs = [(f"seed{s}", int(s), tr, va) for s, (tr, va) in zip(p.seeds, splits)]
+    else:
+        splits = kfold_splits(train_labels, p.folds, int(p.seeds[0]))
+        runs = [(f"fold{f}", int(p.seeds[0]) + f, tr, va) for f, (tr, va) in enumerate(splits)]
+    return runs[: p.max_runs] if p.max_runs else runs
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def build_backbone_template(cfg: FinetuneConfig):
+    """The backbone every run starts from: loaded from `model.init_from`, or a fresh scratch one."""
+    m = cfg.model
+    if m.init_from:
+        if not os.path.exists(m.init_from):
+            raise DnadiffError(f"model.init_from: {m.init_from}: no such model directory")
+        from dnadiff.checkpoint import load_backbone
+
+        _, backbone = load_backbone(m.init_from)
+        return backbone
+    from dnadiff.backbones import build_backbone
+
+    overrides = dict(m.overrides)
+    overrides.setdefault("vocab_size", 12)
+    return build_backbone(m.backbone, preset=m.preset, **overrides)
+
+
+def classifier_factory(cfg: FinetuneConfig, template, num_classes: int):
+    """A zero-argument function that builds a fresh classifier (deep copy of the template backbone).
+
+    A scratch backbone is re-initialised per run from the run's seed; a pretrained one is copied.
+    """
+    from dnadiff.heads.classifier import SequenceClassifier
+
+    m = cfg.model
+
+    def make():
+        backbone = copy.deepcopy(template) if m.init_from else build_backbone_template(cfg)
+        return SequenceClassifier(backbone, num_classes, pooling=m.pooling, conjoin=m.conjoin, rc_aug=m.rc_aug,
+                                  dropout=m.dropout, freeze_backbone=m.freeze_backbone,
+                                  conjoin_train=m.conjoin_train).train()
+
+    return make
+
+
+# ----------------------------------------------------------------------------- runner
+
+
+def _machine() -> str:
+    import torch
+
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores visible)"
+    return f"{platform.node()} {platform.machine()} {dev}, torch {torch.__version__}"
+
+
+def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, echo=print) -> dict[str, Any]:
+    """Run the protocol over the lr grid; write config.yaml, results.json, results.md under out_dir."""
+    from dnadiff.data.benchmarks import SequenceClassificationDataset, load_benchmark_split, pad_batch, resolve_benchmark
+    from dnadiff.tokenizers.dna import DNATokenizer
+    from dnadiff.training.finetune import fit_classifier
+    from dnadiff.utils import atomic_write, write_json
+
+    t0 = time.time()
+    out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out / "config.yaml")
+    root = resolve_benchmark(cfg.data.dataset, download=cfg.data.download)
+    tok = DNATokenizer()
+    train_all, test_all = load_benchmark_split(root, "train", tok), load_benchmark_split(root, "test", tok)
+    train_keep = stratified_subsample(train_all.labels, cfg.data.max_train, cfg.data.subsample_seed)
+    test_keep = stratified_subsample(test_all.labels, cfg.data.max_test, cfg.data.subsample_seed + 1)
+    train_ds = SequenceClassificationDataset(train_all, tok, cfg.data.max_len)
+    test_ds = Subset(SequenceClassificationDataset(test_all, tok, cfg.data.max_len), test_keep.tolist())
+    train_labels = np.asarray(train_all.labels)[train_keep]
+    collate = functools.partial(pad_batch, pad_id=tok.pad_id)
+    num_classes = len(train_all.classes)
+
+    template = build_backbone_template(cfg)
+    make = classifier_factory(cfg, template, num_classes)
+    runs = protocol_runs(cfg, train_labels)
+    echo(f"{root.name}: {len(train_keep)} train / {len(test_keep)} test, classes {train_all.classes}; "
+         f"{cfg.protocol.name} protocol, {len(runs)} runs x {len(cfg.train.lr_grid)} lr")
+
+    grid: dict[float, list] = {}
+    for lr in cfg.train.lr_grid:
+        grid[lr] = []
+        for name, seed, tr, va in runs:
+            tr_set = Subset(train_ds, train_keep[tr].tolist())
+            va_set = Subset(train_ds, train_keep[va].tolist())
+            res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}", str(out))
+            grid[lr].append(res)
+            echo(f"  lr {lr:g} {name}: best epoch {res.best_epoch}, val acc {res.val_acc:.4f}, "
+                 f"test acc {res.test['accuracy']:.4f}, mcc {res.test['mcc']:.4f} ({res.wall_s:.0f} s)")
+    # lr chosen on validation only: the highest mean best-validation accuracy (ties: first in the grid)
+    val_means = {lr: float(np.mean([r.val_acc for r in rs])) for lr, rs in grid.items()}
+    chosen = max(cfg.train.lr_grid, key=lambda lr: (val_means[lr], -cfg.train.lr_grid.index(lr)))
+    chosen_runs = grid[chosen]
+    summary = {m: summarize([r.test[m] for r in chosen_runs]) for m in METRICS}
+    summary["val_acc"] = summarize([r.val_acc for r in chosen_runs])
+    counts = train_all.counts()
+    result = {
+        "name": cfg.name,
+        "dataset": str(root),
+        "classes": train_all.classes,
+        "num_train": int(len(train_keep)),
+        "num_test": int(len(test_keep)),
+        "majority_baseline": float(max(np.bincount(np.asarray(test_all.labels)[test_keep])) / len(test_keep)),
+        "train_class_counts": counts,
+        "protocol": cfg.protocol.name,
+        "init_from": cfg.model.init_from,
+        "backbone": type(template).__name__,
+        "num_parameters": int(sum(p.numel() for p in make().parameters())),
+        "lr_grid": list(cfg.train.lr_grid),
+        "val_acc_by_lr": {f"{lr:g}": v for lr, v in val_means.items()},
+        "selected_lr": chosen,
+        "runs": [r.to_dict() for r in chosen_runs],
+        "summary": summary,
+        "wall_s": round(time.time() - t0, 1),
+        "machine": _machine(),
+        "config": to_dict(cfg),
+    }
+    write_json(out / "results.json", result)
+    atomic_write(out / "results.md", results_markdown(result) + "\n")
+    return result
+
+
+def run_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-run rows plus a `mean ± (max-min)/2` row, for the terminal and markdown tables."""
+    rows = []
+    for r in result["runs"]:
+        rows.append({"run": r["run"], "lr": f"{r['lr']:g}", "best_epoch": r["best_epoch"], "val_acc": r["val_acc"],
+                     **{m: r["test"][m] for m in METRICS}})
+    s = result["summary"]
+    rows.append({"run": "mean ± (max-min)/2", "lr": f"{result['selected_lr']:g}", "best_epoch": "",
+                 "val_acc": format_pm(s["val_acc"]), **{m: format_pm(s[m]) for m in METRICS}})
+    return rows
+
+
+def results_markdown(result: dict[str, Any]) -> str:
+    from dnadiff.utils import markdown_table
+
+    head = (f"# {result['name']}: {Path(result['dataset']).name}\n\n"
+            f"{result['protocol']} protocol, {len(result['runs'])} runs, lr {result['selected_lr']:g} "
+            f"(chosen on validation from {result['lr_grid']}), {result['num_train']} train / "
+            f"{result['num_test']} test, majority baseline {result['majority_baseline']:.3f}, "
+            f"wall {result['wall_s']:.0f} s on {result['machine']}\n\n")
+    return head + markdown_table(run_rows(result))

@@ -1,0 +1,114 @@
+"""LightningModule wrapping one backbone + one objective; no math of its own.
+
+Determinism: before every micro-batch the global RNG is reseeded from (seed, micro-step), so the
+masks, times and dropout of step n are the same in a resumed run as in an uninterrupted one.
+The EMA weights (MDLM's decay schedule) are used for validation and exported at the end.
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+
+from dnadiff.config import RunConfig
+from dnadiff.errors import DnadiffError
+from dnadiff.model import DiffusionModel
+from dnadiff.training.ema import EMA
+from dnadiff.training.optim import build_optimizer, build_scheduler
+
+
+class NonFiniteLossError(DnadiffError):
+    pass
+
+
+class DiffusionLitModule(L.LightningModule):
+    def __init__(self, cfg: RunConfig, backbone: torch.nn.Module, tokenizer):
+        super().__init__()
+        self.cfg = cfg
+        self.backbone = backbone
+        self.model = DiffusionModel(cfg, backbone, tokenizer)  # holds the objective (not an nn.Module)
+        self.ema = EMA(backbone, cfg.train.ema) if cfg.train.ema > 0 else None
+        self.micro_step = 0
+        self._ema_active = False
+        self.last_train_loss = float("nan")
+
+    # ------------------------------------------------------------------ steps
+    def _seed_step(self) -> None:
+        torch.manual_seed((self.cfg.train.seed * 1_000_003 + self.micro_step) % (2**63 - 1))
+
+    def training_step(self, batch, batch_idx):
+        self._seed_step()
+        self.micro_step += 1
+        out = self.model.objective.loss(self.model.denoiser, batch["input_ids"], batch["attention_mask"])
+        if not torch.isfinite(out.loss):
+            raise NonFiniteLossError(
+                f"non-finite training loss ({out.loss.item()}) at step {self.global_step}; "
+                "training stopped, the last good checkpoint is kept (try a lower train.lr)"
+            )
+        tokens = out.num_tokens.sum()
+        self.last_train_loss = float(out.loss.detach())
+        self.log("train/loss", out.loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=len(batch["input_ids"]))
+        self.log("train/tokens", tokens.float(), on_step=True, on_epoch=False, reduce_fx="sum")
+        return out.loss
+
+    def optimizer_step(self, *args, **kwargs):
+        super().optimizer_step(*args, **kwargs)
+        if self.ema is not None:
+            self.ema.update(self.backbone)
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_nll = torch.zeros((), dtype=torch.float64)
+        self._val_tokens = torch.zeros((), dtype=torch.float64)
+        if self.ema is not None and not self._ema_active:
+            self._backup = {n: p.detach().clone() for n, p in self.backbone.named_parameters()}
+            self.ema.copy_to(self.backbone)
+            self._ema_active = True
+
+    def validation_step(self, batch, batch_idx):
+        gen = torch.Generator(device="cpu").manual_seed(self.cfg.train.seed + 7919 * batch_idx)
+        out = self.model.objective.loss(self.model.denoiser, batch["input_ids"], batch["attention_mask"], generator=gen)
+        self._val_nll += out.nll.double().sum().cpu()
+        self._val_tokens += out.num_tokens.double().sum().cpu()
+
+    def on_validation_epoch_end(self) -> None:
+        nll = self.all_gather(self._val_nll).sum() if self.trainer.world_size > 1 else self._val_nll
+        tok = self.all_gather(self._val_tokens).sum() if self.trainer.world_size > 1 else self._val_tokens
+        if tok > 0:
+            per_tok = float(nll / tok)
+            self.log("val/nats_per_token", per_tok, prog_bar=True, sync_dist=False, rank_zero_only=True)
+            self.log("val/bits_per_token", per_tok / math.log(2), sync_dist=False, rank_zero_only=True)
+        if self._ema_active:
+            with torch.no_grad():
+                for n, p in self.backbone.named_parameters():
+                    p.copy_(self._backup[n])
+            self._backup, self._ema_active = None, False
+
+    # ------------------------------------------------------------------ optimiser / state
+    def configure_optimizers(self):
+        t = self.cfg.train
+        opt = build_optimizer(self.backbone, t.lr, t.betas, t.weight_decay)
+        sched = build_scheduler(opt, t.lr_schedule, t.warmup_steps, t.max_steps, t.min_lr_ratio)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["dnadiff"] = {"micro_step": self.micro_step, "ema": self.ema.state_dict() if self.ema else None}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("dnadiff", {})
+        self.micro_step = int(state.get("micro_step", 0))
+        if self.ema is not None and state.get("ema") is not None:
+            self.ema.load_state_dict(state["ema"])
+
+    def export_state_dict(self) -> dict[str, torch.Tensor]:
+        """The weights to ship: EMA when enabled, else the live ones (buffers always live)."""
+        state = {k: v.detach().clone() for k, v in self.backbone.state_dict().items()}
+        if self.ema is not None:
+            first_name = {}
+            for name, p in self.backbone.named_parameters(remove_duplicate=False):
+                first_name.setdefault(id(p), name)  # tied weights: EMA keeps the first name only
+                shadow = self.ema.shadow.get(first_name[id(p)])
+                if shadow is not None and name in state:
+                    state[name] = shadow.detach().clone()
+        return state
