@@ -1,0 +1,70 @@
+"""Ancestral sampling of MDLM (arXiv 2406.07524, §4.1, eq. 7-8 with SUBS).
+
+On the grid t_0 = 1 > t_1 > ... > t_N = eps (linspace, eps = 1e-5), each step s < t draws
+every masked position from
+
+    q(x_s = v | x_t = mask) = p_θ(x0 = v | x_t) (α_s - α_t) / (1 - α_t)     v ≠ mask
+    q(x_s = mask | x_t = mask) = (1 - α_s) / (1 - α_t)
+
+and copies unmasked positions (carry-over unmasking). Temperature and nucleus act on p_θ before
+the transition is built. After the last step a noise-removal pass fills what is still masked
+(`noise_removal`: "argmax" as the reference, "sample" for an exact draw, or "none").
+
+`cache=True` (the `cached` sampler) reuses p_θ while no token changed anywhere in the batch,
+which is exact only for models that ignore t: it is switched off for time-conditioned
+denoisers (`time_conditioned` option, else `getattr(denoiser, "time_conditioned", True)`).
+Both variants consume the generator identically, so with the same seed they return the same
+samples; `last_nfe` counts the real calls.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from dnadiff.samplers.base import SAMPLERS, Sampler
+
+
+def ancestral_step(
+    probs_x0: Tensor, x: Tensor, mask_id: int, alpha_t: float | Tensor, alpha_s: float | Tensor
+) -> Tensor:
+    """The MDLM reverse transition q(x_s | x_t, p_θ) as weights Float64[B, L, V].
+
+    Rows at unmasked positions are one-hot on the observed token (SUBS carry-over).
+    """
+    alpha_t = torch.as_tensor(alpha_t, dtype=torch.float64, device=x.device)
+    alpha_s = torch.as_tensor(alpha_s, dtype=torch.float64, device=x.device)
+    unmask = (alpha_s - alpha_t) / (1.0 - alpha_t)
+    stay = (1.0 - alpha_s) / (1.0 - alpha_t)
+    q = probs_x0 * unmask  # (B, L, V); p_θ has no mass on mask
+    q[..., mask_id] = stay
+    keep = x != mask_id
+    onehot = torch.zeros_like(q).scatter_(-1, x.unsqueeze(-1), 1.0)
+    return torch.where(keep.unsqueeze(-1), onehot, q)
+
+
+@SAMPLERS.register("ancestral")
+class AncestralSampler(Sampler):
+    """`build_sampler("ancestral", steps=128, temperature=1.0, top_p=1.0, float32_draws=False)`."""
+
+    name = "ancestral"
+    cache = False
+
+    def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, generator) -> Tensor:
+        ts = self.time_grid(x.device)
+        alphas = schedule.alpha(ts)  # float64 (steps + 1,)
+        use_cache = self.cache and not self.is_time_conditioned(denoiser)
+        probs = None
+        for i in range(self.steps):
+            if not bool((x == mask_id).any()):
+                break
+            if probs is None:
+                logits = self.denoise_call(denoiser, x, ts[i])
+                probs = self.x0_probs(logits, x, mask_id)  # (B, L, V)
+            q = ancestral_step(probs, x, mask_id, alphas[i], alphas[i + 1])
+            x_new = self.draw(q, generator)
+            changed = bool((x_new != x).any())
+            x = x_new
+            if changed or not use_cache:
+                probs = None
+        return self.remove_noise(denoiser, x, mask_id, generator)
