@@ -39,6 +39,29 @@ class Denoiser(nn.Module):
         return self.backbone(x_t, t_in)
 
 
+class SuppressTokens(nn.Module):
+    """Denoiser wrapper that gives `banned_ids` a large negative logit (never generated).
+
+    DNA models never generate specials or N (N is not scored in training, so its logit is
+    untrained); text models never generate [PAD]."""
+
+    def __init__(self, denoiser: nn.Module, banned_ids: list[int]):
+        super().__init__()
+        self.denoiser = denoiser
+        self.banned = torch.tensor(sorted(set(banned_ids)), dtype=torch.long)
+
+    @property
+    def time_conditioned(self) -> bool:
+        return bool(getattr(self.denoiser, "time_conditioned", False))
+
+    def forward(self, x_t: Tensor, t: Tensor | None = None) -> Tensor:
+        from dnadiff.diffusion.subs import NEG_INF
+
+        logits = self.denoiser(x_t, t).clone()
+        logits[..., self.banned.to(logits.device)] = NEG_INF
+        return logits
+
+
 def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     """Keyword arguments of build_objective for a run config and its tokenizer."""
     name = cfg.objective.name
@@ -131,9 +154,16 @@ class DiffusionModel:
         if template is not None:
             template = template.to(self.device)
         x = smp.generate(
-            self.denoiser, self.schedule, self.tokenizer.mask_id, (num, length), template=template, generator=generator
+            SuppressTokens(self.denoiser, self.banned_ids()), self.schedule, self.tokenizer.mask_id, (num, length), template=template, generator=generator
         )
         return (x, smp) if return_sampler else x
+
+    def banned_ids(self) -> list[int]:
+        """Token ids a sampler must never produce (kept: real tokens and the mask id)."""
+        tok = self.tokenizer
+        if getattr(tok, "kind", "dna") == "dna":
+            return [i for i in range(tok.vocab_size) if i not in tok.nucleotide_ids and i != tok.mask_id]
+        return [tok.pad_id]
 
     def decode(self, ids: Tensor) -> list[str]:
         return [self.tokenizer.decode(row) for row in ids]

@@ -11,7 +11,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("DNADIFF_SHARED_DATA", REPO.parent / "shared" / "data"))
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# Tiny models: one thread avoids OpenMP spin-waiting when other work shares the cores.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

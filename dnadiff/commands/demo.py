@@ -1,25 +1,41 @@
-"""`dnadiff demo`: the bundled human DNA sample, end to end."""
+"""`dnadiff demo`: train -> evaluate -> sample on the human DNA sample bundled with the package."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-HELP = "run the demo on the bundled human chr22 sample (minutes on a CPU)"
-DESCRIPTION = """Run the demo on the real human DNA bundled with the package (chr22, hg19).
+HELP = "train, evaluate and sample a tiny MDLM on the bundled human chr22 sample (minutes on a CPU)"
+DESCRIPTION = """The whole loop on real human DNA bundled with the package (1.5 Mb of chr22, hg19):
 
-Summarises the sample (windows, GC content, N fraction per split) and writes the summary
-as JSON under --out (default ./dnadiff_demo)."""
+  1. summarise the sample (windows, GC content, N fraction per split);
+  2. train a tiny Caduceus MDLM (configs/experiments/tiny_dna_mdlm.yaml) on the train split;
+  3. evaluate its likelihood bound on the held-out test split next to the 2 bits/base of a
+     uniform (0th-order) model;
+  4. sample a few sequences with the ancestral sampler and write them as FASTA.
+
+Everything goes under --out (default ./dnadiff_demo); about 3 minutes on 2 CPU cores."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="dnadiff_demo", help="output folder (default: ./dnadiff_demo)")
-    p.add_argument("--seq-len", type=int, default=1024, help="window length in bases (default 1024)")
+    p.add_argument("--seq-len", type=int, default=1024, help="window length of the genome summary (default 1024)")
     p.add_argument("--summary-only", action="store_true", help="only summarise the bundled genome (no training)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: the tiny config's)")
+    p.add_argument("--num-samples", type=int, default=4, help="sequences to sample (default 4)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides of the tiny config (e.g. train.batch_size=8)")
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+    import math
+    import shutil
+
+    import torch
+
+    from dnadiff.config import RunConfig, load_config
     from dnadiff.data.fasta import bundled_genome
+    from dnadiff.data.records import write_fasta
     from dnadiff.data.summary import genome_summary
     from dnadiff.errors import DnadiffError
     from dnadiff.utils import format_table, write_json
@@ -28,9 +44,56 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError(f"--seq-len must be positive, got {args.seq_len}")
     fasta, bed = bundled_genome()
     rows = genome_summary(fasta, bed, args.seq_len)
-    print(f"bundled genome: {fasta}")
+    print(f"[1/4] bundled genome: {fasta}")
     print(format_table(rows))
-    path = os.path.join(args.out, "genome_summary.json")
-    write_json(path, {"fasta": fasta, "bed": bed, "splits": rows})
-    print(f"\nwrote {path}")
+    write_json(os.path.join(args.out, "genome_summary.json"), {"fasta": fasta, "bed": bed, "splits": rows})
+    if args.summary_only:
+        print(f"\nwrote {os.path.join(args.out, 'genome_summary.json')}")
+        return 0
+
+    from dnadiff.checkpoint import load
+    from dnadiff.commands.eval import evaluate_model
+    from dnadiff.training import train
+    from dnadiff.training.data import build_split_dataset
+
+    overrides = [f"out_dir={args.out}", "train.progress=true", *args.overrides]
+    if args.steps is not None:
+        overrides.append(f"train.max_steps={args.steps}")
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)
+    print(f"\n[2/4] training a tiny Caduceus MDLM ({cfg.train.max_steps} steps, batch {cfg.train.batch_size}, "
+          f"{cfg.data.seq_len} bp windows) ...")
+    run_dir = os.path.join(args.out, cfg.name)
+    if os.path.isdir(run_dir):
+        shutil.rmtree(run_dir)  # the demo always starts fresh
+    result = train(cfg, overwrite=True)
+
+    print("\n[3/4] likelihood bound on the held-out test split (EMA weights) ...")
+    model = load(result.model_dir)
+    test = build_split_dataset(model.config, model.tokenizer, "test")
+    res = evaluate_model(model, test, batch_size=32, seed=0, progress=True)
+    table = [
+        {"model": "uniform (0th order)", "bits_per_base": 2.0, "perplexity": 4.0},
+        {"model": "tiny Caduceus MDLM (bound)", "bits_per_base": res["bits_per_token"], "perplexity": res["perplexity"],
+         "bits_std_error": res["bits_std_error"], "bases": res["num_tokens"]},
+    ]
+    print(format_table(table))
+    write_json(os.path.join(args.out, "eval_test.json"), {"rows": table, "bound": res})
+
+    print(f"\n[4/4] sampling {args.num_samples} sequences of {cfg.sample.length} bp ({cfg.sample.sampler}, "
+          f"{cfg.sample.steps} steps) ...")
+    gen = torch.Generator().manual_seed(0)
+    x, smp = model.generate(args.num_samples, cfg.sample.length, generator=gen, return_sampler=True)
+    seqs = model.decode(x)
+    fa = os.path.join(args.out, "samples.fa")
+    write_fasta(fa, [(f"sample_{i} tiny_dna_mdlm {cfg.sample.sampler} steps={cfg.sample.steps}", s) for i, s in enumerate(seqs)])
+    for s in seqs:
+        gc = (s.count("G") + s.count("C")) / max(1, len(s))
+        print(f"  {s[:60]}...  GC={gc:.2f}")
+    print("\nwhere everything is:")
+    print(f"  run directory    {result.run_dir}  (checkpoints/, logs/, loss_curve.png)")
+    print(f"  model directory  {result.model_dir}  (config.yaml, model.safetensors, metrics.json)")
+    print(f"  test bound       {os.path.join(args.out, 'eval_test.json')}")
+    print(f"  samples          {fa}")
+    if not math.isfinite(res["bits_per_token"]):
+        raise DnadiffError("the demo model's bound is not finite")
     return 0

@@ -59,3 +59,29 @@ def write_fasta(path: str | os.PathLike, records: Iterable[tuple[str, str]], lin
     writer = SeqIO.FastaIO.FastaWriter(buf, wrap=line_width)
     writer.write_file(recs)
     atomic_write(path, buf.getvalue())
+
+
+def tile_records(
+    records: list[tuple[str, str]], seq_len: int, tokenizer: DNATokenizer | None = None, mask_n: bool = True
+) -> list[dict]:
+    """Cut each record into windows of seq_len (the tail right-padded): items like GenomeWindows'."""
+    import numpy as np
+    import torch
+
+    if seq_len <= 0:
+        raise DnadiffError(f"seq_len must be positive, got {seq_len}")
+    tokenizer = tokenizer or DNATokenizer()
+    items = []
+    for name, seq in records:
+        ids = tokenizer.encode_array(seq, where=f"record {name!r}")
+        for s in range(0, len(ids), seq_len):
+            chunk = ids[s : s + seq_len]
+            real = np.ones(len(chunk), dtype=np.int64)
+            if mask_n:
+                real[chunk == tokenizer.n_id] = 0
+            pad = seq_len - len(chunk)
+            if pad:
+                chunk = np.concatenate([chunk, np.full(pad, tokenizer.pad_id, dtype=np.int64)])
+                real = np.concatenate([real, np.zeros(pad, dtype=np.int64)])
+            items.append({"input_ids": torch.from_numpy(chunk), "attention_mask": torch.from_numpy(real)})
+    return items

@@ -1,0 +1,39 @@
+"""`dnadiff train CONFIG [key=value ...]`."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "train a model from a YAML config (writes runs/NAME/ with a model directory inside)"
+DESCRIPTION = """Train a model from a YAML config; any key can be overridden as key=value.
+
+  dnadiff train configs/experiments/tiny_dna_mdlm.yaml train.max_steps=50
+  dnadiff train experiments/tiny_dna_mdlm --resume        # continue from runs/NAME/checkpoints/last.ckpt
+
+CONFIG is a file path or a name under the shipped configs/ folder. Writes runs/NAME/ (out_dir/name):
+config.yaml, checkpoints/, logs/ (CSV, TensorBoard), loss_curve.png and model/ (the model directory
+that `dnadiff eval`, `dnadiff sample` and dnadiff.load() read). Start from a pretrained network with
+model.init_from=DIR (a dnadiff model directory or an official Caduceus/HyenaDNA HF directory)."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="YAML config file (or a name under configs/, e.g. experiments/tiny_dna_mdlm)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.lr=1e-3 model.preset=dna-467k")
+    p.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    p.add_argument("--run-dir", default=None, help="run directory (default: OUT_DIR/NAME from the config)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.errors import DnadiffError
+    from dnadiff.training import train
+    from dnadiff.utils import format_table
+
+    if args.resume and args.overwrite:
+        raise DnadiffError("--resume and --overwrite exclude each other")
+    cfg = load_config(RunConfig, args.config, args.overrides)
+    result = train(cfg, resume=args.resume, overwrite=args.overwrite, run_dir=args.run_dir)
+    print(format_table([{k: v for k, v in result.metrics.items()}]))
+    print(f"\nmodel directory: {result.model_dir}\nrun directory:   {result.run_dir}")
+    return 0
