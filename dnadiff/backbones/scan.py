@@ -11,13 +11,11 @@ dispatches to that kernel.)
 Three implementations:
 - `selective_scan_ref`: the plain sequential loop (tests only: under autograd it is very slow).
 - `selective_scan_chunked` (the CPU default): a custom autograd Function. The forward walks the
-  sequence in chunks; inside a chunk the recurrence is solved in closed form with cumulative
-  log-decays, h_t = e^{S_t} (α_0 h_0 + Σ_{s<=t} e^{-S_s} x_s) with S_t = A·Σ_{r=1..t} Δ_r, so each
-  Python step does whole (B, C, E, N) blocks of work. Only the inputs and the (B, E, N) state at each
-  chunk start are kept. The backward recomputes a chunk's states and runs the adjoint (reverse) scan
-  g_t = C_t dy_t + exp(Δ_{t+1} A) g_{t+1} in the same closed form, chunks in reverse order.
-  Chunk boundaries are chosen so that |S| stays below a bound (fp32: 30, fp64: 300) and e^{±S}
-  neither overflows nor loses precision: exact for any Δ, but very large Δ·|A| means short chunks.
+  sequence in chunks and solves each chunk with a two-level scan (sub-blocks scanned in parallel,
+  then a short recurrence across sub-blocks), so each Python step does whole (B, ·, E, N) blocks
+  of work. It keeps only the inputs and the (B, E, N) state at each chunk start: no (B, L, E, N)
+  activations. The backward recomputes a chunk's states and runs the adjoint (reverse) scan
+  g_t = C_t dy_t + exp(Δ_{t+1} A) g_{t+1} the same way, chunks in reverse order.
 - mamba_ssm's CUDA kernel, used automatically on CUDA tensors when mamba_ssm is importable.
 """
 
@@ -67,110 +65,139 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta
 
 
 # ----------------------------------------------------------------------------------------------
-# chunked closed-form scan with a recomputing backward
+# two-level chunked scan with a recomputing backward
+#
+# The sequence is cut into chunks of C = nb·c steps (the Python loop over chunks), each chunk into nb
+# sub-blocks of c steps. Inside a chunk every operation works on whole (B, nb, ·, E, N) blocks:
+#   1. local scan of every sub-block from a zero state, h_t = α_t h_{t-1} + x_t (c - 1 steps, all
+#      sub-blocks at once), with α_t = exp(Δ_t A) and x_t = Δ_t u_t B_t;
+#   2. the sub-blocks' incoming states from a recurrence over sub-blocks (nb steps on (B, E, N)):
+#      h_in(k+1) = P_k h_in(k) + h_last(k), P_k = Π α over sub-block k;
+#   3. h_t += (Π_{r<=t} α_r) h_in (prefix products within the sub-block).
+# Only products of decays appear (as in the sequential scan), so any Δ is fine. The backward runs the
+# same three steps in reverse time for the adjoint g_t = dL/dh_t = C_t dy_t + α_{t+1} g_{t+1}.
 
 
-def _segments(delta, A, limit, max_chunk):
-    """Chunk boundaries [(s, e)]: within a chunk Σ_{r=s+1}^{t} max_{b,e} Δ_r|A| <= limit, length <= max_chunk.
+def _chunk_states(u, dl, A, Bm, h0, c):
+    """States of one chunk. u, dl: (B, C, E); Bm: (B, C, N); h0: (B, E, N); C = nb · c.
 
-    The first step of a chunk is exempt (its decay is applied to the incoming state directly), so
-    every chunk has length >= 1 whatever Δ is.
+    Returns h (B, nb, c, E, N), α = exp(ΔA) (same shape) and the prefix products Π_{r<=t} α_r
+    within each sub-block (same shape).
     """
-    length = delta.shape[1]
-    amax = A.detach().abs().amax(dim=1)  # (E,)
-    step = (delta.detach() * amax).amax(dim=(0, 2))  # (L,)  worst per-step log-decay
-    if not bool(torch.isfinite(step).all()):
-        raise ValueError("selective scan: non-finite delta")
-    total = float(step.sum())
-    if total - float(step[0]) <= limit and length <= max_chunk:
-        return [(0, length)]
-    csum = torch.cumsum(step.double(), 0).tolist()
-    bounds, start = [], 0
-    while start < length:
-        stop = start + 1
-        base = csum[start]
-        hi = min(length, start + max_chunk)
-        while stop < hi and csum[stop] - base <= limit:
-            stop += 1
-        bounds.append((start, stop))
-        start = stop
-    return bounds
+    b, cl, e = u.shape
+    n = A.shape[1]
+    nb = cl // c
+    alpha = torch.mul(dl.view(b, nb, c, e, 1), A).exp_()  # α_t = exp(Δ_t A)   (B, nb, c, E, N)
+    h = torch.mul((dl * u).view(b, nb, c, e, 1), Bm.view(b, nb, c, 1, n))  # x_t = Δ_t u_t B_t
+    prefix = torch.empty_like(alpha)  # Π_{r<=t} α_r within the sub-block
+    prefix[:, :, 0] = alpha[:, :, 0]
+    for j in range(1, c):  # 1. local scans, all sub-blocks at once
+        h[:, :, j].addcmul_(alpha[:, :, j], h[:, :, j - 1])
+        torch.mul(prefix[:, :, j - 1], alpha[:, :, j], out=prefix[:, :, j])
+    if nb == 1:
+        h_in = h0.unsqueeze(1)
+    else:  # 2. incoming state of every sub-block
+        h_in = torch.empty_like(h[:, :, 0])  # (B, nb, E, N)
+        cur = h0
+        for k in range(nb):
+            h_in[:, k] = cur
+            cur = torch.addcmul(h[:, k, -1], prefix[:, k, -1], cur)
+    h.addcmul_(prefix, h_in.unsqueeze(2))  # 3. add the carried state
+    return h, alpha, prefix
 
 
-def _chunk_states(u, dl, A, Bm, h0):
-    """States of one chunk in closed form. u, dl: (B, C, E); Bm: (B, C, N); h0: (B, E, N).
-
-    Returns hh (B, C, E, N), x = Δ u B (B, C, E, N), eS = e^{S} and ieS = e^{-S} (B, C, E, N), α_0.
-    """
-    cd = torch.cumsum(dl, dim=1)
-    cd = cd - dl[:, :1]  # Σ_{r=1..t} Δ_r (relative to the chunk's first step)  (B, C, E)
-    ieS = torch.exp(cd.unsqueeze(-1) * (-A))  # e^{-S_t}  (B, C, E, N), in [1, e^limit] for A < 0
-    eS = torch.reciprocal(ieS)
-    x = (dl * u).unsqueeze(-1) * Bm.unsqueeze(2)  # (B, C, E, N)
-    w = x * ieS
-    alpha0 = torch.exp(dl[:, 0].unsqueeze(-1) * A)  # (B, E, N)
-    w[:, 0] += alpha0 * h0
-    hh = torch.cumsum(w, dim=1).mul_(eS)  # h_t  (B, C, E, N)
-    return hh, x, eS, ieS, alpha0
+def _contract_n(m, v):
+    """Σ_n m[i, e, n] v[i, n] for m (I, E, N), v (..., N) with I rows: one batched GEMV (BLAS reads the
+    transposed view directly; the (I, E, N) @ (I, N, 1) form is several times slower on CPU)."""
+    i, e, n = m.shape
+    return torch.bmm(v.reshape(i, 1, n), m.transpose(1, 2)).view(i, e)
 
 
 class _ChunkedScan(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, u, delta, A, Bm, Cm, limit, max_chunk):
-        batch, length, e = u.shape
-        bounds = _segments(delta, A, limit, max_chunk)
-        h = u.new_zeros(batch, e, A.shape[1])
-        y = u.new_empty(batch, length, e)
+    def forward(ctx, u, delta, A, Bm, Cm, c, chunk):
+        # u, delta: (B, L, E); Bm, Cm: (B, L, N); L a multiple of `chunk`, `chunk` of `c`
+        b, length, e = u.shape
+        n = A.shape[1]
+        h = u.new_zeros(b, e, n)
+        y = u.new_empty(b, length, e)
         starts = []
-        for s, t in bounds:
+        for s in range(0, length, chunk):
             starts.append(h)
-            hh, _, _, _, _ = _chunk_states(u[:, s:t], delta[:, s:t], A, Bm[:, s:t], h)
-            y[:, s:t] = torch.einsum("bcen,bcn->bce", hh, Cm[:, s:t])
-            h = hh[:, -1].clone()
-        ctx.bounds = bounds
+            hh = _chunk_states(u[:, s:s + chunk], delta[:, s:s + chunk], A, Bm[:, s:s + chunk], h, c)[0]
+            hh = hh.view(b * chunk, e, n)
+            y[:, s:s + chunk] = _contract_n(hh, Cm[:, s:s + chunk]).view(b, chunk, e)
+            h = hh.view(b, chunk, e, n)[:, -1].clone()
+        ctx.c, ctx.chunk = c, chunk
         ctx.save_for_backward(u, delta, A, Bm, Cm, torch.stack(starts))
         return y
 
     @staticmethod
     def backward(ctx, dy):
         u, delta, A, Bm, Cm, starts = ctx.saved_tensors
+        c, chunk = ctx.c, ctx.chunk
+        b, length, e = u.shape
+        n = A.shape[1]
+        nb = chunk // c
         dy = dy.contiguous()
         du, ddelta = torch.empty_like(u), torch.empty_like(delta)
         dB, dC = torch.empty_like(Bm), torch.empty_like(Cm)
         dA = torch.zeros_like(A)
-        gN = None  # adjoint carried into the chunk's last step: α_{next} ⊙ g_{next}   (B, E, N)
-        for k in range(len(ctx.bounds) - 1, -1, -1):
-            s, t = ctx.bounds[k]
-            uc, dl, bc, cc, dyc = u[:, s:t], delta[:, s:t], Bm[:, s:t], Cm[:, s:t], dy[:, s:t]
-            hh, x, eS, ieS, alpha0 = _chunk_states(uc, dl, A, bc, starts[k])
-            # adjoint scan: g_t = Σ_{s>=t} e^{S_s - S_t} G_s + e^{S_last - S_t} gN,  G = dy ⊗ C
-            v = (dyc.unsqueeze(-1) * cc.unsqueeze(2)).mul_(eS)  # (B, C, E, N)
-            if gN is not None:
-                v[:, -1] += eS[:, -1] * gN
-            g = torch.flip(torch.cumsum(torch.flip(v, [1]), dim=1), [1]).mul_(ieS)  # dL/dh_t
-            gN = alpha0 * g[:, 0]
-            # dL/d(Δ_t A) = g_t ⊙ α_t ⊙ h_{t-1} = g_t ⊙ (h_t - x_t)
-            q = (hh - x).mul_(g)  # (B, C, E, N)
-            dA += torch.einsum("bce,bcen->en", dl, q)
-            gB = torch.einsum("bcen,bcn->bce", g, bc)  # Σ_n g B   (B, C, E)
-            ddelta[:, s:t] = torch.einsum("bcen,en->bce", q, A) + uc * gB
-            du[:, s:t] = dl * gB
-            dB[:, s:t] = torch.einsum("bcen,bce->bcn", g, dl * uc)
-            dC[:, s:t] = torch.einsum("bcen,bce->bcn", hh, dyc)
+        carry = u.new_zeros(b, e, n)  # α_{t+1} g_{t+1} entering the chunk's last step from the next chunk
+        for k in range(length // chunk - 1, -1, -1):
+            sl = slice(k * chunk, (k + 1) * chunk)
+            uc, dl, bc, cc, dyc = u[:, sl], delta[:, sl], Bm[:, sl], Cm[:, sl], dy[:, sl]
+            hh, alpha, suffix = _chunk_states(uc, dl, A, bc, starts[k], c)
+            # adjoint g_t = C_t dy_t + α_{t+1} g_{t+1}: the same three steps in reverse time
+            g = dyc.reshape(b, nb, c, e, 1) * cc.reshape(b, nb, c, 1, n)  # G_t = dy_t ⊗ C_t
+            suffix[:, :, -1].fill_(1.0)  # reuse the prefix buffer: Π_{r=t+1..last} α_r
+            for j in range(c - 2, -1, -1):
+                g[:, :, j].addcmul_(alpha[:, :, j + 1], g[:, :, j + 1])
+                torch.mul(suffix[:, :, j + 1], alpha[:, :, j + 1], out=suffix[:, :, j])
+            g_out = torch.empty_like(alpha[:, :, 0])  # adjoint entering each sub-block's last step
+            cur = carry
+            for j in range(nb - 1, -1, -1):
+                g_out[:, j] = cur
+                cur = alpha[:, j, 0] * torch.addcmul(g[:, j, 0], suffix[:, j, 0], cur)
+            carry = cur
+            g.addcmul_(suffix, g_out.unsqueeze(2))  # dL/dh_t   (B, nb, c, E, N)
+            # y_t = C_t · h_t -> dC;  x_t = Δ_t u_t B_t -> du, dB, part of dΔ
+            hh3, g3 = hh.view(b * chunk, e, n), g.view(b * chunk, e, n)
+            dC[:, sl] = torch.bmm(dyc.reshape(b * chunk, 1, e), hh3).view(b, chunk, n)
+            gB = _contract_n(g3, bc).view(b, chunk, e)  # Σ_n g B
+            dB[:, sl] = torch.bmm((dl * uc).reshape(b * chunk, 1, e), g3).view(b, chunk, n)
+            du[:, sl] = dl * gB
+            # dL/d(Δ_t A) = g_t ⊙ α_t ⊙ h_{t-1}   (computed in α's buffer)
+            q = alpha.view(b, chunk, e, n)
+            q[:, 1:].mul_(hh3.view(b, chunk, e, n)[:, :-1])
+            q[:, 0].mul_(starts[k])
+            q.mul_(g3.view(b, chunk, e, n))
+            dA += (dl.unsqueeze(-1) * q).sum(dim=(0, 1))
+            ddelta[:, sl] = (q * A).sum(-1).add_(uc * gB)
         return du, ddelta, dA, dB, dC, None, None
 
 
 def selective_scan_chunked(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
-                           max_chunk=64, limit=None):
-    """Fast pure-PyTorch scan (same arguments and result as `selective_scan_ref`)."""
+                           chunk=64, sub_block=8):
+    """Fast pure-PyTorch scan (same arguments and result as `selective_scan_ref`).
+
+    `chunk` steps per Python-level iteration, split into sub-blocks of `sub_block` steps.
+    """
     dtype_in = u.dtype
     ct = torch.promote_types(u.dtype, torch.float32)
-    if limit is None:
-        limit = 300.0 if ct == torch.float64 else 30.0
     delta = _prepare_delta(delta.to(ct), None if delta_bias is None else delta_bias.to(ct), delta_softplus)
-    uc = u.to(ct)
-    y = _ChunkedScan.apply(uc.contiguous(), delta.contiguous(), A.to(ct).contiguous(), B.to(ct).contiguous(),
-                           C.to(ct).contiguous(), float(limit), int(max_chunk))
+    uc, A = u.to(ct), A.to(ct).contiguous()
+    length = u.shape[1]
+    c = max(1, min(sub_block, length))
+    chunk = c * max(1, min(chunk // c, -(-length // c)))  # a multiple of c
+    pad = -length % chunk
+    args = [uc, delta, B.to(ct), C.to(ct)]
+    if pad:  # Δ = 0, x = 0 on the padding: states unchanged, outputs dropped
+        args = [F.pad(t, (0, 0, 0, pad)) for t in args]
+    y = _ChunkedScan.apply(args[0].contiguous(), args[1].contiguous(), A, args[2].contiguous(),
+                           args[3].contiguous(), c, chunk)
+    if pad:
+        y = y[:, :length]
     out = _finish(y, uc, None if D is None else D.to(ct), None if z is None else z.to(ct))
     return out.to(dtype_in)
 
