@@ -162,7 +162,7 @@ def masked_ce_table(den: ExactDenoiser) -> tuple[Tensor, Tensor]:
     return S, pats.sum(1).double()
 
 
-def nelbo_moments(den: ExactDenoiser, schedule, t_min: float, n_nodes: int = 2000) -> tuple[Tensor, Tensor]:
+def nelbo_moments(den: ExactDenoiser, schedule, t_min: float, n_nodes: int = 200) -> tuple[Tensor, Tensor]:
     """Exact mean and variance (Float64[N] each, per support sequence) of the continuous MDLM
     estimator Z = w(t) Σ_masked -log p(x0^l | x_t) with t ~ U[t_min, 1] (the objective's
     convention: no (1 - t_min) rescaling) and x_t ~ q(. | x0, t): masks enumerated, t integrated
