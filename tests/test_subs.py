@@ -3,6 +3,7 @@
 import torch
 
 from dnadiff.diffusion import NEG_INF, subs_log_probs
+from dnadiff.diffusion.subs import subs_masked_nll
 
 MASK = 3
 
@@ -46,3 +47,15 @@ def test_does_not_modify_input_and_handles_bf16():
     lp = subs_log_probs(logits.bfloat16(), x_t, MASK)
     assert lp.dtype == torch.float32
     torch.testing.assert_close(lp.exp().sum(-1), torch.ones(4, 9))
+
+
+def test_masked_nll_matches_subs_log_probs_at_masked_positions():
+    logits, x_t = _case()
+    x0 = torch.randint(4, 12, x_t.shape, generator=torch.Generator().manual_seed(3))
+    ref = -subs_log_probs(logits, x_t, MASK).gather(-1, x0[..., None]).squeeze(-1)
+    got = subs_masked_nll(logits, x0, MASK)
+    m = x_t == MASK
+    torch.testing.assert_close(got[m], ref[m])
+    logits.requires_grad_(True)
+    subs_masked_nll(logits, x0, MASK)[m].sum().backward()  # differentiable, input untouched
+    assert torch.all(logits.grad[..., MASK] == 0)

@@ -19,7 +19,6 @@ Conventions shared by all objectives:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -213,5 +212,3 @@ def gather_token(log_probs: Tensor, x0: Tensor) -> Tensor:
     """log_probs: Float[B, L, V], x0: Long[B, L] -> Float[B, L] entries at the true tokens."""
     return log_probs.gather(-1, x0.unsqueeze(-1)).squeeze(-1)
 
-
-LN2 = math.log(2.0)

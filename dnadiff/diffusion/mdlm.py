@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from dnadiff.diffusion.base import OBJECTIVES, DiffusionObjective, gather_token
-from dnadiff.diffusion.subs import subs_log_probs
+from dnadiff.diffusion.base import OBJECTIVES, DiffusionObjective
+from dnadiff.diffusion.subs import subs_masked_nll
 
 
 @OBJECTIVES.register("mdlm")
@@ -30,6 +30,6 @@ class MDLMObjective(DiffusionObjective):
     name = "mdlm"
 
     def token_loss(self, denoiser, x0: Tensor, x_t: Tensor, t: Tensor, real: Tensor) -> Tensor:
-        log_probs = subs_log_probs(denoiser(x_t, t), x_t, self.mask_id)  # (B, L, V)
-        nll_tok = -gather_token(log_probs, x0)  # (B, L)
+        # SUBS: zero-masking softmax at masked positions; carry-over zeros the rest (not read)
+        nll_tok = subs_masked_nll(denoiser(x_t, t), x0, self.mask_id)  # (B, L)
         return self.weight(t).to(nll_tok.dtype)[:, None] * nll_tok
