@@ -403,3 +403,20 @@ def test_build_objective_errors():
     with pytest.raises(DnadiffError, match="attention_mask"):
         mdlm().loss(lambda x, t: torch.zeros(*x.shape, V), torch.zeros(2, 4, dtype=torch.long),
                     torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("name", ["mdlm", "d3pm", "sedd", "ar", "mlm"])
+def test_loss_is_differentiable_with_finite_grads(name):
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(12, 12)
+    kw = {"T": 8} if name == "d3pm" else {}
+    if name == "mlm":
+        kw["random_token_ids"] = [7, 8, 9, 10]
+    obj = build_objective(name, schedule=build_schedule("loglinear"), mask_id=3, vocab_size=12, **kw)
+    x0 = torch.randint(7, 11, (4, 16), generator=torch.Generator().manual_seed(0))
+    am = torch.ones_like(x0)
+    am[:, -3:] = 0
+    out = obj.loss(lambda x, t: emb(x), x0, am, generator=torch.Generator().manual_seed(1))
+    out.loss.backward()
+    assert out.loss.requires_grad and torch.isfinite(emb.weight.grad).all() and emb.weight.grad.abs().sum() > 0
+    torch.testing.assert_close(out.loss, out.nll.sum() / out.num_tokens.sum())

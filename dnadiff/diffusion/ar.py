@@ -23,7 +23,7 @@ class ARObjective(Objective):
 
     name = "ar"
     needs_time = False
-    deterministic = True  # no sampling: one pass gives the exact NLL
+    deterministic = True
 
     def __init__(self, schedule=None, mask_id=None, vocab_size=None, T=None):
         if T is not None:

@@ -71,8 +71,9 @@ def q_sample(
 
     x0: Long[B, L]; t: Float[B]. Returns Long[B, L].
     """
-    p_mask = schedule.mask_prob(t.to(x0.device).double())[:, None]  # (B, 1)
-    u = rand_like_on(tuple(x0.shape), generator, x0.device, torch.float64)  # (B, L)
+    dtype = torch.float32 if x0.device.type == "mps" else torch.float64  # MPS has no float64
+    p_mask = schedule.mask_prob(t.to(device=x0.device, dtype=dtype))[:, None]  # (B, 1)
+    u = rand_like_on(tuple(x0.shape), generator, x0.device, dtype)  # (B, L)
     masked = (u < p_mask) & real_mask(x0, attention_mask)
     return torch.where(masked, torch.full_like(x0, mask_id), x0)
 
@@ -90,10 +91,16 @@ def reduce_loss(per_token: Tensor, scored: Tensor, counted: Tensor) -> LossOutpu
 
 
 class Objective:
-    """Base: `name`, `needs_time` (does the bound depend on t?), `loss(...)`."""
+    """Base: `name`, `loss(...)`, and two flags for callers:
+    needs_time: the objective draws a diffusion time and passes it to the denoiser (mdlm, d3pm,
+        sedd); False for ar / mlm, which call the denoiser with t = 0. Whether the backbone *uses*
+        t is the backbone's business (`time_conditioned`), not the objective's.
+    deterministic: one pass gives the exact value (ar); evaluation then skips repeats.
+    """
 
     name = "base"
     needs_time = False
+    deterministic = False
 
     def loss(
         self,
