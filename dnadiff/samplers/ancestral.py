@@ -55,6 +55,7 @@ class AncestralSampler(Sampler):
         alphas = schedule.alpha(ts)  # float64 (steps + 1,)
         use_cache = self.cache and not self.is_time_conditioned(denoiser)
         probs = None
+        self.last_changed_steps = 0  # steps at which some token of the batch changed
         for i in range(self.steps):
             if not bool((x == mask_id).any()):
                 break
@@ -64,6 +65,7 @@ class AncestralSampler(Sampler):
             q = ancestral_step(probs, x, mask_id, alphas[i], alphas[i + 1])
             x_new = self.draw(q, generator)
             changed = bool((x_new != x).any())
+            self.last_changed_steps += int(changed)
             x = x_new
             if changed or not use_cache:
                 probs = None
