@@ -63,8 +63,14 @@ def bench_registry(args: argparse.Namespace) -> list[dict]:
             if not _selected(name, preset, args.only, args.skip):
                 continue
             torch.manual_seed(0)
-            model = build_backbone(name, preset=preset, vocab_size=VOCAB)
-            sec = time_fwd_bwd(model, lambda ids: model(ids, t), x, args.repeats)
+            try:
+                model = build_backbone(name, preset=preset, vocab_size=VOCAB)
+                sec = time_fwd_bwd(model, lambda ids: model(ids, t), x, args.repeats)
+            except Exception as exc:  # e.g. a preset whose maximum length is below --seq-len
+                msg = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+                rows.append({"model": f"{name}:{preset}", "error": msg})
+                print(f"{name}:{preset}: skipped ({msg})", file=sys.stderr, flush=True)
+                continue
             rows.append(_row(f"{name}:{preset}", model, sec, args))
             print(_fmt(rows[-1]), file=sys.stderr, flush=True)
     return rows
@@ -108,6 +114,8 @@ def _row(label: str, model: torch.nn.Module, sec: float, args: argparse.Namespac
 
 
 def _fmt(r: dict) -> str:
+    if "error" in r:
+        return f"{r['model']:<58} skipped: {r['error']}"
     return f"{r['model']:<58} {r['parameters']:>12,} {r['seconds']:>9.3f} s {r['tokens_per_s']:>11,.0f} tok/s"
 
 
