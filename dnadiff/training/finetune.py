@@ -91,6 +91,14 @@ def predict_logits(model: nn.Module, loader: DataLoader, device: torch.device | 
     return torch.cat(logits), torch.cat(labels)
 
 
+def quiet_lightning() -> None:
+    """Per-run Lightning banners (GPU available, tips) would repeat for every seed: keep warnings only."""
+    import logging
+
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "lightning_fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def resolve_precision(precision: str) -> str:
     if precision == "auto":
         return "bf16-mixed" if torch.cuda.is_available() else "32-true"
@@ -131,6 +139,7 @@ def fit_classifier(
     """Train one run and evaluate its best-validation-accuracy weights on the (shuffled) test set."""
     from lightning.pytorch.loggers import CSVLogger
 
+    quiet_lightning()
     t0 = time.time()
     tc = cfg.train
     L.seed_everything(seed, workers=True, verbose=False)

@@ -1,0 +1,117 @@
+"""FinetuneConfig: the `dnadiff finetune` settings (frozen dataclasses, YAML + key=value overrides).
+
+    cfg = load_finetune_config("experiments/tiny_finetune", ["train.epochs=2"])
+
+Defaults follow the Caduceus Genomic Benchmarks recipe (REFERENCE.md "Genomic Benchmarks"):
+10 epochs, AdamW weight decay 0.1, cosine schedule with 1% warmup, gradient clip 1.0, lr grid
+{1e-3, 2e-3} chosen on validation, 5 seeds of a 90/10 train/validation split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from dnadiff.config import _check, load_config
+
+PROTOCOLS = ("paper", "kfold")
+
+
+@dataclass(frozen=True)
+class FinetuneDataConfig:
+    dataset: str = "../shared/data/benchmarks/human_chr22_repeats"  # folder NAME/{train,test}/CLASS/*.txt or a genomic-benchmarks name
+    download: bool = False  # fetch a named genomic-benchmarks set into its cache (network)
+    max_len: Optional[int] = None  # truncate longer sequences (tab. 7 lists each set's max length)
+    max_train: Optional[int] = None  # stratified random subsample of the train set (speed; None = all)
+    max_test: Optional[int] = None  # stratified random subsample of the test set (speed; None = all)
+    subsample_seed: int = 0
+    num_workers: int = 0
+
+    def __post_init__(self):
+        _check(bool(self.dataset), "data.dataset", "must name a benchmark folder or genomic-benchmarks set")
+        for name in ("max_len", "max_train", "max_test"):
+            v = getattr(self, name)
+            _check(v is None or v > 0, f"data.{name}", f"must be > 0 or null, got {v}")
+        _check(self.num_workers >= 0, "data.num_workers", f"must be >= 0, got {self.num_workers}")
+
+
+@dataclass(frozen=True)
+class FinetuneModelConfig:
+    init_from: Optional[str] = None  # dnadiff model dir or official Caduceus/HyenaDNA HF dir; None = scratch
+    backbone: str = "caduceus"  # scratch: registry name
+    preset: str = "tiny"  # scratch: size preset
+    overrides: dict[str, Any] = field(default_factory=dict)  # scratch: backbone config fields
+    pooling: str = "mean"  # mean (over real positions) | first | last
+    conjoin: str = "auto"  # auto | none | ph (post-hoc, both strands) | ps (RCPS strand average)
+    conjoin_train: bool = False  # ph: conjoin in training too (default: evaluation only)
+    rc_aug: bool = True  # reverse-complement augmentation in training (p = 0.5)
+    dropout: float = 0.0
+    freeze_backbone: bool = False  # linear probe: train the head only
+
+    def __post_init__(self):
+        _check(self.pooling in ("mean", "first", "last"), "model.pooling",
+               f"must be mean, first or last, got {self.pooling!r}")
+        _check(self.conjoin in ("auto", "none", "ph", "ps"), "model.conjoin",
+               f"must be auto, none, ph or ps, got {self.conjoin!r}")
+        _check(0.0 <= self.dropout < 1.0, "model.dropout", f"must be in [0, 1), got {self.dropout}")
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    name: str = "paper"  # paper: one random 90/10 split per seed | kfold: stratified k-fold CV
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])  # paper: one run each; kfold: seeds[0] shuffles the folds
+    folds: int = 5  # kfold
+    valid_frac: float = 0.1  # paper
+    max_runs: Optional[int] = None  # cap the runs (quick checks)
+
+    def __post_init__(self):
+        _check(self.name in PROTOCOLS, "protocol.name", f"must be paper or kfold, got {self.name!r}")
+        _check(len(self.seeds) > 0, "protocol.seeds", "needs at least one seed")
+        _check(self.folds >= 2, "protocol.folds", f"must be >= 2, got {self.folds}")
+        _check(0.0 < self.valid_frac < 1.0, "protocol.valid_frac", f"must be in (0, 1), got {self.valid_frac}")
+        _check(self.max_runs is None or self.max_runs > 0, "protocol.max_runs", f"must be > 0, got {self.max_runs}")
+
+
+@dataclass(frozen=True)
+class FinetuneTrainConfig:
+    epochs: int = 10
+    batch_size: int = 256
+    eval_batch_size: Optional[int] = None  # default: batch_size
+    lr_grid: list[float] = field(default_factory=lambda: [1e-3, 2e-3])  # chosen per model on validation accuracy
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_frac: float = 0.01  # linear warmup over this fraction of the steps, then cosine to 0
+    grad_clip: float = 1.0
+    max_steps_per_epoch: Optional[int] = None  # cap (quick checks)
+    precision: str = "auto"  # auto (bf16-mixed on GPU, 32 on CPU) | 32 | bf16-mixed | 16-mixed
+    accelerator: str = "auto"
+    devices: Any = 1
+    deterministic: bool = True
+    progress: bool = True
+
+    def __post_init__(self):
+        _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
+        _check(self.batch_size > 0, "train.batch_size", f"must be > 0, got {self.batch_size}")
+        _check(self.eval_batch_size is None or self.eval_batch_size > 0, "train.eval_batch_size", "must be > 0")
+        _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid), "train.lr_grid",
+               f"needs one or more positive learning rates, got {self.lr_grid}")
+        _check(self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {self.weight_decay}")
+        _check(0.0 <= self.warmup_frac < 1.0, "train.warmup_frac", f"must be in [0, 1), got {self.warmup_frac}")
+        _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
+        _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
+               "must be > 0 or null")
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    name: str = "finetune"
+    out_dir: str = "runs/finetune"
+    data: FinetuneDataConfig = field(default_factory=FinetuneDataConfig)
+    model: FinetuneModelConfig = field(default_factory=FinetuneModelConfig)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
+    train: FinetuneTrainConfig = field(default_factory=FinetuneTrainConfig)
+
+
+def load_finetune_config(path, overrides: list[str] | None = None) -> FinetuneConfig:
+    """YAML file (a path or a name under the shipped configs/) + key=value overrides."""
+    return load_config(FinetuneConfig, path, overrides)

@@ -1,0 +1,61 @@
+"""Sequence pooling over real (non-pad) positions, and strand helpers for right-padded batches.
+
+The reference Caduceus/HyenaDNA decoders mean-pool over every position, left pads included
+(REFERENCE.md "Genomic Benchmarks"), so a sequence's score depends on the longest sequence of its
+batch. Here pads never enter the pooled vector.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from dnadiff.errors import DnadiffError
+
+POOLINGS = ("mean", "first", "last")
+
+
+def _lengths(mask: Tensor) -> Tensor:
+    return mask.long().sum(dim=1)  # (B,)
+
+
+def pool(hidden: Tensor, mask: Tensor | None = None, mode: str = "mean") -> Tensor:
+    """hidden (B, L, D), mask (B, L) 1 on real positions (right padding) -> (B, D).
+
+    mean: average over real positions; first: position 0; last: the last real position.
+    """
+    if mode not in POOLINGS:
+        raise DnadiffError(f"pooling: must be one of {', '.join(POOLINGS)}, got {mode!r}")
+    if mask is None:
+        mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)
+    if mode == "first":
+        return hidden[:, 0]
+    if mode == "last":
+        idx = (_lengths(mask) - 1).clamp(min=0)  # (B,)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]
+    w = mask.to(hidden.dtype).unsqueeze(-1)  # (B, L, 1)
+    # where(): a NaN/inf in a pad position cannot leak through 0 * x
+    total = torch.where(w > 0, hidden, torch.zeros((), dtype=hidden.dtype, device=hidden.device)).sum(dim=1)
+    return total / w.sum(dim=1).clamp(min=1.0)  # (B, D)
+
+
+def reverse_index(mask: Tensor) -> Tensor:
+    """Gather index (B, L) that reverses the real part of each right-padded row and keeps pads in place."""
+    length = mask.shape[1]
+    pos = torch.arange(length, device=mask.device).expand(mask.shape[0], length)  # (B, L)
+    n = _lengths(mask).unsqueeze(1)  # (B, 1)
+    return torch.where(pos < n, n - 1 - pos, pos)
+
+
+def reverse_complement_padded(input_ids: Tensor, mask: Tensor | None, complement: Tensor) -> Tensor:
+    """RC of each row's real bases; pads stay on the right (the batch keeps its attention_mask)."""
+    if mask is None:
+        return complement[input_ids.flip(-1)]
+    return complement[input_ids.gather(1, reverse_index(mask))]
+
+
+def complement_tensor(vocab_size: int = 16, device=None) -> Tensor:
+    """DNA complement map over ids 0..vocab_size-1 (A7<->T10, C8<->G9, others fixed)."""
+    from dnadiff.tokenizers.dna import DNATokenizer
+
+    return torch.tensor(DNATokenizer().complement_map(vocab_size), dtype=torch.long, device=device)

@@ -1,0 +1,111 @@
+"""Fine-tuning protocols: split logic, configs, and a short real run that beats the majority class."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dnadiff.config import CONFIG_ROOT
+from dnadiff.errors import DnadiffError
+from dnadiff.heads.config import FinetuneConfig, load_finetune_config
+from dnadiff.training.finetune_protocol import kfold_splits, paper_splits, protocol_runs, stratified_subsample
+
+
+def test_paper_splits_disjoint_90_10_deterministic():
+    n = 1003
+    splits = paper_splits(n, [0, 1, 2], 0.1)
+    for train, valid in splits:
+        assert len(valid) == 100 and len(train) == n - 100
+        assert len(np.intersect1d(train, valid)) == 0
+        assert np.array_equal(np.union1d(train, valid), np.arange(n))
+    again = paper_splits(n, [0, 1, 2], 0.1)
+    for (t1, v1), (t2, v2) in zip(splits, again):
+        assert np.array_equal(t1, t2) and np.array_equal(v1, v2)
+    assert not np.array_equal(splits[0][1], splits[1][1])  # seeds give different splits
+
+
+def test_kfold_stratified_each_example_validated_once():
+    rng = np.random.default_rng(0)
+    labels = rng.choice(3, size=517, p=[0.6, 0.3, 0.1])
+    folds = kfold_splits(labels, 5, seed=7)
+    seen = np.zeros(len(labels), dtype=int)
+    sizes = []
+    for train, valid in folds:
+        assert len(np.intersect1d(train, valid)) == 0
+        assert np.array_equal(np.union1d(train, valid), np.arange(len(labels)))
+        seen[valid] += 1
+        sizes.append(len(valid))
+        for c in range(3):  # per-class counts differ from the ideal share by less than one
+            assert abs((labels[valid] == c).sum() - (labels == c).sum() / 5) < 1
+    assert (seen == 1).all()
+    assert max(sizes) - min(sizes) <= 1
+    again = kfold_splits(labels, 5, seed=7)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(folds, again))
+    with pytest.raises(DnadiffError):
+        kfold_splits(labels[:3], 5)
+
+
+def test_stratified_subsample_and_protocol_runs():
+    labels = np.array([0] * 700 + [1] * 300)
+    idx = stratified_subsample(labels, 100, seed=1)
+    assert len(idx) == 100 and (labels[idx] == 0).sum() == 70 and len(np.unique(idx)) == 100
+    assert np.array_equal(stratified_subsample(labels, None), np.arange(1000))
+    cfg = load_finetune_config(None, ["protocol.name=kfold", "protocol.folds=4", "protocol.max_runs=3"])
+    runs = protocol_runs(cfg, labels)
+    assert [r[0] for r in runs] == ["fold0", "fold1", "fold2"] and [r[1] for r in runs] == [0, 1, 2]
+    paper = protocol_runs(load_finetune_config(None, ["protocol.seeds=[3, 5]"]), labels)
+    assert [(r[0], r[1], len(r[3])) for r in paper] == [("seed3", 3, 100), ("seed5", 5, 100)]
+
+
+MY_CONFIGS = sorted([*Path(CONFIG_ROOT, "finetune").glob("*.yaml"), Path(CONFIG_ROOT, "experiments", "tiny_finetune.yaml")])
+
+
+@pytest.mark.parametrize("path", MY_CONFIGS, ids=lambda p: p.name)
+def test_finetune_configs_load(path):
+    cfg = load_finetune_config(path)
+    assert isinstance(cfg, FinetuneConfig)
+    assert "finetune" in path.name  # tests/test_configs_load.py skips these by name
+
+
+def test_eight_genomic_benchmarks_configs():
+    names = {load_finetune_config(p).data.dataset for p in MY_CONFIGS if p.parent.name == "finetune"}
+    assert names >= {"dummy_mouse_enhancers_ensembl", "demo_coding_vs_intergenomic_seqs", "demo_human_or_worm",
+                     "human_enhancers_cohn", "human_enhancers_ensembl", "human_ensembl_regulatory",
+                     "human_nontata_promoters", "human_ocr_ensembl"}
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(DnadiffError, match="protocol.name"):
+        load_finetune_config(None, ["protocol.name=loo"])
+    with pytest.raises(DnadiffError, match="train.lr_grid"):
+        load_finetune_config(None, ["train.lr_grid=[]"])
+    with pytest.raises(DnadiffError, match="unknown config key"):
+        load_finetune_config(None, ["train.lr=1e-3"])
+
+
+def test_cli_bad_dataset_is_a_one_line_error(tmp_path, capsys):
+    from dnadiff.cli import main
+
+    rc = main(["finetune", "experiments/tiny_finetune", f"data.dataset={tmp_path}/nope", "--out", str(tmp_path)])
+    assert rc == 2 and "benchmark folder not found" in capsys.readouterr().err
+
+
+def test_one_epoch_beats_majority_baseline(benchmarks_dir, tmp_path, capsys):
+    """1 epoch of a tiny HyenaDNA on 2,000 repeats-vs-unique windows, end to end through the CLI."""
+    from dnadiff.cli import main
+
+    out = tmp_path / "ft"
+    rc = main(["finetune", "experiments/tiny_finetune", "model.backbone=hyena", "data.max_train=2000",
+               "data.max_test=400", "protocol.seeds=[0]", "train.batch_size=16", "train.lr_grid=[3e-3]",
+               "--dataset", str(benchmarks_dir / "human_chr22_repeats"), "--out", str(out), "--no-progress"])
+    assert rc == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["majority_baseline"] == 0.5 and res["num_test"] == 400 and res["num_train"] == 2000
+    run = res["runs"][0]
+    assert run["num_train"] == 1800 and run["num_valid"] == 200 and run["steps"] == 113
+    assert run["test"]["accuracy"] > res["majority_baseline"] + 0.08
+    assert run["test"]["mcc"] > 0.1 and run["test"]["auroc"] > 0.6
+    assert (out / "logs" / "lr0.003" / "seed0" / "metrics.csv").is_file()
+    assert "mean ± (max-min)/2" in (out / "results.md").read_text()
+    assert "mean ± (max-min)/2" in capsys.readouterr().out
