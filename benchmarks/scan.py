@@ -7,13 +7,14 @@ d_state=16 (the shapes of Caduceus' 467K DNA model). Implementations:
 - `chunked`: dnadiff's default CPU scan (dnadiff/backbones/scan.py);
 - `mambapy`: the pip package's parallel scan `mambapy.pscan.pscan` wrapped like its `selective_scan`
   (materialises exp(ΔA), ΔBx and the states, all (B, L, E, N));
-- `reference`: dnadiff's sequential `selective_scan_ref` under autograd (slow: only up to --ref-max-len).
+- `reference`: dnadiff's sequential `selective_scan_ref` under autograd (slow: only up to --ref-max-len, default 1024).
 
 Time: median wall time of --repeats fwd+bwd runs after one warm-up run.
 Peak memory: each (implementation, L) runs in a fresh Python subprocess; the figure is the growth of
 the process's peak resident set size (getrusage ru_maxrss, a high-water mark) from just before the
-first fwd+bwd (inputs already allocated) to just after it, i.e. the extra memory the scan and its
-autograd graph needed at their peak. Threads: torch's default (set --threads to pin).
+first fwd+bwd at that L (inputs allocated, one warm-up fwd+bwd at L=32 already done so one-time
+library allocations are excluded) to just after it: the extra memory the scan and its autograd
+graph needed at their peak. Threads: torch's default (set --threads to pin).
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def worker(name: str, length: int, repeats: int, threads: int | None) -> dict:
     if threads:
         torch.set_num_threads(threads)
     fn = scan_fn(name)
+    small, gsmall = make_inputs(32, seed=1)  # warm-up: one-time allocations (BLAS, autograd engine)
+    fn(*small).backward(gsmall)
     inputs, gy = make_inputs(length)
 
     def step():
@@ -103,7 +106,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096])
     ap.add_argument("--impls", nargs="+", default=["chunked", "mambapy", "reference"])
-    ap.add_argument("--ref-max-len", type=int, default=256, help="skip the sequential reference above this L")
+    ap.add_argument("--ref-max-len", type=int, default=1024, help="skip the sequential reference above this L")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", help="also write the rows to this file")

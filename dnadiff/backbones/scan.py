@@ -78,32 +78,42 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta
 # same three steps in reverse time for the adjoint g_t = dL/dh_t = C_t dy_t + α_{t+1} g_{t+1}.
 
 
-def _chunk_states(u, dl, A, Bm, h0, c):
-    """States of one chunk. u, dl: (B, C, E); Bm: (B, C, N); h0: (B, E, N); C = nb · c.
-
-    Returns h (B, nb, c, E, N), α = exp(ΔA) (same shape) and the prefix products Π_{r<=t} α_r
-    within each sub-block (same shape).
-    """
+def _decays_and_inputs(u, dl, A, Bm, c):
+    """α_t = exp(Δ_t A) and x_t = Δ_t u_t B_t of one chunk, as (B, nb, c, E, N) blocks."""
     b, cl, e = u.shape
     n = A.shape[1]
     nb = cl // c
-    alpha = torch.mul(dl.view(b, nb, c, e, 1), A).exp_()  # α_t = exp(Δ_t A)   (B, nb, c, E, N)
-    h = torch.mul((dl * u).view(b, nb, c, e, 1), Bm.view(b, nb, c, 1, n))  # x_t = Δ_t u_t B_t
-    prefix = torch.empty_like(alpha)  # Π_{r<=t} α_r within the sub-block
-    prefix[:, :, 0] = alpha[:, :, 0]
-    for j in range(1, c):  # 1. local scans, all sub-blocks at once
+    alpha = torch.mul(dl.view(b, nb, c, e, 1), A).exp_()
+    x = torch.mul((dl * u).view(b, nb, c, e, 1), Bm.view(b, nb, c, 1, n))
+    return alpha, x
+
+
+def _local_scan_(h, alpha):
+    """In place: h_t <- α_t h_{t-1} + h_t along the sub-block axis, all sub-blocks at once."""
+    for j in range(1, h.shape[2]):
         h[:, :, j].addcmul_(alpha[:, :, j], h[:, :, j - 1])
-        torch.mul(prefix[:, :, j - 1], alpha[:, :, j], out=prefix[:, :, j])
+    return h
+
+
+def _chunk_forward(u, dl, A, Bm, h0, c):
+    """States of one chunk (u, dl: (B, C, E); Bm: (B, C, N); h0: (B, E, N)); returns the states
+    h (B, nb, c, E, N) and every sub-block's incoming state h_in (B, nb, E, N)."""
+    alpha, h = _decays_and_inputs(u, dl, A, Bm, c)
+    nb = h.shape[1]
     if nb == 1:
-        h_in = h0.unsqueeze(1)
-    else:  # 2. incoming state of every sub-block
-        h_in = torch.empty_like(h[:, :, 0])  # (B, nb, E, N)
-        cur = h0
-        for k in range(nb):
-            h_in[:, k] = cur
-            cur = torch.addcmul(h[:, k, -1], prefix[:, k, -1], cur)
+        h[:, 0, 0].addcmul_(alpha[:, 0, 0], h0)
+        return _local_scan_(h, alpha), h0.unsqueeze(1)
+    _local_scan_(h, alpha)  # 1. zero-start local scans
+    prefix = alpha  # 3'. in place: Π_{r<=t} α_r within each sub-block (α is not needed any more)
+    for j in range(1, h.shape[2]):
+        prefix[:, :, j].mul_(prefix[:, :, j - 1])
+    h_in = torch.empty_like(h[:, :, 0])  # 2. incoming state of every sub-block
+    cur = h0
+    for k in range(nb):
+        h_in[:, k] = cur
+        cur = torch.addcmul(h[:, k, -1], prefix[:, k, -1], cur)
     h.addcmul_(prefix, h_in.unsqueeze(2))  # 3. add the carried state
-    return h, alpha, prefix
+    return h, h_in
 
 
 def _contract_n(m, v):
@@ -119,22 +129,23 @@ class _ChunkedScan(torch.autograd.Function):
         # u, delta: (B, L, E); Bm, Cm: (B, L, N); L a multiple of `chunk`, `chunk` of `c`
         b, length, e = u.shape
         n = A.shape[1]
+        nb = chunk // c
         h = u.new_zeros(b, e, n)
         y = u.new_empty(b, length, e)
-        starts = []
-        for s in range(0, length, chunk):
-            starts.append(h)
-            hh = _chunk_states(u[:, s:s + chunk], delta[:, s:s + chunk], A, Bm[:, s:s + chunk], h, c)[0]
+        h_in = u.new_empty(b, length // c, e, n)  # incoming state of every sub-block (kept for backward)
+        for k, s in enumerate(range(0, length, chunk)):
+            hh, h_in[:, k * nb:(k + 1) * nb] = _chunk_forward(u[:, s:s + chunk], delta[:, s:s + chunk], A,
+                                                               Bm[:, s:s + chunk], h, c)
             hh = hh.view(b * chunk, e, n)
             y[:, s:s + chunk] = _contract_n(hh, Cm[:, s:s + chunk]).view(b, chunk, e)
             h = hh.view(b, chunk, e, n)[:, -1].clone()
         ctx.c, ctx.chunk = c, chunk
-        ctx.save_for_backward(u, delta, A, Bm, Cm, torch.stack(starts))
+        ctx.save_for_backward(u, delta, A, Bm, Cm, h_in)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        u, delta, A, Bm, Cm, starts = ctx.saved_tensors
+        u, delta, A, Bm, Cm, h_in_all = ctx.saved_tensors
         c, chunk = ctx.c, ctx.chunk
         b, length, e = u.shape
         n = A.shape[1]
@@ -147,14 +158,19 @@ class _ChunkedScan(torch.autograd.Function):
         for k in range(length // chunk - 1, -1, -1):
             sl = slice(k * chunk, (k + 1) * chunk)
             uc, dl, bc, cc, dyc = u[:, sl], delta[:, sl], Bm[:, sl], Cm[:, sl], dy[:, sl]
-            hh, alpha, suffix = _chunk_states(uc, dl, A, bc, starts[k], c)
-            # adjoint g_t = C_t dy_t + α_{t+1} g_{t+1}: the same three steps in reverse time
+            h_in = h_in_all[:, k * nb:(k + 1) * nb]  # (B, nb, E, N)
+            # recompute the states: one local scan per sub-block from its stored incoming state
+            alpha, hh = _decays_and_inputs(uc, dl, A, bc, c)
+            hh[:, :, 0].addcmul_(alpha[:, :, 0], h_in)
+            _local_scan_(hh, alpha)
+            # adjoint g_t = dL/dh_t = C_t dy_t + α_{t+1} g_{t+1}: local reverse scans, carries, fix-up
             g = dyc.reshape(b, nb, c, e, 1) * cc.reshape(b, nb, c, 1, n)  # G_t = dy_t ⊗ C_t
-            suffix[:, :, -1].fill_(1.0)  # reuse the prefix buffer: Π_{r=t+1..last} α_r
+            suffix = torch.empty_like(alpha)  # Π_{r=t+1..last} α_r within the sub-block
+            suffix[:, :, -1].fill_(1.0)
             for j in range(c - 2, -1, -1):
                 g[:, :, j].addcmul_(alpha[:, :, j + 1], g[:, :, j + 1])
                 torch.mul(suffix[:, :, j + 1], alpha[:, :, j + 1], out=suffix[:, :, j])
-            g_out = torch.empty_like(alpha[:, :, 0])  # adjoint entering each sub-block's last step
+            g_out = torch.empty_like(h_in)  # adjoint entering each sub-block's last step
             cur = carry
             for j in range(nb - 1, -1, -1):
                 g_out[:, j] = cur
@@ -168,10 +184,10 @@ class _ChunkedScan(torch.autograd.Function):
             dB[:, sl] = torch.bmm((dl * uc).reshape(b * chunk, 1, e), g3).view(b, chunk, n)
             du[:, sl] = dl * gB
             # dL/d(Δ_t A) = g_t ⊙ α_t ⊙ h_{t-1}   (computed in α's buffer)
-            q = alpha.view(b, chunk, e, n)
-            q[:, 1:].mul_(hh3.view(b, chunk, e, n)[:, :-1])
-            q[:, 0].mul_(starts[k])
-            q.mul_(g3.view(b, chunk, e, n))
+            q = alpha
+            q[:, :, 1:].mul_(hh[:, :, :-1])
+            q[:, :, 0].mul_(h_in)
+            q = q.mul_(g).view(b, chunk, e, n)
             dA += (dl.unsqueeze(-1) * q).sum(dim=(0, 1))
             ddelta[:, sl] = (q * A).sum(-1).add_(uc * gB)
         return du, ddelta, dA, dB, dC, None, None
