@@ -1,0 +1,355 @@
+"""Text language modelling (MDLM tab. 1/2, tab. 5, tab. 11) as a runnable recipe.
+
+    # CPU, offline, on the real fortunes corpus with locally trained tokenizers (<= 30 min):
+    python pipelines/text_lm.py --scale cpu
+    # GPU, the paper's rows (needs LM1B / OpenWebText, bert-base-uncased / gpt2 / gpt2-large locally):
+    python pipelines/text_lm.py --scale gpu --setting owt --rows mdlm ar --zeroshot-root data/zeroshot
+
+For each setting (LM1B-style: sentences padded to L; OWT-style: documents wrapped into L-token
+blocks) and each row (mdlm, ar, sedd) it trains with `dnadiff.training.train`, then
+  * test perplexity: exp(bound / tokens) for diffusion rows (one t per sequence, `--mc` rounds,
+    a fixed seed), exact NLL for AR (tab. 1/2);
+  * the discrete-T sweep of tab. 11 on the MDLM model: the same model evaluated with the
+    discrete-time bound at T = 10 ... 1000 and in continuous time (∞), with common random numbers;
+  * OWT-style: samples (ancestral, semi-AR longer than the training length with L' = L/4 as in
+    tab. 5's 2048/512, and AR), seconds per sequence, generative perplexity under a causal LM
+    (`gpt2-large` on GPU; on CPU a small GPT-2 trained here on the same corpus) with the first-EOS
+    mask, and unigram entropy;
+  * zero-shot perplexity (tab. 3) on local copies under `--zeroshot-root` (sets absent are skipped).
+Results: results/text_lm_<scale>.json and .md (command, wall time, machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dnadiff.config import RunConfig, load_config, replace  # noqa: E402
+from dnadiff.errors import DnadiffError  # noqa: E402
+
+FORTUNES = REPO.parent / "shared" / "data" / "text" / "fortunes"
+T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")
+
+
+def log(msg: str) -> None:
+    print(f"[text_lm {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def machine_info(threads: int) -> dict:
+    return {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
+            "cpu_count": os.cpu_count(), "torch_threads": threads, "cuda": torch.cuda.is_available(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def pick_threads(requested: int | None) -> int:
+    """Oversubscribed cores make OpenMP spin: on a busy machine one thread is several times faster."""
+    if requested:
+        return requested
+    cores = os.cpu_count() or 1
+    return 1 if os.getloadavg()[0] > cores else min(cores, 8)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def train_row(config: str, overrides: list[str], out_dir: Path, resume: bool) -> dict:
+    from dnadiff.training import train
+
+    cfg = load_config(RunConfig, config, overrides + [f"out_dir={out_dir}"])
+    start = time.time()
+    run_dir = out_dir / cfg.name
+    done = (run_dir / "model" / "model.safetensors").is_file()
+    if resume and done:
+        log(f"{cfg.name}: model exists, reusing {run_dir / 'model'}")
+        metrics = json.loads((run_dir / "model" / "metrics.json").read_text())
+    else:
+        log(f"{cfg.name}: training {cfg.train.max_steps} steps (batch {cfg.train.batch_size}, L {cfg.data.seq_len})")
+        metrics = train(cfg, overwrite=True).metrics
+    return {"config": config, "name": cfg.name, "model_dir": str(run_dir / "model"), "train_metrics": metrics,
+            "train_seconds": round(time.time() - start, 1)}
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def test_blocks(model, data_cfg, split: str = "test", max_items: int | None = None):
+    from dnadiff.data.text import build_text_datasets
+
+    ds = build_text_datasets(data_cfg, model.tokenizer)[split]
+    n = len(ds) if max_items is None else min(len(ds), max_items)
+    return ds, n
+
+
+@torch.no_grad()
+def bound_ppl(model, objective, ds, n: int, batch_size: int, seed: int, mc: int) -> dict:
+    """exp(Σ bound / Σ tokens) over the first n items; `mc` time draws per sequence (fixed seed)."""
+    model.backbone.eval()
+    gen = torch.Generator(device=model.device).manual_seed(seed)
+    total, tokens = 0.0, 0.0
+    for _ in range(mc):
+        for s in range(0, n, batch_size):
+            items = [ds[i] for i in range(s, min(n, s + batch_size))]
+            x0 = torch.stack([it["input_ids"] for it in items]).to(model.device)  # (B, L)
+            am = torch.stack([it["attention_mask"] for it in items]).to(model.device)  # (B, L)
+            out = objective.loss(model.denoiser, x0, am, generator=gen)
+            total += float(out.nll.sum())
+            tokens += float(out.num_tokens.sum())
+    nll = total / tokens
+    return {"ppl": math.exp(nll), "nats_per_token": nll, "tokens": int(tokens / mc), "sequences": n, "mc": mc}
+
+
+def evaluate_row(row: dict, args, is_mdlm: bool) -> dict:
+    import dnadiff
+    from dnadiff.model import build_objective_for
+
+    model = dnadiff.load(row["model_dir"], map_location=args.device)
+    ds, n = test_blocks(model, model.config.data, "test", args.max_eval_items)
+    mc = 1 if model.config.objective.name == "ar" else args.mc
+    res = {"test": bound_ppl(model, model.objective, ds, n, args.eval_batch, args.seed, mc)}
+    log(f"{row['name']}: test ppl {res['test']['ppl']:.2f} ({res['test']['tokens']} tokens)")
+    if is_mdlm and args.t_sweep:
+        sweep = []
+        for T in T_SWEEP:
+            _, obj = build_objective_for(replace(model.config, **{"objective.T": T}), model.tokenizer)
+            r = bound_ppl(model, obj, ds, n, args.eval_batch, args.seed, args.mc)  # same seed: common numbers
+            sweep.append({"T": "inf" if T is None else T, "ppl": r["ppl"], "nats_per_token": r["nats_per_token"]})
+            log(f"{row['name']}: T={sweep[-1]['T']}: ppl {r['ppl']:.2f}")
+        res["t_sweep"] = sweep
+    return res
+
+
+def time_samples(model, num: int, length: int, batch: int, seed: int, **opts) -> tuple[torch.Tensor, float]:
+    """Samples with the tokenizer's BOS fixed at position 0 (as every training block starts)."""
+    tok = model.tokenizer
+    out, start = [], time.time()
+    gen = torch.Generator(device=model.device).manual_seed(seed)
+    for s in range(0, num, batch):
+        b = min(batch, num - s)
+        template = torch.full((b, length), tok.mask_id, dtype=torch.long)
+        template[:, 0] = tok.bos_id
+        out.append(model.generate(b, length, template=template, generator=gen, **opts).cpu())
+    return torch.cat(out), (time.time() - start) / num
+
+
+def train_scorer(tok_path: str, ds, out_dir: Path, seconds: float, steps: int, batch: int, seed: int) -> str:
+    """A small HF GPT-2 trained on the same corpus: the CPU stand-in for gpt2-large as scorer."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    if (out_dir / "model.safetensors").is_file():
+        return str(out_dir)
+    hf_tok = AutoTokenizer.from_pretrained(tok_path)
+    torch.manual_seed(seed)
+    L = ds.seq_len
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(hf_tok), n_positions=4 * L, n_embd=128, n_layer=4, n_head=4,
+                                       bos_token_id=hf_tok.eos_token_id, eos_token_id=hf_tok.eos_token_id))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(seed)
+    start, step = time.time(), 0
+    model.train()
+    while step < steps and time.time() - start < seconds:
+        idx = torch.randint(0, len(ds), (batch,), generator=g).tolist()
+        x = torch.stack([ds[i]["input_ids"] for i in idx])  # (B, L) ids < len(hf_tok): no mask/pad in wrap mode
+        loss = model(input_ids=x, labels=x).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+    log(f"scorer: {step} steps in {time.time() - start:.0f} s, last loss {loss.item():.3f}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out_dir))
+    hf_tok.save_pretrained(str(out_dir))
+    return str(out_dir)
+
+
+def sample_eval(rows: dict, args, out_dir: Path) -> dict:
+    """Tab. 5-style generation: samples, seconds/sequence, gen PPL and entropy."""
+    import dnadiff
+    from dnadiff.eval.genppl import decode_samples, generative_perplexity, load_scorer
+
+    res: dict = {}
+    mdlm = dnadiff.load(rows["mdlm"]["model_dir"], map_location=args.device)
+    L = mdlm.config.data.seq_len
+    if args.scale == "cpu":
+        ds, _ = test_blocks(mdlm, mdlm.config.data, "train")
+        scorer_path = train_scorer(str(out_dir.parent / "tokenizers" / "gpt2-like"), ds, out_dir / "scorer",
+                                   args.scorer_seconds, args.scorer_steps, 16, args.seed)
+    else:
+        scorer_path = args.scorer
+    scorer, scorer_tok = load_scorer(scorer_path, args.device)
+    res["scorer"] = scorer_path
+    kinds = [("mdlm_ancestral", mdlm, L, dict(sampler="ancestral", steps=args.sample_steps)),
+             ("mdlm_semi_ar", mdlm, args.semi_ar_mult * L,
+              dict(sampler="semi_ar", steps=args.sample_steps, window=L, stride=L // 4))]
+    if "ar" in rows:
+        kinds.append(("ar", dnadiff.load(rows["ar"]["model_dir"], map_location=args.device), L, {}))
+    for name, model, length, opts in kinds:
+        ids, sps = time_samples(model, args.num_samples, length, args.sample_batch, args.seed, **opts)
+        texts = decode_samples(ids, model.tokenizer, eos_text=scorer_tok.eos_token)
+        g = generative_perplexity(texts, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device)
+        res[name] = {"length": length, "seconds_per_sequence": sps, "gen_ppl": g["gen_ppl"],
+                     "entropy_mean": g["entropy_mean"], "scored_tokens": g["num_tokens"], "example": texts[0][:300],
+                     **({"sampler": opts} if opts else {})}
+        log(f"samples {name}: L={length}, {sps:.2f} s/seq, gen ppl {g['gen_ppl']:.1f}, entropy {g['entropy_mean']:.2f}")
+    # reference point: real test documents under the same scorer
+    ds, n = test_blocks(mdlm, mdlm.config.data, "test", args.num_samples)
+    real = decode_samples(torch.stack([ds[i]["input_ids"] for i in range(n)]), mdlm.tokenizer,
+                          eos_text=scorer_tok.eos_token)
+    g = generative_perplexity(real, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device)
+    res["real_test_text"] = {"gen_ppl": g["gen_ppl"], "entropy_mean": g["entropy_mean"], "scored_tokens": g["num_tokens"]}
+    return res
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+def settings_for(args) -> list[dict]:
+    if args.scale == "cpu":
+        return [
+            {"setting": "lm1b_style", "rows": {r: f"text/cpu_fortunes_{r}" for r in args.rows}, "samples": False,
+             "tokenizer": "bert-like"},
+            {"setting": "owt_style", "rows": {r: f"text/cpu_fortunes_owt_{r}" for r in args.rows}, "samples": True,
+             "tokenizer": "gpt2-like"},
+        ]
+    return [{"setting": args.setting, "rows": {r: f"text/{args.setting}_{r}" for r in args.rows},
+             "samples": args.setting == "owt", "tokenizer": None}]
+
+
+def prepare_cpu(args, out_dir: Path) -> list[str]:
+    from dnadiff.data.tokenizer_training import train_tokenizer
+
+    train_file = FORTUNES / "train.jsonl"
+    if not train_file.is_file():
+        raise DnadiffError(f"{train_file}: the fortunes corpus is missing")
+    tok_root = out_dir / "tokenizers"
+    for kind in ("bert-like", "gpt2-like"):
+        train_tokenizer([train_file], tok_root / kind, kind=kind, vocab_size=args.vocab_size)
+    log(f"tokenizers ready under {tok_root}")
+    return [f"data.text.path={FORTUNES}", f"data.text.cache_dir={out_dir / 'cache'}"]
+
+
+def write_results(payload: dict, base: Path) -> None:
+    base.parent.mkdir(parents=True, exist_ok=True)
+    base.with_suffix(".json").write_text(json.dumps(payload, indent=1, default=str))
+    lines = [f"# Text language modelling ({payload['scale']})", "",
+             f"Command: `{payload['command']}`  ", f"Wall time: {payload['wall_seconds']:.0f} s  ",
+             f"Machine: {payload['machine']['platform']}, {payload['machine']['cpu_count']} CPUs, "
+             f"torch {payload['machine']['torch']} ({payload['machine']['torch_threads']} threads), "
+             f"GPU: {payload['machine']['gpu']}, load average at start {payload['machine']['load_average_at_start']}", ""]
+    for st in payload["settings"]:
+        lines += [f"## {st['setting']}", "", "| row | steps | train s | test PPL (bound for diffusion) | tokens |",
+                  "|---|---:|---:|---:|---:|"]
+        for r, row in st["rows"].items():
+            t = row["eval"]["test"]
+            lines.append(f"| {r} | {row['train_metrics'].get('steps')} | {row['train_seconds']:.0f} | "
+                         f"{t['ppl']:.2f} | {t['tokens']} |")
+        sweep = st["rows"].get("mdlm", {}).get("eval", {}).get("t_sweep")
+        if sweep:
+            lines += ["", "Discrete-T sweep of the MDLM model (tab. 11):", "",
+                      "| T | " + " | ".join(str(s["T"]) for s in sweep) + " |",
+                      "|---|" + "---:|" * len(sweep),
+                      "| PPL | " + " | ".join(f"{s['ppl']:.2f}" for s in sweep) + " |"]
+        if st.get("samples"):
+            s = st["samples"]
+            lines += ["", f"Samples scored by `{s['scorer']}` (first-EOS mask):", "",
+                      "| samples | length | s/seq | gen PPL | entropy | scored tokens |", "|---|---:|---:|---:|---:|---:|"]
+            for k, v in s.items():
+                if isinstance(v, dict) and "gen_ppl" in v:
+                    lines.append(f"| {k} | {v.get('length', '')} | {v.get('seconds_per_sequence', float('nan')):.2f} | "
+                                 f"{v['gen_ppl']:.1f} | {v['entropy_mean']:.2f} | {v['scored_tokens']} |")
+        if st.get("zeroshot"):
+            lines += ["", "Zero-shot: " + ", ".join(
+                f"{k}: {v['ppl']:.2f}" if "ppl" in v else f"{k}: skipped" for k, v in st["zeroshot"].items())]
+        lines.append("")
+    if payload.get("notes"):
+        lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]]
+    base.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--setting", choices=("lm1b", "owt"), default="owt", help="gpu scale: which table")
+    p.add_argument("--rows", nargs="+", default=["mdlm", "ar"], choices=("mdlm", "ar", "sedd"))
+    p.add_argument("--steps", type=int, default=None, help="override train.max_steps of every row")
+    p.add_argument("--set", nargs="*", default=[], help="extra key=value config overrides for every row")
+    p.add_argument("--vocab-size", type=int, default=2048, help="cpu: size of the locally trained tokenizers")
+    p.add_argument("--mc", type=int, default=2, help="time draws per test sequence for diffusion bounds")
+    p.add_argument("--no-t-sweep", dest="t_sweep", action="store_false")
+    p.add_argument("--max-eval-items", type=int, default=None)
+    p.add_argument("--eval-batch", type=int, default=32)
+    p.add_argument("--num-samples", type=int, default=16)
+    p.add_argument("--sample-batch", type=int, default=16)
+    p.add_argument("--sample-steps", type=int, default=128)
+    p.add_argument("--semi-ar-mult", type=int, default=2, help="semi-AR length = this x training length (tab. 5: 2)")
+    p.add_argument("--scorer", default="gpt2-large", help="gpu: HF causal LM for generative perplexity")
+    p.add_argument("--scorer-steps", type=int, default=400)
+    p.add_argument("--scorer-seconds", type=float, default=150.0)
+    p.add_argument("--zeroshot-root", default=None)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="reuse trained model directories")
+    p.add_argument("--out-dir", default=None, help="runs folder (default runs/text_<scale>)")
+    p.add_argument("--results", default=None, help="results base path (default results/text_lm_<scale>)")
+    args = p.parse_args(argv)
+
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # long documents are never fed to a model whole
+    threads = pick_threads(args.threads)
+    torch.set_num_threads(threads)
+    os.chdir(REPO)  # configs name paths relative to the repository root
+    out_dir = Path(args.out_dir or f"runs/text_{args.scale}").resolve()
+    start = time.time()
+    payload = {"scale": args.scale, "command": "python " + " ".join([os.path.relpath(__file__, REPO)] + sys.argv[1:]),
+               "machine": machine_info(threads), "settings": [], "notes": []}
+    try:
+        common = prepare_cpu(args, out_dir) if args.scale == "cpu" else []
+        common += [f"train.max_steps={args.steps}"] if args.steps else []
+        common += list(args.set)
+        for st in settings_for(args):
+            entry = {"setting": st["setting"], "rows": {}}
+            extra = [f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}"] if st["tokenizer"] else []
+            for r, config in st["rows"].items():
+                row = train_row(config, common + extra, out_dir, args.resume)
+                row["eval"] = evaluate_row(row, args, is_mdlm=(r == "mdlm"))
+                entry["rows"][r] = row
+            if st["samples"] and "mdlm" in entry["rows"]:
+                entry["samples"] = sample_eval(entry["rows"], args, out_dir / st["setting"])
+            if args.zeroshot_root and "mdlm" in entry["rows"]:
+                import dnadiff
+                from dnadiff.eval.zeroshot import zero_shot_eval
+
+                m = dnadiff.load(entry["rows"]["mdlm"]["model_dir"], map_location=args.device)
+                entry["zeroshot"] = zero_shot_eval(m, args.zeroshot_root, seq_len=m.config.data.seq_len, log=log)
+            payload["settings"].append(entry)
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    payload["wall_seconds"] = time.time() - start
+    if args.scale == "cpu":
+        payload["notes"] += [
+            "fortunes (Debian `fortunes`, 2.4 MB) stands in for LM1B/OWT; tokenizers (bert-like WordPiece, "
+            "gpt2-like byte-level BPE) are trained on its train split; numbers are not comparable to the paper's.",
+            "Generative perplexity uses a small GPT-2 trained here on the same corpus (gpt2-large is not available "
+            "offline); samples are scored up to and including their first EOS.",
+        ]
+    write_results(payload, Path(args.results or f"results/text_lm_{args.scale}"))
+    log(f"done in {payload['wall_seconds']:.0f} s -> {args.results or f'results/text_lm_{args.scale}'}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
