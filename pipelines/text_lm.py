@@ -110,7 +110,7 @@ def bound_ppl(model, objective, ds, n: int, batch_size: int, seed: int, mc: int)
     return {"ppl": math.exp(nll), "nats_per_token": nll, "tokens": int(tokens / mc), "sequences": n, "mc": mc}
 
 
-def evaluate_row(row: dict, args, is_mdlm: bool) -> dict:
+def evaluate_row(row: dict, args, sweep: bool) -> dict:
     import dnadiff
     from dnadiff.model import build_objective_for
 
@@ -119,14 +119,14 @@ def evaluate_row(row: dict, args, is_mdlm: bool) -> dict:
     mc = 1 if model.config.objective.name == "ar" else args.mc
     res = {"test": bound_ppl(model, model.objective, ds, n, args.eval_batch, args.seed, mc)}
     log(f"{row['name']}: test ppl {res['test']['ppl']:.2f} ({res['test']['tokens']} tokens)")
-    if is_mdlm and args.t_sweep:
-        sweep = []
+    if sweep and args.t_sweep:
+        table = []
         for T in T_SWEEP:
             _, obj = build_objective_for(replace(model.config, **{"objective.T": T}), model.tokenizer)
             r = bound_ppl(model, obj, ds, n, args.eval_batch, args.seed, args.mc)  # same seed: common numbers
-            sweep.append({"T": "inf" if T is None else T, "ppl": r["ppl"], "nats_per_token": r["nats_per_token"]})
-            log(f"{row['name']}: T={sweep[-1]['T']}: ppl {r['ppl']:.2f}")
-        res["t_sweep"] = sweep
+            table.append({"T": "inf" if T is None else T, "ppl": r["ppl"], "nats_per_token": r["nats_per_token"]})
+            log(f"{row['name']}: T={table[-1]['T']}: ppl {r['ppl']:.2f}")
+        res["t_sweep"] = table
     return res
 
 
@@ -218,12 +218,12 @@ def settings_for(args) -> list[dict]:
     if args.scale == "cpu":
         return [
             {"setting": "lm1b_style", "rows": {r: f"text/cpu_fortunes_{r}" for r in args.rows}, "samples": False,
-             "tokenizer": "bert-like"},
+             "tokenizer": "bert-like", "t_sweep": False},
             {"setting": "owt_style", "rows": {r: f"text/cpu_fortunes_owt_{r}" for r in args.rows}, "samples": True,
-             "tokenizer": "gpt2-like"},
+             "tokenizer": "gpt2-like", "t_sweep": True},
         ]
     return [{"setting": args.setting, "rows": {r: f"text/{args.setting}_{r}" for r in args.rows},
-             "samples": args.setting == "owt", "tokenizer": None}]
+             "samples": args.setting == "owt", "tokenizer": None, "t_sweep": True}]
 
 
 def prepare_cpu(args, out_dir: Path) -> list[str]:
@@ -291,7 +291,7 @@ def main(argv=None) -> int:
     p.add_argument("--eval-batch", type=int, default=32)
     p.add_argument("--num-samples", type=int, default=16)
     p.add_argument("--sample-batch", type=int, default=16)
-    p.add_argument("--sample-steps", type=int, default=128)
+    p.add_argument("--sample-steps", type=int, default=None, help="sampler steps (default 64 on cpu, 1000 on gpu)")
     p.add_argument("--semi-ar-mult", type=int, default=2, help="semi-AR length = this x training length (tab. 5: 2)")
     p.add_argument("--scorer", default="gpt2-large", help="gpu: HF causal LM for generative perplexity")
     p.add_argument("--scorer-steps", type=int, default=400)
@@ -308,6 +308,8 @@ def main(argv=None) -> int:
     import transformers
 
     transformers.logging.set_verbosity_error()  # long documents are never fed to a model whole
+    if args.sample_steps is None:
+        args.sample_steps = 64 if args.scale == "cpu" else 1000
     threads = pick_threads(args.threads)
     torch.set_num_threads(threads)
     os.chdir(REPO)  # configs name paths relative to the repository root
@@ -324,7 +326,7 @@ def main(argv=None) -> int:
             extra = [f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}"] if st["tokenizer"] else []
             for r, config in st["rows"].items():
                 row = train_row(config, common + extra, out_dir, args.resume)
-                row["eval"] = evaluate_row(row, args, is_mdlm=(r == "mdlm"))
+                row["eval"] = evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
                 entry["rows"][r] = row
             if st["samples"] and "mdlm" in entry["rows"]:
                 entry["samples"] = sample_eval(entry["rows"], args, out_dir / st["setting"])
