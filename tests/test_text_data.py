@@ -179,6 +179,8 @@ def test_bad_options_are_clean_errors(toks, corpus):
         build_text_datasets(_cfg(12, path=str(corpus), colour=1), toks.bert)
     with pytest.raises(DnadiffError, match="data.text.path"):
         build_text_datasets(_cfg(12, path=str(corpus / "nope")), toks.bert)
+    with pytest.raises(DnadiffError, match="lm1b"):  # no `datasets` package / no local copy: a clean error
+        build_text_datasets(_cfg(12, dataset="lm1b", cache=False), toks.bert)
     with pytest.raises(DnadiffError, match="detokenizer"):
         build_text_datasets(_cfg(12, path=str(corpus), detokenizer="klingon"), toks.bert)
 

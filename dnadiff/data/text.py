@@ -139,12 +139,13 @@ def _read_local_docs(path: str, field_name: str, txt_unit: str) -> Iterator[str]
 
 @dataclass
 class DocSource:
-    """Documents of one split: local files or an HF dataset split, sliced to [start, stop)."""
+    """Documents of one split: local files or an HF dataset split. With `holdout` = k, `part`
+    "head" is every document but the last k and "tail" the last k (counted when first read)."""
 
     files: list[str] = field(default_factory=list)
     hf: Optional[dict] = None  # {"name", "config", "split"}
-    start: int = 0
-    stop: Optional[int] = None
+    holdout: Optional[int] = None
+    part: str = "all"  # all | head | tail
     opts: TextOptions = field(default_factory=TextOptions)
 
     def describe(self) -> dict:
@@ -155,33 +156,48 @@ class DocSource:
             for f in self.files:
                 st = os.stat(f)
                 src["files"].append({"path": os.path.abspath(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
-        src.update(start=self.start, stop=self.stop, field=self.opts.field, txt_unit=self.opts.txt_unit,
+        src.update(holdout=self.holdout, part=self.part, field=self.opts.field, txt_unit=self.opts.txt_unit,
                    detokenizer=self.opts.detokenizer)
         return src
-
-    def _raw(self) -> Iterator[str]:
-        if self.hf is not None:
-            yield from _hf_texts(self.hf, self.opts)
-        else:
-            for f in self.files:
-                yield from _read_local_docs(f, self.opts.field, self.opts.txt_unit)
 
     def count_raw(self) -> int:
         if self.hf is not None:
             return _hf_len(self.hf, self.opts)
-        return sum(1 for _ in self._raw())
+        return sum(1 for f in self.files for _ in _read_local_docs(f, self.opts.field, self.opts.txt_unit))
+
+    def bounds(self) -> tuple[int, Optional[int]]:
+        """[start, stop) document indices of this split (stop None = to the end)."""
+        start, stop = 0, None
+        if self.part != "all":
+            n, k = self.count_raw(), int(self.holdout or 0)
+            if k >= n:
+                raise DnadiffError(
+                    f"data.text.holdout_docs: {k} held-out documents but the training text has only {n}; "
+                    "lower data.text.holdout_docs or give a validation file"
+                )
+            start, stop = (0, n - k) if self.part == "head" else (n - k, None)
+        if self.opts.max_docs is not None:
+            stop = start + self.opts.max_docs if stop is None else min(stop, start + self.opts.max_docs)
+        return start, stop
+
+    def _raw(self, start: int, stop: Optional[int]) -> Iterator[str]:
+        if self.hf is not None:
+            yield from _hf_texts(self.hf, self.opts, start, stop)
+            return
+        i = 0
+        for f in self.files:
+            for text in _read_local_docs(f, self.opts.field, self.opts.txt_unit):
+                if stop is not None and i >= stop:
+                    return
+                if i >= start:
+                    yield text
+                i += 1
 
     def docs(self) -> Iterator[str]:
         """Non-empty, detokenised documents in order."""
         detok = get_detokenizer(self.opts.detokenizer)
-        stop = self.stop
-        if self.opts.max_docs is not None:
-            stop = self.start + self.opts.max_docs if stop is None else min(stop, self.start + self.opts.max_docs)
-        for i, text in enumerate(self._raw()):
-            if i < self.start:
-                continue
-            if stop is not None and i >= stop:
-                break
+        start, stop = self.bounds()
+        for text in self._raw(start, stop):
             if detok is not None:
                 text = detok(text)
             if text.strip():
@@ -214,8 +230,14 @@ def _hf_load(spec: dict, opts: TextOptions):
         ) from None
 
 
-def _hf_texts(spec: dict, opts: TextOptions) -> Iterator[str]:
-    for rec in _hf_load(spec, opts):
+def _hf_texts(spec: dict, opts: TextOptions, start: int, stop: Optional[int]) -> Iterator[str]:
+    ds = _hf_load(spec, opts)
+    if opts.streaming:  # IterableDataset: skip/take
+        ds = ds.skip(start) if start else ds
+        ds = ds.take(stop - start) if stop is not None else ds
+    elif start or stop is not None:
+        ds = ds.select(range(start, len(ds) if stop is None else stop))
+    for rec in ds:
         yield str(rec[opts.field])
 
 
@@ -223,8 +245,11 @@ def _hf_len(spec: dict, opts: TextOptions) -> int:
     ds = _hf_load(spec, opts)
     try:
         return len(ds)
-    except TypeError:
-        raise DnadiffError(f"data.text: cannot count documents of streaming {spec['name']}") from None
+    except TypeError:  # streaming: the split size recorded in the dataset info
+        splits = getattr(getattr(ds, "info", None), "splits", None) or {}
+        if spec["split"] in splits and splits[spec["split"]].num_examples:
+            return int(splits[spec["split"]].num_examples)
+        raise DnadiffError(f"data.text: cannot count the documents of streaming {spec['name']}") from None
 
 
 def _as_list(value: Any) -> list[str]:
@@ -252,9 +277,11 @@ def split_sources(opts: TextOptions) -> dict[str, DocSource]:
             "test": DocSource(hf={"name": "lm1b", "config": None, "split": "test"}, opts=opts),
         }
     if opts.dataset == "openwebtext":
+        # only a train split: its last k documents are the validation set (reference: train[-100000:])
         k = opts.holdout_docs or OWT_HOLDOUT
-        train = DocSource(hf={"name": "openwebtext", "config": None, "split": f"train[:-{k}]"}, opts=opts)
-        valid = DocSource(hf={"name": "openwebtext", "config": None, "split": f"train[-{k}:]"}, opts=opts)
+        spec = {"name": "openwebtext", "config": None, "split": "train"}
+        train = DocSource(hf=spec, holdout=k, part="head", opts=opts)
+        valid = DocSource(hf=spec, holdout=k, part="tail", opts=opts)
         return {"train": train, "valid": valid, "test": valid}
 
     files = {s: _as_list(getattr(opts, s)) for s in SPLITS}
@@ -278,14 +305,8 @@ def split_sources(opts: TextOptions) -> dict[str, DocSource]:
         valid = DocSource(files=files["valid"], opts=opts)
     else:
         k = opts.holdout_docs or OWT_HOLDOUT
-        n = train.count_raw()
-        if k >= n:
-            raise DnadiffError(
-                f"data.text.holdout_docs: {k} held-out documents but the training text has only {n}; "
-                "lower data.text.holdout_docs or give a validation file"
-            )
-        train = DocSource(files=files["train"], start=0, stop=n - k, opts=opts)
-        valid = DocSource(files=files["train"], start=n - k, stop=None, opts=opts)
+        train = DocSource(files=files["train"], holdout=k, part="head", opts=opts)
+        valid = DocSource(files=files["train"], holdout=k, part="tail", opts=opts)
     test = DocSource(files=files["test"], opts=opts) if files["test"] else valid
     return {"train": train, "valid": valid, "test": test}
 
@@ -426,13 +447,28 @@ class StreamingTextDataset(IterableDataset):
             yield {"input_ids": torch.tensor(ids, dtype=torch.long), "attention_mask": torch.tensor(mask, dtype=torch.long)}
 
 
+_MEMO: dict[str, TokenBlockDataset] = {}
+
+
 def tokenize_split(source: DocSource, tokenizer, seq_len: int, opts: TextOptions) -> TokenBlockDataset:
     """Tokenise one split into arrays, through the on-disk cache when enabled."""
     key = cache_key(tokenizer, seq_len, opts, source.describe())
+    if not opts.cache and key in _MEMO:  # no disk cache: tokenise once per process (the DataModule
+        return _MEMO[key]                 # asks for each split separately)
     folder = Path(opts.cache_dir or default_cache_dir()) / key
     ids_path, mask_path = folder / "input_ids.npy", folder / "attention_mask.npy"
     if opts.cache and ids_path.is_file() and mask_path.is_file():
         return TokenBlockDataset(np.load(ids_path, mmap_mode="r"), np.load(mask_path, mmap_mode="r"), tokenizer.pad_id)
+    ds = _tokenize_uncached(source, tokenizer, seq_len, opts, key, folder)
+    if not opts.cache:
+        if len(_MEMO) >= 8:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = ds
+    return ds
+
+
+def _tokenize_uncached(source: DocSource, tokenizer, seq_len: int, opts: TextOptions, key: str,
+                       folder: Path) -> TokenBlockDataset:
     rows, masks = [], []
     for ids, mask in iter_items(source, tokenizer, seq_len, opts):
         rows.append(np.asarray(ids, dtype=np.int32))
