@@ -397,3 +397,33 @@ def test_guided_combination_and_sampling():
     torch.testing.assert_close(guided(dc, du, 0.0, mask_id=3)(x, torch.zeros(2)).softmax(-1), dc(x, None).softmax(-1))
     xs, _ = _sample("first_hitting", g, L=1)
     assert chi_square_pvalue(xs, want / want.sum(), 3) > 0.01
+
+
+def test_rc_symmetric_on_caduceus_backbones():
+    """PH (not equivariant) becomes exactly equivariant; PS (equivariant) keeps its prediction."""
+    from dnadiff.backbones import build_backbone
+    from dnadiff.tokenizers import DNATokenizer
+
+    tok = DNATokenizer()
+    comp = torch.tensor(tok.complement_map(12))
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(7, 11, (2, 24), generator=g)
+    x[:, ::5] = tok.mask_id
+    x_rc = comp[x].flip(1)
+    t = torch.full((2,), 0.5)
+    torch.manual_seed(0)
+    for preset in ("tiny-ph", "tiny"):
+        model = build_backbone("caduceus", preset=preset, vocab_size=12).eval()
+        sym = rc_symmetric(model, comp, mask_id=tok.mask_id)
+        with torch.no_grad():
+            p, p_rc = sym(x, t).softmax(-1), sym(x_rc, t).softmax(-1)
+            V = p.shape[-1]
+            perm = torch.arange(V)
+            perm[:12] = comp
+            torch.testing.assert_close(p_rc, p.flip(1)[..., perm], atol=1e-5, rtol=1e-4)
+            if preset == "tiny":
+                logits = model(x, t).clone()
+                logits[..., tok.mask_id] = -1e6
+                torch.testing.assert_close(p, logits.softmax(-1), atol=1e-5, rtol=1e-4)
+    x_gen = build_sampler("first_hitting").generate(sym, SCHED, tok.mask_id, (2, 16), generator=g)
+    assert x_gen.shape == (2, 16) and bool((x_gen != tok.mask_id).all())
