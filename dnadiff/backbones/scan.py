@@ -103,10 +103,10 @@ def _chunk_forward(u, dl, A, Bm, h0, c):
     if nb == 1:
         h[:, 0, 0].addcmul_(alpha[:, 0, 0], h0)
         return _local_scan_(h, alpha), h0.unsqueeze(1)
-    _local_scan_(h, alpha)  # 1. zero-start local scans
-    prefix = alpha  # 3'. in place: Π_{r<=t} α_r within each sub-block (α is not needed any more)
+    prefix = alpha  # turned in place into Π_{r<=t} α_r within each sub-block
     for j in range(1, h.shape[2]):
-        prefix[:, :, j].mul_(prefix[:, :, j - 1])
+        h[:, :, j].addcmul_(alpha[:, :, j], h[:, :, j - 1])  # 1. zero-start local scans
+        prefix[:, :, j].mul_(prefix[:, :, j - 1])  # (α_j used above, before it becomes a product)
     h_in = torch.empty_like(h[:, :, 0])  # 2. incoming state of every sub-block
     cur = h0
     for k in range(nb):
