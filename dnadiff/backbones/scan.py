@@ -78,13 +78,13 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta
 # same three steps in reverse time for the adjoint g_t = dL/dh_t = C_t dy_t + α_{t+1} g_{t+1}.
 
 
-def _decays_and_inputs(u, dl, A, Bm, c):
-    """α_t = exp(Δ_t A) and x_t = Δ_t u_t B_t of one chunk, as (B, nb, c, E, N) blocks."""
+def _decays_and_inputs(u, dl, A, Bm, c, alpha, x):
+    """Fill α_t = exp(Δ_t A) and x_t = Δ_t u_t B_t of one chunk into the (B, nb, c, E, N) buffers."""
     b, cl, e = u.shape
     n = A.shape[1]
     nb = cl // c
-    alpha = torch.mul(dl.view(b, nb, c, e, 1), A).exp_()
-    x = torch.mul((dl * u).view(b, nb, c, e, 1), Bm.view(b, nb, c, 1, n))
+    torch.mul(dl.reshape(b, nb, c, e, 1), A, out=alpha).exp_()
+    torch.mul((dl * u).view(b, nb, c, e, 1), Bm.reshape(b, nb, c, 1, n), out=x)
     return alpha, x
 
 
@@ -95,10 +95,10 @@ def _local_scan_(h, alpha):
     return h
 
 
-def _chunk_forward(u, dl, A, Bm, h0, c):
-    """States of one chunk (u, dl: (B, C, E); Bm: (B, C, N); h0: (B, E, N)); returns the states
-    h (B, nb, c, E, N) and every sub-block's incoming state h_in (B, nb, E, N)."""
-    alpha, h = _decays_and_inputs(u, dl, A, Bm, c)
+def _chunk_forward(u, dl, A, Bm, h0, c, alpha, h):
+    """States of one chunk (u, dl: (B, C, E); Bm: (B, C, N); h0: (B, E, N)) into the buffer h
+    (B, nb, c, E, N); returns h and every sub-block's incoming state h_in (B, nb, E, N)."""
+    _decays_and_inputs(u, dl, A, Bm, c, alpha, h)
     nb = h.shape[1]
     if nb == 1:
         h[:, 0, 0].addcmul_(alpha[:, 0, 0], h0)
@@ -124,18 +124,22 @@ def _contract_n(m, v):
 
 
 class _ChunkedScan(torch.autograd.Function):
+    # Big (B, nb, c, E, N) blocks live in a few buffers allocated once per call: allocating fresh
+    # multi-MB tensors per chunk costs page faults that dominated the run time on CPU.
+
     @staticmethod
     def forward(ctx, u, delta, A, Bm, Cm, c, chunk):
         # u, delta: (B, L, E); Bm, Cm: (B, L, N); L a multiple of `chunk`, `chunk` of `c`
         b, length, e = u.shape
         n = A.shape[1]
         nb = chunk // c
+        alpha, hbuf = (u.new_empty(b, nb, c, e, n) for _ in range(2))
         h = u.new_zeros(b, e, n)
         y = u.new_empty(b, length, e)
         h_in = u.new_empty(b, length // c, e, n)  # incoming state of every sub-block (kept for backward)
         for k, s in enumerate(range(0, length, chunk)):
             hh, h_in[:, k * nb:(k + 1) * nb] = _chunk_forward(u[:, s:s + chunk], delta[:, s:s + chunk], A,
-                                                               Bm[:, s:s + chunk], h, c)
+                                                               Bm[:, s:s + chunk], h, c, alpha, hbuf)
             hh = hh.view(b * chunk, e, n)
             y[:, s:s + chunk] = _contract_n(hh, Cm[:, s:s + chunk]).view(b, chunk, e)
             h = hh.view(b, chunk, e, n)[:, -1].clone()
@@ -154,23 +158,24 @@ class _ChunkedScan(torch.autograd.Function):
         du, ddelta = torch.empty_like(u), torch.empty_like(delta)
         dB, dC = torch.empty_like(Bm), torch.empty_like(Cm)
         dA = torch.zeros_like(A)
+        alpha, hh, g, suffix = (u.new_empty(b, nb, c, e, n) for _ in range(4))
+        suffix[:, :, -1].fill_(1.0)  # Π_{r=t+1..last} α_r within the sub-block (last entry: empty product)
+        tmp = u.new_empty(b, chunk, e, n)
+        g_out = u.new_empty(b, nb, e, n)  # adjoint entering each sub-block's last step
         carry = u.new_zeros(b, e, n)  # α_{t+1} g_{t+1} entering the chunk's last step from the next chunk
         for k in range(length // chunk - 1, -1, -1):
             sl = slice(k * chunk, (k + 1) * chunk)
             uc, dl, bc, cc, dyc = u[:, sl], delta[:, sl], Bm[:, sl], Cm[:, sl], dy[:, sl]
             h_in = h_in_all[:, k * nb:(k + 1) * nb]  # (B, nb, E, N)
             # recompute the states: one local scan per sub-block from its stored incoming state
-            alpha, hh = _decays_and_inputs(uc, dl, A, bc, c)
+            _decays_and_inputs(uc, dl, A, bc, c, alpha, hh)
             hh[:, :, 0].addcmul_(alpha[:, :, 0], h_in)
             _local_scan_(hh, alpha)
             # adjoint g_t = dL/dh_t = C_t dy_t + α_{t+1} g_{t+1}: local reverse scans, carries, fix-up
-            g = dyc.reshape(b, nb, c, e, 1) * cc.reshape(b, nb, c, 1, n)  # G_t = dy_t ⊗ C_t
-            suffix = torch.empty_like(alpha)  # Π_{r=t+1..last} α_r within the sub-block
-            suffix[:, :, -1].fill_(1.0)
+            torch.mul(dyc.reshape(b, nb, c, e, 1), cc.reshape(b, nb, c, 1, n), out=g)  # G_t = dy_t ⊗ C_t
             for j in range(c - 2, -1, -1):
                 g[:, :, j].addcmul_(alpha[:, :, j + 1], g[:, :, j + 1])
                 torch.mul(suffix[:, :, j + 1], alpha[:, :, j + 1], out=suffix[:, :, j])
-            g_out = torch.empty_like(h_in)  # adjoint entering each sub-block's last step
             cur = carry
             for j in range(nb - 1, -1, -1):
                 g_out[:, j] = cur
@@ -183,13 +188,14 @@ class _ChunkedScan(torch.autograd.Function):
             gB = _contract_n(g3, bc).view(b, chunk, e)  # Σ_n g B
             dB[:, sl] = torch.bmm((dl * uc).reshape(b * chunk, 1, e), g3).view(b, chunk, n)
             du[:, sl] = dl * gB
-            # dL/d(Δ_t A) = g_t ⊙ α_t ⊙ h_{t-1}   (computed in α's buffer)
-            q = alpha
-            q[:, :, 1:].mul_(hh[:, :, :-1])
-            q[:, :, 0].mul_(h_in)
-            q = q.mul_(g).view(b, chunk, e, n)
-            dA += (dl.unsqueeze(-1) * q).sum(dim=(0, 1))
-            ddelta[:, sl] = (q * A).sum(-1).add_(uc * gB)
+            # dL/d(Δ_t A) = g_t ⊙ α_t ⊙ h_{t-1}   (computed in α's buffer; h_{t-1} of a sub-block's
+            # first step is the previous sub-block's last state, and the chunk's incoming state at t=0)
+            q = alpha.view(b, chunk, e, n)
+            q[:, 1:].mul_(hh.view(b, chunk, e, n)[:, :-1])
+            q[:, 0].mul_(h_in[:, 0])
+            q.mul_(g.view(b, chunk, e, n))
+            dA += torch.mul(dl.unsqueeze(-1), q, out=tmp).sum(dim=(0, 1))
+            ddelta[:, sl] = torch.mul(q, A, out=tmp).sum(-1).add_(uc * gB)
         return du, ddelta, dA, dB, dC, None, None
 
 
