@@ -5,25 +5,15 @@
     x = sampler.generate(denoiser, schedule, mask_id, (B, L), template=None, generator=g)
     sampler.last_nfe
 
-Names: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm.
-Denoiser wrappers: `rc_symmetric(denoiser, complement_ids)`, `guided(cond, uncond, scale)`.
+Names: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm (see each file for
+its options; base.py for the shared ones). Denoiser wrappers: `rc_symmetric(denoiser,
+complement_ids, mask_id)` (strand-averaged predictions) and `guided(cond, uncond, scale, mask_id)`
+(classifier-free guidance).
 """
 
+from dnadiff.samplers import analytic, ancestral, cached, confidence, first_hitting, remdm, semi_ar  # noqa: F401
 from dnadiff.samplers.base import SAMPLERS, Sampler, draw_categorical, shape_probs
-from dnadiff.samplers import ancestral as _ancestral  # noqa: F401  (registers)
-from dnadiff.samplers import cached as _cached  # noqa: F401
-
-for _mod in ("analytic", "first_hitting", "semi_ar", "confidence", "remdm"):
-    try:
-        __import__(f"dnadiff.samplers.{_mod}")
-    except ModuleNotFoundError as _exc:  # pragma: no cover - while files are being added
-        if _exc.name != f"dnadiff.samplers.{_mod}":
-            raise
-
-try:
-    from dnadiff.samplers.wrappers import guided, rc_symmetric
-except ModuleNotFoundError:  # pragma: no cover
-    pass
+from dnadiff.samplers.wrappers import guided, rc_symmetric
 
 
 def build_sampler(name: str = "ancestral", **options) -> Sampler:
