@@ -9,7 +9,9 @@ d_state=16 (the shapes of Caduceus' 467K DNA model). Implementations:
   (materialises exp(ΔA), ΔBx and the states, all (B, L, E, N));
 - `reference`: dnadiff's sequential `selective_scan_ref` under autograd (slow: only up to --ref-max-len, default 1024).
 
-Time: median wall time of --repeats fwd+bwd runs after one warm-up run.
+Time: median wall time of --repeats fwd+bwd runs after one warm-up run, and the process CPU time
+of that run (on a shared, loaded machine the CPU time is the steadier figure; with one thread it
+is the work done).
 Peak memory: each (implementation, L) runs in a fresh Python subprocess; the figure is the growth of
 the process's peak resident set size (getrusage ru_maxrss, a high-water mark) from just before the
 first fwd+bwd at that L (inputs allocated, one warm-up fwd+bwd at L=32 already done so one-time
@@ -88,17 +90,18 @@ def worker(name: str, length: int, repeats: int, threads: int | None) -> dict:
         y.backward(gy)
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     step()
-    first = time.perf_counter() - t0
+    first = (time.perf_counter() - t0, time.process_time() - c0)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    times = []
+    runs = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         step()
-        times.append(time.perf_counter() - t0)
-    times = sorted(times) if times else [first]
-    return {"impl": name, "L": length, "time_s": times[len(times) // 2], "peak_mib": peak_kib / 1024,
+        runs.append((time.perf_counter() - t0, time.process_time() - c0))
+    runs = sorted(runs) if runs else [first]
+    wall, cpu = runs[len(runs) // 2]
+    return {"impl": name, "L": length, "time_s": wall, "cpu_s": cpu, "peak_mib": peak_kib / 1024,
             "threads": torch.get_num_threads()}
 
 
@@ -128,17 +131,21 @@ def main() -> None:
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             r = rows[-1]
             print(f"  {impl:9s} L={length:5d}  {r['time_s']:.3f} s  peak +{r['peak_mib']:.0f} MiB", file=sys.stderr)
-    print(f"\nselective scan fwd+bwd, B={B}, d_inner={E}, d_state={N} (CPU)\n")
-    print("| L | impl | time (s) | peak mem (MiB) | speed-up vs mambapy |")
-    print("|---|---|---|---|---|")
+    import torch
+
+    threads = rows[0].get("threads", torch.get_num_threads()) if rows else torch.get_num_threads()
+    print(f"\nselective scan fwd+bwd, B={B}, d_inner={E}, d_state={N}, CPU, {threads} thread(s), "
+          f"torch {torch.__version__}\n")
+    print("| L | impl | wall (s) | CPU (s) | peak mem (MiB) | speed-up vs mambapy (wall / CPU) |")
+    print("|---|---|---|---|---|---|")
     by = {(r["impl"], r["L"]): r for r in rows}
     for r in rows:
         mp = by.get(("mambapy", r["L"]))
         if r["time_s"] is None:
-            print(f"| {r['L']} | {r['impl']} | skipped (> --ref-max-len) | | |")
+            print(f"| {r['L']} | {r['impl']} | skipped (> --ref-max-len) | | | |")
             continue
-        sp = f"{mp['time_s'] / r['time_s']:.1f}x" if mp and mp["time_s"] else ""
-        print(f"| {r['L']} | {r['impl']} | {r['time_s']:.3f} | {r['peak_mib']:.0f} | {sp} |")
+        sp = f"{mp['time_s'] / r['time_s']:.1f}x / {mp['cpu_s'] / r['cpu_s']:.1f}x" if mp and mp["time_s"] else ""
+        print(f"| {r['L']} | {r['impl']} | {r['time_s']:.3f} | {r['cpu_s']:.3f} | {r['peak_mib']:.0f} | {sp} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
