@@ -427,3 +427,20 @@ def test_rc_symmetric_on_caduceus_backbones():
                 torch.testing.assert_close(p, logits.softmax(-1), atol=1e-5, rtol=1e-4)
     x_gen = build_sampler("first_hitting").generate(sym, SCHED, tok.mask_id, (2, 16), generator=g)
     assert x_gen.shape == (2, 16) and bool((x_gen != tok.mask_id).all())
+
+
+def test_noise_removal_options(target):
+    """Stopping at eps = 0.5 leaves ~half the tokens masked: none keeps them, argmax fills the mode."""
+    _, den = target
+    x, s = _sample("ancestral", den, n=200, steps=4, eps=0.5, noise_removal="none")
+    assert 0.3 < float((x == 3).double().mean()) < 0.7 and s.last_nfe <= 4
+    x, s = _sample("ancestral", den, n=200, steps=4, eps=0.5, noise_removal="argmax")
+    assert not bool((x == 3).any()) and s.last_nfe == 5
+    ref, _ = _sample("ancestral", den, n=200, steps=4, eps=0.5, noise_removal="none")
+    masked = ref == 3
+    mode = den(ref, None).argmax(-1)
+    assert torch.equal(x[masked], mode[masked])  # same generator: same trajectory, then argmax
+    x, _ = _sample("ancestral", den, n=200, steps=4, eps=0.5, noise_removal="sample")
+    assert not bool((x == 3).any())
+    with pytest.raises(DnadiffError, match="noise_removal"):
+        build_sampler("ancestral", noise_removal="maybe")
