@@ -88,6 +88,7 @@ class FinetuneTrainConfig:
     devices: Any = 1
     deterministic: bool = True
     progress: bool = True
+    threads: Optional[int] = None  # torch CPU threads (None: torch's default); 1 helps on a busy shared CPU
 
     def __post_init__(self):
         _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
@@ -98,6 +99,7 @@ class FinetuneTrainConfig:
         _check(self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {self.weight_decay}")
         _check(0.0 <= self.warmup_frac < 1.0, "train.warmup_frac", f"must be in [0, 1), got {self.warmup_frac}")
         _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
+        _check(self.threads is None or self.threads > 0, "train.threads", f"must be > 0 or null, got {self.threads}")
         _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
                "must be > 0 or null")
 

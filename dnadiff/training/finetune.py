@@ -175,7 +175,11 @@ def fit_classifier(
         num_sanity_val_steps=0,
         log_every_n_steps=max(1, min(50, steps_per_epoch)),
     )
-    trainer.fit(module, train_loader, valid_loader)
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        trainer.fit(module, train_loader, valid_loader)
+    finally:  # Trainer(deterministic=...) flips a process-wide flag: restore it for the caller
+        torch.use_deterministic_algorithms(was_deterministic)
     if module.best_state is not None:
         model.load_state_dict(module.best_state)
     device = module.device if module.device.type != "meta" else "cpu"

@@ -147,6 +147,10 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
     from dnadiff.utils import atomic_write, write_json
 
     t0 = time.time()
+    if cfg.train.threads:
+        import torch
+
+        torch.set_num_threads(cfg.train.threads)
     out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
     out.mkdir(parents=True, exist_ok=True)
     save_config(cfg, out / "config.yaml")

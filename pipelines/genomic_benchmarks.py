@@ -1,0 +1,234 @@
+"""Tab. 7 of the MDLM paper: Genomic Benchmarks accuracy for several initialisations of one backbone.
+
+    # CPU scale: the two shared benchmarks, tiny models from the DNA perplexity pipeline (<= 45 min, 2 cores)
+    python pipelines/genomic_benchmarks.py --scale cpu \
+        --init mlm=results/dna_perplexity_models/mlm --init mdlm=results/dna_perplexity_models/mdlm \
+        --init ar=results/dna_perplexity_models/ar
+    # paper scale: the 8 Genomic Benchmarks (in ~/.genomic_benchmarks, or --download), tab. 7 recipe
+    python pipelines/genomic_benchmarks.py --scale paper --init mlm=PATH --init mdlm=PATH --init ar=PATH
+
+Every initialisation NAME=PATH is a model directory (dnadiff, or official Caduceus/HyenaDNA);
+`scratch` is added automatically: the architecture of the first --init (or the config's default
+backbone when none is given) with fresh weights. Each (init, data set) cell runs the `paper`
+protocol of `dnadiff finetune` (seeds x random 90/10 split, best validation accuracy epoch scored
+on the shuffled test set) and reports test accuracy mean ± (max − min)/2; results.json of every
+cell also holds MCC, macro-F1 and AUROC.
+
+--scale cpu sizes (chosen to fit 45 minutes on 2 shared CPU cores with 4 inits x 2 data sets):
+stratified subsamples of --max-train train / --max-test test sequences, --epochs epochs,
+--seeds seeds, one learning rate (--lr), batch --batch-size. Writes OUT.md and OUT.json
+(default results/genomic_benchmarks_cpu) with the command, wall time and machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SHARED_BENCHMARKS = REPO.parent / "shared" / "data" / "benchmarks"
+PAPER_SETS = [
+    "dummy_mouse_enhancers_ensembl", "demo_coding_vs_intergenomic_seqs", "demo_human_or_worm",
+    "human_enhancers_cohn", "human_enhancers_ensembl", "human_ensembl_regulatory",
+    "human_nontata_promoters", "human_ocr_ensembl",
+]
+DEFAULT_MODELS = REPO / "results" / "dna_perplexity_models"
+
+
+def parse_inits(items: list[str]) -> dict[str, str]:
+    from dnadiff.errors import DnadiffError
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise DnadiffError(f"--init {item!r}: expected NAME=PATH")
+        if name == "scratch":
+            raise DnadiffError("--init: the name 'scratch' is reserved (it is added automatically)")
+        if not Path(path).is_dir():
+            raise DnadiffError(f"--init {name}: {path} is not a model directory")
+        out[name] = path
+    return out
+
+
+def discover_inits(root: Path) -> dict[str, str]:
+    """Every model directory (config.yaml or config.json) directly under `root`, by folder name."""
+    if not root.is_dir():
+        return {}
+    return {p.name: str(p) for p in sorted(root.iterdir())
+            if p.is_dir() and ((p / "config.yaml").is_file() or (p / "config.json").is_file())}
+
+
+def scratch_overrides(init_path: str) -> list[str]:
+    """Config overrides that rebuild the architecture of a model directory with fresh weights."""
+    from dnadiff.checkpoint import load_backbone
+
+    name, backbone = load_backbone(init_path)
+    fields = dataclasses.asdict(backbone.config)
+    return [f"model.backbone={name}", f"model.overrides={json.dumps(fields)}", "model.init_from=null"]
+
+
+def cell_overrides(args, dataset: str, name: str, out_root: Path) -> list[str]:
+    common = [f"name={name}", f"out_dir={out_root}", f"data.dataset={json.dumps(dataset)}",
+              f"train.progress={str(args.progress).lower()}"]
+    if args.scale == "paper":
+        return common + (["data.download=true"] if args.download else [])
+    return common + [
+        f"data.max_train={args.max_train}", f"data.max_test={args.max_test}",
+        f"protocol.seeds={json.dumps(list(range(args.seeds)))}", f"train.epochs={args.epochs}",
+        f"train.batch_size={args.batch_size}", f"train.lr_grid=[{args.lr}]",
+        *([f"data.max_len={args.max_len}"] if args.max_len else []),
+    ]
+
+
+def compare_note(table: dict, datasets: list[str]) -> str:
+    """One sentence per data set: the inits ranked by mean accuracy, and whether gaps exceed the spread."""
+    lines = []
+    for ds in datasets:
+        cells = [(init, row[ds]["accuracy"]) for init, row in table.items() if ds in row]
+        cells.sort(key=lambda c: -c[1]["mean"])
+        if not cells:
+            continue
+        order = " > ".join(f"{i} {s['mean']:.3f}" for i, s in cells)
+        detail = []
+        by = dict(cells)
+        for other in ("mlm", "scratch"):
+            for mdlm in [k for k in by if "mdlm" in k.lower()]:
+                match = [k for k in by if k.lower() == other or k.lower().startswith(other)]
+                for o in match:
+                    gap = by[mdlm]["mean"] - by[o]["mean"]
+                    spread = by[mdlm]["pm"] + by[o]["pm"]
+                    verdict = "within the run spread" if abs(gap) <= spread else ("better" if gap > 0 else "worse")
+                    detail.append(f"{mdlm} vs {o}: {gap:+.3f} ({verdict}, spread {spread:.3f})")
+        lines.append(f"- {ds}: {order}" + (f"; {'; '.join(detail)}" if detail else ""))
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    import torch
+
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
+    return f"{platform.node()} ({platform.machine()}, {dev}), torch {torch.__version__}, {torch.get_num_threads()} threads"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", choices=["cpu", "paper"], default="cpu")
+    p.add_argument("--init", action="append", default=[], metavar="NAME=PATH",
+                   help="an initialisation to fine-tune (repeatable); scratch is always added")
+    p.add_argument("--models-dir", default=str(DEFAULT_MODELS),
+                   help="with no --init: use every model directory under this folder (default %(default)s)")
+    p.add_argument("--datasets", nargs="*", default=None, help="data set folders or names (default: per scale)")
+    p.add_argument("--config", default=None, help="base finetune config (default: finetune/finetune_base)")
+    p.add_argument("--out", default=None, help="output stem (default results/genomic_benchmarks_<scale>)")
+    p.add_argument("--runs-dir", default=None, help="per-cell run folders (default runs/genomic_benchmarks_<scale>)")
+    p.add_argument("--no-scratch", action="store_true", help="skip the scratch row")
+    p.add_argument("--download", action="store_true", help="paper scale: download missing Genomic Benchmarks sets")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: 1 at --scale cpu, where tiny models gain nothing from more and "
+                        "a busy shared CPU slows badly with more; torch's default at --scale paper)")
+    p.add_argument("--progress", action="store_true", help="show Lightning progress bars")
+    cpu = p.add_argument_group("--scale cpu sizes")
+    cpu.add_argument("--max-train", type=int, default=1000)
+    cpu.add_argument("--max-test", type=int, default=500)
+    cpu.add_argument("--epochs", type=int, default=2)
+    cpu.add_argument("--seeds", type=int, default=2)
+    cpu.add_argument("--batch-size", type=int, default=32)
+    cpu.add_argument("--lr", type=float, default=2e-3)
+    cpu.add_argument("--max-len", type=int, default=None)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from dnadiff.errors import DnadiffError
+    from dnadiff.heads.config import load_finetune_config
+    from dnadiff.training.finetune_protocol import run_finetune
+    from dnadiff.utils import atomic_write, markdown_table, write_json
+
+    threads = args.threads or (1 if args.scale == "cpu" else None)
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.time()
+    try:
+        inits = parse_inits(args.init) if args.init else discover_inits(Path(args.models_dir))
+        if args.datasets:
+            datasets = list(args.datasets)
+        elif args.scale == "cpu":
+            datasets = [str(d) for d in sorted(SHARED_BENCHMARKS.iterdir()) if (d / "train").is_dir()]
+        else:
+            datasets = PAPER_SETS
+        rows: dict[str, list[str] | None] = {}
+        if not args.no_scratch:
+            rows["scratch"] = scratch_overrides(next(iter(inits.values()))) if inits else []
+        for name, path in inits.items():
+            rows[name] = [f"model.init_from={json.dumps(path)}"]
+        out_stem = Path(args.out or REPO / "results" / f"genomic_benchmarks_{args.scale}")
+        runs_dir = Path(args.runs_dir or REPO / "runs" / f"genomic_benchmarks_{args.scale}")
+        table: dict[str, dict] = {}
+        cells = []
+        for init, init_over in rows.items():
+            table[init] = {}
+            for ds in datasets:
+                ds_name = Path(ds).name
+                base = args.config or (f"finetune/finetune_{ds_name}" if args.scale == "paper" else "finetune/finetune_base")
+                over = cell_overrides(args, ds, ds_name, runs_dir / init) + init_over
+                if args.scale == "cpu" and not any(o.startswith("model.backbone") for o in init_over) and not inits:
+                    over.append("model.preset=tiny")  # scratch only: the tiny Caduceus-PS
+                cfg = load_finetune_config(base, over)
+                print(f"== {init} on {ds_name}", flush=True)
+                res = run_finetune(cfg, runs_dir / init / ds_name)
+                s = res["summary"]
+                table[init][ds_name] = {m: s[m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
+                cells.append({"init": init, "dataset": ds_name, "init_from": cfg.model.init_from,
+                              "majority_baseline": res["majority_baseline"], "selected_lr": res["selected_lr"],
+                              "num_parameters": res["num_parameters"], "summary": s, "wall_s": res["wall_s"],
+                              "runs": [{k: r[k] for k in ("run", "seed", "best_epoch", "val_acc", "test")}
+                                       for r in res["runs"]]})
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    wall = time.time() - t0
+    ds_names = [Path(d).name for d in datasets]
+    md_rows = []
+    for init, row in table.items():
+        md_rows.append({"init": init, **{ds: f"{row[ds]['accuracy']['mean']:.3f} ± {row[ds]['accuracy']['pm']:.3f}"
+                                         for ds in ds_names if ds in row}})
+    mcc_rows = [{"init": init, **{ds: f"{row[ds]['mcc']['mean']:.3f} ± {row[ds]['mcc']['pm']:.3f}"
+                                  for ds in ds_names if ds in row}} for init, row in table.items()]
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
+    note = compare_note(table, ds_names)
+    settings = ("tab. 7 recipe (finetune/finetune_<set>.yaml)" if args.scale == "paper" else
+                f"paper protocol, {args.seeds} seeds, {args.epochs} epochs, {args.max_train} train / "
+                f"{args.max_test} test sequences (stratified subsamples), batch {args.batch_size}, lr {args.lr:g}")
+    md = "\n".join([
+        f"# Genomic Benchmarks fine-tuning ({args.scale} scale; MDLM paper tab. 7)", "",
+        f"- command: `{command}`",
+        f"- wall time: {wall / 60:.1f} min; machine: {machine()}",
+        f"- settings: {settings}",
+        f"- initialisations: " + ", ".join(f"{k} = {v or 'fresh weights'}" for k, v in
+                                           [("scratch", None)] * (not args.no_scratch) + list(inits.items())),
+        "", "Test accuracy, mean ± (max − min)/2 over runs:", "", markdown_table(md_rows), "",
+        "Test MCC:", "", markdown_table(mcc_rows), "",
+        "Comparison (mean test accuracy):", "", note, "",
+    ])
+    atomic_write(str(out_stem) + ".md", md)
+    write_json(str(out_stem) + ".json", {"command": command, "wall_s": round(wall, 1), "machine": machine(),
+                                         "scale": args.scale, "settings": settings, "inits": inits,
+                                         "datasets": ds_names, "table": table, "cells": cells, "note": note})
+    print(md)
+    print(f"wrote {out_stem}.md and {out_stem}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
