@@ -74,7 +74,21 @@ def scratch_overrides(init_path: str) -> list[str]:
 
     name, backbone = load_backbone(init_path)
     fields = dataclasses.asdict(backbone.config)
-    return [f"model.backbone={name}", f"model.overrides={json.dumps(fields)}", "model.init_from=null"]
+    import yaml
+
+    # YAML flow style, not JSON: YAML 1.1 reads JSON's 1e-05 as a string, yaml.safe_dump writes 1.0e-05
+    flow = yaml.safe_dump(fields, default_flow_style=True, width=10**9).strip()
+    return [f"model.backbone={name}", f"model.overrides={flow}", "model.init_from=null"]
+
+
+def pick_scratch_architecture(inits: dict[str, str]) -> str | None:
+    """The init whose architecture the scratch row copies: the first bidirectional one (else the first)."""
+    from dnadiff.checkpoint import load_backbone
+
+    for name, path in inits.items():
+        if not getattr(load_backbone(path)[1], "is_causal", False):
+            return name
+    return next(iter(inits), None)
 
 
 def cell_overrides(args, dataset: str, name: str, out_root: Path) -> list[str]:
@@ -149,14 +163,21 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    threads, before = args.threads or (1 if args.scale == "cpu" else None), torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _run(args, argv, threads)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(args, argv, threads) -> int:
     from dnadiff.errors import DnadiffError
     from dnadiff.heads.config import load_finetune_config
     from dnadiff.training.finetune_protocol import run_finetune
     from dnadiff.utils import atomic_write, markdown_table, write_json
 
-    threads = args.threads or (1 if args.scale == "cpu" else None)
-    if threads:
-        torch.set_num_threads(threads)
     t0 = time.time()
     try:
         inits = parse_inits(args.init) if args.init else discover_inits(Path(args.models_dir))
@@ -167,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             datasets = PAPER_SETS
         rows: dict[str, list[str] | None] = {}
+        scratch_like = pick_scratch_architecture(inits)
         if not args.no_scratch:
-            rows["scratch"] = scratch_overrides(next(iter(inits.values()))) if inits else []
+            rows["scratch"] = scratch_overrides(inits[scratch_like]) if scratch_like else []
         for name, path in inits.items():
             rows[name] = [f"model.init_from={json.dumps(path)}"]
         out_stem = Path(args.out or REPO / "results" / f"genomic_benchmarks_{args.scale}")
@@ -215,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         f"- command: `{command}`",
         f"- wall time: {wall / 60:.1f} min; machine: {machine()}",
         f"- settings: {settings}",
-        f"- initialisations: " + ", ".join(f"{k} = {v or 'fresh weights'}" for k, v in
-                                           [("scratch", None)] * (not args.no_scratch) + list(inits.items())),
+        "- initialisations: " + ", ".join(
+            [f"scratch = fresh weights ({'architecture of ' + scratch_like if scratch_like else 'config default'})"]
+            * (not args.no_scratch) + [f"{k} = {v}" for k, v in inits.items()]),
         "", "Test accuracy, mean ± (max − min)/2 over runs:", "", markdown_table(md_rows), "",
         "Test MCC:", "", markdown_table(mcc_rows), "",
         "Comparison (mean test accuracy):", "", note, "",

@@ -109,3 +109,23 @@ def test_one_epoch_beats_majority_baseline(benchmarks_dir, tmp_path, capsys):
     assert (out / "logs" / "lr0.003" / "seed0" / "metrics.csv").is_file()
     assert "mean ± (max-min)/2" in (out / "results.md").read_text()
     assert "mean ± (max-min)/2" in capsys.readouterr().out
+
+
+def test_genomic_benchmarks_pipeline_smoke(benchmarks_dir, tmp_path):
+    """pipelines/genomic_benchmarks.py --scale cpu end to end with one scratch cell (tiny sizes)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gb", Path(__file__).resolve().parent.parent / "pipelines" / "genomic_benchmarks.py")
+    gb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gb)
+    out = tmp_path / "gb"
+    rc = gb.main(["--scale", "cpu", "--config", "experiments/tiny_finetune", "--models-dir", str(tmp_path / "none"),
+                  "--datasets", str(benchmarks_dir / "leptospira_coding_vs_intergenic"), "--max-train", "200",
+                  "--max-test", "100", "--epochs", "1", "--seeds", "1", "--out", str(out),
+                  "--runs-dir", str(tmp_path / "runs")])
+    assert rc == 0
+    res = json.loads(out.with_suffix(".json").read_text())
+    assert list(res["table"]) == ["scratch"] and res["datasets"] == ["leptospira_coding_vs_intergenic"]
+    assert res["cells"][0]["summary"]["accuracy"]["n"] == 1 and "command" in res and res["wall_s"] > 0
+    md = out.with_suffix(".md").read_text()
+    assert "| scratch |" in md and "wall time" in md

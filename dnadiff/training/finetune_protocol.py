@@ -104,9 +104,13 @@ def build_backbone_template(cfg: FinetuneConfig):
 
         _, backbone = load_backbone(m.init_from)
         return backbone
-    from dnadiff.backbones import build_backbone
+    import dataclasses
+
+    from dnadiff.backbones import BACKBONES, build_backbone, build_backbone_from_config
 
     overrides = dict(m.overrides)
+    if set(overrides) >= {f.name for f in dataclasses.fields(BACKBONES.get(m.backbone).Config)}:
+        return build_backbone_from_config(m.backbone, overrides)  # a full saved config: the preset is moot
     overrides.setdefault("vocab_size", 12)
     return build_backbone(m.backbone, preset=m.preset, **overrides)
 
@@ -141,16 +145,24 @@ def _machine() -> str:
 
 def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, echo=print) -> dict[str, Any]:
     """Run the protocol over the lr grid; write config.yaml, results.json, results.md under out_dir."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    try:
+        return _run_finetune(cfg, out_dir, echo)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_finetune(cfg: FinetuneConfig, out_dir, echo) -> dict[str, Any]:
     from dnadiff.data.benchmarks import SequenceClassificationDataset, load_benchmark_split, pad_batch, resolve_benchmark
     from dnadiff.tokenizers.dna import DNATokenizer
     from dnadiff.training.finetune import fit_classifier
     from dnadiff.utils import atomic_write, write_json
 
     t0 = time.time()
-    if cfg.train.threads:
-        import torch
-
-        torch.set_num_threads(cfg.train.threads)
     out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
     out.mkdir(parents=True, exist_ok=True)
     save_config(cfg, out / "config.yaml")
