@@ -34,7 +34,7 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
 
 def _full_backbone_config(backbone) -> dict[str, Any]:
-    return {k: v for k, v in dataclasses.asdict(backbone.config).items()}
+    return dict(dataclasses.asdict(backbone.config))
 
 
 def save_model_dir(
@@ -141,9 +141,20 @@ def _build_backbone(cfg: RunConfig, vocab_size: int):
     fields = {f.name for f in dataclasses.fields(cls.Config)}
     overrides = dict(cfg.model.overrides)
     if set(overrides) == fields:  # a saved model: every field present
-        return build_backbone_from_config(cfg.model.backbone, overrides)
-    overrides.setdefault("vocab_size", vocab_size)
-    return build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
+        backbone = build_backbone_from_config(cfg.model.backbone, overrides)
+    else:
+        overrides.setdefault("vocab_size", vocab_size)
+        backbone = build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
+    return wrap_conditional(cfg, backbone)
+
+
+def wrap_conditional(cfg: RunConfig, backbone):
+    """A class-conditional run puts a label embedding in front of the backbone."""
+    if cfg.model.num_classes <= 0:
+        return backbone
+    from dnadiff.backbones.conditioning import ClassConditional
+
+    return ClassConditional(backbone, cfg.model.num_classes)
 
 
 def load_state_into(backbone: torch.nn.Module, state: dict[str, torch.Tensor], where: str) -> None:

@@ -39,6 +39,9 @@ class ModelConfig:
     preset: str = "tiny"
     overrides: dict[str, Any] = field(default_factory=dict)  # backbone config fields
     init_from: Optional[str] = None  # dnadiff model dir or official Caduceus/HyenaDNA HF dir
+    num_classes: int = 0  # > 0: class-conditional model (label embedding, classifier-free guidance)
+    class_names: list[str] = field(default_factory=list)
+    label_dropout: float = 0.1  # share of training labels replaced by the null label (CFG)
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class ObjectiveConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    kind: str = "genome"  # genome | fasta | text
+    kind: str = "genome"  # genome | text | benchmark (labelled sequences, genomic-benchmarks layout)
+    benchmark: Optional[str] = None  # kind=benchmark: folder NAME/{train,test}/CLASS/*.txt
     fasta: Optional[str] = None  # genome FASTA (plain/bgzip); None = the sample bundled in the package
     bed: Optional[str] = None  # BED with split column; None = the bundled sample's
     seq_len: int = 1024

@@ -23,10 +23,10 @@ from dnadiff.errors import DnadiffError
 class Denoiser(nn.Module):
     """denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V] over a backbone."""
 
-    def __init__(self, backbone: nn.Module, cond: Tensor | None = None):
+    def __init__(self, backbone: nn.Module, labels: Tensor | int | None = None):
         super().__init__()
         self.backbone = backbone
-        self.cond = cond  # optional per-sequence conditioning vector [B, C]
+        self.labels = labels  # class-conditional backbones: Long[B], one int, or None (= null label)
 
     @property
     def time_conditioned(self) -> bool:
@@ -34,8 +34,8 @@ class Denoiser(nn.Module):
 
     def forward(self, x_t: Tensor, t: Tensor | None = None) -> Tensor:
         t_in = t if self.time_conditioned else None
-        if self.cond is not None:
-            return self.backbone(x_t, t_in, cond=self.cond)
+        if getattr(self.backbone, "num_classes", 0):
+            return self.backbone(x_t, t_in, labels=self.labels)
         return self.backbone(x_t, t_in)
 
 
@@ -129,10 +129,16 @@ class DiffusionModel:
         template: Tensor | None = None,
         generator: torch.Generator | None = None,
         return_sampler: bool = False,
+        label: int | str | None = None,
+        guidance: float = 0.0,
         **options: Any,
     ):
-        """Sample `num` sequences of `length` tokens -> Long[num, length] (and the sampler if asked)."""
+        """Sample `num` sequences of `length` tokens -> Long[num, length] (and the sampler if asked).
+
+        Class-conditional models: `label` (index or class name) and a classifier-free guidance
+        scale (0 = plain conditional sampling; no label = the unconditional model)."""
         self.backbone.eval()
+        denoiser = self.conditional_denoiser(label, guidance)
         if self.config.objective.name == "mlm":
             raise DnadiffError("an MLM-trained model is not a generator: fine-tune it with the mdlm objective first")
         if self.is_autoregressive:
@@ -154,9 +160,32 @@ class DiffusionModel:
         if template is not None:
             template = template.to(self.device)
         x = smp.generate(
-            SuppressTokens(self.denoiser, self.banned_ids()), self.schedule, self.tokenizer.mask_id, (num, length), template=template, generator=generator
+            SuppressTokens(denoiser, self.banned_ids()), self.schedule, self.tokenizer.mask_id, (num, length), template=template, generator=generator
         )
         return (x, smp) if return_sampler else x
+
+    def conditional_denoiser(self, label: int | str | None, guidance: float = 0.0):
+        num_classes = getattr(self.backbone, "num_classes", 0)
+        if not num_classes:
+            if label is not None:
+                raise DnadiffError("this model is not class-conditional (trained without labels)")
+            return self.denoiser
+        if label is None:
+            return Denoiser(self.backbone, labels=None)
+        names = list(self.config.model.class_names)
+        if isinstance(label, str) and not label.lstrip("-").isdigit():
+            if label not in names:
+                raise DnadiffError(f"unknown class {label!r}; this model knows: {', '.join(names)}")
+            label = names.index(label)
+        label = int(label)
+        if not 0 <= label < num_classes:
+            raise DnadiffError(f"class index {label} out of range 0..{num_classes - 1}")
+        cond = Denoiser(self.backbone, labels=label)
+        if guidance == 0.0:
+            return cond
+        from dnadiff.samplers import guided
+
+        return guided(cond, Denoiser(self.backbone, labels=None), guidance, mask_id=self.tokenizer.mask_id)
 
     def banned_ids(self) -> list[int]:
         """Token ids a sampler must never produce (kept: real tokens and the mask id)."""

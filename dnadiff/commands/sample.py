@@ -29,6 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suffix", default=None, help="fixed sequence at the end")
     p.add_argument("--template-fasta", default=None, help="FASTA of templates: N marks the positions to fill")
     p.add_argument("--batch-size", type=int, default=None, help="sequences per sampler call (default: all)")
+    p.add_argument("--class", dest="label", default=None,
+                   help="class name or index for a class-conditional model (e.g. --class coding)")
+    p.add_argument("--guidance", type=float, default=0.0,
+                   help="classifier-free guidance scale w: p ∝ p(x|c)^(1+w) / p(x)^w (0 = plain conditional)")
     p.add_argument("--rc-symmetric", action="store_true", help="average strand predictions (RC-symmetric sampling)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="extra sampler option, e.g. --option eta=0.02 (repeatable)")
@@ -115,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
             n = min(chunk, args.num - i)
             tmpl = template[i : i + n] if template is not None else None
             x, smp = model.generate(n, length, sampler=args.sampler, steps=args.steps, template=tmpl,
-                                    generator=gen, return_sampler=True, **options)
+                                    generator=gen, return_sampler=True, label=args.label,
+                                    guidance=args.guidance, **options)
             samples.append(x.cpu())
             nfe += smp.last_nfe
     except TypeError as exc:
@@ -126,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
     x = torch.cat(samples)
     texts = model.decode(x)
     name = args.sampler or model.config.sample.sampler
-    records = [(f"sample_{i} sampler={name} length={length} seed={args.seed}", s) for i, s in enumerate(texts)]
+    tag = f" class={args.label} guidance={args.guidance}" if args.label is not None else ""
+    records = [(f"sample_{i} sampler={name} length={length} seed={args.seed}{tag}", s) for i, s in enumerate(texts)]
     if model.tokenizer.kind == "dna":
         write_fasta(args.out, records)
     else:
@@ -137,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         "model": str(args.model_dir), "sampler": name if not model.is_autoregressive else "autoregressive",
         "num": args.num, "length": length, "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
         "wall_seconds": round(wall, 3), "seconds_per_sample": wall / args.num, "tokens_per_second": args.num * length / wall,
-        "seed": args.seed, "out": args.out,
+        "seed": args.seed, "class": args.label, "guidance": args.guidance, "out": args.out,
     }
     stats_path = os.path.splitext(args.out)[0] + ".json"
     write_json(stats_path, stats)

@@ -68,11 +68,51 @@ def build_split_dataset(cfg: RunConfig, tokenizer, split: str, mode: str = "tile
             max_n_frac=cfg.data.max_n_frac if mode == "random" else 1.0,
             mask_n=cfg.data.mask_n, num_windows=num_windows, seed=cfg.train.seed, tokenizer=tokenizer,
         )
+    if cfg.data.kind == "benchmark":
+        return LabelledWindows.from_benchmark(cfg, tokenizer, split)
     if cfg.data.kind == "text":
         from dnadiff.data.text import build_text_datasets
 
         return build_text_datasets(cfg.data, tokenizer)[split]
     raise DnadiffError(f"data.kind: training needs 'genome' or 'text', got {cfg.data.kind!r}")
+
+
+class LabelledWindows(Dataset):
+    """Labelled sequences (genomic-benchmarks layout) cut/padded to seq_len, for class-conditional
+    training. Splits: train = 90% of the benchmark's train set, valid = the other 10% (fixed seed),
+    test = its test set."""
+
+    def __init__(self, data, tokenizer, seq_len: int):
+        self.data, self.tokenizer, self.seq_len = data, tokenizer, seq_len
+
+    @classmethod
+    def from_benchmark(cls, cfg: RunConfig, tokenizer, split: str) -> "LabelledWindows":
+        from dnadiff.data.benchmarks import LabelledSequences, load_benchmark_split, resolve_benchmark
+
+        if not cfg.data.benchmark:
+            raise DnadiffError("data.benchmark: give the benchmark folder (NAME/{train,test}/CLASS/*.txt)")
+        root = resolve_benchmark(cfg.data.benchmark)
+        data = load_benchmark_split(root, "test" if split == "test" else "train", tokenizer)
+        if split != "test":
+            order = np.random.default_rng(12345).permutation(len(data))
+            cut = max(1, len(data) // 10)
+            keep = sorted(order[cut:] if split == "train" else order[:cut])
+            data = LabelledSequences([data.sequences[i] for i in keep], [data.labels[i] for i in keep],
+                                     data.classes, [data.ids[i] for i in keep])
+        return cls(data, tokenizer, cfg.data.seq_len)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        ids = self.tokenizer.encode_array(self.data.sequences[i])[: self.seq_len]
+        real = (ids != self.tokenizer.n_id).astype(np.int64)
+        pad = self.seq_len - len(ids)
+        if pad:
+            ids = np.concatenate([ids, np.full(pad, self.tokenizer.pad_id, dtype=np.int64)])
+            real = np.concatenate([real, np.zeros(pad, dtype=np.int64)])
+        return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(real),
+                "labels": torch.tensor(self.data.labels[i])}
 
 
 class StreamDataModule(L.LightningDataModule):

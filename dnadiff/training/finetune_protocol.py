@@ -143,20 +143,53 @@ def _machine() -> str:
     return f"{platform.node()} {platform.machine()} {dev}, torch {torch.__version__}"
 
 
-def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, echo=print) -> dict[str, Any]:
-    """Run the protocol over the lr grid; write config.yaml, results.json, results.md under out_dir."""
+def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, echo=print,
+                 resume: bool = False) -> dict[str, Any]:
+    """Run the protocol over the lr grid; write config.yaml, results.json, results.md under out_dir.
+
+    Restart-safe: each finished run is recorded atomically in out_dir/runs/; with `resume=True`
+    the recorded runs of the same config are reused and only the missing ones are trained (a run
+    is a pure function of the config, lr and seed, so the results equal an uninterrupted job's).
+    """
     import torch
 
     threads = torch.get_num_threads()
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     try:
-        return _run_finetune(cfg, out_dir, echo)
+        return _run_finetune(cfg, out_dir, echo, resume)
     finally:
         torch.set_num_threads(threads)
 
 
-def _run_finetune(cfg: FinetuneConfig, out_dir, echo) -> dict[str, Any]:
+RUNS_DIR = "runs"  # out_dir/runs/lr{lr}/{run}.json: one finished run (restart-safe resume)
+
+
+def _config_fingerprint(cfg: FinetuneConfig) -> str:
+    import hashlib
+    import json
+
+    d = to_dict(cfg)
+    d["train"].pop("progress", None)  # display only
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _cached_run(path: Path, fingerprint: str):
+    """The RunResult recorded at `path` for this config, or None (absent, other config, unreadable)."""
+    import json
+
+    from dnadiff.training.finetune import RunResult
+
+    try:
+        data = json.loads(path.read_text())
+        if data.get("fingerprint") != fingerprint:
+            return None
+        return RunResult(**data["result"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> dict[str, Any]:
     from dnadiff.data.benchmarks import SequenceClassificationDataset, load_benchmark_split, pad_batch, resolve_benchmark
     from dnadiff.tokenizers.dna import DNATokenizer
     from dnadiff.training.finetune import fit_classifier
@@ -165,6 +198,11 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo) -> dict[str, Any]:
     t0 = time.time()
     out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
     out.mkdir(parents=True, exist_ok=True)
+    fingerprint = _config_fingerprint(cfg)
+    if not resume and (out / RUNS_DIR).is_dir():
+        import shutil
+
+        shutil.rmtree(out / RUNS_DIR)  # a fresh job never reuses earlier runs
     save_config(cfg, out / "config.yaml")
     root = resolve_benchmark(cfg.data.dataset, download=cfg.data.download)
     tok = DNATokenizer()
@@ -189,7 +227,13 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo) -> dict[str, Any]:
         for name, seed, tr, va in runs:
             tr_set = Subset(train_ds, train_keep[tr].tolist())
             va_set = Subset(train_ds, train_keep[va].tolist())
-            res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}", str(out))
+            record = out / RUNS_DIR / f"lr{lr:g}" / f"{name}.json"
+            res = _cached_run(record, fingerprint) if resume else None
+            if res is None:
+                res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}", str(out))
+                write_json(record, {"fingerprint": fingerprint, "result": res.to_dict()})
+            else:
+                echo(f"  lr {lr:g} {name}: reused from {record}")
             grid[lr].append(res)
             echo(f"  lr {lr:g} {name}: best epoch {res.best_epoch}, val acc {res.val_acc:.4f}, "
                  f"test acc {res.test['accuracy']:.4f}, mcc {res.test['mcc']:.4f} ({res.wall_s:.0f} s)")

@@ -41,7 +41,7 @@ class DiffusionLitModule(L.LightningModule):
     def training_step(self, batch, batch_idx):
         self._seed_step()
         self.micro_step += 1
-        out = self.model.objective.loss(self.model.denoiser, batch["input_ids"], batch["attention_mask"])
+        out = self.model.objective.loss(self._denoiser_for(batch, train=True), batch["input_ids"], batch["attention_mask"])
         if not torch.isfinite(out.loss):
             raise NonFiniteLossError(
                 f"non-finite training loss ({out.loss.item()}) at step {self.global_step}; "
@@ -52,6 +52,18 @@ class DiffusionLitModule(L.LightningModule):
         self.log("train/loss", out.loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=len(batch["input_ids"]))
         self.log("train/tokens", tokens.float(), on_step=True, on_epoch=False, reduce_fx="sum")
         return out.loss
+
+    def _denoiser_for(self, batch, train: bool = False):
+        """Class-conditional runs: the batch's labels, a share replaced by the null label (CFG)."""
+        if "labels" not in batch or not getattr(self.backbone, "num_classes", 0):
+            return self.model.denoiser
+        from dnadiff.model import Denoiser
+
+        labels = batch["labels"]
+        if train and self.cfg.model.label_dropout > 0:
+            drop = torch.rand(labels.shape, device=labels.device) < self.cfg.model.label_dropout
+            labels = torch.where(drop, torch.full_like(labels, self.backbone.null_label), labels)
+        return Denoiser(self.backbone, labels=labels)
 
     def optimizer_step(self, *args, **kwargs):
         super().optimizer_step(*args, **kwargs)
@@ -68,7 +80,7 @@ class DiffusionLitModule(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         gen = torch.Generator(device="cpu").manual_seed(self.cfg.train.seed + 7919 * batch_idx)
-        out = self.model.objective.loss(self.model.denoiser, batch["input_ids"], batch["attention_mask"], generator=gen)
+        out = self.model.objective.loss(self._denoiser_for(batch), batch["input_ids"], batch["attention_mask"], generator=gen)
         self._val_nll += out.nll.double().sum().cpu()
         self._val_tokens += out.num_tokens.double().sum().cpu()
 

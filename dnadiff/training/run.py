@@ -40,7 +40,7 @@ def _precision(cfg: RunConfig) -> str:
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from)."""
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import load_backbone
+    from dnadiff.checkpoint import load_backbone, wrap_conditional
 
     if cfg.model.init_from:
         name, backbone = load_backbone(cfg.model.init_from)
@@ -54,7 +54,19 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
         return cfg, backbone
     overrides = dict(cfg.model.overrides)
     overrides.setdefault("vocab_size", tokenizer.vocab_size)
-    return cfg, build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
+    if cfg.data.kind == "benchmark" and cfg.model.num_classes == 0:
+        raise DnadiffError("data.kind=benchmark trains a class-conditional model: set model.num_classes (> 1)")
+    if cfg.model.num_classes > 0:
+        if cfg.data.kind == "benchmark":
+            from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
+
+            classes = load_benchmark_split(resolve_benchmark(cfg.data.benchmark or ""), "test").classes
+            if len(classes) != cfg.model.num_classes:
+                raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, {cfg.data.benchmark} has {len(classes)} classes")
+            cfg = replace(cfg, **{"model.class_names": classes})
+        overrides.setdefault("cond_dim", 32)
+    backbone = build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
+    return cfg, wrap_conditional(cfg, backbone)
 
 
 def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> Path | None:
