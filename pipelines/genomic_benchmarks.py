@@ -15,9 +15,14 @@ on the shuffled test set) and reports test accuracy mean ± (max − min)/2; res
 cell also holds MCC, macro-F1 and AUROC.
 
 --scale cpu sizes (chosen to fit 45 minutes on 2 shared CPU cores with 4 inits x 2 data sets):
-stratified subsamples of --max-train train / --max-test test sequences, --epochs epochs,
---seeds seeds, one learning rate (--lr), batch --batch-size. Writes OUT.md and OUT.json
-(default results/genomic_benchmarks_cpu) with the command, wall time and machine.
+stratified subsamples of 1,000 train / 500 test sequences, 1 epoch, 3 seeds, one learning rate
+(2e-3), batch 16, 1 torch thread. Measured: a tiny Caduceus-PS (28K parameters) run of 56 steps
+plus validation and test takes ~80 s on this machine (2.3 s per 32x200 training step, a busy
+shared CPU), so a Caduceus cell is ~4 min, a tiny Mamba one ~1.5 min: ~30 min for the table.
+With no --init, the models of `pipelines/dna_perplexity.py --scale cpu` are used: mlm, mdlm
+and ar = runs/dna_perplexity_cpu/{caduceus_mlm,caduceus_mdlm,mamba_ar}_seed0/model.
+Writes OUT.md and OUT.json (default results/genomic_benchmarks_cpu) with the command, wall
+time and machine.
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ PAPER_SETS = [
     "human_enhancers_cohn", "human_enhancers_ensembl", "human_ensembl_regulatory",
     "human_nontata_promoters", "human_ocr_ensembl",
 ]
-DEFAULT_MODELS = REPO / "results" / "dna_perplexity_models"
+DEFAULT_MODELS = REPO / "runs" / "dna_perplexity_cpu"  # written by pipelines/dna_perplexity.py --scale cpu
+# tab. 7 rows -> the DNA perplexity pipeline's run keys (seed 0 of each): MLM-pretrained Caduceus, the
+# same model fine-tuned with MDLM, and the AR baseline (Mamba)
+DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar"}
 
 
 def parse_inits(items: list[str]) -> dict[str, str]:
@@ -60,12 +68,26 @@ def parse_inits(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _is_model_dir(p: Path) -> bool:
+    return p.is_dir() and ((p / "config.yaml").is_file() or (p / "config.json").is_file())
+
+
 def discover_inits(root: Path) -> dict[str, str]:
-    """Every model directory (config.yaml or config.json) directly under `root`, by folder name."""
+    """The DNA perplexity pipeline's models (DEFAULT_INITS, seed 0) under `root` when present,
+    else every model directory (NAME/ or NAME/model/) directly under `root`, by folder name."""
     if not root.is_dir():
         return {}
-    return {p.name: str(p) for p in sorted(root.iterdir())
-            if p.is_dir() and ((p / "config.yaml").is_file() or (p / "config.json").is_file())}
+    known = {name: root / f"{key}_seed0" / "model" for name, key in DEFAULT_INITS.items()}
+    found = {name: str(p) for name, p in known.items() if _is_model_dir(p)}
+    if found:
+        return found
+    out = {}
+    for p in sorted(root.iterdir()):
+        if _is_model_dir(p):
+            out[p.name] = str(p)
+        elif _is_model_dir(p / "model"):
+            out[p.name] = str(p / "model")
+    return out
 
 
 def scratch_overrides(init_path: str) -> list[str]:
@@ -154,9 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     cpu = p.add_argument_group("--scale cpu sizes")
     cpu.add_argument("--max-train", type=int, default=1000)
     cpu.add_argument("--max-test", type=int, default=500)
-    cpu.add_argument("--epochs", type=int, default=2)
-    cpu.add_argument("--seeds", type=int, default=2)
-    cpu.add_argument("--batch-size", type=int, default=32)
+    cpu.add_argument("--epochs", type=int, default=1)
+    cpu.add_argument("--seeds", type=int, default=3)
+    cpu.add_argument("--batch-size", type=int, default=16)
     cpu.add_argument("--lr", type=float, default=2e-3)
     cpu.add_argument("--max-len", type=int, default=None)
     args = p.parse_args(argv)
