@@ -103,6 +103,17 @@ def scratch_overrides(init_path: str) -> list[str]:
     return [f"model.backbone={name}", f"model.overrides={flow}", "model.init_from=null"]
 
 
+def _present(name: str) -> bool:
+    from dnadiff.data.benchmarks import resolve_benchmark
+    from dnadiff.errors import DnadiffError
+
+    try:
+        resolve_benchmark(name, download=False)
+        return True
+    except DnadiffError:
+        return False
+
+
 def pick_scratch_architecture(inits: dict[str, str]) -> str | None:
     """The init whose architecture the scratch row copies: the first bidirectional one (else the first)."""
     from dnadiff.checkpoint import load_backbone
@@ -207,8 +218,13 @@ def _run(args, argv, threads) -> int:
             datasets = list(args.datasets)
         elif args.scale == "cpu":
             datasets = [str(d) for d in sorted(SHARED_BENCHMARKS.iterdir()) if (d / "train").is_dir()]
-        else:
-            datasets = PAPER_SETS
+        else:  # the 8 sets of tab. 7 that are present locally (or all, with --download)
+            datasets = PAPER_SETS if args.download else [d for d in PAPER_SETS if _present(d)]
+            missing = sorted(set(PAPER_SETS) - set(datasets))
+            if missing:
+                print(f"skipping sets not in the genomic-benchmarks cache (use --download): {', '.join(missing)}")
+            if not datasets:
+                raise DnadiffError("no Genomic Benchmarks set found locally; pass --download or --datasets")
         rows: dict[str, list[str] | None] = {}
         scratch_like = pick_scratch_architecture(inits)
         if not args.no_scratch:
@@ -223,7 +239,9 @@ def _run(args, argv, threads) -> int:
             table[init] = {}
             for ds in datasets:
                 ds_name = Path(ds).name
-                base = args.config or (f"finetune/finetune_{ds_name}" if args.scale == "paper" else "finetune/finetune_base")
+                base = args.config or "finetune/finetune_base"
+                if not args.config and args.scale == "paper" and ds_name in PAPER_SETS:
+                    base = f"finetune/finetune_{ds_name}"  # its max length
                 over = cell_overrides(args, ds, ds_name, runs_dir / init) + init_over
                 if args.scale == "cpu" and not any(o.startswith("model.backbone") for o in init_over) and not inits:
                     over.append("model.preset=tiny")  # scratch only: the tiny Caduceus-PS
