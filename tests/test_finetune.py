@@ -129,3 +129,33 @@ def test_genomic_benchmarks_pipeline_smoke(benchmarks_dir, tmp_path):
     assert res["cells"][0]["summary"]["accuracy"]["n"] == 1 and "command" in res and res["wall_s"] > 0
     md = out.with_suffix(".md").read_text()
     assert "| scratch |" in md and "wall time" in md
+
+
+def test_init_from_model_dir_copies_weights_per_run(tmp_path):
+    """model.init_from: every run starts from the saved weights (a fresh copy), scratch re-initialises."""
+    import torch
+
+    from dnadiff.backbones import build_backbone
+    from dnadiff.checkpoint import save_model_dir
+    from dnadiff.config import RunConfig, from_dict
+    from dnadiff.training.finetune_protocol import build_backbone_template, classifier_factory
+
+    torch.manual_seed(0)
+    bb = build_backbone("caduceus", preset="tiny", vocab_size=12)
+    save_model_dir(tmp_path / "m", from_dict(RunConfig, {"model": {"backbone": "caduceus", "preset": "tiny"}}), bb)
+    cfg = load_finetune_config("experiments/tiny_finetune", [f"model.init_from={tmp_path / 'm'}"])
+    make = classifier_factory(cfg, build_backbone_template(cfg), 2)
+    a, b = make(), make()
+    assert a.conjoin == "ps" and a.training
+    for k, v in bb.state_dict().items():
+        assert torch.equal(a.backbone.state_dict()[k], v)
+    a.backbone.backbone.embeddings.word_embeddings.embedding.weight.data.zero_()  # runs do not share weights
+    assert not torch.equal(b.backbone.backbone.embeddings.word_embeddings.embedding.weight, a.backbone.backbone.embeddings.word_embeddings.embedding.weight)
+    scratch = load_finetune_config("experiments/tiny_finetune")
+    torch.manual_seed(1)
+    s1 = classifier_factory(scratch, None, 2)()
+    torch.manual_seed(2)
+    s2 = classifier_factory(scratch, None, 2)()
+    assert not torch.equal(s1.head.dense.weight, s2.head.dense.weight)
+    with pytest.raises(DnadiffError, match="init_from"):
+        build_backbone_template(load_finetune_config(None, [f"model.init_from={tmp_path / 'missing'}"]))
