@@ -145,8 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     result = {"registry": rows, "caduceus_vs_transformers_mamba": compare}
     print(json.dumps(result))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+        from dnadiff.utils import write_json
+
+        write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -147,8 +147,9 @@ def main() -> None:
         sp = f"{mp['time_s'] / r['time_s']:.1f}x / {mp['cpu_s'] / r['cpu_s']:.1f}x" if mp and mp["time_s"] else ""
         print(f"| {r['L']} | {r['impl']} | {r['time_s']:.3f} | {r['cpu_s']:.3f} | {r['peak_mib']:.0f} | {sp} |")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        from dnadiff.utils import write_json
+
+        write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -253,10 +254,26 @@ def _parse_yaml(text: str, where: str) -> dict[str, Any]:
         raw = {}
     if not isinstance(raw, dict):
         raise DnadiffError(f"{where}: the top level must be a mapping of keys")
+    _refuse_resolvers(raw, where)
     try:
         return OmegaConf.to_container(OmegaConf.create(raw), resolve=True)  # ${a.b} references only
     except OmegaConfBaseException as exc:
         raise DnadiffError(f"{where}: {str(exc).splitlines()[0]}") from None
+
+
+_RESOLVER = re.compile(r"\$\{[^}]*:")  # ${name:args}: an OmegaConf resolver call (oc.env, oc.decode, ...)
+
+
+def _refuse_resolvers(node: Any, where: str, key: str = "") -> None:
+    """Only ${a.b} references between keys: resolver calls (environment, decoding) are refused."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _refuse_resolvers(v, where, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _refuse_resolvers(v, where, f"{key}[{i}]")
+    elif isinstance(node, str) and _RESOLVER.search(node):
+        raise DnadiffError(f"{where}: {key}: resolver interpolation {node!r} is not allowed (only ${{a.b}} references)")
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:

@@ -241,7 +241,9 @@ def prepare_cpu(args, out_dir: Path) -> list[str]:
 
 def write_results(payload: dict, base: Path) -> None:
     base.parent.mkdir(parents=True, exist_ok=True)
-    base.with_suffix(".json").write_text(json.dumps(payload, indent=1, default=str))
+    from dnadiff.utils import atomic_write
+
+    atomic_write(base.with_suffix(".json"), json.dumps(payload, indent=1, default=str))
     lines = [f"# Text language modelling ({payload['scale']})", "",
              f"Command: `{payload['command']}`  ", f"Wall time: {payload['wall_seconds']:.0f} s  ",
              f"Machine: {payload['machine']['platform']}, {payload['machine']['cpu_count']} CPUs, "
@@ -274,7 +276,7 @@ def write_results(payload: dict, base: Path) -> None:
         lines.append("")
     if payload.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]]
-    base.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    atomic_write(base.with_suffix(".md"), "\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:

@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-from", default=None, help="model directory to start from (sets model.init_from)")
     p.add_argument("--download", action="store_true", help="allow downloading a named Genomic Benchmarks set")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse the finished runs recorded in OUT/runs/ by an interrupted job of the same config")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_progress:
         overrides.append("train.progress=false")
     cfg = load_finetune_config(args.config, overrides)
-    result = run_finetune(cfg, args.out)
+    result = run_finetune(cfg, args.out, resume=args.resume)
     print()
     print(format_table(run_rows(result)))
     out = args.out or f"{cfg.out_dir}/{cfg.name}"

@@ -149,7 +149,9 @@ def train_tokenizer(
     hf = build(texts, vocab_size, min_frequency)
     out.mkdir(parents=True, exist_ok=True)
     hf.save_pretrained(str(out))
-    stamp_path.write_text(json.dumps(stamp, indent=1))
+    from dnadiff.utils import atomic_write
+
+    atomic_write(stamp_path, json.dumps(stamp, indent=1))  # written last: marks a complete tokenizer
     return str(out)
 
 

@@ -176,7 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     text = json.dumps(res, indent=1)
     if args.out:
-        Path(args.out).write_text(text)
+        from dnadiff.utils import atomic_write
+
+        atomic_write(args.out, text)
     print(text)
     return 0
 

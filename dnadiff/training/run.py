@@ -106,7 +106,11 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     module = DiffusionLitModule(cfg, backbone, tokenizer)
     data = StreamDataModule(cfg, tokenizer)
     if ckpt_path is not None:  # where the data stream continues
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        try:  # weights_only: a checkpoint holding anything but tensors and containers is refused
+            state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise DnadiffError(f"{ckpt_path}: cannot resume, not a readable weights-only checkpoint "
+                               f"({type(exc).__name__}: {str(exc).splitlines()[0][:100]})") from None
         data.consumed_samples = int(state.get("dnadiff", {}).get("micro_step", 0)) * cfg.train.batch_size
 
     t = cfg.train
