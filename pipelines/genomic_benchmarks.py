@@ -103,6 +103,20 @@ def scratch_overrides(init_path: str) -> list[str]:
     return [f"model.backbone={name}", f"model.overrides={flow}", "model.init_from=null"]
 
 
+def cached_result(cell_dir: Path, cfg) -> dict | None:
+    """A cell's results.json from an earlier (interrupted) pipeline run with the identical config."""
+    from dnadiff.config import to_dict
+
+    f = cell_dir / "results.json"
+    if not f.is_file():
+        return None
+    try:
+        res = json.loads(f.read_text())
+    except json.JSONDecodeError:
+        return None
+    return res if res.get("config") == json.loads(json.dumps(to_dict(cfg))) else None
+
+
 def _present(name: str) -> bool:
     from dnadiff.data.benchmarks import resolve_benchmark
     from dnadiff.errors import DnadiffError
@@ -184,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch CPU threads (default: 1 at --scale cpu, where tiny models gain nothing from more and "
                         "a busy shared CPU slows badly with more; torch's default at --scale paper)")
     p.add_argument("--progress", action="store_true", help="show Lightning progress bars")
+    p.add_argument("--fresh", action="store_true",
+                   help="rerun every cell (default: reuse a cell's results.json when its config is identical)")
     cpu = p.add_argument_group("--scale cpu sizes")
     cpu.add_argument("--max-train", type=int, default=1000)
     cpu.add_argument("--max-test", type=int, default=500)
@@ -246,8 +262,10 @@ def _run(args, argv, threads) -> int:
                 if args.scale == "cpu" and not any(o.startswith("model.backbone") for o in init_over) and not inits:
                     over.append("model.preset=tiny")  # scratch only: the tiny Caduceus-PS
                 cfg = load_finetune_config(base, over)
-                print(f"== {init} on {ds_name}", flush=True)
-                res = run_finetune(cfg, runs_dir / init / ds_name)
+                res = None if args.fresh else cached_result(runs_dir / init / ds_name, cfg)
+                print(f"== {init} on {ds_name}" + (" (finished earlier: reusing its results.json)" if res else ""),
+                      flush=True)
+                res = res or run_finetune(cfg, runs_dir / init / ds_name)
                 s = res["summary"]
                 table[init][ds_name] = {m: s[m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
                 cells.append({"init": init, "dataset": ds_name, "init_from": cfg.model.init_from,
@@ -275,7 +293,9 @@ def _run(args, argv, threads) -> int:
     md = "\n".join([
         f"# Genomic Benchmarks fine-tuning ({args.scale} scale; MDLM paper tab. 7)", "",
         f"- command: `{command}`",
-        f"- wall time: {wall / 60:.1f} min; machine: {machine()}",
+        f"- wall time: {wall / 60:.1f} min (the cells' own run time adds up to "
+        f"{sum(c['wall_s'] for c in cells) / 60:.1f} min; a cell finished by an earlier, interrupted run is reused); "
+        f"machine: {machine()}",
         f"- settings: {settings}",
         "- initialisations: " + ", ".join(
             [f"scratch = fresh weights ({'architecture of ' + scratch_like if scratch_like else 'config default'})"]
