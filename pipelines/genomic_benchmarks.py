@@ -283,6 +283,8 @@ def _run(args, argv, threads) -> int:
     for init, row in table.items():
         md_rows.append({"init": init, **{ds: f"{row[ds]['accuracy']['mean']:.3f} ± {row[ds]['accuracy']['pm']:.3f}"
                                          for ds in ds_names if ds in row}})
+    baseline = {c["dataset"]: c["majority_baseline"] for c in cells}
+    md_rows.append({"init": "(majority class)", **{ds: f"{baseline[ds]:.3f}" for ds in ds_names if ds in baseline}})
     mcc_rows = [{"init": init, **{ds: f"{row[ds]['mcc']['mean']:.3f} ± {row[ds]['mcc']['pm']:.3f}"
                                   for ds in ds_names if ds in row}} for init, row in table.items()]
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
