@@ -182,8 +182,9 @@ def fit_classifier(
         torch.use_deterministic_algorithms(was_deterministic)
     if module.best_state is not None:
         model.load_state_dict(module.best_state)
-    device = module.device if module.device.type != "meta" else "cpu"
+    device = trainer.strategy.root_device  # Lightning's teardown moves the module back to the CPU
     logits, labels = predict_logits(model, test_loader, device)
+    model.cpu()
     test = classification_metrics(labels, logits, model.num_classes)
     return RunResult(
         run=run, seed=seed, lr=lr, best_epoch=module.best_epoch, val_acc=module.best_acc, test=test,
