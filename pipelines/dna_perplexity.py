@@ -36,7 +36,7 @@ SCALES = {
                  "data.seq_len=128", "data.rc_prob=0.5", "data.max_n_frac=0.1"],
         "train": ["train.batch_size=16", "train.lr=3e-3", "train.warmup_steps=20", "train.ema=0.99",
                   "train.val_every=100000", "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false",
-                  "train.log_every=10"],
+                  "train.log_every=10", "train.threads=1"],
         "pretrain_steps": 200, "finetune_steps": 200, "d3pm_T": 1000,
         "presets": {"caduceus": "tiny", "mamba": "tiny", "hyena": "tiny"},
         "eval_windows": 512, "seeds": 3,

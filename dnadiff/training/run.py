@@ -98,6 +98,8 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
 
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     ckpt_path = _prepare_run_dir(run_dir, resume, overwrite)
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
     tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
     cfg, backbone = build_backbone_for(cfg, tokenizer)
