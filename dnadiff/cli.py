@@ -45,7 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_intermixed_args(argv)  # key=value overrides may follow options
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may also come after options (`dnadiff train CFG --resume train.lr=1e-3`)
+    if extra:
+        if hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+            args.overrides = list(args.overrides or []) + extra
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
