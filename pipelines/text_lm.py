@@ -198,16 +198,25 @@ def sample_eval(rows: dict, args, out_dir: Path) -> dict:
         ids, sps = time_samples(model, args.num_samples, length, args.sample_batch, args.seed, **opts)
         texts = decode_samples(ids, model.tokenizer, eos_text=scorer_tok.eos_token)
         g = generative_perplexity(texts, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device)
+        w = generative_perplexity(texts, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device,
+                                  stop_at_first_eos=False)
         res[name] = {"length": length, "seconds_per_sequence": sps, "gen_ppl": g["gen_ppl"],
-                     "entropy_mean": g["entropy_mean"], "scored_tokens": g["num_tokens"], "example": texts[0][:300],
+                     "entropy_mean": g["entropy_mean"], "scored_tokens": g["num_tokens"],
+                     "gen_ppl_whole": w["gen_ppl"], "entropy_whole": w["entropy_mean"],
+                     "scored_tokens_whole": w["num_tokens"], "example": texts[0][:300],
                      **({"sampler": opts} if opts else {})}
-        log(f"samples {name}: L={length}, {sps:.2f} s/seq, gen ppl {g['gen_ppl']:.1f}, entropy {g['entropy_mean']:.2f}")
+        log(f"samples {name}: L={length}, {sps:.2f} s/seq, gen ppl {g['gen_ppl']:.1f} (whole {w['gen_ppl']:.1f}), "
+            f"entropy {g['entropy_mean']:.2f}")
     # reference point: real test documents under the same scorer
     ds, n = test_blocks(mdlm, mdlm.config.data, "test", args.num_samples)
     real = decode_samples(torch.stack([ds[i]["input_ids"] for i in range(n)]), mdlm.tokenizer,
                           eos_text=scorer_tok.eos_token)
     g = generative_perplexity(real, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device)
-    res["real_test_text"] = {"gen_ppl": g["gen_ppl"], "entropy_mean": g["entropy_mean"], "scored_tokens": g["num_tokens"]}
+    w = generative_perplexity(real, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device,
+                              stop_at_first_eos=False)
+    res["real_test_text"] = {"length": L, "gen_ppl": g["gen_ppl"], "entropy_mean": g["entropy_mean"],
+                             "scored_tokens": g["num_tokens"], "gen_ppl_whole": w["gen_ppl"],
+                             "entropy_whole": w["entropy_mean"], "scored_tokens_whole": w["num_tokens"]}
     return res
 
 
@@ -239,6 +248,10 @@ def prepare_cpu(args, out_dir: Path) -> list[str]:
     return [f"data.text.path={FORTUNES}", f"data.text.cache_dir={out_dir / 'cache'}"]
 
 
+def args_num(payload: dict) -> str:
+    return str(payload.get("num_samples", ""))
+
+
 def write_results(payload: dict, base: Path) -> None:
     base.parent.mkdir(parents=True, exist_ok=True)
     from dnadiff.utils import atomic_write
@@ -264,12 +277,17 @@ def write_results(payload: dict, base: Path) -> None:
                       "| PPL | " + " | ".join(f"{s['ppl']:.2f}" for s in sweep) + " |"]
         if st.get("samples"):
             s = st["samples"]
-            lines += ["", f"Samples scored by `{s['scorer']}` (first-EOS mask):", "",
-                      "| samples | length | s/seq | gen PPL | entropy | scored tokens |", "|---|---:|---:|---:|---:|---:|"]
+            lines += ["", f"Samples ({args_num(payload)} per row, BOS fixed at position 0) scored by "
+                      f"`{os.path.relpath(s['scorer'], REPO) if os.path.isabs(s['scorer']) else s['scorer']}`; "
+                      "gen PPL up to and including the first EOS, and over the whole sample:", "",
+                      "| samples | length | s/seq | gen PPL (first EOS) | entropy | tokens | gen PPL (whole) | entropy "
+                      "| tokens |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for k, v in s.items():
                 if isinstance(v, dict) and "gen_ppl" in v:
-                    lines.append(f"| {k} | {v.get('length', '')} | {v.get('seconds_per_sequence', float('nan')):.2f} | "
-                                 f"{v['gen_ppl']:.1f} | {v['entropy_mean']:.2f} | {v['scored_tokens']} |")
+                    sps = f"{v['seconds_per_sequence']:.2f}" if "seconds_per_sequence" in v else ""
+                    lines.append(f"| {k} | {v.get('length', '')} | {sps} | {v['gen_ppl']:.1f} | "
+                                 f"{v['entropy_mean']:.2f} | {v['scored_tokens']} | {v['gen_ppl_whole']:.1f} | "
+                                 f"{v['entropy_whole']:.2f} | {v['scored_tokens_whole']} |")
         if st.get("zeroshot"):
             lines += ["", "Zero-shot: " + ", ".join(
                 f"{k}: {v['ppl']:.2f}" if "ppl" in v else f"{k}: skipped" for k, v in st["zeroshot"].items())]
@@ -318,7 +336,7 @@ def main(argv=None) -> int:
     out_dir = Path(args.out_dir or f"runs/text_{args.scale}").resolve()
     start = time.time()
     payload = {"scale": args.scale, "command": "python " + " ".join([os.path.relpath(__file__, REPO)] + sys.argv[1:]),
-               "machine": machine_info(threads), "settings": [], "notes": []}
+               "machine": machine_info(threads), "settings": [], "notes": [], "num_samples": args.num_samples}
     try:
         common = prepare_cpu(args, out_dir) if args.scale == "cpu" else []
         common += [f"train.max_steps={args.steps}"] if args.steps else []
@@ -347,8 +365,12 @@ def main(argv=None) -> int:
         payload["notes"] += [
             "fortunes (Debian `fortunes`, 2.4 MB) stands in for LM1B/OWT; tokenizers (bert-like WordPiece, "
             "gpt2-like byte-level BPE) are trained on its train split; numbers are not comparable to the paper's.",
-            "Generative perplexity uses a small GPT-2 trained here on the same corpus (gpt2-large is not available "
-            "offline); samples are scored up to and including their first EOS.",
+            "Generative perplexity uses a small GPT-2 trained here on the same corpus for a fixed time budget "
+            "(gpt2-large is not available offline). Fortunes documents are short (~50 tokens), so the first-EOS "
+            "figure covers only a sample's first document; the semi-AR sample shares its first window with the "
+            "ancestral one (same seed), hence the whole-sample column.",
+            "Diffusion test PPL is the NELBO bound with one time draw per sequence per round (--mc rounds, fixed "
+            "seed); the T sweep reuses the same seed (common random numbers).",
         ]
     write_results(payload, Path(args.results or f"results/text_lm_{args.scale}"))
     log(f"done in {payload['wall_seconds']:.0f} s -> {args.results or f'results/text_lm_{args.scale}'}.md")

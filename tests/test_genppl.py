@@ -79,6 +79,11 @@ def test_genppl_equals_direct_computation(scorer_dir):
         count += len(ids)
     assert res["num_tokens"] == count
     assert res["gen_ppl"] == pytest.approx(math.exp(total / count), rel=1e-5)
+    # without the first-EOS stop every token is scored, EOS included
+    ids = tok(texts[1], add_special_tokens=False)["input_ids"]
+    every = generative_perplexity(texts[1:2], model, tokenizer=tok, stop_at_first_eos=False)
+    assert every["num_tokens"] == len(ids) > res["per_sample"][1]["tokens"]
+    assert every["per_sample"][0]["nll"] == pytest.approx(_direct_nll(model, ids, eos).sum().item(), rel=1e-5)
     # batching (padding) does not change anything
     single = generative_perplexity(texts, str(scorer_dir), batch_size=1)
     assert single["gen_ppl"] == pytest.approx(res["gen_ppl"], rel=1e-5)

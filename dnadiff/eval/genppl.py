@@ -155,8 +155,12 @@ def generative_perplexity(
     max_length: int | None = None,
     max_tokens: int | None = None,
     device: str | torch.device | None = None,
+    stop_at_first_eos: bool = True,
 ) -> dict[str, Any]:
     """Score `texts` with a HF causal LM (a path/name, or a loaded model with `tokenizer`).
+
+    `stop_at_first_eos=False` scores every token of a sample, EOS tokens included (for samples
+    that hold several short documents, e.g. semi-AR continuations).
 
     Returns {"gen_ppl", "nll_per_token", "num_tokens", "num_samples", "entropy_mean",
     "per_sample": [{"nll", "tokens", "ppl", "entropy"}], "scorer"} (plain floats/ints: JSON-able).
@@ -190,7 +194,7 @@ def generative_perplexity(
         if not ids:
             per_sample.append({"nll": 0.0, "tokens": 0, "ppl": float("nan"), "entropy": 0.0})
             continue
-        keep = first_eos_mask(torch.tensor([ids]), eos)[0].tolist()
+        keep = first_eos_mask(torch.tensor([ids]), eos)[0].tolist() if stop_at_first_eos else [True] * len(ids)
         s = float(sum(v for v, k in zip(nll, keep) if k))
         n = int(sum(keep))
         scored = [t for t, k in zip(ids, keep) if k and t != eos]
@@ -201,6 +205,7 @@ def generative_perplexity(
         raise DnadiffError("generative_perplexity: the samples contain no tokens to score")
     return {
         "scorer": str(name),
+        "stop_at_first_eos": stop_at_first_eos,
         "gen_ppl": math.exp(total_nll / total_tok),
         "nll_per_token": total_nll / total_tok,
         "num_tokens": total_tok,
