@@ -47,7 +47,10 @@ class StreamSampler(Sampler):
         return iter(range(self.start + self.rank, self.total, self.world))
 
     def __len__(self) -> int:
-        return max(0, (self.total - self.start - self.rank + self.world - 1) // self.world)
+        # The whole stream's length, also when resuming at `start`: one epoch is the whole run, and on
+        # resume Lightning restores its batch index within that epoch and stops at len(loader), so the
+        # batches still to come are exactly len - restored index (what the iterator yields from start).
+        return max(0, (self.total - self.rank + self.world - 1) // self.world)
 
 
 def genome_paths(cfg: RunConfig) -> tuple[str, str]:
