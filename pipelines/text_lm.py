@@ -168,6 +168,8 @@ def train_scorer(tok_path: str, ds, out_dir: Path, seconds: float, steps: int, b
         step += 1
     log(f"scorer: {step} steps in {time.time() - start:.0f} s, last loss {loss.item():.3f}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "dnadiff_scorer.json").write_text(json.dumps({"steps": step, "seconds": time.time() - start,
+                                                            "last_loss": loss.item(), "batch": batch}))
     model.save_pretrained(str(out_dir))
     hf_tok.save_pretrained(str(out_dir))
     return str(out_dir)
@@ -189,6 +191,9 @@ def sample_eval(rows: dict, args, out_dir: Path) -> dict:
         scorer_path = args.scorer
     scorer, scorer_tok = load_scorer(scorer_path, args.device)
     res["scorer"] = scorer_path
+    info = Path(scorer_path) / "dnadiff_scorer.json"
+    if info.is_file():
+        res["scorer_training"] = json.loads(info.read_text())
     kinds = [("mdlm_ancestral", mdlm, L, dict(sampler="ancestral", steps=args.sample_steps)),
              ("mdlm_semi_ar", mdlm, args.semi_ar_mult * L,
               dict(sampler="semi_ar", steps=args.sample_steps, window=L, stride=L // 4))]
@@ -278,8 +283,10 @@ def write_results(payload: dict, base: Path) -> None:
         if st.get("samples"):
             s = st["samples"]
             lines += ["", f"Samples ({args_num(payload)} per row, BOS fixed at position 0) scored by "
-                      f"`{os.path.relpath(s['scorer'], REPO) if os.path.isabs(s['scorer']) else s['scorer']}`; "
-                      "gen PPL up to and including the first EOS, and over the whole sample:", "",
+                      f"`{os.path.relpath(s['scorer'], REPO) if os.path.isabs(s['scorer']) else s['scorer']}` "
+                      + (f"(GPT-2 4 x 128 trained here for {s['scorer_training']['steps']} steps); "
+                         if "scorer_training" in s else "; ")
+                      + "gen PPL up to and including the first EOS, and over the whole sample:", "",
                       "| samples | length | s/seq | gen PPL (first EOS) | entropy | tokens | gen PPL (whole) | entropy "
                       "| tokens |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for k, v in s.items():
@@ -314,8 +321,8 @@ def main(argv=None) -> int:
     p.add_argument("--sample-steps", type=int, default=None, help="sampler steps (default 64 on cpu, 1000 on gpu)")
     p.add_argument("--semi-ar-mult", type=int, default=2, help="semi-AR length = this x training length (tab. 5: 2)")
     p.add_argument("--scorer", default="gpt2-large", help="gpu: HF causal LM for generative perplexity")
-    p.add_argument("--scorer-steps", type=int, default=400)
-    p.add_argument("--scorer-seconds", type=float, default=150.0)
+    p.add_argument("--scorer-steps", type=int, default=300, help="cpu: steps of the locally trained GPT-2 scorer")
+    p.add_argument("--scorer-seconds", type=float, default=600.0, help="cpu: safety time limit for the scorer")
     p.add_argument("--zeroshot-root", default=None)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -365,7 +372,7 @@ def main(argv=None) -> int:
         payload["notes"] += [
             "fortunes (Debian `fortunes`, 2.4 MB) stands in for LM1B/OWT; tokenizers (bert-like WordPiece, "
             "gpt2-like byte-level BPE) are trained on its train split; numbers are not comparable to the paper's.",
-            "Generative perplexity uses a small GPT-2 trained here on the same corpus for a fixed time budget "
+            "Generative perplexity uses a small GPT-2 trained here on the same corpus for a fixed number of steps "
             "(gpt2-large is not available offline). Fortunes documents are short (~50 tokens), so the first-EOS "
             "figure covers only a sample's first document; the semi-AR sample shares its first window with the "
             "ancestral one (same seed), hence the whole-sample column.",
