@@ -46,8 +46,6 @@ def save_model_dir(
     state_dict: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """Write a model directory atomically: built in a temporary folder, then renamed into place."""
-    from safetensors.torch import save_file
-
     path = Path(path)
     cfg = replace(config, **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +67,8 @@ def save_model_dir(
                 continue
             seen[kid] = k
             tensors[k] = v.detach().to("cpu").contiguous().clone()
-        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", "aliases": json.dumps(aliases)})
+        (tmp / WEIGHTS_FILE).write_bytes(
+            safetensors_bytes(tensors, {"format": "pt", "aliases": json.dumps(aliases, sort_keys=True)}))
         write_json(tmp / METRICS_FILE, metrics or {})
         if path.exists():
             old = path.with_name("." + path.name + ".old")
@@ -84,6 +83,24 @@ def save_model_dir(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """A safetensors file with a canonical header, so equal weights give byte-identical files.
+
+    safetensors writes its metadata map in a per-process random order; the header (8-byte length,
+    then JSON padded with spaces) is re-serialised with sorted keys, keeping its length.
+    """
+    import safetensors.torch
+
+    data = safetensors.torch.save(tensors, metadata=metadata)
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
+    canon = json.dumps(header, separators=(",", ":")).encode()
+    if len(canon) > n:  # cannot happen (same content, same separators); keep the original then
+        return data
+    return data[:8] + canon + b" " * (n - len(canon)) + data[8 + n:]
 
 
 def read_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:

@@ -336,8 +336,14 @@ def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = ()) -> dict
     path = resolve_config_path(path)
     if path in _seen:
         raise DnadiffError(f"{path}: `defaults` include cycle")
-    with open(path, encoding="utf-8") as fh:
-        data = _parse_yaml(fh.read(), path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except UnicodeDecodeError:
+        raise DnadiffError(f"{path}: not a text (UTF-8) YAML file") from None
+    except OSError as exc:
+        raise DnadiffError(f"{path}: cannot read ({exc.strerror})") from None
+    data = _parse_yaml(text, path)
     defaults = data.pop("defaults", None) or []
     if not isinstance(defaults, list):
         raise DnadiffError(f"{path}: `defaults` must be a list of config names")
@@ -354,6 +360,8 @@ def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = ()) -> dict
 def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] | None = None) -> Any:
     """YAML file (or none) + overrides -> frozen dataclass `cls`."""
     data: dict[str, Any] = load_yaml_tree(path) if path is not None else {}
+    if path is not None and not data:  # an empty file is a mistake, not "all defaults" (a 1000-step run)
+        raise DnadiffError(f"{path}: empty config file (no keys)")
     data = deep_merge(data, parse_overrides(list(overrides or [])))
     return from_dict(cls, data)
 

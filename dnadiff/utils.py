@@ -16,6 +16,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     An interrupted writer leaves either the old file or the new one, never half of one.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        from dnadiff.errors import DnadiffError
+
+        raise DnadiffError(f"{path}: is a directory, expected a file name")
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)

@@ -93,11 +93,10 @@ def test_interrupted_model_dir_save_keeps_the_old_model(tmp_path, monkeypatch):
     save_model_dir(tmp_path / "model", cfg, old, tok, {"v": 1})
     new = build_backbone("caduceus", preset="tiny", vocab_size=tok.vocab_size)
 
-    def broken_save(tensors, filename, metadata=None):
-        Path(filename).write_bytes(b"\x00" * 100)  # half a file, then the crash
-        raise Boom("killed while writing weights")
+    def broken_save(tensors, metadata=None):
+        raise Boom("killed while serialising the weights")
 
-    monkeypatch.setattr(safetensors.torch, "save_file", broken_save)
+    monkeypatch.setattr(safetensors.torch, "save", broken_save)
     with pytest.raises(Boom):
         save_model_dir(tmp_path / "model", cfg, new, tok, {"v": 2})
     monkeypatch.undo()

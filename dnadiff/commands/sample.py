@@ -87,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.num <= 0:
         raise DnadiffError(f"--num must be positive, got {args.num}")
+    if args.steps is not None and args.steps <= 0:
+        raise DnadiffError(f"--steps must be positive, got {args.steps}")
+    if args.batch_size is not None and args.batch_size <= 0:
+        raise DnadiffError(f"--batch-size must be positive, got {args.batch_size}")
     model = load(args.model_dir)
     if torch.cuda.is_available():
         model.to("cuda")

@@ -74,6 +74,8 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> Path | Non
     if resume:
         if not ckpt.is_file():
             raise DnadiffError(f"{run_dir}: nothing to resume (no checkpoints/last.ckpt)")
+        for stale in ckpt.parent.glob(".*.tmp"):  # half-written checkpoints of a killed run
+            stale.unlink(missing_ok=True)
         return ckpt
     if run_dir.exists() and any(run_dir.iterdir()):
         if not overwrite:
@@ -85,6 +87,19 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> Path | Non
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir: str | os.PathLike | None = None,
           callbacks: list | None = None) -> TrainResult:
+    """Train and export; a new run that fails before its first checkpoint leaves no run directory."""
+    where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
+    ours = not resume and (overwrite or not where.exists() or not any(where.iterdir()))
+    try:
+        return _train(cfg, resume, overwrite, run_dir, callbacks)
+    except BaseException:
+        if ours and where.is_dir() and not (where / "checkpoints" / "last.ckpt").exists():
+            shutil.rmtree(where, ignore_errors=True)  # no partial output: nothing to resume from anyway
+        raise
+
+
+def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.PathLike | None,
+           callbacks: list | None) -> TrainResult:
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger

@@ -1,0 +1,82 @@
+"""Kill-safety of `dnadiff train` (issue 9, item 1): SIGKILL mid-checkpoint-write and mid-run, resume, compare.
+
+The reduced version runs two killed child processes (one killed halfway through writing a
+checkpoint, one killed from outside after a random number of steps) and finishes in-process; the
+full benchmark (5 kills each for train and finetune) is benchmarks/kill_safety.py, run by the slow test.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dnadiff.checkpoint import read_weights
+from dnadiff.config import RunConfig, load_config
+from dnadiff.training import train
+
+REPO = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("kill_safety", REPO / "benchmarks" / "kill_safety.py")
+ks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ks)
+
+STEPS = 8
+
+
+def _all_checkpoints_load(run: Path) -> int:
+    """Every checkpoints/*.ckpt loads weights-only; returns the step of last.ckpt."""
+    files = sorted(glob.glob(str(run / "checkpoints" / "*.ckpt")))
+    assert files, "no checkpoint at all"
+    step = None
+    for f in files:
+        state = torch.load(f, map_location="cpu", weights_only=True)  # raises on a truncated file
+        if f.endswith("last.ckpt"):
+            step = int(state["global_step"])
+    return step
+
+
+def test_train_killed_twice_resumes_bit_identical(tmp_path):
+    job = ks.TrainJob(tmp_path, STEPS)
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [*ks.TRAIN_OVERRIDES, f"train.max_steps={STEPS}"])
+    reference = train(cfg, run_dir=tmp_path / "ref")
+    run = tmp_path / "killed"
+
+    # kill 1: the child kills itself after writing half of its 5th checkpoint file (step 3's step*.ckpt)
+    proc = ks.launch(job, run, resume=False, mid_write_nth=5)
+    assert proc.wait(timeout=300) == -signal.SIGKILL
+    tmp = glob.glob(str(run / "checkpoints" / ".*.tmp"))
+    assert len(tmp) == 1 and os.path.getsize(tmp[0]) > 0  # the half-written file exists, under a temp name
+    with pytest.raises(Exception):
+        torch.load(tmp[0], weights_only=True)  # and it really is truncated
+    first = _all_checkpoints_load(run)
+    assert first == 2  # last.ckpt is the previous, complete step
+
+    # kill 2: resumed child, SIGKILLed from outside a random moment after it wrote a new checkpoint
+    proc = ks.launch(job, run, resume=True)
+    assert ks.wait_for_training(proc, job, run, timeout=300) is not None
+    time.sleep(random.Random(0).uniform(0.0, 0.3))
+    ks.kill(proc)
+    second = _all_checkpoints_load(run)
+    assert first <= second < STEPS or not (run / "model").exists()
+
+    resumed = train(cfg, resume=True, run_dir=run)  # in-process, same single thread as the reference
+    wa = read_weights(reference.model_dir / "model.safetensors")
+    wb = read_weights(resumed.model_dir / "model.safetensors")
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+    assert _all_checkpoints_load(run) == STEPS
+    assert not glob.glob(str(run / "checkpoints" / ".*.tmp"))  # --resume removed the half-written file
+
+
+@pytest.mark.slow
+def test_full_kill_benchmark(tmp_path):
+    """5 SIGKILLs each for `dnadiff train` and `dnadiff finetune` (several minutes)."""
+    assert ks.main(["--kills", "5", "--steps", "30", "--work", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 0
