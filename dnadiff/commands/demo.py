@@ -42,6 +42,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seq_len <= 0:
         raise DnadiffError(f"--seq-len must be positive, got {args.seq_len}")
+    if args.steps is not None and args.steps <= 0:
+        raise DnadiffError(f"--steps must be positive, got {args.steps}")
+    if args.num_samples <= 0:
+        raise DnadiffError(f"--num-samples must be positive, got {args.num_samples}")
+    overrides = [f"out_dir={args.out}", "train.progress=true", *args.overrides]
+    if args.steps is not None:
+        overrides.append(f"train.max_steps={args.steps}")
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)  # bad overrides fail before any output
     fasta, bed = bundled_genome()
     rows = genome_summary(fasta, bed, args.seq_len)
     print(f"[1/4] bundled genome: {fasta}")
@@ -56,10 +64,6 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.training import train
     from dnadiff.training.data import build_split_dataset
 
-    overrides = [f"out_dir={args.out}", "train.progress=true", *args.overrides]
-    if args.steps is not None:
-        overrides.append(f"train.max_steps={args.steps}")
-    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)
     print(f"\n[2/4] training a tiny Caduceus MDLM ({cfg.train.max_steps} steps, batch {cfg.train.batch_size}, "
           f"{cfg.data.seq_len} bp windows) ...")
     run_dir = os.path.join(args.out, cfg.name)

@@ -197,13 +197,6 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
 
     t0 = time.time()
     out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
-    out.mkdir(parents=True, exist_ok=True)
-    fingerprint = _config_fingerprint(cfg)
-    if not resume and (out / RUNS_DIR).is_dir():
-        import shutil
-
-        shutil.rmtree(out / RUNS_DIR)  # a fresh job never reuses earlier runs
-    save_config(cfg, out / "config.yaml")
     root = resolve_benchmark(cfg.data.dataset, download=cfg.data.download)
     tok = DNATokenizer()
     train_all, test_all = load_benchmark_split(root, "train", tok), load_benchmark_split(root, "test", tok)
@@ -216,8 +209,22 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
     num_classes = len(train_all.classes)
 
     template = build_backbone_template(cfg)
+    limit = getattr(getattr(template, "config", None), "l_max", None)  # HyenaDNA: longest input it supports
+    longest = max(len(s) for s in train_all.sequences + test_all.sequences)
+    longest = min(longest, cfg.data.max_len) if cfg.data.max_len else longest
+    if limit and longest > limit:
+        raise DnadiffError(f"sequences of up to {longest} bases exceed the backbone's l_max {limit} "
+                           "(set data.max_len to truncate, or use a longer model)")
     make = classifier_factory(cfg, template, num_classes)
     runs = protocol_runs(cfg, train_labels)
+    # the output folder is touched only once the data and the model are known to be good
+    out.mkdir(parents=True, exist_ok=True)
+    fingerprint = _config_fingerprint(cfg)
+    if not resume and (out / RUNS_DIR).is_dir():
+        import shutil
+
+        shutil.rmtree(out / RUNS_DIR)  # a fresh job never reuses earlier runs
+    save_config(cfg, out / "config.yaml")
     echo(f"{root.name}: {len(train_keep)} train / {len(test_keep)} test, classes {train_all.classes}; "
          f"{cfg.protocol.name} protocol, {len(runs)} runs x {len(cfg.train.lr_grid)} lr")
 
