@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 TRAIN_OVERRIDES = ["data.seq_len=32", "train.batch_size=4", "train.val_every=8", "train.val_batches=1",
                    "train.ckpt_every=1", "train.log_every=1", "train.progress=false", "train.warmup_steps=1",
                    "sample.length=32", "sample.steps=4"]
-FINETUNE_OVERRIDES = ["data.max_train=96", "data.max_test=48", "data.max_len=64", "protocol.seeds=[0,1,2,3]",
+FINETUNE_OVERRIDES = ["data.max_train=320", "data.max_test=48", "data.max_len=100", "protocol.seeds=[0,1,2,3]",
                       "train.epochs=1", "train.batch_size=8", "train.progress=false", "train.threads=1"]
 
 # Run inside the child: kill the process after half of the n-th matching write (a checkpoint write).
@@ -250,27 +250,33 @@ def kill(proc: subprocess.Popen) -> bool:
 
 
 def run_reference(job, out: Path) -> tuple[float, float]:
-    """Uninterrupted run: (seconds to its first checkpoint write, total seconds)."""
+    """Uninterrupted run: (median seconds per unit of progress (step / finetune run), total seconds)."""
     t0 = time.time()
     proc = launch(job, out, resume=False)
-    first = wait_for_training(proc, job, out, timeout=1800)
-    rc = proc.wait()
-    if rc != 0:
-        raise SystemExit(f"reference {job.name} run failed (exit {rc}); see {out}.log")
-    return (first if first is not None else 0.0), time.time() - t0
+    seen, stamps = 0, []
+    while proc.poll() is None:
+        p = job.progress(out)
+        if p > seen:
+            seen, stamps = p, stamps + [time.time()]
+        time.sleep(0.002)
+    if proc.returncode != 0:
+        raise SystemExit(f"reference {job.name} run failed (exit {proc.returncode}); see {out}.log")
+    gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+    return (gaps[len(gaps) // 2] if gaps else 1.0), time.time() - t0
 
 
 def one_job(job, work: Path, kills: int, rng: random.Random) -> dict:
     ref, out = work / f"{job.name}_ref", work / f"{job.name}_killed"
-    t_first, t_total = run_reference(job, ref)
-    unit_time = max(0.05, (t_total - t_first) / job.units())  # upper bound: includes the export
+    unit_time, t_total = run_reference(job, ref)
     kinds = ["mid-write", "tmp-poll"] + ["random"] * max(0, kills - 2)
     rng.shuffle(kinds)
     kinds = kinds[:kills]
     events, started = [], False
     for i, kind in enumerate(kinds):
         resume = started and job.can_resume(out)
-        nth = rng.randint(2, 6) if kind == "mid-write" else None
+        # mid-write: one of the files this child will still write (2 per train step, 1 per finetune run + results)
+        left = job.units() - job.progress(out)
+        nth = rng.randint(1, max(1, left * (2 if job.name == "train" else 1))) if kind == "mid-write" else None
         t0 = time.time()
         proc = launch(job, out, resume=resume, mid_write_nth=nth)
         started = True
@@ -307,7 +313,8 @@ def one_job(job, work: Path, kills: int, rng: random.Random) -> dict:
         events.append(ev)
     final = launch(job, out, resume=started and job.can_resume(out))
     rc = final.wait()
-    result = {"job": job.name, "reference_seconds": round(t_total, 1), "kills": events, "final_exit": rc,
+    result = {"job": job.name, "reference_seconds": round(t_total, 1), "seconds_per_unit": round(unit_time, 3),
+              "kills": events, "final_exit": rc,
               **job.compare(ref, out), "final_files": job.check_files(out)}
     result["no_truncated_file"] = all(not e["unreadable"] for e in events) and not result["final_files"]["unreadable"]
     result["ok"] = bool(rc == 0 and result["equal"] and result["no_truncated_file"])

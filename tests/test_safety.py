@@ -134,7 +134,7 @@ def test_interrupted_finetune_results_keep_the_old_ones(tmp_path, monkeypatch):
     from dnadiff.heads.config import load_finetune_config
     from dnadiff.training.finetune_protocol import run_finetune
 
-    cfg = load_finetune_config("experiments/tiny_finetune", _FT)
+    cfg = load_finetune_config("experiments/tiny_finetune", [*_FT, "protocol.seeds=[0]", "data.max_train=16"])
     run_finetune(cfg, tmp_path, echo=lambda *a: None)
     old = (tmp_path / "results.json").read_bytes()
     real = utils.write_json
@@ -338,3 +338,20 @@ def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(tmp_path, capsys
     assert cli_main(["train", "experiments/tiny_dna_mdlm", *FAST, "train.max_steps=5", "--run-dir", str(run),
                      "--resume"]) == 0
     assert (run / "model" / "model.safetensors").is_file()
+
+
+def test_model_files_are_byte_identical_for_equal_weights(tmp_path):
+    """safetensors writes its metadata map in random order; the saved header is canonical."""
+    import hashlib
+
+    from dnadiff.checkpoint import read_weights, safetensors_bytes
+
+    tensors = {"b.weight": torch.arange(6.0).reshape(2, 3), "a.bias": torch.ones(3)}
+    meta = {"format": "pt", "aliases": json.dumps({"c.weight": "b.weight"})}
+    blobs = {hashlib.sha256(safetensors_bytes(tensors, dict(reversed(list(meta.items())) if i % 2 else meta.items())))
+             .hexdigest() for i in range(8)}
+    assert len(blobs) == 1
+    f = tmp_path / "w.safetensors"
+    f.write_bytes(safetensors_bytes(tensors, meta))
+    back = read_weights(f)
+    assert torch.equal(back["b.weight"], tensors["b.weight"]) and torch.equal(back["c.weight"], back["b.weight"])

@@ -219,6 +219,8 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
     runs = protocol_runs(cfg, train_labels)
     # the output folder is touched only once the data and the model are known to be good
     out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob(".*.tmp"), *out.glob(f"{RUNS_DIR}/*/.*.tmp")]:  # half-written files of a killed job
+        stale.unlink(missing_ok=True)
     fingerprint = _config_fingerprint(cfg)
     if not resume and (out / RUNS_DIR).is_dir():
         import shutil
