@@ -355,3 +355,29 @@ def test_model_files_are_byte_identical_for_equal_weights(tmp_path):
     f.write_bytes(safetensors_bytes(tensors, meta))
     back = read_weights(f)
     assert torch.equal(back["b.weight"], tensors["b.weight"]) and torch.equal(back["c.weight"], back["b.weight"])
+
+
+def test_inf_gradient_stops_training_before_it_reaches_a_checkpoint(tmp_path, capsys, monkeypatch):
+    """A finite loss whose gradient is inf (overflow in backward) stops at that step; last.ckpt stays finite."""
+    import logging
+
+    import dnadiff.training.module as module
+
+    monkeypatch.setattr(logging, "raiseExceptions", False)
+    real_step = module.DiffusionLitModule.training_step
+
+    def inf_grad_at_step_2(self, batch, batch_idx):
+        loss = real_step(self, batch, batch_idx)
+        if self.global_step == 2:
+            p = next(self.backbone.parameters())
+            p.register_hook(lambda g: g * float("inf"))
+        return loss
+
+    monkeypatch.setattr(module.DiffusionLitModule, "training_step", inf_grad_at_step_2)
+    run = tmp_path / "run"
+    rc = cli_main(["train", "experiments/tiny_dna_mdlm", *FAST, "train.max_steps=5", "--run-dir", str(run)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1].startswith("error: non-finite gradient at step 2"), err[-3:]
+    state = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert state["global_step"] == 2
+    assert all(torch.isfinite(v).all() for v in state["state_dict"].values() if v.is_floating_point())

@@ -65,6 +65,18 @@ class DiffusionLitModule(L.LightningModule):
             labels = torch.where(drop, torch.full_like(labels, self.backbone.null_label), labels)
         return Denoiser(self.backbone, labels=labels)
 
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """A finite loss can still give inf/NaN gradients: stop before they reach the weights (and a
+        checkpoint). fp16 loss scaling produces inf gradients on purpose (the scaler skips the step)."""
+        if self.trainer is not None and str(self.trainer.precision) == "16-mixed":
+            return
+        grads = [p.grad.detach() for p in self.backbone.parameters() if p.grad is not None]
+        if grads and not bool(torch.isfinite(torch.stack([g.norm() for g in grads])).all()):
+            raise NonFiniteLossError(
+                f"non-finite gradient at step {self.global_step} (loss {self.last_train_loss:.4g}); "
+                "training stopped, the last good checkpoint is kept (try a lower train.lr or train.grad_clip)"
+            )
+
     def optimizer_step(self, *args, **kwargs):
         super().optimizer_step(*args, **kwargs)
         if self.ema is not None:
