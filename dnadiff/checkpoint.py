@@ -139,7 +139,14 @@ def _check_dir(path: Path) -> None:
 def load_config_of(path: str | os.PathLike) -> RunConfig:
     path = Path(path)
     _check_dir(path)
-    return load_config(RunConfig, path / CONFIG_FILE)
+    try:
+        return load_config(RunConfig, path / CONFIG_FILE)
+    except DnadiffError as exc:  # name the model's config file when the message does not
+        raise _naming(exc, path / CONFIG_FILE) from None
+
+
+def _naming(exc: DnadiffError, where: Path) -> DnadiffError:
+    return exc if str(where) in str(exc) else DnadiffError(f"{where}: {exc}")
 
 
 def _build_tokenizer(cfg: RunConfig, model_dir: Path):
@@ -190,11 +197,14 @@ def load_state_into(backbone: torch.nn.Module, state: dict[str, torch.Tensor], w
 def load_model_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> DiffusionModel:
     path = Path(path)
     cfg = load_config_of(path)
-    tokenizer = _build_tokenizer(cfg, path)
-    backbone = _build_backbone(cfg, tokenizer.vocab_size)
-    load_state_into(backbone, read_weights(path / WEIGHTS_FILE), str(path / WEIGHTS_FILE))
-    backbone.to(map_location).eval()
-    model = DiffusionModel(cfg, backbone, tokenizer)
+    try:
+        tokenizer = _build_tokenizer(cfg, path)
+        backbone = _build_backbone(cfg, tokenizer.vocab_size)
+        load_state_into(backbone, read_weights(path / WEIGHTS_FILE), str(path / WEIGHTS_FILE))
+        backbone.to(map_location).eval()
+        model = DiffusionModel(cfg, backbone, tokenizer)
+    except DnadiffError as exc:  # e.g. an unknown backbone or a vocabulary that does not fit: name the model
+        raise _naming(exc, path) from None
     model.metrics = read_metrics(path)
     model.path = str(path)
     return model

@@ -65,12 +65,17 @@ def build_split_dataset(cfg: RunConfig, tokenizer, split: str, mode: str = "tile
         fasta, bed = genome_paths(cfg)
         genome = Genome(fasta)
         intervals = read_bed(bed, genome)
-        return GenomeWindows(
-            genome, intervals, split, cfg.data.seq_len, mode=mode, stride=cfg.data.stride,
-            rc_prob=cfg.data.rc_prob if mode == "random" else 0.0,
-            max_n_frac=cfg.data.max_n_frac if mode == "random" else 1.0,
-            mask_n=cfg.data.mask_n, num_windows=num_windows, seed=cfg.train.seed, tokenizer=tokenizer,
-        )
+        try:
+            return GenomeWindows(
+                genome, intervals, split, cfg.data.seq_len, mode=mode, stride=cfg.data.stride,
+                rc_prob=cfg.data.rc_prob if mode == "random" else 0.0,
+                max_n_frac=cfg.data.max_n_frac if mode == "random" else 1.0,
+                mask_n=cfg.data.mask_n, num_windows=num_windows, seed=cfg.train.seed, tokenizer=tokenizer,
+            )
+        except DnadiffError as exc:
+            if "no intervals in split" in str(exc):  # name the BED file
+                raise DnadiffError(f"{bed}: {exc}") from None
+            raise
     if cfg.data.kind == "benchmark":
         return LabelledWindows.from_benchmark(cfg, tokenizer, split)
     if cfg.data.kind == "text":
