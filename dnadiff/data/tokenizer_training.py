@@ -148,6 +148,7 @@ def train_tokenizer(
     build = _build_bert_like if kind == "bert-like" else _build_gpt2_like
     hf = build(texts, vocab_size, min_frequency)
     out.mkdir(parents=True, exist_ok=True)
+    stamp_path.unlink(missing_ok=True)  # files being rewritten: not complete until the new stamp lands
     hf.save_pretrained(str(out))
     from dnadiff.utils import atomic_write
 
