@@ -225,3 +225,15 @@ def test_zero_shot_eval_local_sets_and_skips(toks, tmp_path):
         tot, n = tot + out.nll.sum().item(), n + out.num_tokens.sum().item()
     assert res["ptb"]["ppl"] == pytest.approx(float(np.exp(tot / n)), rel=1e-6)
     assert res["lambada"]["ppl"] > 1.0
+
+
+def test_tokenizer_training_is_deterministic(corpus, tmp_path):
+    from transformers import AutoTokenizer
+
+    from dnadiff.data.tokenizer_training import tokenizer_digest
+
+    for kind in ("bert-like", "gpt2-like"):
+        digests = {tokenizer_digest(AutoTokenizer.from_pretrained(
+            train_tokenizer([corpus / "train.jsonl"], tmp_path / f"{kind}{i}", kind, 300, min_frequency=1)))
+            for i in range(3)}
+        assert len(digests) == 1, kind

@@ -80,6 +80,12 @@ def _build_bert_like(texts: Iterable[str], vocab_size: int, min_frequency: int):
         continuing_subword_prefix="##",
     )
     tok.train_from_iterator(texts, trainer)
+    # The trainer's id order among equal-count pieces varies from run to run (the piece set does
+    # not): renumber canonically so that the same corpus always gives the same ids.
+    vocab = tok.get_vocab()
+    rest = sorted((t for t in vocab if t not in BERT_SPECIALS), key=lambda t: (t.startswith("##"), len(t), t))
+    tok.model = models.WordPiece(vocab={t: i for i, t in enumerate(BERT_SPECIALS + rest)}, unk_token="[UNK]",
+                                 max_input_chars_per_word=100, continuing_subword_prefix="##")
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
