@@ -37,9 +37,9 @@ SCALES = {
         "train": ["train.batch_size=16", "train.lr=3e-3", "train.warmup_steps=20", "train.ema=0.99",
                   "train.val_every=100000", "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false",
                   "train.log_every=10", "train.threads=1"],
-        "pretrain_steps": 200, "finetune_steps": 200, "d3pm_T": 1000,
+        "pretrain_steps": 300, "finetune_steps": 300, "d3pm_T": 1000,
         "presets": {"caduceus": "tiny", "mamba": "tiny", "hyena": "tiny"},
-        "eval_windows": 512, "seeds": 3,
+        "eval_windows": 256, "seeds": 3,
     },
     # Paper (app. D.7): HG38, L = 1024, batch 1024, Caduceus dna-467k; MLM pretraining then fine-tuning.
     "paper": {
