@@ -57,11 +57,11 @@ def save_model_dir(
         save_config(cfg, tmp / CONFIG_FILE)
         state = state_dict if state_dict is not None else backbone.state_dict()
         # safetensors refuses aliased storage: store each tensor once, contiguous, on the CPU.
-        seen: dict[int, str] = {}
+        seen: dict[tuple, str] = {}
         tensors, aliases = {}, {}
         for k, v in state.items():
-            key = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape))
-            kid = hash(key)
+            # the same view of the same storage (tied weights), not merely the same shape
+            kid = (v.device.type, v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), v.stride(), v.dtype)
             if kid in seen and v.numel() > 0:
                 aliases[k] = seen[kid]
                 continue

@@ -114,10 +114,14 @@ class DiffusionModel:
     @torch.no_grad()
     def nll(self, x0: Tensor, attention_mask: Tensor | None = None, generator: torch.Generator | None = None):
         """The objective's bound (or exact NLL for AR) on a batch: LossOutput(loss, nll[B], num_tokens[B])."""
+        was_training = self.backbone.training
         self.backbone.eval()
-        x0 = x0.to(self.device)
-        mask = attention_mask.to(self.device) if attention_mask is not None else None
-        return self.objective.loss(self.denoiser, x0, mask, generator=generator)
+        try:
+            x0 = x0.to(self.device)
+            mask = attention_mask.to(self.device) if attention_mask is not None else None
+            return self.objective.loss(self.denoiser, x0, mask, generator=generator)
+        finally:
+            self.backbone.train(was_training)
 
     @torch.no_grad()
     def generate(
@@ -131,14 +135,35 @@ class DiffusionModel:
         return_sampler: bool = False,
         label: int | str | None = None,
         guidance: float = 0.0,
+        rc_symmetric: bool = False,
         **options: Any,
     ):
         """Sample `num` sequences of `length` tokens -> Long[num, length] (and the sampler if asked).
 
         Class-conditional models: `label` (index or class name) and a classifier-free guidance
         scale (0 = plain conditional sampling; no label = the unconditional model)."""
+        was_training = self.backbone.training
         self.backbone.eval()
+        try:
+            return self._generate(num, length, sampler, steps, template, generator, return_sampler, label, guidance,
+                                  rc_symmetric, options)
+        finally:
+            self.backbone.train(was_training)
+
+    def _generate(self, num, length, sampler, steps, template, generator, return_sampler, label, guidance,
+                  rc_symmetric, options):
         denoiser = self.conditional_denoiser(label, guidance)
+        if rc_symmetric:
+            if self.is_autoregressive or getattr(self.tokenizer, "kind", "dna") != "dna":
+                raise DnadiffError("RC-symmetric sampling needs a bidirectional DNA model")
+            from dnadiff.samplers import rc_symmetric as _rc
+
+            denoiser = _rc(denoiser, self.tokenizer.complement_map(), mask_id=self.tokenizer.mask_id)
+        # Samplers put their state where the template and generator live: keep both on the model's device.
+        if template is None:
+            template = torch.full((num, length), self.tokenizer.mask_id, dtype=torch.long)
+        if generator is not None and torch.device(generator.device).type != self.device.type:
+            generator = torch.Generator(device=self.device).manual_seed(generator.initial_seed())
         if self.config.objective.name == "mlm":
             raise DnadiffError("an MLM-trained model is not a generator: fine-tune it with the mdlm objective first")
         if self.is_autoregressive:
@@ -155,7 +180,9 @@ class DiffusionModel:
             opts = dict(self.config.sample.options) if name == self.config.sample.sampler else {}
             opts.update(options)
             if name not in ("first_hitting",):
-                opts.setdefault("steps", steps or self.config.sample.steps)
+                if steps:
+                    opts["steps"] = steps  # an explicit argument beats the config's options
+                opts.setdefault("steps", self.config.sample.steps)
             smp = build_sampler(name, **opts)
         if template is not None:
             template = template.to(self.device)

@@ -95,3 +95,21 @@ def test_ema_weights_are_exported(tmp_path):
     assert any(not torch.equal(captured["live"][k], saved[k]) for k in saved)  # not the live weights
     for k in saved:
         assert torch.equal(saved[k], captured["export"][k])
+
+
+def test_init_from_refuses_architecture_changes(tmp_path):
+    base = train(_cfg(tmp_path / "base", "train.max_steps=1"))
+    with pytest.raises(DnadiffError, match="cannot change the architecture"):
+        train(_cfg(tmp_path / "a", "train.max_steps=1", f"model.init_from={base.model_dir}", "model.overrides.d_model=64"))
+    with pytest.raises(DnadiffError, match="label embedding cannot be added"):
+        train(_cfg(tmp_path / "b", "train.max_steps=1", f"model.init_from={base.model_dir}", "model.num_classes=2"))
+    ok = train(_cfg(tmp_path / "c", "train.max_steps=1", f"model.init_from={base.model_dir}", "objective.name=sedd"))
+    assert dnadiff.load(ok.model_dir).config.objective.name == "sedd"
+
+
+def test_generate_keeps_training_mode_and_explicit_steps(tmp_path):
+    res = train(_cfg(tmp_path, "train.max_steps=1", "sample.options.steps=50"))
+    model = dnadiff.load(res.model_dir)
+    model.backbone.train()
+    _, smp = model.generate(1, 16, steps=3, return_sampler=True, generator=torch.Generator().manual_seed(0))
+    assert smp.steps == 3 and model.backbone.training

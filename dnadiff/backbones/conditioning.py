@@ -11,13 +11,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from dnadiff.errors import DnadiffError
+
 
 class ClassConditional(nn.Module):
     def __init__(self, backbone: nn.Module, num_classes: int):
         super().__init__()
         cond_dim = getattr(backbone.config, "cond_dim", 0)
         if cond_dim <= 0:
-            raise ValueError("ClassConditional needs a backbone built with cond_dim > 0")
+            raise DnadiffError("a class-conditional model needs a backbone built with cond_dim > 0 (model.overrides.cond_dim)")
         self.backbone = backbone
         self.num_classes = int(num_classes)
         self.label_embed = nn.Embedding(self.num_classes + 1, cond_dim)

@@ -44,8 +44,8 @@ def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batc
 
     objective = model.objective
     if T is not None:
-        if model.config.objective.name not in ("mdlm", "d3pm", "sedd"):
-            raise DnadiffError(f"--T applies to diffusion objectives, not {model.config.objective.name!r}")
+        if model.config.objective.name not in ("mdlm", "d3pm"):
+            raise DnadiffError(f"--T needs an mdlm or d3pm model, not {model.config.objective.name!r}")
         from dnadiff.config import replace
 
         _, objective = build_objective_for(replace(model.config, **{"objective.T": T}), model.tokenizer)

@@ -109,28 +109,21 @@ def run(args: argparse.Namespace) -> int:
     if args.rc_symmetric:
         if model.tokenizer.kind != "dna":
             raise DnadiffError("--rc-symmetric needs a DNA model")
-    gen = torch.Generator(device="cpu").manual_seed(args.seed)
+    gen = torch.Generator(device=model.device).manual_seed(args.seed)
     chunk = args.batch_size or args.num
     samples, nfe = [], 0
     start = time.time()
-    denoiser = model.denoiser
-    if args.rc_symmetric:
-        from dnadiff.samplers import rc_symmetric
-
-        model.denoiser = rc_symmetric(denoiser, model.tokenizer.complement_map(), mask_id=model.tokenizer.mask_id)
     try:
         for i in tqdm(range(0, args.num, chunk), desc="sampling", unit="batch"):
             n = min(chunk, args.num - i)
             tmpl = template[i : i + n] if template is not None else None
             x, smp = model.generate(n, length, sampler=args.sampler, steps=args.steps, template=tmpl,
                                     generator=gen, return_sampler=True, label=args.label,
-                                    guidance=args.guidance, **options)
+                                    guidance=args.guidance, rc_symmetric=args.rc_symmetric, **options)
             samples.append(x.cpu())
             nfe += smp.last_nfe
     except TypeError as exc:
         raise DnadiffError(f"sampler option: {exc}") from None
-    finally:
-        model.denoiser = denoiser
     wall = time.time() - start
     x = torch.cat(samples)
     texts = model.decode(x)

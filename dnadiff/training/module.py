@@ -97,8 +97,11 @@ class DiffusionLitModule(L.LightningModule):
         self._val_tokens += out.num_tokens.double().sum().cpu()
 
     def on_validation_epoch_end(self) -> None:
-        nll = self.all_gather(self._val_nll).sum() if self.trainer.world_size > 1 else self._val_nll
-        tok = self.all_gather(self._val_tokens).sum() if self.trainer.world_size > 1 else self._val_tokens
+        if self.trainer.world_size > 1:  # NCCL gathers device tensors only
+            nll = self.all_gather(self._val_nll.to(self.device)).sum().cpu()
+            tok = self.all_gather(self._val_tokens.to(self.device)).sum().cpu()
+        else:
+            nll, tok = self._val_nll, self._val_tokens
         if tok > 0:
             per_tok = float(nll / tok)
             self.log("val/nats_per_token", per_tok, prog_bar=True, sync_dist=False, rank_zero_only=True)

@@ -49,8 +49,20 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
                 f"model.init_from: {cfg.model.init_from} has vocab_size {backbone.vocab_size}, "
                 f"the tokenizer has {tokenizer.vocab_size}"
             )
-        merged = {**dataclasses.asdict(backbone.config)}
-        cfg = replace(cfg, **{"model.backbone": name, "model.overrides": merged})
+        loaded = dataclasses.asdict(backbone.config)
+        changed = sorted(k for k, v in cfg.model.overrides.items() if k in loaded and loaded[k] != v)
+        unknown = sorted(k for k in cfg.model.overrides if k not in loaded)
+        if changed or unknown:
+            raise DnadiffError(
+                f"model.overrides: {', '.join(changed + unknown)} cannot change the architecture of "
+                f"model.init_from ({cfg.model.init_from})"
+            )
+        if getattr(backbone, "num_classes", 0) != cfg.model.num_classes:
+            raise DnadiffError(
+                f"model.num_classes is {cfg.model.num_classes} but model.init_from has "
+                f"{getattr(backbone, 'num_classes', 0)} classes (a label embedding cannot be added or dropped)"
+            )
+        cfg = replace(cfg, **{"model.backbone": name, "model.overrides": loaded})
         return cfg, backbone
     overrides = dict(cfg.model.overrides)
     overrides.setdefault("vocab_size", tokenizer.vocab_size)
@@ -159,7 +171,8 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
         if key in trainer.callback_metrics:
             metrics[key.replace("/", "_")] = float(trainer.callback_metrics[key])
     model_dir = run_dir / "model"
+    export = module.export_state_dict()  # on every rank: sharded strategies gather collectively
     if trainer.is_global_zero:
-        save_model_dir(model_dir, cfg, backbone, tokenizer, metrics, state_dict=module.export_state_dict())
+        save_model_dir(model_dir, cfg, backbone, tokenizer, metrics, state_dict=export)
         plot_loss_curve(run_dir / "logs" / "metrics.csv", run_dir / "loss_curve.png", title=cfg.name)
     return TrainResult(run_dir, model_dir, metrics)
