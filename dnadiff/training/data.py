@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from dnadiff.config import RunConfig
 from dnadiff.data.fasta import Genome, GenomeWindows, bundled_genome, read_bed
@@ -35,6 +35,32 @@ class PermutedStream(Dataset):
             self._perm = np.random.default_rng([self.seed, epoch]).permutation(n)
             self._perm_epoch = epoch
         return self.base[int(self._perm[g % n])]
+
+
+class RepeatedStream(IterableDataset):
+    """An iterable (streaming) data set read round after round; this rank's samples are the stream
+    positions rank, rank + world, ... after the first `skip` (so a resumed run continues where the
+    last one stopped, given the same source files and worker count)."""
+
+    def __init__(self, base: IterableDataset, skip: int = 0, rank: int = 0, world: int = 1, limit: int | None = None):
+        self.base, self.skip, self.rank, self.world, self.limit = base, skip, rank, world, limit
+
+    def __iter__(self):
+        position, taken, empty_rounds = 0, 0, 0
+        while self.limit is None or taken < self.limit:
+            seen_any = False
+            for item in self.base:
+                seen_any = True
+                if position >= self.skip and (position - self.skip) % self.world == self.rank:
+                    yield item
+                    taken += 1
+                    if self.limit is not None and taken >= self.limit:
+                        return
+                position += 1
+            if not seen_any:
+                empty_rounds += 1
+                if empty_rounds > 1:
+                    raise DnadiffError("the streaming training data yields no items")
 
 
 class StreamSampler(Sampler):
@@ -142,17 +168,29 @@ class StreamDataModule(L.LightningDataModule):
                 self.train_set = build_split_dataset(cfg, self.tokenizer, "train", "random", num_windows=total)
             else:
                 base = build_split_dataset(cfg, self.tokenizer, "train")
-                if len(base) == 0:
-                    raise DnadiffError("the training split is empty")
-                self.train_set = PermutedStream(base, total, cfg.train.seed)
+                if isinstance(base, IterableDataset):
+                    self.train_set = base  # streaming: wrapped per rank in train_dataloader
+                else:
+                    if len(base) == 0:
+                        raise DnadiffError("the training split is empty")
+                    self.train_set = PermutedStream(base, total, cfg.train.seed)
             full_val = build_split_dataset(cfg, self.tokenizer, "valid")
-            keep = min(len(full_val), cfg.train.val_batches * cfg.train.batch_size)
-            idx = np.linspace(0, len(full_val) - 1, keep).round().astype(int) if keep else []
-            self.val_set = torch.utils.data.Subset(full_val, sorted(set(int(i) for i in idx)))
+            keep = cfg.train.val_batches * cfg.train.batch_size
+            if isinstance(full_val, IterableDataset):  # streaming: the first items of the valid stream
+                self.val_set = [item for _, item in zip(range(keep), full_val)]
+            else:
+                keep = min(len(full_val), keep)
+                idx = np.linspace(0, len(full_val) - 1, keep).round().astype(int) if keep else []
+                self.val_set = torch.utils.data.Subset(full_val, sorted(set(int(i) for i in idx)))
 
     def train_dataloader(self) -> DataLoader:
         world = self.trainer.world_size if self.trainer is not None else 1
         rank = self.trainer.global_rank if self.trainer is not None else 0
+        if isinstance(self.train_set, IterableDataset):
+            stream = RepeatedStream(self.train_set, skip=self.consumed_samples * world, rank=rank, world=world,
+                                    limit=self.total_samples - self.consumed_samples)
+            return DataLoader(stream, batch_size=self.cfg.train.batch_size, drop_last=True,
+                              num_workers=self.cfg.data.num_workers)
         sampler = StreamSampler(len(self.train_set), start=self.consumed_samples * world, rank=rank, world=world)
         return DataLoader(self.train_set, batch_size=self.cfg.train.batch_size, sampler=sampler,
                           num_workers=self.cfg.data.num_workers, drop_last=True,
