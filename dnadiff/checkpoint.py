@@ -235,8 +235,12 @@ def official_kind(path: str | os.PathLike) -> str | None:
     return None
 
 
-def load_backbone(path: str | os.PathLike, vocab_size: int | None = None) -> tuple[str, torch.nn.Module]:
-    """(backbone name, backbone) from a dnadiff model directory or an official HF directory."""
+def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
+                  keep_label_embedding: bool = False) -> tuple[str, torch.nn.Module]:
+    """(backbone name, backbone) from a dnadiff model directory or an official HF directory.
+
+    A class-conditional model gives its plain backbone (what a classifier fine-tunes) unless
+    `keep_label_embedding` (continued generative training)."""
     path = Path(path)
     kind = official_kind(path)
     if kind == "caduceus":
@@ -250,7 +254,10 @@ def load_backbone(path: str | os.PathLike, vocab_size: int | None = None) -> tup
     if (path / "config.json").is_file() and not (path / CONFIG_FILE).is_file():
         raise DnadiffError(f"{path}: config.json is neither an official Caduceus nor a HyenaDNA config")
     model = load_model_dir(path)
-    return model.config.model.backbone, model.backbone
+    backbone = model.backbone
+    if getattr(backbone, "num_classes", 0) and not keep_label_embedding:
+        backbone = backbone.backbone
+    return model.config.model.backbone, backbone
 
 
 def load(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> DiffusionModel:

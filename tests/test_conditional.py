@@ -38,3 +38,10 @@ def test_class_conditional_training_and_guided_sampling(tmp_path):
     assert frac_a["a_rich"] > 0.6 and frac_a["c_rich"] < 0.4, frac_a
     unconditional = model.generate(32, 16, steps=16, generator=g)
     assert unconditional.shape == (32, 16)
+
+    # a classifier (or an unconditional run) takes the plain backbone; a conditional run keeps the labels
+    from dnadiff.checkpoint import load_backbone
+
+    _, plain = load_backbone(res.model_dir)
+    _, labelled = load_backbone(res.model_dir, keep_label_embedding=True)
+    assert type(plain).__name__ == "HyenaDNA" and labelled.num_classes == 2

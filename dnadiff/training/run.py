@@ -43,7 +43,7 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
     from dnadiff.checkpoint import load_backbone, wrap_conditional
 
     if cfg.model.init_from:
-        name, backbone = load_backbone(cfg.model.init_from)
+        name, backbone = load_backbone(cfg.model.init_from, keep_label_embedding=cfg.model.num_classes > 0)
         if backbone.vocab_size != tokenizer.vocab_size:
             raise DnadiffError(
                 f"model.init_from: {cfg.model.init_from} has vocab_size {backbone.vocab_size}, "
