@@ -276,3 +276,8 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> D
     model = DiffusionModel(cfg, backbone.to(map_location).eval(), DNATokenizer())
     model.metrics, model.path = {}, str(path)
     return model
+
+
+def load_for_inference(path: str | os.PathLike) -> DiffusionModel:
+    """`load(path)` on the GPU when there is one (eval, sample, metrics oracle)."""
+    return load(path, map_location="cuda" if torch.cuda.is_available() else "cpu")

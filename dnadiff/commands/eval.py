@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from dnadiff.checkpoint import load
+    from dnadiff.checkpoint import load_for_inference
     from dnadiff.config import replace
     from dnadiff.data.records import read_fasta, tile_records
     from dnadiff.errors import DnadiffError
@@ -71,9 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch_size <= 0 or args.num_samples <= 0:
         raise DnadiffError("--batch-size and --num-samples must be positive")
-    model = load(args.model_dir)
-    if torch.cuda.is_available():
-        model.to("cuda")
+    model = load_for_inference(args.model_dir)
     seq_len = args.seq_len or model.config.data.seq_len
     if seq_len <= 0:
         raise DnadiffError(f"--seq-len must be positive, got {seq_len}")

@@ -122,11 +122,11 @@ def oracle_perplexity(model_dir: str, samples: list[str], real: list[str], seed:
 
     import torch
 
-    from dnadiff.checkpoint import load
+    from dnadiff.checkpoint import load_for_inference
     from dnadiff.data.records import tile_records
     from dnadiff.eval.perplexity import evaluate_bound
 
-    model = load(model_dir)
+    model = load_for_inference(model_dir)
     out = {"model": model_dir, "kind": "exact" if model.is_autoregressive else "bound"}
     for name, seqs in (("samples", samples), ("real", real)):
         if not seqs:
@@ -134,7 +134,8 @@ def oracle_perplexity(model_dir: str, samples: list[str], real: list[str], seed:
         length = max(len(s) for s in seqs)
         items = tile_records([(str(i), s) for i, s in enumerate(seqs)], length, model.tokenizer)
         loader = torch.utils.data.DataLoader(items, batch_size=32)
-        res = evaluate_bound(model.denoiser, model.objective, loader, generator=torch.Generator().manual_seed(seed))
+        res = evaluate_bound(model.denoiser, model.objective, loader, generator=torch.Generator().manual_seed(seed),
+                             device=model.device)
         out[f"{name}_perplexity"] = res["perplexity"]
         out[f"{name}_bits_per_base"] = res["bits_per_token"]
     if "real_perplexity" in out and math.isfinite(out["real_perplexity"]):

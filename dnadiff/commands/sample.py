@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from tqdm.auto import tqdm
 
-    from dnadiff.checkpoint import load
+    from dnadiff.checkpoint import load_for_inference
     from dnadiff.config import parse_overrides
     from dnadiff.data.records import write_fasta
     from dnadiff.errors import DnadiffError
@@ -91,9 +91,7 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError(f"--steps must be positive, got {args.steps}")
     if args.batch_size is not None and args.batch_size <= 0:
         raise DnadiffError(f"--batch-size must be positive, got {args.batch_size}")
-    model = load(args.model_dir)
-    if torch.cuda.is_available():
-        model.to("cuda")
+    model = load_for_inference(args.model_dir)
     length = args.length or model.config.sample.length
     if length <= 0:
         raise DnadiffError(f"--length must be positive, got {length}")
