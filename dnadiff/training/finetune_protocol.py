@@ -171,6 +171,17 @@ def _config_fingerprint(cfg: FinetuneConfig) -> str:
 
     d = to_dict(cfg)
     d["train"].pop("progress", None)  # display only
+    init = getattr(cfg.model, "init_from", None)
+    if init:  # the pretrained weights themselves, not just their path: retraining them invalidates runs
+        for name in ("model.safetensors", "pytorch_model.bin"):
+            f = Path(init) / name
+            if f.is_file():
+                h = hashlib.sha256()
+                with open(f, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(block)
+                d["init_weights_sha256"] = h.hexdigest()
+                break
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
