@@ -25,32 +25,17 @@ from torch import Tensor, nn
 
 from dnadiff.backbones.base import BACKBONES, Backbone
 from dnadiff.backbones.layers.norms import build_norm
-from dnadiff.backbones.mamba import Mamba, init_mamba_weights, pad_vocab
+from dnadiff.backbones.mamba import Mamba, MambaConfig, init_mamba_weights, pad_vocab
 from dnadiff.backbones.rcps import (RCPSEmbedding, RCPSLMHead, RCPSWrapper, complement_table, rc_conjoin,
                                     rcps_add_norm, reverse_complement_ids, swap_halves)
 from dnadiff.errors import DnadiffError
 
 
 @dataclasses.dataclass
-class CaduceusConfig:
-    d_model: int = 128
-    n_layer: int = 4
-    vocab_size: int = 12
-    pad_vocab_size_multiple: int = 8
-    # ssm_cfg of the official config.json
-    d_state: int = 16
-    d_conv: int = 4
-    expand: int = 2
-    dt_rank: int | str = "auto"
-    dt_min: float = 0.001
-    dt_max: float = 0.1
-    dt_init: str = "random"
-    dt_scale: float = 1.0
-    dt_init_floor: float = 1e-4
-    conv_bias: bool = True
-    bias: bool = False
-    rms_norm: bool = True
-    norm_epsilon: float = 1e-5
+class CaduceusConfig(MambaConfig):
+    """The official Caduceus config.json fields: Mamba's (ssm_cfg flattened) plus the bidirectional
+    and RCPS switches."""
+
     residual_in_fp32: bool = False
     fused_add_norm: bool = True  # reproduce the official fused path's per-block half swap (PS only)
     bidirectional: bool = True
@@ -58,30 +43,19 @@ class CaduceusConfig:
     bidirectional_weight_tie: bool = True
     rcps: bool = False
     complement_map: list[int] | None = None  # id -> complement id; None: the DNA tokenizer's
-    initializer_range: float = 0.02
-    rescale_prenorm_residual: bool = True
     n_residuals_per_layer: int = 1
-    cond_dim: int = 0
-    scan_impl: str = "auto"  # auto | chunked | ref | cuda
+
+    family = "caduceus"
 
     def __post_init__(self) -> None:
-        if self.d_model < 1 or self.n_layer < 1 or self.vocab_size < 1:
-            raise DnadiffError("caduceus config: d_model, n_layer and vocab_size must be positive")
+        super().__post_init__()
         if self.bidirectional_strategy not in ("add", "ew_multiply"):
             raise DnadiffError(
                 f"caduceus config: bidirectional_strategy must be add|ew_multiply, got {self.bidirectional_strategy!r}")
-        if self.scan_impl not in ("auto", "chunked", "ref", "cuda"):
-            raise DnadiffError(f"caduceus config: scan_impl must be auto|chunked|ref|cuda, got {self.scan_impl!r}")
         try:
             complement_table(pad_vocab(self.vocab_size, self.pad_vocab_size_multiple), self.complement_map)
         except ValueError as exc:
             raise DnadiffError(f"caduceus config: complement_map: {exc}") from None
-
-    def mixer_kwargs(self) -> dict:
-        return dict(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, dt_rank=self.dt_rank,
-                    dt_min=self.dt_min, dt_max=self.dt_max, dt_init=self.dt_init, dt_scale=self.dt_scale,
-                    dt_init_floor=self.dt_init_floor, conv_bias=self.conv_bias, bias=self.bias,
-                    scan_impl=self.scan_impl)
 
 
 class BiMambaWrapper(nn.Module):

@@ -161,11 +161,13 @@ class MambaConfig:
     cond_dim: int = 0
     scan_impl: str = "auto"  # auto | chunked | ref | cuda
 
+    family = "mamba"  # (class attribute, not a field) names the config in error messages
+
     def __post_init__(self) -> None:
         if self.d_model < 1 or self.n_layer < 1 or self.vocab_size < 1:
-            raise DnadiffError("mamba config: d_model, n_layer and vocab_size must be positive")
+            raise DnadiffError(f"{self.family} config: d_model, n_layer and vocab_size must be positive")
         if self.scan_impl not in ("auto", "chunked", "ref", "cuda"):
-            raise DnadiffError(f"mamba config: scan_impl must be auto|chunked|ref|cuda, got {self.scan_impl!r}")
+            raise DnadiffError(f"{self.family} config: scan_impl must be auto|chunked|ref|cuda, got {self.scan_impl!r}")
 
     def mixer_kwargs(self) -> dict:
         return dict(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, dt_rank=self.dt_rank,
