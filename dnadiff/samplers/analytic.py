@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import SAMPLERS, Sampler, shape_probs
+from dnadiff.samplers.base import SAMPLERS, Sampler, carry_over, shape_probs
 
 
 def tweedie_step(score: Tensor, x: Tensor, mask_id: int, dsigma: Tensor) -> Tensor:
@@ -43,9 +43,7 @@ def tweedie_step(score: Tensor, x: Tensor, mask_id: int, dsigma: Tensor) -> Tens
     trans = torch.full_like(stag, float(1.0 - torch.exp(-dsigma)))
     trans[..., mask_id] += torch.exp(-dsigma)
     q = (stag * trans).clamp_min(0.0)  # (B, L, V)
-    keep = x != mask_id
-    onehot = torch.zeros_like(q).scatter_(-1, x.unsqueeze(-1), 1.0)
-    return torch.where(keep.unsqueeze(-1), onehot, q)
+    return carry_over(q, x, mask_id)
 
 
 @SAMPLERS.register("analytic")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from dnadiff.samplers.base import SAMPLERS, Sampler
+from dnadiff.samplers.base import SAMPLERS, Sampler, carry_over
 
 
 def ancestral_step(
@@ -38,9 +38,7 @@ def ancestral_step(
     stay = (1.0 - alpha_s) / (1.0 - alpha_t)
     q = probs_x0 * unmask  # (B, L, V); p_θ has no mass on mask
     q[..., mask_id] = stay
-    keep = x != mask_id
-    onehot = torch.zeros_like(q).scatter_(-1, x.unsqueeze(-1), 1.0)
-    return torch.where(keep.unsqueeze(-1), onehot, q)
+    return carry_over(q, x, mask_id)
 
 
 @SAMPLERS.register("ancestral")

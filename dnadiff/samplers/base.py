@@ -56,6 +56,13 @@ def draw_categorical(probs: Tensor, generator: torch.Generator | None = None, fl
     return (p / noise).argmax(dim=-1)
 
 
+def carry_over(q: Tensor, x: Tensor, mask_id: int) -> Tensor:
+    """Transition rows q [B, L, V] with unmasked positions of x [B, L] kept as point masses (SUBS
+    carry-over: a revealed token never changes)."""
+    onehot = torch.zeros_like(q).scatter_(-1, x.unsqueeze(-1), 1.0)
+    return torch.where((x != mask_id).unsqueeze(-1), onehot, q)
+
+
 def shape_probs(log_probs: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> Tensor:
     """Temperature then nucleus filtering of log p [..., V] -> normalised float64 probabilities."""
     lp = log_probs.double()
