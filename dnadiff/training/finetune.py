@@ -23,6 +23,7 @@ from dnadiff.eval.classification import classification_metrics
 from dnadiff.heads.classifier import SequenceClassifier
 from dnadiff.heads.config import FinetuneConfig
 from dnadiff.training.optim import build_optimizer, build_scheduler
+from dnadiff.training.run import resolve_precision
 
 
 class ClassifierModule(L.LightningModule):
@@ -97,12 +98,6 @@ def quiet_lightning() -> None:
 
     for name in ("lightning", "lightning.pytorch", "lightning.fabric", "lightning_fabric"):
         logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def resolve_precision(precision: str) -> str:
-    if precision == "auto":
-        return "bf16-mixed" if torch.cuda.is_available() else "32-true"
-    return {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}.get(str(precision), str(precision))
 
 
 @dataclass

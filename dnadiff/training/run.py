@@ -31,10 +31,11 @@ class TrainResult:
     metrics: dict[str, Any]
 
 
-def _precision(cfg: RunConfig) -> str:
-    if cfg.train.precision != "auto":
-        return cfg.train.precision
-    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+def resolve_precision(precision: str) -> str:
+    """Lightning precision: "auto" = bf16 autocast on a GPU, fp32 on the CPU; short names expanded."""
+    if precision == "auto":
+        return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+    return {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}.get(str(precision), str(precision))
 
 
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
@@ -148,7 +149,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
     trainer = L.Trainer(
         max_steps=t.max_steps, max_epochs=-1,
         accumulate_grad_batches=t.accumulate, gradient_clip_val=t.grad_clip or None,
-        precision=_precision(cfg), accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
+        precision=resolve_precision(cfg.train.precision), accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
         strategy=t.strategy, use_distributed_sampler=False,
         val_check_interval=t.val_every * t.accumulate, check_val_every_n_epoch=None, limit_val_batches=t.val_batches,
         num_sanity_val_steps=0, log_every_n_steps=t.log_every, enable_progress_bar=t.progress,
