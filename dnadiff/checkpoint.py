@@ -136,11 +136,26 @@ def _check_dir(path: Path) -> None:
         raise DnadiffError(f"{path}: missing {WEIGHTS_FILE}")
 
 
+def _pad_policy_of_old_dirs(config_file: Path) -> list[str]:
+    """A model directory saved before `objective.pad_policy` existed was trained and evaluated with
+    pads visible (never masked nor scored): keep that, not today's default, when loading it."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return []  # load_config reports the problem
+    objective = data.get("objective") if isinstance(data, dict) else None
+    if isinstance(objective, dict) and "pad_policy" not in objective:
+        return ["objective.pad_policy=visible"]
+    return []
+
+
 def load_config_of(path: str | os.PathLike) -> RunConfig:
     path = Path(path)
     _check_dir(path)
     try:
-        return load_config(RunConfig, path / CONFIG_FILE)
+        return load_config(RunConfig, path / CONFIG_FILE, _pad_policy_of_old_dirs(path / CONFIG_FILE))
     except DnadiffError as exc:  # name the model's config file when the message does not
         raise _naming(exc, path / CONFIG_FILE) from None
 

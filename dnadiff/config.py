@@ -58,6 +58,14 @@ class ObjectiveConfig:
     t_min: float = 1e-3  # training/eval times are drawn from [t_min, 1]
     stratified: bool = True  # low-discrepancy t over the batch (app. D.3)
     options: dict[str, Any] = field(default_factory=dict)  # objective-specific switches
+    # mdlm / d3pm / sedd: pads (attention_mask 0) under the forward process (diffusion/base.py):
+    # reference (masked, not scored: official MDLM, tab. 1) | score (masked and scored: the padded
+    # sequence's NELBO) | visible (never masked nor scored: fixed-length DNA windows)
+    pad_policy: str = "reference"
+
+    def __post_init__(self):
+        _check(self.pad_policy in ("reference", "score", "visible"), "objective.pad_policy",
+               f"must be reference, score or visible, got {self.pad_policy!r}")
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     name = cfg.objective.name
     kwargs: dict[str, Any] = {"mask_id": tokenizer.mask_id, "vocab_size": tokenizer.vocab_size}
     if name in ("mdlm", "d3pm", "sedd"):
-        kwargs.update(T=cfg.objective.T, t_min=cfg.objective.t_min, stratified=cfg.objective.stratified)
+        kwargs.update(T=cfg.objective.T, t_min=cfg.objective.t_min, stratified=cfg.objective.stratified,
+                      pad_policy=cfg.objective.pad_policy)
     if name == "mlm":
         if getattr(tokenizer, "kind", "dna") == "dna":
             kwargs["random_token_ids"] = tokenizer.nucleotide_ids

@@ -107,7 +107,8 @@ def bound_ppl(model, objective, ds, n: int, batch_size: int, seed: int, mc: int)
             total += float(out.nll.sum())
             tokens += float(out.num_tokens.sum())
     nll = total / tokens
-    return {"ppl": math.exp(nll), "nats_per_token": nll, "tokens": int(tokens / mc), "sequences": n, "mc": mc}
+    return {"ppl": math.exp(nll), "nats_per_token": nll, "tokens": int(tokens / mc), "sequences": n, "mc": mc,
+            "pad_policy": getattr(objective, "pad_policy", None)}  # diffusion rows: how pads were treated
 
 
 def evaluate_row(row: dict, args, sweep: bool) -> dict:
@@ -268,12 +269,12 @@ def write_results(payload: dict, base: Path) -> None:
              f"torch {payload['machine']['torch']} ({payload['machine']['torch_threads']} threads), "
              f"GPU: {payload['machine']['gpu']}, load average at start {payload['machine']['load_average_at_start']}", ""]
     for st in payload["settings"]:
-        lines += [f"## {st['setting']}", "", "| row | steps | train s | test PPL (bound for diffusion) | tokens |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [f"## {st['setting']}", "", "| row | steps | train s | test PPL (bound for diffusion) | tokens "
+                  "| pad policy |", "|---|---:|---:|---:|---:|---|"]
         for r, row in st["rows"].items():
             t = row["eval"]["test"]
             lines.append(f"| {r} | {row['train_metrics'].get('steps')} | {row['train_seconds']:.0f} | "
-                         f"{t['ppl']:.2f} | {t['tokens']} |")
+                         f"{t['ppl']:.2f} | {t['tokens']} | {t.get('pad_policy') or 'n/a (exact NLL)'} |")
         sweep = st["rows"].get("mdlm", {}).get("eval", {}).get("t_sweep")
         if sweep:
             lines += ["", "Discrete-T sweep of the MDLM model (tab. 11):", "",
@@ -299,6 +300,9 @@ def write_results(payload: dict, base: Path) -> None:
             lines += ["", "Zero-shot: " + ", ".join(
                 f"{k}: {v['ppl']:.2f}" if "ppl" in v else f"{k}: skipped" for k, v in st["zeroshot"].items())]
         lines.append("")
+    lines += ["Pad policy (diffusion rows, padded LM1B-style sentences): `reference` = pads masked by the forward "
+              "process but only real tokens scored and counted (official MDLM, tab. 1); `score` = pads scored too "
+              "(NELBO of the padded sequence); `visible` = pads never masked nor scored (can fall below the entropy).", ""]
     if payload.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]]
     atomic_write(base.with_suffix(".md"), "\n".join(lines) + "\n")

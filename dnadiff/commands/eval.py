@@ -14,7 +14,8 @@ DESCRIPTION = """Evaluate the likelihood bound of a model (exact NLL for AR mode
 Data: by default the genome + BED of the model's training config (the bundled sample if none);
 --fasta/--bed for another genome, or --records for a plain FASTA file cut into windows.
 Reports nats/base, bits/base, the perplexity bound, its standard error and the number of bases.
-N bases and padding are never scored. One Monte-Carlo time sample per sequence (paper), or
+N bases and padding are scored as the model's objective.pad_policy says (reported as pad_policy;
+DNA configs use `visible`: never masked, never scored). One Monte-Carlo time sample per sequence (paper), or
 --num-samples K; --T gives the discrete-time bound; --quadrature K a deterministic t-grid."""
 
 
@@ -96,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         "model": str(args.model_dir), "data": source, "seq_len": seq_len, "kind": "bound" if res["objective"] != "ar" else "exact",
         f"nats_per_{unit}": res["nats_per_token"], f"bits_per_{unit}": res["bits_per_token"],
         "perplexity": res["perplexity"], "std_error_nats": res["std_error"], "perplexity_std_error": res["perplexity_std_error"],
-        f"num_{unit}s": res["num_tokens"], "num_windows": res["num_sequences"], "objective": res["objective"], "T": res["T"],
+        f"num_{unit}s": res["num_tokens"], "num_windows": res["num_sequences"], "objective": res["objective"],
+        "pad_policy": res["pad_policy"], "T": res["T"],
         "num_samples": res["num_samples"], "quadrature": res["quadrature"],
     }
     if unit == "base":

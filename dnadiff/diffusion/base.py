@@ -13,8 +13,18 @@ Conventions shared by all objectives:
     per-sequence negative ELBO estimate; for `ar`: the exact NLL; for `mlm`: masked-token CE);
   * `num_tokens[b]` counts the real (attention_mask = 1) tokens that the bound covers;
   * `loss = nll.sum() / num_tokens.sum()`, the token-level average of the reference code;
-  * pad positions (attention_mask = 0) are never masked and contribute exactly 0: they are
-    removed with `torch.where`, so even NaN/inf logits at pads cannot leak into the loss.
+  * positions that are not scored contribute exactly 0: they are removed with `torch.where`, so
+    even NaN/inf logits there cannot leak into the loss.
+
+Pads (attention_mask = 0) in the diffusion objectives (mdlm, d3pm, sedd) follow `pad_policy`:
+  "reference" (default)  pads are masked like any token by the forward process, but only real
+      tokens are scored and counted: the official MDLM code (every position goes through q_xt,
+      the per-token loss is multiplied by the attention mask), behind the paper's LM1B tab. 1;
+  "score"   pads are masked, scored and counted: the true NELBO of the padded sequence (>= its
+      entropy; equal to -log p with an exact denoiser);
+  "visible" pads are never masked and never scored (the model sees where a sequence ends; for
+      fixed-length DNA windows, where [PAD] / N only fill a window's tail or gaps). On padded text
+      this "bound" can fall below the data's entropy.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
 OBJECTIVES = Registry("objective")
+
+PAD_POLICIES = ("reference", "score", "visible")
 
 Denoiser = Callable[[Tensor, Tensor], Tensor]
 
@@ -67,7 +79,10 @@ def q_sample(
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """Forward process q(x_t | x0) of MDLM §3.1 (eq. 2 with the absorbing prior):
-    each real token becomes `mask_id` independently with probability 1 - α(t); pads never.
+    each token becomes `mask_id` independently with probability 1 - α(t); positions where
+    `attention_mask` is 0 never do (the objectives pass the positions their pad policy masks).
+    One uniform is drawn per position, pads included, so the real positions' draws do not
+    depend on the policy.
 
     x0: Long[B, L]; t: Float[B]. Returns Long[B, L].
     """
@@ -132,7 +147,11 @@ class DiffusionObjective(Objective):
         T: int | None = None,
         t_min: float = 1e-3,
         stratified: bool = True,
+        pad_policy: str = "reference",
     ):
+        if pad_policy not in PAD_POLICIES:
+            raise DnadiffError(
+                f"objective {self.name!r}: pad_policy must be one of {', '.join(PAD_POLICIES)}, got {pad_policy!r}")
         if schedule is None:
             raise DnadiffError(f"objective {self.name!r}: a schedule is required")
         if mask_id is None:
@@ -147,6 +166,7 @@ class DiffusionObjective(Objective):
         self.T = None if T is None else int(T)
         self.t_min = float(t_min)
         self.stratified = stratified
+        self.pad_policy = pad_policy
 
     # -- time -------------------------------------------------------------------------------
     def sample_t(self, batch: int, generator: torch.Generator | None = None, device=None) -> Tensor:
@@ -180,17 +200,25 @@ class DiffusionObjective(Objective):
         """Float[B]: t-independent terms of the bound (D3PM reconstruction), or None."""
         return None
 
+    def pad_sets(self, real: Tensor) -> tuple[Tensor, Tensor]:
+        """(maskable, counted) Bool[B, L] for the pad policy (module docstring): the positions the
+        forward process may mask, and the positions the bound covers (scored when masked)."""
+        every = torch.ones_like(real)
+        maskable = real if self.pad_policy == "visible" else every
+        counted = every if self.pad_policy == "score" else real
+        return maskable, counted
+
     def loss(self, denoiser, x0, attention_mask=None, t=None, generator=None) -> LossOutput:
-        real = real_mask(x0, attention_mask)
+        maskable, counted = self.pad_sets(real_mask(x0, attention_mask))
         if t is None:
             t = self.sample_t(x0.shape[0], generator=generator, device=x0.device)
         else:
             t = self.snap(torch.as_tensor(t, dtype=torch.float32, device=x0.device).expand(x0.shape[0]))
-        x_t = q_sample(x0, t, self.schedule, self.mask_id, real, generator)
-        per_token = self.token_loss(denoiser, x0, x_t, t, real)  # (B, L)
-        scored = real & (x_t == self.mask_id)
-        out = reduce_loss(per_token, scored, real)
-        extra = self.extra_nll(denoiser, x0, real)  # (B,)
+        x_t = q_sample(x0, t, self.schedule, self.mask_id, maskable, generator)
+        per_token = self.token_loss(denoiser, x0, x_t, t, counted)  # (B, L)
+        scored = counted & (x_t == self.mask_id)
+        out = reduce_loss(per_token, scored, counted)
+        extra = self.extra_nll(denoiser, x0, counted)  # (B,)
         if extra is None:
             return out
         nll = out.nll + extra
@@ -212,7 +240,8 @@ class DiffusionObjective(Objective):
         return self.discrete_weight(t)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(schedule={self.schedule!r}, mask_id={self.mask_id}, T={self.T})"
+        return (f"{type(self).__name__}(schedule={self.schedule!r}, mask_id={self.mask_id}, T={self.T}, "
+                f"pad_policy={self.pad_policy!r})")
 
 
 def gather_token(log_probs: Tensor, x0: Tensor) -> Tensor:

@@ -44,10 +44,10 @@ class D3PMObjective(DiffusionObjective):
     name = "d3pm"
 
     def __init__(self, schedule=None, mask_id=None, vocab_size=None, T=None, t_min=1e-3, stratified=True,
-                 carry_over: bool = False, zero_masking: bool = False):
+                 carry_over: bool = False, zero_masking: bool = False, pad_policy: str = "reference"):
         if T is None:
             raise DnadiffError("objective 'd3pm' is discrete-time: set T (e.g. T=1000)")
-        super().__init__(schedule, mask_id, vocab_size, T, t_min, stratified)
+        super().__init__(schedule, mask_id, vocab_size, T, t_min, stratified, pad_policy)
         self.carry_over = bool(carry_over)
         self.zero_masking = bool(zero_masking)
 
@@ -68,7 +68,8 @@ class D3PMObjective(DiffusionObjective):
         return (self.T * kl).to(log_x0.dtype)
 
     def extra_nll(self, denoiser, x0: Tensor, real: Tensor) -> Tensor | None:
-        """Reconstruction -log p_θ(x0 | z_0 = x0), summed over real tokens; 0 with carry-over."""
+        """Reconstruction -log p_θ(x0 | z_0 = x0), summed over the counted tokens (`real`: the
+        pad policy's set); 0 with carry-over."""
         if self.carry_over:
             return None
         t0 = torch.zeros(x0.shape[0], device=x0.device)

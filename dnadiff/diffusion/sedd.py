@@ -50,10 +50,11 @@ class SEDDObjective(DiffusionObjective):
 
     name = "sedd"
 
-    def __init__(self, schedule=None, mask_id=None, vocab_size=None, T=None, t_min=1e-3, stratified=True):
+    def __init__(self, schedule=None, mask_id=None, vocab_size=None, T=None, t_min=1e-3, stratified=True,
+                 pad_policy: str = "reference"):
         if T is not None:
             raise DnadiffError("objective 'sedd' is continuous-time only: leave T unset")
-        super().__init__(schedule, mask_id, vocab_size, None, t_min, stratified)
+        super().__init__(schedule, mask_id, vocab_size, None, t_min, stratified, pad_policy)
 
     def token_loss(self, denoiser, x0: Tensor, x_t: Tensor, t: Tensor, real: Tensor) -> Tensor:
         logits = denoiser(x_t, t)

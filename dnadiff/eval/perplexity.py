@@ -131,6 +131,7 @@ def evaluate_bound(
         "num_sequences": N,
         "num_samples": repeats,
         "objective": objective.name,
+        "pad_policy": getattr(objective, "pad_policy", None),  # diffusion objectives: how pads were treated
         "T": getattr(objective, "T", None),
         "quadrature": (len(nodes[0]) if nodes else None),
     }
