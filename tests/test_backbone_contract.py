@@ -147,3 +147,64 @@ def test_unknown_preset_and_key():
         build_backbone("dit", preset="nope")
     with pytest.raises(DnadiffError):
         build_backbone("hyena", preset="tiny", not_a_field=1)
+
+
+# ---------------------------------------------------------------------- pads (issue 12, item 2)
+PAD_LENGTHS = (11, 6, 1)  # real lengths of the rows of a right-padded batch
+
+
+def _padded(total: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of PAD_LENGTHS real tokens, right-padded to `total` with random ids (not only [PAD]):
+    a pad must not matter whatever token sits there."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, V, (len(PAD_LENGTHS), total), generator=g)
+    mask = torch.zeros_like(x)
+    for i, n in enumerate(PAD_LENGTHS):
+        mask[i, :n] = 1
+    return x, mask
+
+
+@pytest.mark.parametrize("name,preset,overrides", CASES, ids=IDS)
+def test_pad_invariance(name, preset, overrides):
+    """With attention_mask, a row's outputs at its real positions equal those of the unpadded row
+    run alone (<= 1e-5, float32), whatever the pads hold and however many there are."""
+    model = _perturbed(name, preset, overrides)
+    for total in (11, 40):
+        x, mask = _padded(total, seed=total)
+        t = torch.full((x.shape[0],), 0.4)
+        with torch.no_grad():
+            logits = model(x, t, attention_mask=mask)
+            feats = model.features(x, t, attention_mask=mask)
+            for i, n in enumerate(PAD_LENGTHS):
+                alone = model(x[i:i + 1, :n], t[i:i + 1])
+                alone_f = model.features(x[i:i + 1, :n], t[i:i + 1])
+                torch.testing.assert_close(logits[i, :n], alone[0], rtol=0, atol=1e-5)
+                torch.testing.assert_close(feats[i, :n], alone_f[0], rtol=0, atol=1e-5)
+        assert torch.isfinite(logits).all() and torch.isfinite(feats).all()
+
+
+@pytest.mark.parametrize("name,preset,overrides", CASES, ids=IDS)
+def test_full_mask_changes_nothing_and_left_padding_is_refused(name, preset, overrides):
+    model = _perturbed(name, preset, overrides)
+    x = torch.randint(0, V, (B, L))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x, _t(model), attention_mask=torch.ones_like(x)), model(x, _t(model)),
+                                   rtol=0, atol=0)
+    left = torch.ones_like(x)
+    left[0, :3] = 0
+    with pytest.raises(DnadiffError, match="attention_mask"):
+        model(x, _t(model), attention_mask=left)
+    with pytest.raises(DnadiffError, match="attention_mask"):
+        model(x, _t(model), attention_mask=torch.ones(B, L + 1))
+
+
+def test_caduceus_conjoined_outputs_are_pad_invariant():
+    """Post-hoc RC conjoining of Caduceus-PH: the RC strand of a padded row starts at its last real base."""
+    model = _perturbed("caduceus", "tiny-ph")
+    x, mask = _padded(30, seed=3)
+    with torch.no_grad():
+        both = model.conjoined_logits(x, attention_mask=mask)
+        feats = model.conjoined_features(x, attention_mask=mask)
+        for i, n in enumerate(PAD_LENGTHS):
+            torch.testing.assert_close(both[i, :n], model.conjoined_logits(x[i:i + 1, :n])[0], rtol=0, atol=1e-5)
+            torch.testing.assert_close(feats[i, :n], model.conjoined_features(x[i:i + 1, :n])[0], rtol=0, atol=1e-5)

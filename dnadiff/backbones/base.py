@@ -3,9 +3,17 @@
 Every backbone is an nn.Module registered under a name (`dit`, `mamba`, `caduceus`, `hyena`)
 with named size presets, and obeys:
 
-    forward(input_ids: Long[B, L], t: Float[B] | None = None, cond: Float[B, C] | None = None)
+    forward(input_ids: Long[B, L], t: Float[B] | None = None, cond: Float[B, C] | None = None,
+            attention_mask: Long/Bool[B, L] | None = None)
         -> logits Float[B, L, vocab_size]       (padded vocab columns are dropped)
-    features(input_ids, t=None, cond=None) -> Float[B, L, hidden_size]   (after the final norm)
+    features(input_ids, t=None, cond=None, attention_mask=None) -> Float[B, L, hidden_size]   (after the final norm)
+
+`attention_mask` (1 on real tokens, 0 on pads; rows right-padded) makes a batch pad-invariant:
+the outputs at a row's real positions equal (to float rounding) those of the unpadded row run
+alone, whatever the pads hold; outputs at pad positions are unspecified. Each family does what
+its mixing needs (bidirectional scans and RC strands start at the row's last real token, the
+two-sided Hyena conv sees zeros at pads, attention has a key padding mask; causal models need
+nothing for right padding). Left-padded or holed masks are refused (DnadiffError).
 
 `t` is ignored unless the model is time-conditioned. `cond` is an optional per-sequence vector
 (e.g. a class-label embedding, width `cond_dim`) added to the token embeddings; backbones built
@@ -19,12 +27,46 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
 BACKBONES = Registry("backbone")
+
+
+def padding_mask(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:
+    """Bool[B, L] (True at real tokens) of a right-padded batch, or None when nothing is padding
+    (then a backbone runs exactly as it does without a mask)."""
+    if attention_mask is None:
+        return None
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise DnadiffError(f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape "
+                           f"{tuple(input_ids.shape)}")
+    real = attention_mask.to(device=input_ids.device).bool()
+    if bool(real.all()):
+        return None
+    if bool((real[:, 1:] & ~real[:, :-1]).any()):
+        raise DnadiffError("attention_mask: rows must be right-padded (real tokens first, then pads)")
+    return real
+
+
+def reverse_index(real: Tensor) -> Tensor:
+    """Long[B, L] gather index that reverses the real prefix of each right-padded row and keeps the
+    pads in place (an involution): the per-row version of flip over the length."""
+    length = real.shape[1]
+    pos = torch.arange(length, device=real.device).expand(real.shape[0], length)  # (B, L)
+    n = real.long().sum(dim=1, keepdim=True)  # (B, 1)
+    return torch.where(pos < n, n - 1 - pos, pos)
+
+
+def flip_length(x: Tensor, rev: Tensor | None) -> Tensor:
+    """x (B, L, ...) reversed along L: plainly (rev None) or per row's real prefix (rev from reverse_index)."""
+    if rev is None:
+        return x.flip(1)
+    index = rev.view(*rev.shape, *([1] * (x.dim() - 2))).expand_as(x)
+    return x.gather(1, index)
 
 
 class Backbone(nn.Module):

@@ -23,7 +23,7 @@ import dataclasses
 import torch
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone
+from dnadiff.backbones.base import BACKBONES, Backbone, flip_length, padding_mask, reverse_index
 from dnadiff.backbones.layers.norms import build_norm
 from dnadiff.backbones.mamba import Mamba, MambaConfig, init_mamba_weights, pad_vocab
 from dnadiff.backbones.rcps import (RCPSEmbedding, RCPSLMHead, RCPSWrapper, complement_table, rc_conjoin,
@@ -73,11 +73,13 @@ class BiMambaWrapper(nn.Module):
             self.mamba_rev.out_proj.weight = self.mamba_fwd.out_proj.weight
             self.mamba_rev.out_proj.bias = self.mamba_fwd.out_proj.bias
 
-    def forward(self, hidden: Tensor) -> Tensor:
-        out = self.mamba_fwd(hidden)
+    def forward(self, hidden: Tensor, rev: Tensor | None = None) -> Tensor:
+        """`rev`: per-row reversal index of a right-padded batch (backbones.base.reverse_index), so
+        the reverse scan starts at each row's last real token and never runs through its pads."""
+        out = self.mamba_fwd(hidden)  # causal: right pads never reach a real position
         if self.mamba_rev is None:
             return out
-        out_rev = self.mamba_rev(hidden.flip(1)).flip(1)  # (B, L, d)
+        out_rev = flip_length(self.mamba_rev(flip_length(hidden, rev)), rev)  # (B, L, d)
         return out + out_rev if self.strategy == "add" else out * out_rev
 
 
@@ -93,7 +95,7 @@ class CaduceusBlock(nn.Module):
         self.mixer = RCPSWrapper(mixer) if cfg.rcps else mixer
         self.norm = build_norm(cfg.d_model, cfg.norm_epsilon, cfg.rms_norm)
 
-    def forward(self, hidden: Tensor, residual: Tensor | None) -> tuple[Tensor, Tensor]:
+    def forward(self, hidden: Tensor, residual: Tensor | None, rev: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if self.rcps:
             if self.swap:  # official fused path: its "forward" half is the second half of the channels
                 hidden = swap_halves(hidden)
@@ -104,7 +106,7 @@ class CaduceusBlock(nn.Module):
             hidden = self.norm(residual.to(dtype=self.norm.weight.dtype))
         if self.residual_in_fp32:
             residual = residual.float()
-        return self.mixer(hidden), residual
+        return self.mixer(hidden, rev), residual
 
 
 class CaduceusEmbeddings(nn.Module):
@@ -127,10 +129,10 @@ class CaduceusMixerModel(nn.Module):
         self.layers = nn.ModuleList(CaduceusBlock(cfg) for _ in range(cfg.n_layer))
         self.norm_f = build_norm(cfg.d_model, cfg.norm_epsilon, cfg.rms_norm)
 
-    def forward(self, hidden: Tensor) -> Tensor:
+    def forward(self, hidden: Tensor, rev: Tensor | None = None) -> Tensor:
         residual = None
         for layer in self.layers:
-            hidden, residual = layer(hidden, residual)
+            hidden, residual = layer(hidden, residual, rev)
         if self.rcps:  # final RCPS add-norm, never half-swapped
             return rcps_add_norm(self.norm_f, hidden, residual)[0]
         residual = hidden + residual
@@ -192,19 +194,27 @@ class Caduceus(Backbone):
             hidden = hidden + c
         return hidden
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        return self.backbone(self.embed(input_ids, cond))  # (B, L, hidden_size)
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                 attention_mask: Tensor | None = None) -> Tensor:
+        real = padding_mask(input_ids, attention_mask)
+        rev = None if real is None else reverse_index(real)  # (B, L): reverse / RC scans per row
+        return self.backbone(self.embed(input_ids, cond), rev)  # (B, L, hidden_size)
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        return self.lm_head(self.features(input_ids, t, cond))[..., : self.vocab_size]  # (B, L, V)
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                attention_mask: Tensor | None = None) -> Tensor:
+        return self.lm_head(self.features(input_ids, t, cond, attention_mask))[..., : self.vocab_size]  # (B, L, V)
 
     def reverse_complement(self, input_ids: Tensor) -> Tensor:
         return reverse_complement_ids(input_ids, self.complement)
 
-    def conjoined_logits(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+    def conjoined_logits(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                         attention_mask: Tensor | None = None) -> Tensor:
         """Post-hoc RC conjoining (Caduceus-PH): 0.5 (logits(x) + flip_L(logits(RC(x)))[..., comp])."""
-        return rc_conjoin(lambda ids: self(ids, t, cond), input_ids, self.complement)
+        return rc_conjoin(lambda ids: self(ids, t, cond, attention_mask), input_ids, self.complement,
+                          attention_mask=attention_mask)
 
-    def conjoined_features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+    def conjoined_features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                           attention_mask: Tensor | None = None) -> Tensor:
         """Features averaged over both strands in forward coordinates (PH; heads pool these)."""
-        return rc_conjoin(lambda ids: self.features(ids, t, cond), input_ids, self.complement, permute_last=False)
+        return rc_conjoin(lambda ids: self.features(ids, t, cond, attention_mask), input_ids, self.complement,
+                          permute_last=False, attention_mask=attention_mask)

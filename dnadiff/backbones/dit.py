@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone
+from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
 from dnadiff.backbones.layers.rotary import Rotary
 from dnadiff.errors import DnadiffError
 
@@ -120,7 +120,8 @@ class DiTBlock(nn.Module):
         nn.init.zeros_(self.adaLN_modulation.weight)  # adaLN-zero (DiT §3.2)
         nn.init.zeros_(self.adaLN_modulation.bias)
 
-    def forward(self, x: Tensor, c: Tensor, rotary: Rotary) -> Tensor:
+    def forward(self, x: Tensor, c: Tensor, rotary: Rotary, key_mask: Tensor | None = None) -> Tensor:
+        """key_mask: Bool (B, 1, 1, L), True at keys a query may attend to (real tokens), or None."""
         B, L, H = x.shape
         mods = self.adaLN_modulation(c)[:, None].chunk(6, dim=-1)  # 6 × (B, 1, H)
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = mods
@@ -129,7 +130,7 @@ class DiTBlock(nn.Module):
         qkv = self.attn_qkv(h).view(B, L, 3, self.n_heads, H // self.n_heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, nh, L, hd)
         q, k = rotary(q, k)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # (B, nh, L, hd)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, is_causal=self.causal)  # (B, nh, L, hd)
         a = a.transpose(1, 2).reshape(B, L, H)
         x = x + gate_msa * self.dropout1(self.attn_out(a))
 
@@ -193,9 +194,15 @@ class DiT(Backbone):
             t = torch.zeros(B, device=input_ids.device)  # the reference feeds t = 0
         return F.silu(self.sigma_map(t))  # (B, adaln_dim)
 
-    def _trunk(self, input_ids: Tensor, t: Tensor | None, cond: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _trunk(self, input_ids: Tensor, t: Tensor | None, cond: Tensor | None,
+               attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if input_ids.dim() != 2:
             raise DnadiffError(f"dit: input_ids must be [B, L], got shape {tuple(input_ids.shape)}")
+        real = padding_mask(input_ids, attention_mask)
+        key_mask = None
+        if real is not None and not self.is_causal:  # causal: right pads are never keys of a real query
+            real = real | ~real.any(dim=1, keepdim=True)  # an all-pad row attends everywhere (no 0/0)
+            key_mask = real[:, None, None, :]  # (B, 1, 1, L): key padding mask
         x = self.vocab_embed(input_ids)  # (B, L, H)
         if cond is not None:
             if self.cond_proj is None:
@@ -203,12 +210,14 @@ class DiT(Backbone):
             x = x + self.cond_proj(cond.to(x.dtype))[:, None]
         c = self._condition(input_ids, t)
         for block in self.blocks:
-            x = block(x, c, self.rotary)
+            x = block(x, c, self.rotary, key_mask)
         return x, c
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        x, c = self._trunk(input_ids, t, cond)
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                 attention_mask: Tensor | None = None) -> Tensor:
+        x, c = self._trunk(input_ids, t, cond, attention_mask)
         return self.output_layer.features(x, c)  # (B, L, H)
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        return self.output_layer.linear(self.features(input_ids, t, cond))  # (B, L, V)
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                attention_mask: Tensor | None = None) -> Tensor:
+        return self.output_layer.linear(self.features(input_ids, t, cond, attention_mask))  # (B, L, V)

@@ -30,7 +30,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone
+from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
 from dnadiff.errors import DnadiffError
 
 
@@ -128,20 +128,24 @@ class HFMaskedLM(Backbone):
         if self.cond_proj is not None:
             nn.init.normal_(self.cond_proj.weight, std=0.02)
 
-    def _inputs(self, input_ids: Tensor, cond: Tensor | None) -> dict[str, Tensor]:
+    def _inputs(self, input_ids: Tensor, cond: Tensor | None, attention_mask: Tensor | None = None) -> dict[str, Tensor]:
         if input_ids.dim() != 2:
             raise DnadiffError(f"hf_mlm: input_ids must be [B, L], got shape {tuple(input_ids.shape)}")
+        real = padding_mask(input_ids, attention_mask)
+        extra = {} if real is None else {"attention_mask": real.long()}  # the HF key padding mask
         if cond is None:
-            return {"input_ids": input_ids}
+            return {"input_ids": input_ids, **extra}
         if self.cond_proj is None:
             raise DnadiffError("hf_mlm: a cond vector was passed but the model was built with cond_dim=0")
         emb = self.model.get_input_embeddings()(input_ids)  # (B, L, H)
-        return {"inputs_embeds": emb + self.cond_proj(cond.to(emb.dtype))[:, None]}
+        return {"inputs_embeds": emb + self.cond_proj(cond.to(emb.dtype))[:, None], **extra}
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        out = self.model.base_model(**self._inputs(input_ids, cond))
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                 attention_mask: Tensor | None = None) -> Tensor:
+        out = self.model.base_model(**self._inputs(input_ids, cond, attention_mask))
         return out.last_hidden_state  # (B, L, H)
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        logits = self.model(**self._inputs(input_ids, cond)).logits  # (B, L, V_model)
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                attention_mask: Tensor | None = None) -> Tensor:
+        logits = self.model(**self._inputs(input_ids, cond, attention_mask)).logits  # (B, L, V_model)
         return logits[..., : self.vocab_size].float()  # (B, L, V)

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone
+from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
 from dnadiff.backbones.layers.fftconv import fftconv_bidirectional, fftconv_causal
 from dnadiff.errors import DnadiffError
 
@@ -190,18 +190,23 @@ class HyenaOperator(nn.Module):
         self.dropout = nn.Dropout(cfg.hyena_dropout)
         self.filter_fn = HyenaFilter(cfg)
 
-    def forward(self, u: Tensor) -> Tensor:
+    def forward(self, u: Tensor, keep: Tensor | None = None) -> Tensor:
+        """u (B, L, d); `keep` (B, 1, L) 1 at real tokens, 0 at pads (right-padded batch) or None."""
         L = u.shape[-2]
         if L > self.l_max:
             raise DnadiffError(f"hyena: sequence length {L} exceeds the model's l_max {self.l_max}")
         uc = self.short_filter(self.in_proj(u).transpose(1, 2))[..., :L]  # (B, 3d, L), causal
         x0, x1, v = uc.split(self.d_model, dim=1)  # 3 × (B, d, L)
         v = self.dropout(v * x1)
+        if keep is not None:  # the two-sided long conv must see zeros, not pads (the short conv is causal)
+            v = v * keep
         if self.causal:
             y = fftconv_causal(v, self.filter_fn.filter(L).transpose(0, 1))  # kernel (d, L)
         else:
             k_fwd, k_bwd = self.filter_fn.filter_pair(L)  # 2 × (L, d)
             y = fftconv_bidirectional(v, k_fwd.transpose(0, 1), k_bwd.transpose(0, 1))
+        if keep is not None:  # and pads leave it as zeros
+            y = y * keep
         v = y + v * self.filter_fn.bias[:, None]  # (B, d, L)
         return self.out_proj((v * x0).transpose(1, 2))  # (B, L, d)
 
@@ -226,8 +231,8 @@ class HyenaBlock(nn.Module):
         self.dropout1 = nn.Dropout(cfg.resid_dropout)
         self.dropout2 = nn.Dropout(cfg.resid_dropout)
 
-    def forward(self, x: Tensor) -> Tensor:
-        x = x.float() + self.dropout1(self.mixer(self.norm1(x)).float())  # fp32 residual
+    def forward(self, x: Tensor, keep: Tensor | None = None) -> Tensor:
+        x = x.float() + self.dropout1(self.mixer(self.norm1(x), keep).float())  # fp32 residual
         return x + self.dropout2(self.mlp(self.norm2(x)).float())
 
 
@@ -288,21 +293,25 @@ class HyenaDNA(Backbone):
             if layer.mixer.filter_fn.rev_bias is not None:
                 nn.init.normal_(layer.mixer.filter_fn.rev_bias, std=std)
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                 attention_mask: Tensor | None = None) -> Tensor:
         if input_ids.dim() != 2:
             raise DnadiffError(f"hyena: input_ids must be [B, L], got shape {tuple(input_ids.shape)}")
+        real = padding_mask(input_ids, attention_mask)
         x = self.backbone.embeddings(input_ids)  # (B, L, d)
+        keep = None if real is None else real[:, None, :].to(x.dtype)  # (B, 1, L)
         if cond is not None:
             if self.cond_proj is None:
                 raise DnadiffError("hyena: a cond vector was passed but the model was built with cond_dim=0")
             x = x + self.cond_proj(cond.to(x.dtype))[:, None]
         x = self.backbone.dropout(x)
         for layer in self.backbone.layers:
-            x = layer(x)
+            x = layer(x, keep)
         ln_f = self.backbone.ln_f
         return ln_f(x.to(ln_f.weight.dtype))  # (B, L, d)
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        h = self.features(input_ids, t, cond)
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                attention_mask: Tensor | None = None) -> Tensor:
+        h = self.features(input_ids, t, cond, attention_mask)
         w = self.backbone.embeddings.word_embeddings.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(h, w[: self.vocab_size])  # (B, L, V): padded columns dropped

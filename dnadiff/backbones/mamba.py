@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone
+from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
 from dnadiff.backbones.layers.norms import build_norm
 from dnadiff.backbones.scan import selective_scan
 from dnadiff.errors import DnadiffError
@@ -222,7 +222,9 @@ class MambaLM(Backbone):
         init_mamba_weights(self, config.n_layer, config.initializer_range, config.rescale_prenorm_residual)
         self.lm_head.weight = self.backbone.embedding.weight  # tied (MambaLMHeadModel.tie_weights)
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                 attention_mask: Tensor | None = None) -> Tensor:
+        padding_mask(input_ids, attention_mask)  # checked only: a causal scan never sees a row's right pads
         hidden = self.backbone.embedding(input_ids)  # (B, L, d)
         if cond is not None:
             if self.cond_proj is None:
@@ -230,6 +232,7 @@ class MambaLM(Backbone):
             hidden = hidden + self.cond_proj(cond.to(hidden.dtype))[:, None]
         return self.backbone(hidden)
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        logits = self.lm_head(self.features(input_ids, t, cond).to(self.lm_head.weight.dtype))
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
+                attention_mask: Tensor | None = None) -> Tensor:
+        logits = self.lm_head(self.features(input_ids, t, cond, attention_mask).to(self.lm_head.weight.dtype))
         return logits[..., : self.vocab_size]  # (B, L, V)

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from dnadiff.backbones.base import flip_length, padding_mask, reverse_index
+
 # Caduceus / HyenaDNA character tokenizer: [CLS]0 [SEP]1 [BOS]2 [MASK]3 [PAD]4 [RESERVED]5 [UNK]6 A7 C8 G9 T10 N11
 DNA_COMPLEMENT = (0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7, 11)
 
@@ -33,9 +35,13 @@ def complement_table(vocab_size: int, complement_map: Sequence[int] | None = Non
     return cmap
 
 
-def rc_hidden(x: Tensor) -> Tensor:
-    """Reverse complement of a hidden state (B, L, C): flip length and channels."""
-    return torch.flip(x, dims=[-2, -1])
+def rc_hidden(x: Tensor, rev: Tensor | None = None) -> Tensor:
+    """Reverse complement of a hidden state (B, L, C): flip length and channels. With `rev`
+    (backbones.base.reverse_index of a right-padded batch) each row's real prefix is reversed
+    and its pads stay in place, so the RC strand starts at the row's last real token."""
+    if rev is None:
+        return torch.flip(x, dims=[-2, -1])
+    return flip_length(x, rev).flip(-1)
 
 
 def reverse_complement_ids(input_ids: Tensor, complement: Tensor) -> Tensor:
@@ -68,11 +74,13 @@ class RCPSWrapper(nn.Module):
         super().__init__()
         self.submodule = submodule
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, rev: Tensor | None = None) -> Tensor:
+        """x (B, L, 2d); `rev`: per-row reversal of a padded batch (passed on to the submodule)."""
         d = x.shape[-1] // 2
-        fwd = self.submodule(x[..., :d])
-        rc = self.submodule(rc_hidden(x[..., d:]))
-        return torch.cat([fwd, rc_hidden(rc)], dim=-1)
+        kw = {} if rev is None else {"rev": rev}
+        fwd = self.submodule(x[..., :d], **kw)
+        rc = self.submodule(rc_hidden(x[..., d:], rev), **kw)
+        return torch.cat([fwd, rc_hidden(rc, rev)], dim=-1)
 
 
 def rcps_add_norm(norm: nn.Module, x: Tensor, residual: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -117,12 +125,16 @@ class RCPSLMHead(nn.Module):
 
 
 def rc_conjoin(fn: Callable[[Tensor], Tensor], input_ids: Tensor, complement: Tensor,
-               permute_last: bool = True) -> Tensor:
+               permute_last: bool = True, attention_mask: Tensor | None = None) -> Tensor:
     """Post-hoc RC conjoining (Caduceus-PH, §3.3): average of fn(x) and the RC strand's output mapped
     back to forward coordinates, flip_L(fn(RC(x))), complement-permuted on the last axis when it is
-    a vocabulary axis (`permute_last`), e.g. 0.5 (logits(x) + flip_L(logits(RC(x)))[..., comp])."""
+    a vocabulary axis (`permute_last`), e.g. 0.5 (logits(x) + flip_L(logits(RC(x)))[..., comp]).
+    With a right-padded `attention_mask` the RC and flip act on each row's real bases (pads stay
+    on the right, so `fn` may use the same mask)."""
+    real = padding_mask(input_ids, attention_mask)
+    rev = None if real is None else reverse_index(real)
     out = fn(input_ids)
-    out_rc = fn(reverse_complement_ids(input_ids, complement)).flip(1)
+    out_rc = flip_length(fn(complement[flip_length(input_ids, rev)]), rev)
     if permute_last:
         out_rc = out_rc[..., complement[: out_rc.shape[-1]]]
     return 0.5 * (out + out_rc)
