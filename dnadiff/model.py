@@ -32,11 +32,14 @@ class Denoiser(nn.Module):
     def time_conditioned(self) -> bool:
         return bool(getattr(self.backbone, "time_conditioned", False))
 
-    def forward(self, x_t: Tensor, t: Tensor | None = None) -> Tensor:
+    def forward(self, x_t: Tensor, t: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        """`attention_mask` (optional, right-padded batch): the backbone ignores the pads, so a row's
+        logits do not depend on the batch's padding (backbones/base.py)."""
         t_in = t if self.time_conditioned else None
+        kw = {} if attention_mask is None else {"attention_mask": attention_mask}
         if getattr(self.backbone, "num_classes", 0):
-            return self.backbone(x_t, t_in, labels=self.labels)
-        return self.backbone(x_t, t_in)
+            return self.backbone(x_t, t_in, labels=self.labels, **kw)
+        return self.backbone(x_t, t_in, **kw)
 
 
 class SuppressTokens(nn.Module):
@@ -54,10 +57,10 @@ class SuppressTokens(nn.Module):
     def time_conditioned(self) -> bool:
         return bool(getattr(self.denoiser, "time_conditioned", False))
 
-    def forward(self, x_t: Tensor, t: Tensor | None = None) -> Tensor:
+    def forward(self, x_t: Tensor, t: Tensor | None = None, **kw) -> Tensor:
         from dnadiff.diffusion.subs import NEG_INF
 
-        logits = self.denoiser(x_t, t).clone()
+        logits = self.denoiser(x_t, t, **kw).clone()  # kw: attention_mask when the caller has one
         logits[..., self.banned.to(logits.device)] = NEG_INF
         return logits
 

@@ -159,3 +159,54 @@ def test_init_from_model_dir_copies_weights_per_run(tmp_path):
     assert not torch.equal(s1.head.dense.weight, s2.head.dense.weight)
     with pytest.raises(DnadiffError, match="init_from"):
         build_backbone_template(load_finetune_config(None, [f"model.init_from={tmp_path / 'missing'}"]))
+
+
+def _variable_length_benchmark(root: Path, n_per_class: int = 24, seed: int = 0) -> Path:
+    """A tiny 2-class set in the genomic-benchmarks layout with lengths 8..60 (heavy batch padding):
+    class `gc` draws bases GC-rich, class `at` AT-rich."""
+    rng = np.random.default_rng(seed)
+    for split, n in (("train", n_per_class), ("test", n_per_class // 2)):
+        for cls, p in (("at", [0.35, 0.15, 0.15, 0.35]), ("gc", [0.15, 0.35, 0.35, 0.15])):
+            d = root / split / cls
+            d.mkdir(parents=True)
+            for i in range(n):
+                length = int(rng.integers(8, 61))
+                (d / f"{i}.txt").write_text("".join(rng.choice(list("ACGT"), size=length, p=p)))
+    return root
+
+
+@pytest.mark.parametrize("backbone,preset", [("caduceus", "tiny"), ("hyena", "tiny")])
+def test_finetune_metrics_do_not_depend_on_eval_batch_size_or_order(tmp_path, backbone, preset):
+    """Issue 12 item 2: validation (which picks the best epoch) and test metrics are the same whether
+    the eval batches hold 1 or 16 sequences (different padding), and in any order."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from dnadiff.data.benchmarks import SequenceClassificationDataset, load_benchmark_split, pad_batch
+    from dnadiff.training.finetune import predict_logits
+    from dnadiff.training.finetune_protocol import build_backbone_template, classifier_factory, run_finetune
+
+    data = _variable_length_benchmark(tmp_path / "bench")
+    results = []
+    for eval_bs in (1, 16):
+        cfg = load_finetune_config("experiments/tiny_finetune", [
+            f"data.dataset={data}", "data.max_train=null", "data.max_test=null", f"model.backbone={backbone}",
+            f"model.preset={preset}", "protocol.seeds=[0]", "train.epochs=2", "train.batch_size=8",
+            f"train.eval_batch_size={eval_bs}", "train.progress=false", "train.lr_grid=[3e-3]"])
+        results.append(run_finetune(cfg, tmp_path / f"out{eval_bs}", echo=lambda *a: None))
+    a, b = (r["runs"][0] for r in results)
+    assert [h["val_acc"] for h in a["history"]] == [h["val_acc"] for h in b["history"]]
+    for h_a, h_b in zip(a["history"], b["history"]):
+        assert abs(h_a["val_loss"] - h_b["val_loss"]) < 1e-5
+    assert a["best_epoch"] == b["best_epoch"]
+    for k, v in a["test"].items():
+        assert abs(v - b["test"][k]) < 1e-6, k
+    # the same model's test logits: batch 1 in order vs batch 7 in reverse order
+    torch.manual_seed(0)
+    model = classifier_factory(cfg, build_backbone_template(cfg), 2)().eval()
+    test = SequenceClassificationDataset(load_benchmark_split(data, "test"))
+    collate = lambda items: pad_batch(items, 4)  # noqa: E731
+    one, _ = predict_logits(model, DataLoader(test, batch_size=1, collate_fn=collate))
+    rev = torch.utils.data.Subset(test, list(range(len(test)))[::-1])
+    many, _ = predict_logits(model, DataLoader(rev, batch_size=7, collate_fn=collate))
+    torch.testing.assert_close(many.flip(0), one, rtol=0, atol=1e-5)

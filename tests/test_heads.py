@@ -111,3 +111,27 @@ def test_time_conditioned_backbone_gets_t_zero():
         h = bb.features(ids, torch.zeros(2))
         expect = clf.head(pool(h, mask))
         torch.testing.assert_close(clf(ids, mask), expect)
+
+
+@pytest.mark.parametrize("backbone,preset,conjoin", [
+    ("caduceus", "tiny-ph", "ph"), ("caduceus", "tiny", "ps"), ("hyena", "tiny", "none"), ("dit", "tiny", "none"),
+    ("mamba", "tiny", "none")])
+def test_classifier_logits_do_not_depend_on_batch_padding(backbone, preset, conjoin):
+    """Issue 12 item 2: a sequence's logits are the same alone, in a batch, and with 100 more pads."""
+    torch.manual_seed(0)
+    bb = build_backbone(backbone, preset=preset, vocab_size=12)
+    with torch.no_grad():  # jitter zero-initialised layers (DiT) so the check has teeth
+        for p in bb.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    clf = SequenceClassifier(bb, 2, conjoin=conjoin).eval()
+    lengths = [50, 23, 7]
+    ids, mask = _batch(lengths, seed=4)
+    big_ids, big_mask = _batch(lengths, seed=4, pad_to=150)
+    with torch.no_grad():
+        got = clf(ids, mask)
+        torch.testing.assert_close(clf(big_ids, big_mask), got, rtol=0, atol=1e-5)
+        for i, n in enumerate(lengths):
+            torch.testing.assert_close(clf(ids[i:i + 1, :n], mask[i:i + 1, :n])[0], got[i], rtol=0, atol=1e-5)
+        if conjoin == "ps":  # exact RC invariance now holds for padded rows too
+            rc = reverse_complement_padded(big_ids, big_mask, complement_tensor())
+            torch.testing.assert_close(clf(rc, big_mask), got, rtol=0, atol=1e-5)

@@ -44,10 +44,12 @@ class ClassConditional(nn.Module):
         labels = labels.to(device)
         return labels.expand(batch) if labels.dim() == 0 else labels
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, labels: Tensor | int | None = None) -> Tensor:
+    def forward(self, input_ids: Tensor, t: Tensor | None = None, labels: Tensor | int | None = None,
+                attention_mask: Tensor | None = None) -> Tensor:
         cond = self.label_embed(self._labels(labels, input_ids.shape[0], input_ids.device))  # (B, C)
-        return self.backbone(input_ids, t, cond=cond)
+        return self.backbone(input_ids, t, cond=cond, attention_mask=attention_mask)
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, labels: Tensor | int | None = None) -> Tensor:
+    def features(self, input_ids: Tensor, t: Tensor | None = None, labels: Tensor | int | None = None,
+                 attention_mask: Tensor | None = None) -> Tensor:
         cond = self.label_embed(self._labels(labels, input_ids.shape[0], input_ids.device))
-        return self.backbone.features(input_ids, t, cond=cond)
+        return self.backbone.features(input_ids, t, cond=cond, attention_mask=attention_mask)

@@ -93,18 +93,21 @@ class SequenceClassifier(nn.Module):
         return self
 
     # ------------------------------------------------------------------ pieces
-    def features(self, input_ids: Tensor) -> Tensor:
+    def features(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """Backbone features; with the (right-padded) attention_mask the backbone ignores the pads, so a
+        sequence's features do not depend on how much padding its batch carries."""
         t = None
         if getattr(self.backbone, "time_conditioned", False):  # clean input: diffusion time 0
             t = torch.zeros(input_ids.shape[0], device=input_ids.device)
+        kw = {} if attention_mask is None else {"attention_mask": attention_mask}
         if self.freeze_backbone:
             with torch.no_grad():
-                return self.backbone.features(input_ids, t)
-        return self.backbone.features(input_ids, t)  # (B, L, hidden_size)
+                return self.backbone.features(input_ids, t, **kw)
+        return self.backbone.features(input_ids, t, **kw)  # (B, L, hidden_size)
 
     def strand_logits(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """Logits of one pass of the backbone (PS: averaged over its two channel halves)."""
-        hidden = self.features(input_ids)  # (B, L, H)
+        hidden = self.features(input_ids, attention_mask)  # (B, L, H)
         if self.conjoin != "ps":
             return self.head(pool(hidden, attention_mask, self.pooling))
         d = hidden.shape[-1] // 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from dnadiff.backbones.base import reverse_index  # noqa: F401  (per-row reversal; re-exported here)
 from dnadiff.errors import DnadiffError
 
 POOLINGS = ("mean", "first", "last")
@@ -39,12 +40,6 @@ def pool(hidden: Tensor, mask: Tensor | None = None, mode: str = "mean") -> Tens
     return total / w.sum(dim=1).clamp(min=1.0)  # (B, D)
 
 
-def reverse_index(mask: Tensor) -> Tensor:
-    """Gather index (B, L) that reverses the real part of each right-padded row and keeps pads in place."""
-    length = mask.shape[1]
-    pos = torch.arange(length, device=mask.device).expand(mask.shape[0], length)  # (B, L)
-    n = _lengths(mask).unsqueeze(1)  # (B, 1)
-    return torch.where(pos < n, n - 1 - pos, pos)
 
 
 def reverse_complement_padded(input_ids: Tensor, mask: Tensor | None, complement: Tensor) -> Tensor:
