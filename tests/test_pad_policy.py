@@ -190,3 +190,14 @@ def test_old_model_dirs_keep_visible_pads(tmp_path):
     del cfg["objective"]["pad_policy"]
     (model_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
     assert dnadiff.load(model_dir).objective.pad_policy == "visible"
+
+
+def test_shipped_configs_pad_policies():
+    """DNA window experiments keep visible pads (their numbers unchanged); padded text (LM1B layout)
+    follows the reference protocol of the paper's tab. 1."""
+    from dnadiff.config import RunConfig, load_config
+
+    for name in ("tiny_dna_mdlm", "cpu_dna_mdlm", "paper_dna_mdlm", "tiny_cfg_leptospira"):
+        assert load_config(RunConfig, f"experiments/{name}", []).objective.pad_policy == "visible", name
+    for name in ("lm1b_mdlm", "lm1b_sedd", "cpu_fortunes_mdlm"):
+        assert load_config(RunConfig, f"text/{name}", []).objective.pad_policy == "reference", name

@@ -25,6 +25,9 @@ Pads (attention_mask = 0) in the diffusion objectives (mdlm, d3pm, sedd) follow 
   "visible" pads are never masked and never scored (the model sees where a sequence ends; for
       fixed-length DNA windows, where [PAD] / N only fill a window's tail or gaps). On padded text
       this "bound" can fall below the data's entropy.
+The denoiser is called with (x_t, t) only, never with the attention mask: under reference / score
+a pad is a masked position of x_t, under visible a visible token, in training and evaluation alike
+(the items are fixed-length, so a sequence's bound does not depend on how it is batched).
 """
 
 from __future__ import annotations
