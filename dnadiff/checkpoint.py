@@ -26,7 +26,7 @@ import torch
 
 from dnadiff.config import RunConfig, from_dict, load_config, replace, save_config, to_dict
 from dnadiff.errors import DnadiffError
-from dnadiff.model import DiffusionModel
+from dnadiff.model import DiffusionModel, resolve_time_input
 from dnadiff.utils import atomic_path, write_json
 
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.yaml", "model.safetensors", "metrics.json", "tokenizer"
@@ -47,7 +47,8 @@ def save_model_dir(
 ) -> Path:
     """Write a model directory atomically: built in a temporary folder, then renamed into place."""
     path = Path(path)
-    cfg = replace(config, **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
+    cfg = replace(config, **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None,
+                             "model.time_input": resolve_time_input(config.model.time_input)})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
     try:
@@ -140,9 +141,12 @@ def load_config_of(path: str | os.PathLike) -> RunConfig:
     path = Path(path)
     _check_dir(path)
     try:
-        return load_config(RunConfig, path / CONFIG_FILE)
+        cfg = load_config(RunConfig, path / CONFIG_FILE)
     except DnadiffError as exc:  # name the model's config file when the message does not
         raise _naming(exc, path / CONFIG_FILE) from None
+    if cfg.model.time_input is None:  # saved before model.time_input existed: those models were fed t
+        cfg = replace(cfg, **{"model.time_input": "t"})
+    return cfg
 
 
 def _naming(exc: DnadiffError, where: Path) -> DnadiffError:
