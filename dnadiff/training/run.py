@@ -70,7 +70,9 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
                 f"{getattr(backbone, 'num_classes', 0)} classes (a label embedding cannot be added or dropped)"
             )
         cfg = replace(cfg, **{"model.backbone": name, "model.overrides": loaded})
-        return cfg, backbone
+        # loaders hand back eval-mode models (for inference) and Lightning switches only the
+        # LightningModule itself: without this, dropout stays off in every loaded module
+        return cfg, backbone.train()
     overrides = dict(cfg.model.overrides)
     overrides.setdefault("vocab_size", tokenizer.vocab_size)
     if cfg.data.kind == "benchmark" and cfg.model.num_classes == 0:
