@@ -88,12 +88,37 @@ class SuppressTokens(nn.Module):
         return logits
 
 
+def default_ar_bos(tokenizer) -> int | None:
+    """The `ar` objective's context token for a new model: [BOS] for DNA, so that AR scores every
+    real base like the diffusion objectives (diffusion/ar.py); None (the reference's first-token-as-
+    context) for text, whose sequences start with their own [CLS]/BOS token."""
+    return tokenizer.bos_id if getattr(tokenizer, "kind", "dna") == "dna" else None
+
+
+def recorded_config(cfg: RunConfig, tokenizer) -> RunConfig:
+    """The config with the defaults that changed over time written out, as a model directory
+    records them: `model.time_input`, and the `ar` objective's `bos_id` (load_config_of reads a
+    missing one as the behaviour of the directories written before it existed)."""
+    from dnadiff.config import replace
+
+    cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
+    if tokenizer is None and cfg.tokenizer.kind == "dna":
+        from dnadiff.tokenizers import DNATokenizer
+
+        tokenizer = DNATokenizer()
+    if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options and tokenizer is not None:
+        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": default_ar_bos(tokenizer)}})
+    return cfg
+
+
 def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     """Keyword arguments of build_objective for a run config and its tokenizer."""
     name = cfg.objective.name
     kwargs: dict[str, Any] = {"mask_id": tokenizer.mask_id, "vocab_size": tokenizer.vocab_size}
     if name in ("mdlm", "d3pm", "sedd"):
         kwargs.update(T=cfg.objective.T, t_min=cfg.objective.t_min, stratified=cfg.objective.stratified)
+    if name == "ar":
+        kwargs["bos_id"] = default_ar_bos(tokenizer)
     if name == "mlm":
         if getattr(tokenizer, "kind", "dna") == "dna":
             kwargs["random_token_ids"] = tokenizer.nucleotide_ids
@@ -203,7 +228,7 @@ class DiffusionModel:
             first = getattr(self.tokenizer, "nucleotide_ids", None) or [
                 i for i in range(self.tokenizer.vocab_size) if i not in set(self.tokenizer.special_ids)
             ]
-            smp = AutoregressiveSampler(first_token_ids=first, **options)
+            smp = AutoregressiveSampler(first_token_ids=first, bos_id=self.objective.bos_id, **options)
         else:
             from dnadiff.samplers import build_sampler
 
