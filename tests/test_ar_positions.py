@@ -136,3 +136,20 @@ def test_ar_nll_is_a_normalised_distribution(bos):
     total = torch.exp(-out.nll).sum().item()
     # with [BOS] the 3 bases are modelled jointly; without, the first is context (4 contexts)
     assert math.isclose(total, 1.0 if bos is not None else 4.0, rel_tol=1e-9)
+
+
+def test_eval_counts_the_same_bases_for_ar_and_mdlm(tmp_path, capsys):
+    import json
+
+    from dnadiff.cli import main
+
+    _dir(tmp_path, "ar")
+    cfg = from_dict(RunConfig, {"model": {"backbone": "caduceus", "preset": "tiny"}, "objective": {"name": "mdlm"}})
+    save_model_dir(tmp_path / "mdlm", cfg, build_backbone("caduceus", preset="tiny", vocab_size=V), TOK)
+    res = {}
+    for name in ("ar", "mdlm"):
+        assert main(["eval", str(tmp_path / name), "--seq-len", "64", "--max-windows", "3",
+                     "--out", str(tmp_path / f"{name}.json")]) == 0
+        res[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert res["ar"]["num_bases"] == res["mdlm"]["num_bases"] > 0
+    assert res["ar"]["ar_scored"].startswith("every real position") and "ar_scored" not in res["mdlm"]
