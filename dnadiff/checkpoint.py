@@ -26,7 +26,7 @@ import torch
 
 from dnadiff.config import RunConfig, from_dict, load_config, replace, save_config, to_dict
 from dnadiff.errors import DnadiffError
-from dnadiff.model import DiffusionModel
+from dnadiff.model import DiffusionModel, recorded_config
 from dnadiff.utils import atomic_path, write_json
 
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.yaml", "model.safetensors", "metrics.json", "tokenizer"
@@ -47,7 +47,8 @@ def save_model_dir(
 ) -> Path:
     """Write a model directory atomically: built in a temporary folder, then renamed into place."""
     path = Path(path)
-    cfg = replace(config, **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
+    cfg = replace(recorded_config(config, tokenizer),
+                  **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
     try:
@@ -155,9 +156,15 @@ def load_config_of(path: str | os.PathLike) -> RunConfig:
     path = Path(path)
     _check_dir(path)
     try:
-        return load_config(RunConfig, path / CONFIG_FILE, _pad_policy_of_old_dirs(path / CONFIG_FILE))
+        cfg = load_config(RunConfig, path / CONFIG_FILE, _pad_policy_of_old_dirs(path / CONFIG_FILE))
     except DnadiffError as exc:  # name the model's config file when the message does not
         raise _naming(exc, path / CONFIG_FILE) from None
+    # defaults that changed: a directory written before they were recorded keeps its behaviour
+    if cfg.model.time_input is None:  # saved before model.time_input existed: those models were fed t
+        cfg = replace(cfg, **{"model.time_input": "t"})
+    if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options:  # AR without a [BOS] context
+        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": None}})
+    return cfg
 
 
 def _naming(exc: DnadiffError, where: Path) -> DnadiffError:
@@ -285,8 +292,10 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> D
 
     name, backbone = load_backbone(path)
     objective = "mlm" if kind == "caduceus" else "ar"
+    # official HyenaDNA was trained without a [BOS] in front: its first token is context
+    options = {"bos_id": None} if objective == "ar" else {}
     cfg = from_dict(RunConfig, {"name": path.name, "model": {"backbone": name, "init_from": str(path)},
-                                "objective": {"name": objective}})
+                                "objective": {"name": objective, "options": options}})
     cfg = replace(cfg, **{"model.overrides": _full_backbone_config(backbone)})
     model = DiffusionModel(cfg, backbone.to(map_location).eval(), DNATokenizer())
     model.metrics, model.path = {}, str(path)

@@ -43,6 +43,13 @@ class ModelConfig:
     num_classes: int = 0  # > 0: class-conditional model (label embedding, classifier-free guidance)
     class_names: list[str] = field(default_factory=list)
     label_dropout: float = 0.1  # share of training labels replaced by the null label (CFG)
+    # what a time-conditioned backbone is fed: sigma = σ(t) = -log α(t) (the MDLM reference) or t.
+    # None: sigma for a new model; in a model directory written before this field existed, t.
+    time_input: Optional[str] = None
+
+    def __post_init__(self):
+        _check(self.time_input in (None, "sigma", "t"), "model.time_input",
+               f"must be sigma or t, got {self.time_input!r}")
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,10 @@
     x = model.generate(num=4, length=256, sampler="ancestral", steps=128)      # Long[4, 256]
     out = model.nll(x0, attention_mask)                                       # LossOutput
 
-`model.denoiser(x_t, t)` is the callable that objectives and samplers take; it forwards `t`
-only to time-conditioned backbones.
+`model.denoiser(x_t, t)` is the callable that objectives and samplers take; it forwards the time
+only to time-conditioned backbones, as σ(t) = -log α(t) (`model.time_input: sigma`, the MDLM
+reference's `sigma` conditioning) or as t itself (`time_input: t`, model directories saved before
+the field existed). Backbones never see the schedule: the conversion happens here.
 """
 
 from __future__ import annotations
@@ -20,13 +22,35 @@ from dnadiff.config import RunConfig
 from dnadiff.errors import DnadiffError
 
 
-class Denoiser(nn.Module):
-    """denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V] over a backbone."""
+def resolve_time_input(value: str | None) -> str:
+    """`model.time_input` of a new model: sigma unless the config says otherwise."""
+    return value or "sigma"
 
-    def __init__(self, backbone: nn.Module, labels: Tensor | int | None = None):
+
+def sigma_of(schedule, t: Tensor) -> Tensor:
+    """σ(t) = -log α(t) = -log1p(-(1 - α)), in float64 from the cancellation-free 1 - α; returned in t's
+    dtype. 1 - α is kept below 1 - 1e-9 so that a schedule with α(1) = 0 (eps = 0) gives a finite
+    σ(1) ≈ 20.7 rather than inf (the reference never meets it: its eps is 1e-3, σ(1) = 6.9)."""
+    m = schedule.mask_prob(t.double()).clamp(0.0, 1.0 - 1e-9)
+    return (-torch.log1p(-m)).to(t.dtype)
+
+
+class Denoiser(nn.Module):
+    """denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V] over a backbone.
+
+    time_input "sigma" (with a schedule): a time-conditioned backbone gets σ(t); "t": t itself."""
+
+    def __init__(self, backbone: nn.Module, labels: Tensor | int | None = None, schedule=None,
+                 time_input: str = "t"):
         super().__init__()
+        if time_input not in ("sigma", "t"):
+            raise DnadiffError(f"time_input must be sigma or t, got {time_input!r}")
+        if time_input == "sigma" and schedule is None:
+            raise DnadiffError("a denoiser fed sigma needs the schedule")
         self.backbone = backbone
         self.labels = labels  # class-conditional backbones: Long[B], one int, or None (= null label)
+        self.schedule = schedule
+        self.time_input = time_input
 
     @property
     def time_conditioned(self) -> bool:
@@ -35,7 +59,9 @@ class Denoiser(nn.Module):
     def forward(self, x_t: Tensor, t: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
         """`attention_mask` (optional, right-padded batch): the backbone ignores the pads, so a row's
         logits do not depend on the batch's padding (backbones/base.py)."""
-        t_in = t if self.time_conditioned else None
+        t_in = None
+        if self.time_conditioned and t is not None:
+            t_in = sigma_of(self.schedule, torch.as_tensor(t, device=x_t.device)) if self.time_input == "sigma" else t
         kw = {} if attention_mask is None else {"attention_mask": attention_mask}
         if getattr(self.backbone, "num_classes", 0):
             return self.backbone(x_t, t_in, labels=self.labels, **kw)
@@ -65,6 +91,29 @@ class SuppressTokens(nn.Module):
         return logits
 
 
+def default_ar_bos(tokenizer) -> int | None:
+    """The `ar` objective's context token for a new model: [BOS] for DNA, so that AR scores every
+    real base like the diffusion objectives (diffusion/ar.py); None (the reference's first-token-as-
+    context) for text, whose sequences start with their own [CLS]/BOS token."""
+    return tokenizer.bos_id if getattr(tokenizer, "kind", "dna") == "dna" else None
+
+
+def recorded_config(cfg: RunConfig, tokenizer) -> RunConfig:
+    """The config with the defaults that changed over time written out, as a model directory
+    records them: `model.time_input`, and the `ar` objective's `bos_id` (load_config_of reads a
+    missing one as the behaviour of the directories written before it existed)."""
+    from dnadiff.config import replace
+
+    cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
+    if tokenizer is None and cfg.tokenizer.kind == "dna":
+        from dnadiff.tokenizers import DNATokenizer
+
+        tokenizer = DNATokenizer()
+    if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options and tokenizer is not None:
+        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": default_ar_bos(tokenizer)}})
+    return cfg
+
+
 def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     """Keyword arguments of build_objective for a run config and its tokenizer."""
     name = cfg.objective.name
@@ -72,6 +121,8 @@ def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     if name in ("mdlm", "d3pm", "sedd"):
         kwargs.update(T=cfg.objective.T, t_min=cfg.objective.t_min, stratified=cfg.objective.stratified,
                       pad_policy=cfg.objective.pad_policy)
+    if name == "ar":
+        kwargs["bos_id"] = default_ar_bos(tokenizer)
     if name == "mlm":
         if getattr(tokenizer, "kind", "dna") == "dna":
             kwargs["random_token_ids"] = tokenizer.nucleotide_ids
@@ -97,11 +148,16 @@ class DiffusionModel:
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.schedule, self.objective = build_objective_for(config, tokenizer)
-        self.denoiser = Denoiser(backbone)
+        self.time_input = resolve_time_input(config.model.time_input)
+        self.denoiser = self.make_denoiser()
         if backbone.vocab_size != tokenizer.vocab_size:
             raise DnadiffError(
                 f"model vocab_size {backbone.vocab_size} does not match the tokenizer's {tokenizer.vocab_size}"
             )
+
+    def make_denoiser(self, labels: Tensor | int | None = None) -> Denoiser:
+        """The denoiser over this model's backbone (with class labels for a class-conditional one)."""
+        return Denoiser(self.backbone, labels=labels, schedule=self.schedule, time_input=self.time_input)
 
     @property
     def is_autoregressive(self) -> bool:
@@ -176,7 +232,7 @@ class DiffusionModel:
             first = getattr(self.tokenizer, "nucleotide_ids", None) or [
                 i for i in range(self.tokenizer.vocab_size) if i not in set(self.tokenizer.special_ids)
             ]
-            smp = AutoregressiveSampler(first_token_ids=first, **options)
+            smp = AutoregressiveSampler(first_token_ids=first, bos_id=self.objective.bos_id, **options)
         else:
             from dnadiff.samplers import build_sampler
 
@@ -202,7 +258,7 @@ class DiffusionModel:
                 raise DnadiffError("this model is not class-conditional (trained without labels)")
             return self.denoiser
         if label is None:
-            return Denoiser(self.backbone, labels=None)
+            return self.make_denoiser(labels=None)
         names = list(self.config.model.class_names)
         if isinstance(label, str) and not label.lstrip("-").isdigit():
             if label not in names:
@@ -211,12 +267,12 @@ class DiffusionModel:
         label = int(label)
         if not 0 <= label < num_classes:
             raise DnadiffError(f"class index {label} out of range 0..{num_classes - 1}")
-        cond = Denoiser(self.backbone, labels=label)
+        cond = self.make_denoiser(labels=label)
         if guidance == 0.0:
             return cond
         from dnadiff.samplers import guided
 
-        return guided(cond, Denoiser(self.backbone, labels=None), guidance, mask_id=self.tokenizer.mask_id)
+        return guided(cond, self.make_denoiser(labels=None), guidance, mask_id=self.tokenizer.mask_id)
 
     def banned_ids(self) -> list[int]:
         """Token ids a sampler must never produce (kept: real tokens and the mask id)."""

@@ -180,3 +180,32 @@ def test_mismatched_checkpoints_are_rejected(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "config.json").write_text(json.dumps({"model_type": "bert"}))
     assert not is_caduceus_dir(tmp_path / "other")
+
+
+@pytest.mark.parametrize("rcps", [True, False])
+def test_complement_map_keys_in_string_order(tmp_path, rcps):
+    # issue 12 item 13: a config.json re-saved by `save_pretrained` (json sort_keys) lists the
+    # complement_map keys "0", "1", "10", "11", ..., "2": the map must be read by integer key.
+    torch.manual_seed(1)
+    src = build_backbone("caduceus", "tiny" if rcps else "tiny-ph").eval()
+    with torch.no_grad():
+        for p in src.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    _write_dir(tmp_path / "natural", src, rcps, True)
+    _write_dir(tmp_path / "sorted", src, rcps, True)
+    cfg_file = tmp_path / "sorted" / "config.json"
+    cfg_file.write_text(json.dumps(json.loads(cfg_file.read_text()), sort_keys=True))
+    assert list(json.loads(cfg_file.read_text())["complement_map"])[:4] == ["0", "1", "10", "11"]
+    ids = torch.randint(0, 12, (2, 19))
+    models = [load_caduceus_pretrained(tmp_path / d) for d in ("natural", "sorted")]
+    for m in models:
+        assert m.vocab_size == 12 and m.config.complement_map[:12] == CMAP16[:12]
+    with torch.no_grad():
+        torch.testing.assert_close(models[1](ids), models[0](ids), rtol=0, atol=0)
+        torch.testing.assert_close(models[1](ids), src(ids), rtol=0, atol=1e-6)
+    # keys that are not the ids 0..n-1 are refused with the file named
+    bad = json.loads(cfg_file.read_text())
+    bad["complement_map"] = {"a": 0, "1": 1}
+    cfg_file.write_text(json.dumps(bad))
+    with pytest.raises(DnadiffError, match="complement_map"):
+        load_caduceus_pretrained(tmp_path / "sorted")

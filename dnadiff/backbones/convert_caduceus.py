@@ -57,6 +57,28 @@ def is_caduceus_dir(path: str | Path) -> bool:
     return cfg.get("model_type") == "caduceus" or {"d_model", "n_layer", "rcps", "bidirectional"} <= set(cfg)
 
 
+def _complement_map(raw: Any) -> list[int] | None:
+    """config.json's complement_map -> [complement of id 0, of id 1, ...].
+
+    The official code reads list(values()), which is the id order only while the keys are written
+    0, 1, 2, ...; a config re-saved by `save_pretrained` sorts them as strings ("10" before "2").
+    The official model is rescued by the complement_map buffer in its weights file; here the map
+    is read by integer key, so both orders give the same map."""
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        return [int(v) for v in raw]
+    if not isinstance(raw, dict):
+        raise DnadiffError("config.json: complement_map must be a mapping {id: complement id}")
+    try:
+        by_id = {int(k): int(v) for k, v in raw.items()}
+    except (TypeError, ValueError):
+        raise DnadiffError("config.json: complement_map keys and values must be token ids (integers)") from None
+    if sorted(by_id) != list(range(len(by_id))):
+        raise DnadiffError(f"config.json: complement_map keys must be the ids 0..{len(by_id) - 1}")
+    return [by_id[i] for i in range(len(by_id))]
+
+
 def caduceus_config_from_hf(cfg: dict[str, Any], vocab_size: int | None = None) -> CaduceusConfig:
     """Official config.json -> CaduceusConfig. The public files store the padded vocab (16); when the
     complement map is the Caduceus character tokenizer's, the real vocabulary (12 ids) is used."""
@@ -67,11 +89,7 @@ def caduceus_config_from_hf(cfg: dict[str, Any], vocab_size: int | None = None) 
     for k in ("initializer_range", "rescale_prenorm_residual", "n_residuals_per_layer"):
         if k in init:
             kwargs[k] = init[k]
-    cmap_raw = cfg.get("complement_map")
-    cmap = None
-    if cmap_raw is not None:
-        # string keys; the VALUE order is the id order (the official RCPS buffers use list(values()))
-        cmap = [int(v) for v in (cmap_raw.values() if isinstance(cmap_raw, dict) else cmap_raw)]
+    cmap = _complement_map(cfg.get("complement_map"))
     file_vocab = int(cfg.get("vocab_size", _DNA_VOCAB))
     if vocab_size is None:
         is_dna = cmap is None or (tuple(cmap[:_DNA_VOCAB]) == DNA_COMPLEMENT

@@ -27,6 +27,11 @@ embedding (`tie_embeddings=True`, the repo's SequenceLMHeadModel) or a separate 
 port (`backbone.layers.{i}.mixer.filter_fn.implicit_filter.{0..6}` …), so checkpoints map by name.
 The positional embedding `z` is a buffer by default (the genomic-benchmark configs use
 lr_pos_emb 0; the pretraining code gives it lr 1e-5); `train_pos_emb=True` makes it a parameter.
+
+Optimizer settings as the official HyenaFilter registers them (`_optim` attributes, honoured by
+training/optim.py): the implicit filter's MLP (Linear weights and biases, the Sin frequency) and our
+`rev_bias` get weight decay `filter_wd` (0) and learning rate `filter_lr` (None = the optimizer's lr,
+as the HyenaDNA configs' `lr: ${optimizer.lr}`); a trainable `z` gets `pos_emb_lr` and no decay.
 """
 
 from __future__ import annotations
@@ -69,8 +74,17 @@ class HyenaConfig:
     causal: bool = False
     cond_dim: int = 0
     initializer_range: float = 0.02
+    filter_lr: float | None = None  # implicit-filter MLP lr (None: the optimizer's lr)
+    filter_wd: float = 0.0  # implicit-filter MLP weight decay (HyenaDNA `wd: 0.0`)
+    pos_emb_lr: float = 1e-5  # lr of z when train_pos_emb (HyenaDNA `lr_pos_emb`)
 
     def __post_init__(self) -> None:
+        for name in ("filter_lr", "pos_emb_lr"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise DnadiffError(f"hyena config: {name} must be > 0, got {v}")
+        if self.filter_wd < 0:
+            raise DnadiffError(f"hyena config: filter_wd must be >= 0, got {self.filter_wd}")
         if self.hyena_order != 2:
             raise DnadiffError(f"hyena config: only hyena_order 2 is supported, got {self.hyena_order}")
         if self.emb_dim < 3 or self.emb_dim % 2 == 0:
@@ -155,6 +169,12 @@ class HyenaFilter(nn.Module):
         self.modulation = ExponentialModulation(d, modulate=cfg.modulate, shift=cfg.modulation_shift)
         # direction input of the backward (negative-lag) kernel, added to the first hidden layer
         self.rev_bias = None if cfg.causal else nn.Parameter(cfg.initializer_range * torch.randn(cfg.filter_order))
+        # per-parameter optimizer settings, as the official HyenaFilter / OptimModule.register
+        filter_hp = {"weight_decay": cfg.filter_wd, "lr": cfg.filter_lr}
+        for p in [*self.implicit_filter.parameters(), *([] if self.rev_bias is None else [self.rev_bias])]:
+            p._optim = dict(filter_hp)  # type: ignore[attr-defined]
+        if isinstance(self.pos_emb.z, nn.Parameter):
+            self.pos_emb.z._optim = {"weight_decay": 0.0, "lr": cfg.pos_emb_lr}  # type: ignore[attr-defined]
 
     def _filters(self, L: int, offsets: list[Tensor | None]) -> Tensor:
         """(len(offsets), L, d) kernels, one MLP pass; each offset is added to the first hidden layer."""

@@ -27,6 +27,13 @@ import torch.nn.functional as F
 __all__ = ["selective_scan", "selective_scan_ref", "selective_scan_chunked", "mamba_ssm_available"]
 
 
+def _no_autocast(device: torch.device):
+    """Autocast off for the scan: under bf16 autocast its bmm/einsum contractions C·h would run in
+    bf16 (relative error ~3e-3 instead of ~1e-7). mamba_ssm's kernel and `selective_scan_ref` of the
+    official code compute the recurrence in fp32 whatever the input dtype; so does this module."""
+    return torch.autocast(device_type=device.type, enabled=False)
+
+
 def _finish(y, u, D, z):
     """y + D u, gated by silu(z) (Mamba Alg. 2 / mamba_simple.py)."""
     if D is not None:
@@ -46,7 +53,12 @@ def _prepare_delta(delta, delta_bias, delta_softplus):
 
 def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
                        return_last_state=False):
-    """Sequential reference: one step per position. Computed in at least fp32."""
+    """Sequential reference: one step per position. Computed in at least fp32 (autocast off)."""
+    with _no_autocast(u.device):
+        return _selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
+
+
+def _selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state):
     dtype_in = u.dtype
     ct = torch.promote_types(u.dtype, torch.float32)
     u, delta, A, B, C = (v.to(ct) for v in (u, delta, A, B, C))
@@ -149,6 +161,11 @@ class _ChunkedScan(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
+        with _no_autocast(dy.device):  # a backward called inside an autocast region
+            return _ChunkedScan._backward(ctx, dy)
+
+    @staticmethod
+    def _backward(ctx, dy):
         u, delta, A, Bm, Cm, h_in_all = ctx.saved_tensors
         c, chunk = ctx.c, ctx.chunk
         b, length, e = u.shape
@@ -204,7 +221,13 @@ def selective_scan_chunked(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
     """Fast pure-PyTorch scan (same arguments and result as `selective_scan_ref`).
 
     `chunk` steps per Python-level iteration, split into sub-blocks of `sub_block` steps.
+    Computed in at least fp32, with autocast off (the backward too).
     """
+    with _no_autocast(u.device):
+        return _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus, chunk, sub_block)
+
+
+def _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus, chunk, sub_block):
     dtype_in = u.dtype
     ct = torch.promote_types(u.dtype, torch.float32)
     delta = _prepare_delta(delta.to(ct), None if delta_bias is None else delta_bias.to(ct), delta_softplus)

@@ -103,7 +103,13 @@ def run(args: argparse.Namespace) -> int:
     }
     if unit == "base":
         out["uniform_baseline_bits_per_base"] = 2.0
-    print(format_table([{k: v for k, v in out.items() if k not in ("model", "data")}]))
+    if res["objective"] == "ar":  # which positions the AR number covers (diffusion: every real one)
+        out["ar_scored"] = ("every real position, like the diffusion bounds ([BOS] context)"
+                            if getattr(model.objective, "bos_id", None) is not None
+                            else "real positions after each window's first (the first is context)")
+    print(format_table([{k: v for k, v in out.items() if k not in ("model", "data", "ar_scored")}]))
+    if "ar_scored" in out:
+        print(f"AR scored: {out['ar_scored']}")
     if args.out:
         write_json(args.out, out)
         print(f"\nwrote {args.out}")

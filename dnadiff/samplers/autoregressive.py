@@ -2,9 +2,10 @@
 
 Same call as the diffusion samplers; `schedule` and `mask_id` are unused except that template
 positions holding a token other than `mask_id` are kept (prefix conditioning). Position i's
-logits predict token i+1. The `ar` objective never models position 0 (it is context), so a free
-first token is drawn uniformly from `first_token_ids` (e.g. the four bases); give a prefix to
-condition it instead.
+logits predict token i+1. With `bos_id` (models trained with the `ar` objective's [BOS] context)
+the model reads [BOS] + the sequence, so the first token is drawn from p(x_0 | [BOS]). Without it
+the `ar` objective never modelled position 0 (it is context), so a free first token is drawn
+uniformly from `first_token_ids` (e.g. the four bases); give a prefix to condition it instead.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from dnadiff.samplers.base import draw_categorical, shape_probs
 
 class AutoregressiveSampler:
     def __init__(self, temperature: float = 1.0, top_p: float = 1.0, float32_draws: bool = False,
-                 first_token_ids: list[int] | None = None):
+                 first_token_ids: list[int] | None = None, bos_id: int | None = None):
         self.temperature, self.top_p, self.float32_draws = temperature, top_p, float32_draws
         self.first_token_ids = first_token_ids
+        self.bos_id = bos_id
         self.last_nfe = 0
 
     @torch.no_grad()
@@ -32,6 +34,15 @@ class AutoregressiveSampler:
             template = template.expand(batch, length).to(device)
             fixed = template != mask_id
             x = torch.where(fixed, template, x)
+        if self.bos_id is not None:  # a fixed [BOS] in front; the model reads length tokens (as in training)
+            x = torch.cat([torch.full_like(x[:, :1], self.bos_id), x], dim=1)  # (B, L+1)
+            fixed = torch.cat([torch.ones_like(fixed[:, :1]), fixed], dim=1)
+            return self._loop(denoiser, x, fixed, mask_id, generator, device)[:, 1:]
+        return self._loop(denoiser, x, fixed, mask_id, generator, device)
+
+    def _loop(self, denoiser, x: Tensor, fixed: Tensor, mask_id: int, generator, device) -> Tensor:
+        batch, length = x.shape
+        window = length - 1 if self.bos_id is not None else length  # inputs the model reads
         t = torch.zeros(batch, device=device)
         self.last_nfe = 0
         for i in range(length):
@@ -44,7 +55,7 @@ class AutoregressiveSampler:
                 pick = torch.randint(len(ids), (batch,), generator=generator, device=device if generator is None else generator.device)
                 x[:, 0] = torch.where(fixed[:, 0], x[:, 0], ids[pick.to(device)])
                 continue
-            logits = denoiser(x, t)  # (B, L, V) causal: position i-1 predicts token i
+            logits = denoiser(x[:, :window], t)  # (B, window, V) causal: position i-1 predicts token i
             self.last_nfe += 1
             src = logits[:, i - 1].float().log_softmax(-1)
             src[..., mask_id] = -float("inf")

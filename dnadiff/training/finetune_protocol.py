@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Subset
 
-from dnadiff.config import save_config, to_dict
+from dnadiff.config import replace, save_config, to_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.classification import METRICS, format_pm, summarize
 from dnadiff.heads.config import FinetuneConfig
@@ -113,6 +113,26 @@ def build_backbone_template(cfg: FinetuneConfig):
         return build_backbone_from_config(m.backbone, overrides)  # a full saved config: the preset is moot
     overrides.setdefault("vocab_size", 12)
     return build_backbone(m.backbone, preset=m.preset, **overrides)
+
+
+def record_init_from(cfg: FinetuneConfig, template) -> tuple[FinetuneConfig, str | None]:
+    """With `model.init_from`: the config naming the backbone actually loaded (registry name and its
+    full config: the preset and the config file's backbone are moot) and a line saying what was
+    loaded, for the console. Without it: (cfg, None)."""
+    import dataclasses
+
+    from dnadiff.backbones import BACKBONES
+    from dnadiff.checkpoint import official_kind
+
+    path = cfg.model.init_from
+    if not path:
+        return cfg, None
+    name = next(n for n in BACKBONES.names() if type(template) is BACKBONES.get(n))
+    cfg = replace(cfg, **{"model.backbone": name, "model.overrides": dataclasses.asdict(template.config)})
+    kind = {"caduceus": "official Caduceus directory", "hyena": "official HyenaDNA directory"}.get(
+        official_kind(path) or "", "dnadiff model directory")
+    n = sum(p.numel() for p in template.parameters())
+    return cfg, f"model.init_from: loaded {name} backbone ({n:,} parameters) from {kind} {path}"
 
 
 def classifier_factory(cfg: FinetuneConfig, template, num_classes: int):
@@ -220,6 +240,9 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
     num_classes = len(train_all.classes)
 
     template = build_backbone_template(cfg)
+    cfg, loaded = record_init_from(cfg, template)
+    if loaded:
+        echo(loaded)
     limit = getattr(getattr(template, "config", None), "l_max", None)  # HyenaDNA: longest input it supports
     longest = max(len(s) for s in train_all.sequences + test_all.sequences)
     longest = min(longest, cfg.data.max_len) if cfg.data.max_len else longest

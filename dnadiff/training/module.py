@@ -57,13 +57,11 @@ class DiffusionLitModule(L.LightningModule):
         """Class-conditional runs: the batch's labels, a share replaced by the null label (CFG)."""
         if "labels" not in batch or not getattr(self.backbone, "num_classes", 0):
             return self.model.denoiser
-        from dnadiff.model import Denoiser
-
         labels = batch["labels"]
         if train and self.cfg.model.label_dropout > 0:
             drop = torch.rand(labels.shape, device=labels.device) < self.cfg.model.label_dropout
             labels = torch.where(drop, torch.full_like(labels, self.backbone.null_label), labels)
-        return Denoiser(self.backbone, labels=labels)
+        return self.model.make_denoiser(labels=labels)
 
     def on_before_optimizer_step(self, optimizer) -> None:
         """A finite loss can still give inf/NaN gradients: stop before they reach the weights (and a

@@ -2,6 +2,11 @@
 
 No weight decay on biases, norm weights, embeddings' positional tables and Mamba's `A_log`/`D`
 (mamba_ssm marks them `_no_weight_decay`), as in the reference recipes.
+
+Per-parameter settings: a parameter with an `_optim` dict attribute (keys `lr`, `weight_decay`,
+the convention of the HyenaDNA / S4 code, whose HyenaFilter registers its implicit-filter MLP this way)
+goes to its own group with those settings on top of the base ones; parameters with equal `_optim`
+dicts share a group. The lr schedulers scale every group's own initial lr by the same factor.
 """
 
 from __future__ import annotations
@@ -14,9 +19,17 @@ from torch import nn
 NO_DECAY_NAMES = ("A_log", "D", "bias")
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two groups: decayed matrices, and everything 1-D / norms / A_log / D without decay."""
+def _no_decay(name: str, p: nn.Parameter, norm_params: set[int]) -> bool:
+    leaf = name.rsplit(".", 1)[-1]
+    return p.ndim < 2 or leaf in NO_DECAY_NAMES or id(p) in norm_params or getattr(p, "_no_weight_decay", False)
+
+
+def param_groups(model: nn.Module, weight_decay: float, lr: float | None = None) -> list[dict]:
+    """Groups: decayed matrices (always first); everything 1-D / norms / A_log / D without decay; then
+    one group per distinct `_optim` setting (sorted by its items, so the order is the same on every
+    run and a resumed optimizer state matches). `lr`, when given, is written into the base groups."""
     decay, no_decay = [], []
+    special: dict[tuple, list[nn.Parameter]] = {}
     norm_params = set()
     for module in model.modules():
         if isinstance(module, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d)) or "Norm" in type(module).__name__:
@@ -24,24 +37,24 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        leaf = name.rsplit(".", 1)[-1]
-        if (
-            p.ndim < 2
-            or leaf in NO_DECAY_NAMES
-            or id(p) in norm_params
-            or getattr(p, "_no_weight_decay", False)
-        ):
+        hp = {k: v for k, v in (getattr(p, "_optim", None) or {}).items() if v is not None}
+        if hp:
+            special.setdefault(tuple(sorted(hp.items())), []).append(p)
+        elif _no_decay(name, p, norm_params):
             no_decay.append(p)
         else:
             decay.append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}]
+    base = {} if lr is None else {"lr": lr}
+    groups = [{"params": decay, "weight_decay": weight_decay, **base}]
     if no_decay:
-        groups.append({"params": no_decay, "weight_decay": 0.0})
+        groups.append({"params": no_decay, "weight_decay": 0.0, **base})
+    for key in sorted(special):  # e.g. (("lr", 1e-3), ("weight_decay", 0.0))
+        groups.append({"params": special[key], "weight_decay": weight_decay, **base, **dict(key)})
     return groups
 
 
 def build_optimizer(model: nn.Module, lr: float, betas=(0.9, 0.999), weight_decay: float = 0.0, eps: float = 1e-8):
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps)
+    return torch.optim.AdamW(param_groups(model, weight_decay, lr), lr=lr, betas=tuple(betas), eps=eps)
 
 
 def lr_lambda(schedule: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0):

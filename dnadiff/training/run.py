@@ -39,10 +39,16 @@ def resolve_precision(precision: str) -> str:
 
 
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
-    """The run's backbone: from the preset, or initialised from a pretrained model (init_from)."""
+    """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
+    The returned config records `model.time_input` (a dnadiff init_from model passes its own on)."""
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import load_backbone, wrap_conditional
+    from dnadiff.checkpoint import load_backbone, load_config_of, official_kind, wrap_conditional
+    from dnadiff.model import resolve_time_input
 
+    if cfg.model.time_input is None and cfg.model.init_from and official_kind(cfg.model.init_from) is None \
+            and (Path(cfg.model.init_from) / "config.yaml").is_file():
+        cfg = replace(cfg, **{"model.time_input": load_config_of(cfg.model.init_from).model.time_input})
+    cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
     if cfg.model.init_from:
         name, backbone = load_backbone(cfg.model.init_from, keep_label_embedding=cfg.model.num_classes > 0)
         if backbone.vocab_size != tokenizer.vocab_size:
@@ -64,7 +70,9 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
                 f"{getattr(backbone, 'num_classes', 0)} classes (a label embedding cannot be added or dropped)"
             )
         cfg = replace(cfg, **{"model.backbone": name, "model.overrides": loaded})
-        return cfg, backbone
+        # loaders hand back eval-mode models (for inference) and Lightning switches only the
+        # LightningModule itself: without this, dropout stays off in every loaded module
+        return cfg, backbone.train()
     overrides = dict(cfg.model.overrides)
     overrides.setdefault("vocab_size", tokenizer.vocab_size)
     if cfg.data.kind == "benchmark" and cfg.model.num_classes == 0:
