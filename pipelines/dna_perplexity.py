@@ -15,7 +15,7 @@ AR rows get the whole budget (pretrain + fine-tune steps) so every row sees the 
 
 `--dry-run` builds every row's config and model at the scale's sizes (paper presets included) and
 runs one training step and a 2-window evaluation on the sample genome bundled in the package
-(64-bp windows, batch 2, one seed, no ../shared/data), in a temporary folder; it writes no table.
+(32-bp windows, batch 2, one seed, no ../shared/data), in a temporary folder; it writes no table.
 `--from-json` rewrites the .md/.json table from the per-seed values a finished run stored, without
 training.
 
@@ -86,7 +86,7 @@ def row_specs(scale: dict) -> list[dict]:
 
 # --dry-run: the scale's rows unchanged except data size and steps (the genome sample bundled in the package)
 DRY_RUN = {
-    "data": ["data.fasta=null", "data.bed=null", "data.seq_len=64", "data.num_workers=0"],
+    "data": ["data.fasta=null", "data.bed=null", "data.seq_len=32", "data.num_workers=0"],
     "train": ["train.max_steps=1", "train.batch_size=2", "train.accumulate=1", "train.val_every=100000",
               "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false", "train.threads=1"],
     "eval_windows": 2,
