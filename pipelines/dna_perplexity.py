@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
     ap.add_argument("--out-dir", default=None, help="where runs go (default runs/dna_perplexity_SCALE)")
     ap.add_argument("--results", default=None, help="where the table goes (default results/)")
-    ap.add_argument("--only", default=None, help="comma-separated row keys to run (debugging)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated row keys to run, plus the rows they are initialised from (debugging)")
     ap.add_argument("--dry-run", action="store_true",
                     help="build every row's config and model and run one step on the bundled sample genome")
     ap.add_argument("--from-json", default=None, metavar="JSON",
@@ -190,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args, command: str) -> int:
     import tempfile
 
+    from dnadiff.errors import DnadiffError
     import torch
 
     from dnadiff.checkpoint import load
@@ -212,9 +214,14 @@ def run(args, command: str) -> int:
             tmp = tempfile.TemporaryDirectory(prefix="dna_perplexity_dry_run_")
     out_dir = Path(args.out_dir or (tmp.name if tmp else REPO / "runs" / f"dna_perplexity_{args.scale}"))
     specs = row_specs(scale)
-    if args.only:
+    if args.only:  # the rows asked for and the rows they are initialised from
         keep = set(args.only.split(","))
-        specs = [s for s in specs if s["key"] in keep or any(s.get("init") == k for k in keep)]
+        unknown = keep - {s["key"] for s in specs}
+        if unknown:
+            raise DnadiffError(f"--only: unknown row key(s) {', '.join(sorted(unknown))}; "
+                               f"rows: {', '.join(s['key'] for s in specs)}")
+        keep |= {s["init"] for s in specs if s["key"] in keep and s.get("init")}
+        specs = [s for s in specs if s["key"] in keep]
     start = time.time()
     results: dict[str, list[dict]] = {}
     import numpy as np
