@@ -1,6 +1,6 @@
 """Paper tab. 6: test-split perplexity of DNA models, one backbone family per row, same data/budget.
 
-Rows (each over >= 3 seeds, mean ± (max-min)/2):
+Rows (each over >= 3 seeds: mean, and range = max − min over seeds, the paper's "±"):
     Caduceus  MLM-pretrained -> fine-tuned with mdlm | sedd | d3pm (discrete T)   (bounds)
     Caduceus  MLM-pretrained (its masked-token CE, for reference; not a likelihood)
     Mamba     AR from scratch                                                       (exact)
@@ -10,6 +10,14 @@ AR rows get the whole budget (pretrain + fine-tune steps) so every row sees the 
 
     python pipelines/dna_perplexity.py --scale cpu      # ~40-60 min on 2 CPU cores, shared chr22 subset
     python pipelines/dna_perplexity.py --scale paper    # HG38, dna-467k models, L = 1024 (GPU cluster)
+    python pipelines/dna_perplexity.py --scale paper --dry-run   # every row: config, model, one step (seconds)
+    python pipelines/dna_perplexity.py --from-json results/dna_perplexity_cpu.json   # re-render the table
+
+`--dry-run` builds every row's config and model at the scale's sizes (paper presets included) and
+runs one training step and a 2-window evaluation on the sample genome bundled in the package
+(32-bp windows, batch 2, one seed, no ../shared/data), in a temporary folder; it writes no table.
+`--from-json` rewrites the .md/.json table from the per-seed values a finished run stored, without
+training.
 
 Writes results/dna_perplexity_{scale}.md and .json (command, wall time, machine) and keeps every
 model directory under runs/dna_perplexity_{scale}/ (the Genomic Benchmarks pipeline can use them).
@@ -48,7 +56,8 @@ SCALES = {
         "train": ["train.batch_size=128", "train.accumulate=8", "train.lr=3e-4", "train.warmup_steps=2500",
                   "train.ema=0.9999", "train.val_every=1000", "train.ckpt_every=1000"],
         "pretrain_steps": 10000, "finetune_steps": 10000, "d3pm_T": 1000,
-        "presets": {"caduceus": "dna-467k", "mamba": "dna-467k", "hyena": "tiny-1k"},
+        # tab. 6 sizes: Caduceus-PS d118 x 4 (470,702), Mamba d128 x 4 (468,608), HyenaDNA tiny-1k (436,096)
+        "presets": {"caduceus": "dna-467k", "mamba": "dna-465k", "hyena": "tiny-1k"},
         "eval_windows": 0, "seeds": 3,
     },
 }
@@ -75,20 +84,114 @@ def row_specs(scale: dict) -> list[dict]:
     ]
 
 
+# --dry-run: the scale's rows unchanged except data size and steps (the genome sample bundled in the package)
+DRY_RUN = {
+    "data": ["data.fasta=null", "data.bed=null", "data.seq_len=32", "data.num_workers=0"],
+    "train": ["train.max_steps=1", "train.batch_size=2", "train.accumulate=1", "train.val_every=100000",
+              "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false", "train.threads=1"],
+    "eval_windows": 2,
+}
+
+
 def machine() -> str:
     return f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
-def main() -> None:
+def summarize_rows(specs: list[dict], results: dict[str, list[dict]]) -> list[dict]:
+    """One table row per spec: mean over seeds and the range max − min (the paper's tab. 6 "±")."""
+    import numpy as np
+
+    table = []
+    for spec in specs:
+        runs = results.get(spec["key"], [])
+        if not runs:
+            continue
+        ppl = [r["perplexity"] for r in runs]
+        bits = [r["bits_per_base"] for r in runs]
+        table.append({
+            "model": spec["row"], "kind": spec["kind"], "perplexity": f"{np.mean(ppl):.4f}",
+            RANGE_COLUMN: f"{max(ppl) - min(ppl):.4f}", "bits/base": f"{np.mean(bits):.4f}",
+            "seeds": len(runs), "params": runs[0]["parameters"], "steps": spec["steps"],
+            "ppl_mean": float(np.mean(ppl)), "ppl_range": float(max(ppl) - min(ppl)),
+            "bits_mean": float(np.mean(bits)), "bits_range": float(max(bits) - min(bits)),
+        })
+    return table
+
+
+RANGE_COLUMN = "range (max−min)"
+COLUMNS = ["model", "kind", "perplexity", RANGE_COLUMN, "bits/base", "seeds", "params", "steps"]
+
+
+def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
+    """results/dna_perplexity_SCALE.json and .md from a summary (command, settings, rows, per-seed runs)."""
+    from dnadiff.utils import atomic_write, markdown_table, write_json
+
+    scale, wall, seeds = summary["scale"], summary["wall_seconds"], summary["seeds"]
+    os.makedirs(results_dir, exist_ok=True)
+    write_json(Path(results_dir) / f"dna_perplexity_{scale}.json", summary)
+    md = [f"# DNA perplexity (paper tab. 6), scale `{scale}`", "",
+          f"Command: `{summary['command']}`  ", f"Wall time: {wall / 60:.1f} min  ", f"Machine: {summary['machine']}  ",
+          f"Data: {', '.join(data)}; test split, {summary['settings']['eval_windows'] or 'all'} windows; "
+          f"perplexity and bits/base are means over {seeds} seeds, {RANGE_COLUMN} is the perplexity's "
+          "max − min over the seeds (the paper's \"±\").", ""]
+    if summary.get("table_rendered_by"):
+        md += [f"Table re-rendered without training from the per-seed values in the JSON: "
+               f"`{summary['table_rendered_by']}`", ""]
+    md += [markdown_table(summary["rows"], COLUMNS), ""]
+    atomic_write(Path(results_dir) / f"dna_perplexity_{scale}.md", "\n".join(md))
+
+
+def rerender(path: str, results_dir: str | None, shared: str, command: str) -> int:
+    """Rebuild the table of a finished run from the per-seed values its JSON stores (no training)."""
+    from dnadiff.errors import DnadiffError
+    from dnadiff.utils import format_table
+
+    try:
+        summary = json.loads(Path(path).read_text())
+        settings, runs = summary["settings"], summary["runs"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise DnadiffError(f"--from-json {path}: not a dna_perplexity results JSON ({exc})") from None
+    specs = [s for s in row_specs(settings) if s["key"] in runs]
+    summary["rows"] = summarize_rows(specs, runs)
+    summary.setdefault("seeds", max(len(v) for v in runs.values()))
+    summary["table_rendered_by"] = command
+    data = summary.get("data") or [d.format(shared=shared) for d in settings["data"]]
+    write_outputs(summary, results_dir or str(Path(path).parent), data)
+    print(format_table(summary["rows"], COLUMNS))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Paper tab. 6: DNA perplexity of AR vs diffusion models")
     ap.add_argument("--scale", choices=sorted(SCALES), default="cpu")
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 3)")
     ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
     ap.add_argument("--out-dir", default=None, help="where runs go (default runs/dna_perplexity_SCALE)")
-    ap.add_argument("--results", default=str(REPO / "results"), help="where the table goes")
-    ap.add_argument("--only", default=None, help="comma-separated row keys to run (debugging)")
-    args = ap.parse_args()
+    ap.add_argument("--results", default=None, help="where the table goes (default results/)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated row keys to run, plus the rows they are initialised from (debugging)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="build every row's config and model and run one step on the bundled sample genome")
+    ap.add_argument("--from-json", default=None, metavar="JSON",
+                    help="re-render the table from a finished run's JSON (per-seed values), no training")
+    args = ap.parse_args(argv)
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO),
+                                                            *(sys.argv[1:] if argv is None else argv)])
+    from dnadiff.errors import DnadiffError
 
+    try:
+        if args.from_json:
+            return rerender(args.from_json, args.results, args.shared, command)
+        return run(args, command)
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(args, command: str) -> int:
+    import tempfile
+
+    from dnadiff.errors import DnadiffError
     import torch
 
     from dnadiff.checkpoint import load
@@ -96,16 +199,29 @@ def main() -> None:
     from dnadiff.config import RunConfig, load_config
     from dnadiff.training import train
     from dnadiff.training.data import build_split_dataset
-    from dnadiff.utils import format_table, markdown_table, write_json
+    from dnadiff.utils import format_table
 
     scale = SCALES[args.scale]
     seeds = args.seeds or scale["seeds"]
-    out_dir = Path(args.out_dir or REPO / "runs" / f"dna_perplexity_{args.scale}")
-    specs = row_specs(scale)
-    if args.only:
-        keep = set(args.only.split(","))
-        specs = [s for s in specs if s["key"] in keep or any(s.get("init") == k for k in keep)]
+    eval_windows = scale["eval_windows"]
     data = [d.format(shared=args.shared) for d in scale["data"]]
+    tmp = None
+    if args.dry_run:  # same rows, presets and recipe; tiny data and one step
+        seeds, eval_windows = 1, DRY_RUN["eval_windows"]
+        keys = {o.split("=")[0] for o in DRY_RUN["data"]}
+        data = [d for d in data if d.split("=")[0] not in keys] + DRY_RUN["data"]
+        if not args.out_dir:
+            tmp = tempfile.TemporaryDirectory(prefix="dna_perplexity_dry_run_")
+    out_dir = Path(args.out_dir or (tmp.name if tmp else REPO / "runs" / f"dna_perplexity_{args.scale}"))
+    specs = row_specs(scale)
+    if args.only:  # the rows asked for and the rows they are initialised from
+        keep = set(args.only.split(","))
+        unknown = keep - {s["key"] for s in specs}
+        if unknown:
+            raise DnadiffError(f"--only: unknown row key(s) {', '.join(sorted(unknown))}; "
+                               f"rows: {', '.join(s['key'] for s in specs)}")
+        keep |= {s["init"] for s in specs if s["key"] in keep and s.get("init")}
+        specs = [s for s in specs if s["key"] in keep]
     start = time.time()
     results: dict[str, list[dict]] = {}
     import numpy as np
@@ -122,14 +238,16 @@ def main() -> None:
                 overrides.append(f"objective.T={spec['T']}")
             if spec.get("init"):
                 overrides.append(f"model.init_from={out_dir / (spec['init'] + f'_seed{seed}') / 'model'}")
+            if args.dry_run:
+                overrides += DRY_RUN["train"]
             cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)
             t0 = time.time()
             res = train(cfg, overwrite=True)
             train_s = time.time() - t0
             model = load(res.model_dir)
             test = build_split_dataset(model.config, model.tokenizer, "test")
-            if scale["eval_windows"] and len(test) > scale["eval_windows"]:
-                idx = np.linspace(0, len(test) - 1, scale["eval_windows"]).round().astype(int)
+            if eval_windows and len(test) > eval_windows:
+                idx = np.linspace(0, len(test) - 1, eval_windows).round().astype(int)
                 test = torch.utils.data.Subset(test, sorted(set(int(i) for i in idx)))
             ev = evaluate_model(model, test, batch_size=64, seed=1000 + seed, progress=False)
             row = {"seed": seed, "perplexity": ev["perplexity"], "bits_per_base": ev["bits_per_token"],
@@ -140,35 +258,23 @@ def main() -> None:
                   f"({ev['bits_per_token']:.4f} bits/base, train {train_s:.0f}s)", flush=True)
 
     wall = time.time() - start
-    table = []
-    for spec in specs:
-        runs = results.get(spec["key"], [])
-        if not runs:
-            continue
-        ppl = [r["perplexity"] for r in runs]
-        bits = [r["bits_per_base"] for r in runs]
-        table.append({
-            "model": spec["row"], "kind": spec["kind"], "perplexity": f"{np.mean(ppl):.4f} ± {(max(ppl) - min(ppl)) / 2:.4f}",
-            "bits/base": f"{np.mean(bits):.4f}", "seeds": len(runs), "params": runs[0]["parameters"],
-            "steps": spec["steps"], "ppl_mean": float(np.mean(ppl)),
-        })
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *sys.argv[1:]])
+    table = summarize_rows(specs, results)
+    if args.dry_run:
+        print(format_table([{"model": r["model"], "params": r["params"], "steps of the full run": r["steps"]}
+                            for r in table]))
+        print(f"\ndry run ({args.scale}): {len(table)} rows built, stepped once and evaluated in {wall:.1f} s")
+        if tmp:
+            tmp.cleanup()
+        return 0
     summary = {"command": command, "wall_seconds": round(wall, 1), "machine": machine(), "scale": args.scale,
                "settings": {k: v for k, v in scale.items() if k != "presets"} | {"presets": scale["presets"]},
-               "rows": table, "runs": results}
-    os.makedirs(args.results, exist_ok=True)
-    write_json(Path(args.results) / f"dna_perplexity_{args.scale}.json", summary)
-    cols = ["model", "kind", "perplexity", "bits/base", "seeds", "params", "steps"]
-    md = [f"# DNA perplexity (paper tab. 6), scale `{args.scale}`", "",
-          f"Command: `{command}`  ", f"Wall time: {wall / 60:.1f} min  ", f"Machine: {machine()}  ",
-          f"Data: {', '.join(data)}; test split, {scale['eval_windows'] or 'all'} windows; "
-          f"mean ± (max-min)/2 over {seeds} seeds.", "", markdown_table(table, cols), ""]
-    from dnadiff.utils import atomic_write
-
-    atomic_write(Path(args.results) / f"dna_perplexity_{args.scale}.md", "\n".join(md))
-    print(format_table(table, cols))
-    print(f"\nwrote {args.results}/dna_perplexity_{args.scale}.md (.json); {wall / 60:.1f} min")
+               "data": data, "seeds": seeds, "rows": table, "runs": results}
+    results_dir = args.results or str(REPO / "results")
+    write_outputs(summary, results_dir, data)
+    print(format_table(table, COLUMNS))
+    print(f"\nwrote {results_dir}/dna_perplexity_{args.scale}.md (.json); {wall / 60:.1f} min")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

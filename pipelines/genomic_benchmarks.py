@@ -6,21 +6,33 @@
         --init ar=results/dna_perplexity_models/ar
     # paper scale: the 8 Genomic Benchmarks (in ~/.genomic_benchmarks, or --download), tab. 7 recipe
     python pipelines/genomic_benchmarks.py --scale paper --init mlm=PATH --init mdlm=PATH --init ar=PATH
+    # every row and data set built and stepped once on tiny synthetic sets (seconds), no table written
+    python pipelines/genomic_benchmarks.py --scale paper --dry-run
+    # re-render the table of a finished run from its JSON (no training)
+    python pipelines/genomic_benchmarks.py --from-json results/genomic_benchmarks_cpu.json
 
 Every initialisation NAME=PATH is a model directory (dnadiff, or official Caduceus/HyenaDNA);
 `scratch` is added automatically: the architecture of the first --init (or the config's default
 backbone when none is given) with fresh weights. Each (init, data set) cell runs the `paper`
 protocol of `dnadiff finetune` (seeds x random 90/10 split, best validation accuracy epoch scored
-on the shuffled test set) and reports test accuracy mean ± (max − min)/2; results.json of every
-cell also holds MCC, macro-F1 and AUROC.
+on the shuffled test set) and reports test accuracy as mean ± range, the range being max − min
+over the runs (the paper's tab. 7 "±"); results.json of every cell also holds MCC, macro-F1 and AUROC.
 
 --scale cpu sizes (chosen to fit 45 minutes on 2 shared CPU cores with 4 inits x 2 data sets):
 stratified subsamples of 1,000 train / 500 test sequences, 1 epoch, 3 seeds, one learning rate
 (2e-3), batch 16, 1 torch thread. Measured: a tiny Caduceus-PS (28K parameters) run of 56 steps
 plus validation and test takes ~80 s on this machine (2.3 s per 32x200 training step, a busy
 shared CPU), so a Caduceus cell is ~4 min, a tiny Mamba one ~1.5 min: ~30 min for the table.
-With no --init, the models of `pipelines/dna_perplexity.py --scale cpu` are used: mlm, mdlm
-and ar = runs/dna_perplexity_cpu/{caduceus_mlm,caduceus_mdlm,mamba_ar}_seed0/model.
+With no --init, the models of `pipelines/dna_perplexity.py` at the same --scale are used: mlm, mdlm
+and ar = runs/dna_perplexity_<scale>/{caduceus_mlm,caduceus_mdlm,mamba_ar}_seed0/model.
+
+--dry-run: with no --init, stand-ins for those three models are made by the DNA perplexity
+pipeline's own --dry-run at the same scale (same presets, one step), and with no --datasets tiny
+synthetic sets in the genomic-benchmarks layout are written (cpu: one 2-class set; paper: the 8
+sets of tab. 7 under their names, so each set's finetune_<set>.yaml recipe is loaded). Every
+(init, set) cell's recipe is capped to one run, one lr, one epoch of one step (batch 4), in a
+temporary folder. Every (init, set) config is built; the cells trained are every init on the
+first set and every set with the first row (scratch): the model and the set vary independently.
 Writes OUT.md and OUT.json (default results/genomic_benchmarks_cpu) with the command, wall
 time and machine.
 """
@@ -46,7 +58,7 @@ PAPER_SETS = [
     "human_enhancers_cohn", "human_enhancers_ensembl", "human_ensembl_regulatory",
     "human_nontata_promoters", "human_ocr_ensembl",
 ]
-DEFAULT_MODELS = REPO / "runs" / "dna_perplexity_cpu"  # written by pipelines/dna_perplexity.py --scale cpu
+RUNS = REPO / "runs"  # pipelines/dna_perplexity.py --scale S writes runs/dna_perplexity_S/
 # tab. 7 rows -> the DNA perplexity pipeline's run keys (seed 0 of each): MLM-pretrained Caduceus, the
 # same model fine-tuned with MDLM, and the AR baseline (Mamba)
 DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar"}
@@ -167,11 +179,59 @@ def compare_note(table: dict, datasets: list[str]) -> str:
                 match = [k for k in by if k.lower() == other or k.lower().startswith(other)]
                 for o in match:
                     gap = by[mdlm]["mean"] - by[o]["mean"]
-                    spread = by[mdlm]["pm"] + by[o]["pm"]
+                    # half the summed ranges (max − min): the gap exceeds it only if the two runs' midpoints
+                    # are further apart than their half-spreads reach
+                    spread = (_range(by[mdlm]) + _range(by[o])) / 2
                     verdict = "within the run spread" if abs(gap) <= spread else ("better" if gap > 0 else "worse")
                     detail.append(f"{mdlm} vs {o}: {gap:+.3f} ({verdict}, spread {spread:.3f})")
         lines.append(f"- {ds}: {order}" + (f"; {'; '.join(detail)}" if detail else ""))
     return "\n".join(lines)
+
+
+def _range(summary: dict) -> float:
+    """max − min over runs (from min/max, so records written before the `range` key work too)."""
+    return summary["max"] - summary["min"]
+
+
+DRY_SETS = {"cpu": {"dry_run_two_classes": 2},
+            "paper": {name: 3 if name == "human_ensembl_regulatory" else 2 for name in PAPER_SETS}}
+
+
+def make_dry_run_sets(root: Path, scale: str, per_class: tuple[int, int] = (8, 2), length: int = 32) -> list[str]:
+    """Tiny synthetic sets in the genomic-benchmarks layout (class k: a GC content of its own)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    out = []
+    for name, classes in DRY_SETS[scale].items():
+        for split, n in zip(("train", "test"), per_class):
+            for k in range(classes):
+                folder = root / name / split / f"class{k}"
+                folder.mkdir(parents=True, exist_ok=True)
+                gc = 0.3 + 0.4 * k / max(classes - 1, 1)
+                for i in range(n):
+                    seq = rng.choice(list("ACGT"), size=length, p=[(1 - gc) / 2, gc / 2, gc / 2, (1 - gc) / 2])
+                    (folder / f"{i}.txt").write_text("".join(seq))
+        out.append(str(root / name))
+    return out
+
+
+def make_dry_run_inits(root: Path, scale: str) -> dict[str, str]:
+    """Stand-ins for DEFAULT_INITS: the DNA perplexity pipeline's --dry-run models at this scale."""
+    import importlib.util
+
+    from dnadiff.errors import DnadiffError
+
+    spec = importlib.util.spec_from_file_location("dna_perplexity", REPO / "pipelines" / "dna_perplexity.py")
+    dp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dp)
+    if dp.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", ",".join(DEFAULT_INITS.values())]):
+        raise DnadiffError("--dry-run: the DNA perplexity pipeline's dry run failed")
+    return discover_inits(root)
+
+
+DRY_RUN_CAPS = ["protocol.max_runs=1", "train.epochs=1", "train.max_steps_per_epoch=1", "train.batch_size=4",
+                "train.progress=false"]
 
 
 def machine() -> str:
@@ -186,8 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", choices=["cpu", "paper"], default="cpu")
     p.add_argument("--init", action="append", default=[], metavar="NAME=PATH",
                    help="an initialisation to fine-tune (repeatable); scratch is always added")
-    p.add_argument("--models-dir", default=str(DEFAULT_MODELS),
-                   help="with no --init: use every model directory under this folder (default %(default)s)")
+    p.add_argument("--models-dir", default=None,
+                   help="with no --init: use every model directory under this folder "
+                        "(default runs/dna_perplexity_<scale>)")
     p.add_argument("--datasets", nargs="*", default=None, help="data set folders or names (default: per scale)")
     p.add_argument("--config", default=None, help="base finetune config (default: finetune/finetune_base)")
     p.add_argument("--out", default=None, help="output stem (default results/genomic_benchmarks_<scale>)")
@@ -195,11 +256,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-scratch", action="store_true", help="skip the scratch row")
     p.add_argument("--download", action="store_true", help="paper scale: download missing Genomic Benchmarks sets")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: 1 at --scale cpu, where tiny models gain nothing from more and "
-                        "a busy shared CPU slows badly with more; torch's default at --scale paper)")
+                   help="torch CPU threads (default: 1 at --scale cpu and for --dry-run, where tiny models gain "
+                        "nothing from more and a busy shared CPU slows badly with more; torch's default at --scale paper)")
     p.add_argument("--progress", action="store_true", help="show Lightning progress bars")
     p.add_argument("--fresh", action="store_true",
                    help="rerun every cell (default: reuse a cell's results.json when its config is identical)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="every (init, data set) cell built and trained for one step on tiny data; writes no table")
+    p.add_argument("--from-json", default=None, metavar="JSON",
+                   help="re-render the .md/.json of a finished run from its JSON (no training)")
     cpu = p.add_argument_group("--scale cpu sizes")
     cpu.add_argument("--max-train", type=int, default=1000)
     cpu.add_argument("--max-test", type=int, default=500)
@@ -209,29 +274,44 @@ def main(argv: list[str] | None = None) -> int:
     cpu.add_argument("--lr", type=float, default=2e-3)
     cpu.add_argument("--max-len", type=int, default=None)
     args = p.parse_args(argv)
+    if args.from_json:
+        return rerender(args, argv)
 
     import torch
 
-    threads, before = args.threads or (1 if args.scale == "cpu" else None), torch.get_num_threads()
+    threads = args.threads or (1 if args.scale == "cpu" or args.dry_run else None)
+    before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        return _run(args, argv, threads)
+        if not args.dry_run:
+            return _run(args, argv, threads)
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="genomic_benchmarks_dry_run_") as tmp:
+            return _run(args, argv, threads, Path(tmp))
     finally:
         torch.set_num_threads(before)
 
 
-def _run(args, argv, threads) -> int:
+def _run(args, argv, threads, dry_root: Path | None = None) -> int:
+    from dnadiff.config import replace
     from dnadiff.errors import DnadiffError
     from dnadiff.heads.config import load_finetune_config
     from dnadiff.training.finetune_protocol import run_finetune
-    from dnadiff.utils import atomic_write, markdown_table, write_json
 
     t0 = time.time()
     try:
-        inits = parse_inits(args.init) if args.init else discover_inits(Path(args.models_dir))
+        if args.init:
+            inits = parse_inits(args.init)
+        elif dry_root is not None:
+            inits = make_dry_run_inits(dry_root / "models", args.scale)
+        else:
+            inits = discover_inits(Path(args.models_dir or RUNS / f"dna_perplexity_{args.scale}"))
         if args.datasets:
             datasets = list(args.datasets)
+        elif dry_root is not None:
+            datasets = make_dry_run_sets(dry_root / "data", args.scale)
         elif args.scale == "cpu":
             datasets = [str(d) for d in sorted(SHARED_BENCHMARKS.iterdir()) if (d / "train").is_dir()]
         else:  # the 8 sets of tab. 7 that are present locally (or all, with --download)
@@ -248,7 +328,7 @@ def _run(args, argv, threads) -> int:
         for name, path in inits.items():
             rows[name] = [f"model.init_from={json.dumps(path)}"]
         out_stem = Path(args.out or REPO / "results" / f"genomic_benchmarks_{args.scale}")
-        runs_dir = Path(args.runs_dir or REPO / "runs" / f"genomic_benchmarks_{args.scale}")
+        runs_dir = Path(args.runs_dir or (dry_root / "runs" if dry_root else REPO / "runs" / f"genomic_benchmarks_{args.scale}"))
         table: dict[str, dict] = {}
         cells = []
         for init, init_over in rows.items():
@@ -261,12 +341,21 @@ def _run(args, argv, threads) -> int:
                 over = cell_overrides(args, ds, ds_name, runs_dir / init) + init_over
                 if args.scale == "cpu" and not any(o.startswith("model.backbone") for o in init_over) and not inits:
                     over.append("model.preset=tiny")  # scratch only: the tiny Caduceus-PS
-                cfg = load_finetune_config(base, over)
-                res = None if args.fresh else cached_result(runs_dir / init / ds_name, cfg)
+                cfg = load_finetune_config(base, over + (DRY_RUN_CAPS if dry_root else []))
+                if dry_root is not None:  # the recipe's first learning rate only
+                    cfg = replace(cfg, **{"train.lr_grid": list(cfg.train.lr_grid[:1])})
+                    # every row trains on the first set, every set's recipe trains with the first row; the
+                    # other cells only build their config (the model and the set vary independently)
+                    if init != next(iter(rows)) and ds != datasets[0]:
+                        continue
+                res = None if args.fresh or dry_root else cached_result(runs_dir / init / ds_name, cfg)
                 print(f"== {init} on {ds_name}" + (" (finished earlier: reusing its results.json)" if res else ""),
                       flush=True)
                 res = res or run_finetune(cfg, runs_dir / init / ds_name)
                 s = res["summary"]
+                for v in s.values():  # a reused results.json may predate the `range` key (it had the half, `pm`)
+                    v.pop("pm", None)
+                    v["range"] = v["max"] - v["min"]
                 table[init][ds_name] = {m: s[m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
                 cells.append({"init": init, "dataset": ds_name, "init_from": cfg.model.init_from,
                               "majority_baseline": res["majority_baseline"], "selected_lr": res["selected_lr"],
@@ -278,40 +367,97 @@ def _run(args, argv, threads) -> int:
         return 2
 
     wall = time.time() - t0
-    ds_names = [Path(d).name for d in datasets]
-    md_rows = []
-    for init, row in table.items():
-        md_rows.append({"init": init, **{ds: f"{row[ds]['accuracy']['mean']:.3f} ± {row[ds]['accuracy']['pm']:.3f}"
-                                         for ds in ds_names if ds in row}})
-    baseline = {c["dataset"]: c["majority_baseline"] for c in cells}
-    md_rows.append({"init": "(majority class)", **{ds: f"{baseline[ds]:.3f}" for ds in ds_names if ds in baseline}})
-    mcc_rows = [{"init": init, **{ds: f"{row[ds]['mcc']['mean']:.3f} ± {row[ds]['mcc']['pm']:.3f}"
-                                  for ds in ds_names if ds in row}} for init, row in table.items()]
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
-    note = compare_note(table, ds_names)
     settings = ("tab. 7 recipe (finetune/finetune_<set>.yaml)" if args.scale == "paper" else
                 f"paper protocol, {args.seeds} seeds, {args.epochs} epochs, {args.max_train} train / "
                 f"{args.max_test} test sequences (stratified subsamples), batch {args.batch_size}, lr {args.lr:g}")
-    md = "\n".join([
-        f"# Genomic Benchmarks fine-tuning ({args.scale} scale; MDLM paper tab. 7)", "",
-        f"- command: `{command}`",
-        f"- wall time: {wall / 60:.1f} min (the cells' own run time adds up to "
+    payload = {"command": command, "wall_s": round(wall, 1), "machine": machine(), "scale": args.scale,
+               "settings": settings, "inits": inits, "scratch_architecture": None if args.no_scratch else scratch_like,
+               "datasets": [Path(d).name for d in datasets], "table": table, "cells": cells}
+    md = render(payload)
+    if dry_root is not None:
+        print(md)
+        print(f"dry run ({args.scale}): {len(rows)} rows x {len(datasets)} data sets configured, {len(cells)} cells "
+              f"trained one step in {wall:.1f} s; no table written")
+        return 0
+    write_outputs(payload, md, out_stem)
+    return 0
+
+
+def render(payload: dict) -> str:
+    """The markdown page of a run (also sets payload["note"]); ± is the range max − min over runs."""
+    from dnadiff.eval.classification import RANGE_LABEL, format_range
+    from dnadiff.utils import markdown_table
+
+    table, cells, ds_names = payload["table"], payload["cells"], payload["datasets"]
+    md_rows = [{"init": init, **{ds: format_range(row[ds]["accuracy"]) for ds in ds_names if ds in row}}
+               for init, row in table.items()]
+    baseline = {c["dataset"]: c["majority_baseline"] for c in cells}
+    md_rows.append({"init": "(majority class)", **{ds: f"{baseline[ds]:.3f}" for ds in ds_names if ds in baseline}})
+    mcc_rows = [{"init": init, **{ds: format_range(row[ds]["mcc"]) for ds in ds_names if ds in row}}
+                for init, row in table.items()]
+    payload["note"] = note = compare_note(table, ds_names)
+    scratch_like = payload.get("scratch_architecture")
+    lines = [
+        f"# Genomic Benchmarks fine-tuning ({payload['scale']} scale; MDLM paper tab. 7)", "",
+        f"- command: `{payload['command']}`",
+        f"- wall time: {payload['wall_s'] / 60:.1f} min (the cells' own run time adds up to "
         f"{sum(c['wall_s'] for c in cells) / 60:.1f} min; a cell finished by an earlier, interrupted run is reused); "
-        f"machine: {machine()}",
-        f"- settings: {settings}",
+        f"machine: {payload['machine']}",
+        f"- settings: {payload['settings']}",
         "- initialisations: " + ", ".join(
             [f"scratch = fresh weights ({'architecture of ' + scratch_like if scratch_like else 'config default'})"]
-            * (not args.no_scratch) + [f"{k} = {v}" for k, v in inits.items()]),
-        "", "Test accuracy, mean ± (max − min)/2 over runs:", "", markdown_table(md_rows), "",
-        "Test MCC:", "", markdown_table(mcc_rows), "",
-        "Comparison (mean test accuracy):", "", note, "",
-    ])
+            * ("scratch" in table) + [f"{k} = {v}" for k, v in payload["inits"].items()]),
+    ]
+    if payload.get("table_rendered_by"):
+        lines.append(f"- table re-rendered without training from the per-run values in the JSON: "
+                     f"`{payload['table_rendered_by']}`")
+    lines += [
+        "", f"Test accuracy: mean ± {RANGE_LABEL} over runs (the paper's tab. 7 \"±\"):", "",
+        markdown_table(md_rows), "",
+        f"Test MCC: mean ± {RANGE_LABEL}:", "", markdown_table(mcc_rows), "",
+        "Comparison (mean test accuracy; spread = half the sum of the two ranges):", "", note, "",
+    ]
+    return "\n".join(lines)
+
+
+def write_outputs(payload: dict, md: str, out_stem: Path) -> None:
+    from dnadiff.utils import atomic_write, write_json
+
     atomic_write(str(out_stem) + ".md", md)
-    write_json(str(out_stem) + ".json", {"command": command, "wall_s": round(wall, 1), "machine": machine(),
-                                         "scale": args.scale, "settings": settings, "inits": inits,
-                                         "datasets": ds_names, "table": table, "cells": cells, "note": note})
+    write_json(str(out_stem) + ".json", payload)
     print(md)
     print(f"wrote {out_stem}.md and {out_stem}.json")
+
+
+def rerender(args, argv) -> int:
+    """Rebuild the .md/.json of a finished run from its JSON: summaries recomputed from each cell's min/max."""
+    from dnadiff.eval.classification import summarize
+
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
+    try:
+        payload = json.loads(Path(args.from_json).read_text())
+        for cell in payload["cells"]:
+            for m, s in cell["summary"].items():
+                s.pop("pm", None)  # the old half-range
+                s["range"] = s["max"] - s["min"]
+            # the per-run test values are stored too: the summary must agree with them
+            acc = summarize([r["test"]["accuracy"] for r in cell["runs"]])
+            if abs(acc["mean"] - cell["summary"]["accuracy"]["mean"]) > 1e-12:
+                raise ValueError(f"cell {cell['init']}/{cell['dataset']}: summary disagrees with its runs")
+            payload["table"][cell["init"]][cell["dataset"]] = {
+                m: cell["summary"][m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: --from-json {args.from_json}: not a genomic_benchmarks results JSON ({exc})", file=sys.stderr)
+        return 2
+    if "scratch_architecture" not in payload and "scratch" in payload["table"]:
+        # records from before the key: the scratch row copies an init's architecture, so its parameter count
+        params = {c["init"]: c["num_parameters"] for c in payload["cells"]}
+        same = [k for k in payload["inits"] if params.get(k) == params.get("scratch")]
+        payload["scratch_architecture"] = same[0] if same else None
+    payload["table_rendered_by"] = command
+    md = render(payload)
+    write_outputs(payload, md, Path(args.out) if args.out else Path(args.from_json).with_suffix(""))
     return 0
 
 

@@ -3,7 +3,11 @@
     # CPU, offline, on the real fortunes corpus with locally trained tokenizers (<= 30 min):
     python pipelines/text_lm.py --scale cpu
     # GPU, the paper's rows (needs LM1B / OpenWebText, bert-base-uncased / gpt2 / gpt2-large locally):
-    python pipelines/text_lm.py --scale gpu --setting owt --rows mdlm ar --zeroshot-root data/zeroshot
+    python pipelines/text_lm.py --scale paper --setting owt --rows mdlm ar --zeroshot-root data/zeroshot
+    # every setting x row of a scale: config, model, one step, eval, samples on a tiny made-up corpus
+    python pipelines/text_lm.py --scale paper --dry-run
+    # re-render the table of a finished run from its JSON (no training)
+    python pipelines/text_lm.py --from-json results/text_lm_cpu.json
 
 For each setting (LM1B-style: sentences padded to L; OWT-style: documents wrapped into L-token
 blocks) and each row (mdlm, ar, sedd) it trains with `dnadiff.training.train`, then
@@ -16,7 +20,17 @@ blocks) and each row (mdlm, ar, sedd) it trains with `dnadiff.training.train`, t
     (`gpt2-large` on GPU; on CPU a small GPT-2 trained here on the same corpus) with the first-EOS
     mask, and unigram entropy;
   * zero-shot perplexity (tab. 3) on local copies under `--zeroshot-root` (sets absent are skipped).
-Results: results/text_lm_<scale>.json and .md (command, wall time, machine).
+Results: results/text_lm_<scale>.json and .md (command, wall time, machine). `--scale gpu` is the
+old name of `--scale paper` (the other pipelines' name), still accepted.
+
+--dry-run runs every setting of the scale (paper: lm1b and owt) and every row (mdlm, ar, sedd) on a
+small corpus it writes itself, with tokenizers trained on it (bert-like for LM1B-style settings,
+gpt2-like for OWT-style ones, as at cpu scale): 32-token items, one training step of batch 2, a
+2-item test bound (and the T sweep), and for OWT-style settings 2 samples of each kind scored by
+a one-step local GPT-2. At paper scale each row's model is first built at its configured size on
+PyTorch's meta device (no memory, no time) to count its parameters (with the dry-run tokenizer's
+vocabulary), then a shrunken copy (DiT 64 wide, 1 block) is trained: a DiT-small step costs
+seconds on a CPU. Nothing is written outside a temporary folder.
 """
 
 from __future__ import annotations
@@ -184,7 +198,7 @@ def sample_eval(rows: dict, args, out_dir: Path) -> dict:
     res: dict = {}
     mdlm = dnadiff.load(rows["mdlm"]["model_dir"], map_location=args.device)
     L = mdlm.config.data.seq_len
-    if args.scale == "cpu":
+    if args.scale == "cpu" or args.dry_run:
         ds, _ = test_blocks(mdlm, mdlm.config.data, "train")
         scorer_path = train_scorer(str(out_dir.parent / "tokenizers" / "gpt2-like"), ds, out_dir / "scorer",
                                    args.scorer_seconds, args.scorer_steps, 16, args.seed)
@@ -226,6 +240,59 @@ def sample_eval(rows: dict, args, out_dir: Path) -> dict:
     return res
 
 
+# ----------------------------------------------------------------------------- dry run
+
+# the rows' settings unchanged except the corpus, its tokenizers, the sizes and the steps
+DRY_RUN = ["data.seq_len=32", "data.num_workers=0", "data.text.dataset=local", "data.text.max_docs=null",
+           "train.max_steps=1", "train.batch_size=2", "train.accumulate=1", "train.val_every=100000",
+           "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false", "train.threads=1"]
+# paper scale: the row's DiT at its size is only built (meta device) and counted; this copy trains
+DRY_RUN_SHRINK = ["model.overrides.hidden_size=64", "model.overrides.n_heads=2", "model.overrides.n_blocks=1",
+                  "model.overrides.adaln_dim=32"]
+DRY_WORDS = ("the a one every old new small large red blue green quick slow cat dog bird fish tree house river "
+             "hill road city town man woman child friend sees finds likes takes makes gives keeps wants runs "
+             "walks sleeps sings reads writes and but or because when while near under over into from with "
+             "today tomorrow always never often again").split()
+
+
+def prepare_dry_run(out_dir: Path) -> list[str]:
+    """A small corpus of made-up sentences (train/valid/test.jsonl) and both tokenizer kinds trained on it."""
+    import random
+
+    from dnadiff.data.tokenizer_training import train_tokenizer
+
+    rng = random.Random(0)
+    corpus = out_dir / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
+        docs = [" ".join(rng.choice(DRY_WORDS) for _ in range(rng.randint(4, 40))).capitalize() + "."
+                for _ in range(n)]
+        (corpus / f"{split}.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    for kind in ("bert-like", "gpt2-like"):
+        train_tokenizer([corpus / "train.jsonl"], out_dir / "tokenizers" / kind, kind=kind, vocab_size=300,
+                        min_frequency=1)
+    return [f"data.text.path={corpus}", f"data.text.cache_dir={out_dir / 'cache'}"]
+
+
+def count_parameters(config: str, overrides: list[str]) -> int:
+    """Parameters of a row's backbone at its configured size, built on the meta device (no memory)."""
+    from dnadiff.tokenizers import build_tokenizer
+    from dnadiff.training.run import build_backbone_for
+
+    cfg = load_config(RunConfig, config, overrides)
+    with torch.device("meta"):
+        _, backbone = build_backbone_for(cfg, build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path))
+    return sum(p.numel() for p in backbone.parameters())
+
+
+def dry_run_args(args) -> None:
+    """Evaluation and sampling sizes of the dry run (the code paths of a full run, tiny sizes)."""
+    args.max_eval_items, args.mc, args.eval_batch = 2, 1, 2
+    args.num_samples, args.sample_batch, args.sample_steps = 2, 2, 2
+    args.scorer_steps, args.scorer_seconds = 1, 120.0
+    args.threads = args.threads or 1
+
+
 # ----------------------------------------------------------------------------- settings
 
 
@@ -237,8 +304,10 @@ def settings_for(args) -> list[dict]:
             {"setting": "owt_style", "rows": {r: f"text/cpu_fortunes_owt_{r}" for r in args.rows}, "samples": True,
              "tokenizer": "gpt2-like", "t_sweep": True},
         ]
-    return [{"setting": args.setting, "rows": {r: f"text/{args.setting}_{r}" for r in args.rows},
-             "samples": args.setting == "owt", "tokenizer": None, "t_sweep": True}]
+    # the dry run covers both paper settings, with the local tokenizer of the matching kind
+    return [{"setting": st, "rows": {r: f"text/{st}_{r}" for r in args.rows}, "samples": st == "owt",
+             "tokenizer": ({"lm1b": "bert-like", "owt": "gpt2-like"}[st] if args.dry_run else None), "t_sweep": True}
+            for st in (("lm1b", "owt") if args.dry_run else (args.setting,))]
 
 
 def prepare_cpu(args, out_dir: Path) -> list[str]:
@@ -268,6 +337,8 @@ def write_results(payload: dict, base: Path) -> None:
              f"Machine: {payload['machine']['platform']}, {payload['machine']['cpu_count']} CPUs, "
              f"torch {payload['machine']['torch']} ({payload['machine']['torch_threads']} threads), "
              f"GPU: {payload['machine']['gpu']}, load average at start {payload['machine']['load_average_at_start']}", ""]
+    if payload.get("table_rendered_by"):
+        lines += [f"Table re-rendered without training from the JSON: `{payload['table_rendered_by']}`", ""]
     for st in payload["settings"]:
         lines += [f"## {st['setting']}", "", "| row | steps | train s | test PPL (bound for diffusion) | tokens "
                   "| pad policy |", "|---|---:|---:|---:|---:|---|"]
@@ -310,8 +381,9 @@ def write_results(payload: dict, base: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scale", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--setting", choices=("lm1b", "owt"), default="owt", help="gpu scale: which table")
+    p.add_argument("--scale", choices=("cpu", "paper", "gpu"), default="cpu",
+                   help="cpu (fortunes, tiny DiTs) or paper (LM1B/OWT, DiT small); gpu = old name of paper")
+    p.add_argument("--setting", choices=("lm1b", "owt"), default="owt", help="paper scale: which table")
     p.add_argument("--rows", nargs="+", default=["mdlm", "ar"], choices=("mdlm", "ar", "sedd"))
     p.add_argument("--steps", type=int, default=None, help="override train.max_steps of every row")
     p.add_argument("--set", nargs="*", default=[], help="extra key=value config overrides for every row")
@@ -322,9 +394,9 @@ def main(argv=None) -> int:
     p.add_argument("--eval-batch", type=int, default=32)
     p.add_argument("--num-samples", type=int, default=16)
     p.add_argument("--sample-batch", type=int, default=16)
-    p.add_argument("--sample-steps", type=int, default=None, help="sampler steps (default 64 on cpu, 1000 on gpu)")
+    p.add_argument("--sample-steps", type=int, default=None, help="sampler steps (default 64 on cpu, 1000 at paper scale)")
     p.add_argument("--semi-ar-mult", type=int, default=2, help="semi-AR length = this x training length (tab. 5: 2)")
-    p.add_argument("--scorer", default="gpt2-large", help="gpu: HF causal LM for generative perplexity")
+    p.add_argument("--scorer", default="gpt2-large", help="paper scale: HF causal LM for generative perplexity")
     p.add_argument("--scorer-steps", type=int, default=300, help="cpu: steps of the locally trained GPT-2 scorer")
     p.add_argument("--scorer-seconds", type=float, default=600.0, help="cpu: safety time limit for the scorer")
     p.add_argument("--zeroshot-root", default=None)
@@ -334,8 +406,41 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true", help="reuse trained model directories")
     p.add_argument("--out-dir", default=None, help="runs folder (default runs/text_<scale>)")
     p.add_argument("--results", default=None, help="results base path (default results/text_lm_<scale>)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="every setting and row: config, model, one step, eval and samples on a tiny corpus; no table")
+    p.add_argument("--from-json", default=None, metavar="JSON",
+                   help="re-render the .md of a finished run from its JSON (no training)")
     args = p.parse_args(argv)
+    args.scale = "paper" if args.scale == "gpu" else args.scale
+    command = "python " + " ".join([os.path.relpath(__file__, REPO)] + list(sys.argv[1:] if argv is None else argv))
+    if args.from_json:
+        try:
+            payload = json.loads(Path(args.from_json).read_text())
+            payload["table_rendered_by"] = command
+            write_results(payload, Path(args.results) if args.results else Path(args.from_json).with_suffix(""))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"error: --from-json {args.from_json}: not a text_lm results JSON ({exc})", file=sys.stderr)
+            return 2
+        return 0
+    if args.dry_run:
+        import tempfile
 
+        dry_run_args(args)
+        args.rows = ["mdlm", "ar", "sedd"]
+        with tempfile.TemporaryDirectory(prefix="text_lm_dry_run_") as tmp:
+            return _main(args, command, Path(tmp))
+    return _main(args, command)
+
+
+def _main(args, command: str, dry_root: Path | None = None) -> int:
+    cwd = os.getcwd()
+    try:
+        return _run(args, command, dry_root)
+    finally:
+        os.chdir(cwd)  # _run works from the repository root
+
+
+def _run(args, command: str, dry_root: Path | None) -> int:
     import transformers
 
     transformers.logging.set_verbosity_error()  # long documents are never fed to a model whole
@@ -344,19 +449,27 @@ def main(argv=None) -> int:
     threads = pick_threads(args.threads)
     torch.set_num_threads(threads)
     os.chdir(REPO)  # configs name paths relative to the repository root
-    out_dir = Path(args.out_dir or f"runs/text_{args.scale}").resolve()
+    out_dir = dry_root or Path(args.out_dir or f"runs/text_{args.scale}").resolve()
     start = time.time()
-    payload = {"scale": args.scale, "command": "python " + " ".join([os.path.relpath(__file__, REPO)] + sys.argv[1:]),
+    payload = {"scale": args.scale, "command": command,
                "machine": machine_info(threads), "settings": [], "notes": [], "num_samples": args.num_samples}
     try:
-        common = prepare_cpu(args, out_dir) if args.scale == "cpu" else []
+        common = prepare_dry_run(out_dir) if dry_root else prepare_cpu(args, out_dir) if args.scale == "cpu" else []
         common += [f"train.max_steps={args.steps}"] if args.steps else []
         common += list(args.set)
         for st in settings_for(args):
             entry = {"setting": st["setting"], "rows": {}}
             extra = [f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}"] if st["tokenizer"] else []
             for r, config in st["rows"].items():
-                row = train_row(config, common + extra, out_dir, args.resume)
+                over = common + extra + (DRY_RUN if dry_root else [])
+                if dry_root and args.scale == "paper":
+                    params = count_parameters(config, over)
+                    log(f"{config}: {params:,} parameters at its configured size (vocabulary of the dry-run "
+                        "tokenizer); training a shrunken copy")
+                    over = over + DRY_RUN_SHRINK
+                row = train_row(config, over, out_dir, args.resume and not dry_root)
+                if dry_root and args.scale == "paper":
+                    row["parameters_full_size"] = params
                 row["eval"] = evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
                 entry["rows"][r] = row
             if st["samples"] and "mdlm" in entry["rows"]:
@@ -383,6 +496,12 @@ def main(argv=None) -> int:
             "Diffusion test PPL is the NELBO bound with one time draw per sequence per round (--mc rounds, fixed "
             "seed); the T sweep reuses the same seed (common random numbers).",
         ]
+    if dry_root:
+        write_results(payload, dry_root / "text_lm_dry_run")  # the table code runs too; nothing is kept
+        print((dry_root / "text_lm_dry_run.md").read_text())
+        log(f"dry run ({args.scale}): {sum(len(st['rows']) for st in payload['settings'])} rows trained one step "
+            f"and evaluated in {payload['wall_seconds']:.0f} s; no table written")
+        return 0
     write_results(payload, Path(args.results or f"results/text_lm_{args.scale}"))
     log(f"done in {payload['wall_seconds']:.0f} s -> {args.results or f'results/text_lm_{args.scale}'}.md")
     return 0

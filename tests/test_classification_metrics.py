@@ -5,7 +5,7 @@ import pytest
 import torch
 from sklearn import metrics as skm
 
-from dnadiff.eval.classification import (accuracy, auroc, binary_auroc, classification_metrics, f1_macro, format_pm,
+from dnadiff.eval.classification import (accuracy, auroc, binary_auroc, classification_metrics, f1_macro, format_range,
                                          mcc, summarize)
 
 
@@ -58,7 +58,9 @@ def test_order_does_not_matter():
         assert a[key] == pytest.approx(b[key], abs=1e-12)
 
 
-def test_summary_is_mean_plus_minus_half_range():
+def test_summary_is_mean_and_range():
+    """The paper's "±" (tab. 6/7) is max − min over seeds, reported whole under the name `range`."""
     s = summarize([0.80, 0.90, 0.85, float("nan")])
-    assert s["mean"] == pytest.approx(0.85) and s["pm"] == pytest.approx(0.05) and s["n"] == 3
-    assert format_pm(s) == "0.850 ± 0.050"
+    assert s["mean"] == pytest.approx(0.85) and s["range"] == pytest.approx(0.10) and s["n"] == 3
+    assert "pm" not in s and s["min"] == 0.80 and s["max"] == 0.90
+    assert format_range(s) == "0.850 ± 0.100"

@@ -107,8 +107,8 @@ def test_one_epoch_beats_majority_baseline(benchmarks_dir, tmp_path, capsys):
     assert run["test"]["accuracy"] > res["majority_baseline"] + 0.08
     assert run["test"]["mcc"] > 0.1 and run["test"]["auroc"] > 0.6
     assert (out / "logs" / "lr0.003" / "seed0" / "metrics.csv").is_file()
-    assert "mean ± (max-min)/2" in (out / "results.md").read_text()
-    assert "mean ± (max-min)/2" in capsys.readouterr().out
+    assert "mean ± range (max−min)" in (out / "results.md").read_text()
+    assert "mean ± range (max−min)" in capsys.readouterr().out
 
 
 def test_genomic_benchmarks_pipeline_smoke(benchmarks_dir, tmp_path):

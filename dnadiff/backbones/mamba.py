@@ -205,6 +205,11 @@ class MambaLM(Backbone):
     PRESETS = {
         "tiny": dict(d_model=32, n_layer=2),
         "gb-d128": dict(d_model=128, n_layer=4),  # the Genomic Benchmarks Mamba baseline (d128 × 4)
+        # the MDLM paper's tab. 6 AR Mamba ("465K"): d128 × 4, the parameter-parity partner of Caduceus
+        # d118 × 4 in the Caduceus HG38 experiments. Exactly 468,608 parameters with the DNA vocabulary (12
+        # padded to 16, head tied to the embedding); the paper's counts sit ~3.6K below ours for both models
+        # (Caduceus "467K" is 470,702 here), so the same counting convention, not another size.
+        "dna-465k": dict(d_model=128, n_layer=4),
         "d256x8": dict(d_model=256, n_layer=8),
     }
     is_causal = True

@@ -6,7 +6,8 @@ import argparse
 
 HELP = "fine-tune a backbone on a DNA classification benchmark (seeds or k folds) -> JSON + table"
 DESCRIPTION = """Fine-tune a backbone on a labelled DNA benchmark and report accuracy, MCC, macro-F1 and
-AUROC per run and as mean ± (max - min)/2 over runs (the MDLM paper's tab. 7 protocol).
+AUROC per run and as mean ± range over runs, the range being max − min (the "±" of the MDLM
+paper's tab. 7 protocol).
 
 CONFIG is a YAML file or a name under the shipped configs/, e.g. experiments/tiny_finetune
 (a couple of minutes on a laptop CPU) or finetune/finetune_human_enhancers_cohn. The data set

@@ -123,21 +123,30 @@ def classification_metrics(y_true, logits_or_probs, num_classes: int | None = No
 METRICS = ("accuracy", "mcc", "f1_macro", "auroc")
 
 
+RANGE_LABEL = "range (max−min)"  # the name every table gives the spread over runs
+
+
 def summarize(values: Sequence[float]) -> dict:
-    """mean ± (max − min)/2 over runs (tab. 7 reports the half-range), plus min, max, n."""
+    """Mean and range (max − min) over runs, plus min, max, n.
+
+    The range is the MDLM paper's "±" (tab. 6/7; the Caduceus benchmark protocol, REFERENCE.md
+    "Genomic Benchmarks"): the full spread over seeds, not half of it and not a standard error.
+    """
     v = np.asarray([x for x in values if x is not None and not math.isnan(x)], dtype=np.float64)
     if v.size == 0:
-        return {"mean": float("nan"), "pm": float("nan"), "min": float("nan"), "max": float("nan"), "n": 0}
+        return {"mean": float("nan"), "range": float("nan"), "min": float("nan"), "max": float("nan"), "n": 0}
     return {
         "mean": float(v.mean()),
-        "pm": float((v.max() - v.min()) / 2.0),
+        "range": float(v.max() - v.min()),
         "min": float(v.min()),
         "max": float(v.max()),
         "n": int(v.size),
     }
 
 
-def format_pm(summary: dict, digits: int = 3) -> str:
+def format_range(summary: dict, digits: int = 3) -> str:
+    """`mean ± range`, the ± being max − min over runs as in the paper's tables (label it RANGE_LABEL)."""
     if not summary or summary.get("n", 0) == 0:
         return "n/a"
-    return f"{summary['mean']:.{digits}f} ± {summary['pm']:.{digits}f}"
+    spread = summary["max"] - summary["min"]  # from min/max: also right for records written before `range`
+    return f"{summary['mean']:.{digits}f} ± {spread:.{digits}f}"

@@ -6,7 +6,8 @@
 - `kfold`: true stratified k-fold cross-validation of the train set (every train example is in
   exactly one validation fold), same early stopping, each fold's model evaluated on the test set.
 The learning rate is chosen per model from `train.lr_grid` by mean best validation accuracy
-over the runs (test scores never enter the choice). Runs are reported as mean ± (max − min)/2.
+over the runs (test scores never enter the choice). Runs are reported as mean ± range, the range
+being max − min over the runs (the paper's tab. 7 "±").
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from torch.utils.data import Subset
 
 from dnadiff.config import replace, save_config, to_dict
 from dnadiff.errors import DnadiffError
-from dnadiff.eval.classification import METRICS, format_pm, summarize
+from dnadiff.eval.classification import METRICS, RANGE_LABEL, format_range, summarize
 from dnadiff.heads.config import FinetuneConfig
 
 # ----------------------------------------------------------------------------- splits
@@ -314,14 +315,14 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
 
 
 def run_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per-run rows plus a `mean ± (max-min)/2` row, for the terminal and markdown tables."""
+    """Per-run rows plus a `mean ± range (max−min)` row, for the terminal and markdown tables."""
     rows = []
     for r in result["runs"]:
         rows.append({"run": r["run"], "lr": f"{r['lr']:g}", "best_epoch": r["best_epoch"], "val_acc": r["val_acc"],
                      **{m: r["test"][m] for m in METRICS}})
     s = result["summary"]
-    rows.append({"run": "mean ± (max-min)/2", "lr": f"{result['selected_lr']:g}", "best_epoch": "",
-                 "val_acc": format_pm(s["val_acc"]), **{m: format_pm(s[m]) for m in METRICS}})
+    rows.append({"run": f"mean ± {RANGE_LABEL}", "lr": f"{result['selected_lr']:g}", "best_epoch": "",
+                 "val_acc": format_range(s["val_acc"]), **{m: format_range(s[m]) for m in METRICS}})
     return rows
 
 
