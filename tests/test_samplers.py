@@ -62,7 +62,7 @@ def _sample(name, den, n=N_SAMPLES, L=3, seed=0, template=None, **opts):
 
 def test_registry_names():
     assert SAMPLERS.names() == sorted(
-        ["ancestral", "cached", "analytic", "first_hitting", "semi_ar", "confidence", "remdm"]
+        ["ancestral", "cached", "analytic", "first_hitting", "semi_ar", "confidence", "remdm", "autoregressive"]
     )
     with pytest.raises(DnadiffError, match="unknown sampler"):
         build_sampler("nope")
@@ -279,9 +279,12 @@ def test_shape_probs_temperature_and_top_p():
     t = shape_probs(lp, temperature=0.5)
     want = torch.tensor([0.25, 0.09, 0.0225, 0.0025], dtype=torch.float64)
     torch.testing.assert_close(t, want / want.sum())
-    n = shape_probs(lp, top_p=0.7)  # 0.5 < 0.7, 0.5 + 0.3 >= 0.7: keep two
+    # ReMDM-code nucleus: keep cumulative mass <= p, plus the top token
+    n = shape_probs(lp, top_p=0.8)  # cumulative 0.5, 0.8 <= 0.8, 0.95 > 0.8: keep two
     torch.testing.assert_close(n, torch.tensor([0.625, 0.375, 0.0, 0.0], dtype=torch.float64))
-    assert torch.equal(shape_probs(lp, top_p=0.4) > 0, torch.tensor([True, False, False, False]))
+    assert torch.equal(shape_probs(lp, top_p=0.7) > 0, torch.tensor([True, False, False, False]))  # 0.8 > 0.7
+    assert torch.equal(shape_probs(lp, top_p=0.4) > 0, torch.tensor([True, False, False, False]))  # top token always
+    assert torch.equal(shape_probs(lp, top_p=0.96) > 0, torch.tensor([True, True, True, False]))
 
 
 def test_temperature_and_nucleus_apply_before_the_step():
@@ -292,7 +295,7 @@ def test_temperature_and_nucleus_apply_before_the_step():
         x, _ = _sample(name, den, L=1, steps=32, temperature=2.0)
         want = p.sqrt() / p.sqrt().sum()
         assert chi_square_pvalue(x, want, 3) > 0.01
-        x, _ = _sample(name, den, n=2000, L=1, steps=32, top_p=0.6)
+        x, _ = _sample(name, den, n=2000, L=1, steps=32, top_p=0.85)  # cumulative 0.5, 0.8 <= 0.85 < 1
         assert set(x.flatten().tolist()) == {0, 1}
 
 

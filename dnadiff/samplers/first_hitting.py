@@ -8,8 +8,8 @@ P(τ ≤ s | τ ≤ t) = (1 - α_s)/(1 - α_t) independently, so the next event 
 
 and the token that unmasks is uniform among the masked positions; its value is drawn from
 p_θ(x0 | x_t). One denoiser call per unmasked token: NFE ≤ L (fewer with a template). Exact for
-the model (no simultaneous-unmasking factorisation error). It has no step count: passing
-`steps` other than 1 is an error (the number of calls is the number of free tokens).
+the model (no simultaneous-unmasking factorisation error). It has no step count: `steps` is
+ignored here and rejected by the CLI (`--steps`); the calls made = the free tokens.
 
 s is found by bisection on the schedule's α (any monotone schedule), in float64, per sequence; a
 time-conditioned denoiser receives the time of the state it is shown.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, StepRandom
 
 
@@ -38,18 +37,16 @@ def invert_mask_prob(schedule, target: Tensor, iters: int = 60) -> Tensor:
 
 @SAMPLERS.register("first_hitting")
 class FirstHittingSampler(Sampler):
-    """`build_sampler("first_hitting")`: exact, one token per call. It has no step count: `steps`
-    is rejected unless it is the default (1); `last_steps` reports the calls made (one per token).
-    A time-conditioned denoiser is queried at max(τ, eps): never below the training t_min."""
+    """`build_sampler("first_hitting")`: exact, one token per call. It has no step count: the
+    `steps` argument is accepted for a uniform Python call and ignored (`dnadiff sample --steps`
+    and `DiffusionModel.generate(steps=...)` reject it); `last_steps` reports the loop steps
+    actually made (one per generated token). A time-conditioned denoiser is queried at
+    max(τ, eps): never below the training t_min."""
 
     name = "first_hitting"
 
     def __init__(self, steps: int = 1, **options):
-        if int(steps) != 1:
-            raise DnadiffError(
-                "sampler 'first_hitting' has no steps: it makes one call per generated token (drop --steps/steps)"
-            )
-        super().__init__(1, **options)
+        super().__init__(1, **options)  # `steps` is ignored (see the class docstring)
 
     def init_state(self, denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
         B = x.shape[0]
