@@ -41,7 +41,8 @@ class Denoiser(nn.Module):
     # incremental decoding (causal backbones that offer it; see dnadiff/samplers/autoregressive.py)
     def allocate_cache(self, batch_size: int, max_length: int):
         alloc = getattr(self.backbone, "allocate_cache", None)
-        if not callable(alloc) or getattr(self.backbone, "num_classes", 0):
+        b = self.backbone
+        if not callable(alloc) or getattr(b, "num_classes", 0) or not b.is_causal or self.time_conditioned:
             return None
         return alloc(batch_size, max_length)
 
