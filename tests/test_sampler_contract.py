@@ -126,3 +126,25 @@ def test_seed_stream_rows_are_independent_and_float64():
     assert u.dtype == torch.float64 and u.shape == (3, 5)
     assert not torch.equal(u[0], u[1]) and not torch.equal(u, rng.at(1).rand((5,)))
     assert torch.equal(u[1:], SeedStream(0, first_row=1).bind(2, "cpu", False).at(0).rand((5,)))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_guidance_hooks_see_every_model_call(den, name):
+    """Guidance is owned by the loop: a hook that bans token 0 reaches every call (no 0 sampled
+    at a free position) and sees the state of the step it guides."""
+    seen = []
+
+    def ban_zero(state, logits):
+        assert isinstance(state, SamplerState)
+        seen.append(state.step)
+        logits = logits.clone()
+        logits[..., 0] = logits.min(dim=-1).values - 1e3  # below every other token, even -1e6 ones
+        return logits
+
+    smp = build_sampler(name, **OPTIONS[name]).add_guidance(ban_zero)
+    tmpl = _template(6)
+    x = smp.generate(den, SCHED, MASK, (6, 4), template=tmpl, generator=3)
+    free = tmpl == MASK
+    if name == "autoregressive":
+        free[:, 0] = False  # the first token is drawn from first_token_ids without a model call
+    assert not bool((x[free] == 0).any()) and len(seen) == smp.last_nfe

@@ -170,6 +170,8 @@ ALL = [
     ("semi_ar", {"inner": "ancestral", "window": 3, "stride": 1, "inner_options": {"steps": 8}}),
     ("confidence", {"steps": 2}),
     ("remdm", {"steps": 8, "eta": 0.5, "schedule": "cap"}),
+    ("remdm", {"steps": 8, "schedule": "conf"}),
+    ("remdm", {"steps": 16, "eta": 0.1, "schedule": "loop"}),
 ]
 
 

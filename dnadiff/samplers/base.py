@@ -374,6 +374,12 @@ class Sampler:
         self.last_steps = 0
 
     # ---- public API -------------------------------------------------------------------------
+    def add_guidance(self, hook: Callable[[SamplerState, Tensor], Tensor]) -> "Sampler":
+        """Register `hook(state, logits) -> logits`, applied to every denoiser output in the loop
+        (before SUBS and the step): classifier guidance, constraints, reweighting. Returns self."""
+        self.guidance.append(hook)
+        return self
+
     @torch.no_grad()
     def generate(
         self,
