@@ -148,3 +148,18 @@ def test_guidance_hooks_see_every_model_call(den, name):
     if name == "autoregressive":
         free[:, 0] = False  # the first token is drawn from first_token_ids without a model call
     assert not bool((x[free] == 0).any()) and len(seen) == smp.last_nfe
+
+
+def test_state_select_resamples_sequences(den):
+    """SamplerState.select (the hook SMC-style guidance needs): picked rows carry their tokens,
+    times and sampler fields; the next step of the selection runs."""
+    smp = build_sampler("remdm", steps=6, schedule="conf")
+    state = smp.init_state(den, SCHED, MASK, _template(4))
+    rng = SeedStream(0).bind(4, "cpu", False)
+    state = smp.step(state, smp.model_output(den, state, state.t), rng.at(0))
+    rows = torch.tensor([3, 3, 0])
+    sel = state.select(rows)
+    assert torch.equal(sel.x, state.x[rows]) and torch.equal(sel.extra["psi"], state.extra["psi"][rows])
+    assert torch.equal(sel.grid, state.grid) and sel.step == state.step
+    nxt = smp.step(sel, smp.model_output(den, sel, sel.t), SeedStream(0).bind(3, "cpu", False).at(sel.step))
+    assert nxt.x.shape == (3, 4) and bool((nxt.x[nxt.fixed] == sel.x[sel.fixed]).all())

@@ -76,7 +76,7 @@ class AnalyticSampler(Sampler):
         return s
 
     def step(self, state: SamplerState, logits: Tensor, rng: StepRandom) -> SamplerState:
-        i, x, alphas = state.step, state.x, state.extra["alphas"]  # α in float64 throughout
+        i, x, alphas = state.step, state.x, state.alphas  # α in float64 throughout
         s = self.score(logits, x, state.mask_id, alphas[i])
         dsigma = torch.log(alphas[i + 1]) - torch.log(alphas[i])  # σ_t - σ_s > 0, σ = -log α
         return self.advance(state, rng.categorical(tweedie_step(s, x, state.mask_id, dsigma)))

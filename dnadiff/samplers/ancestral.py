@@ -56,7 +56,7 @@ class AncestralSampler(Sampler):
     def step(self, state: SamplerState, logits: Tensor | None, rng: StepRandom) -> SamplerState:
         i, x = state.step, state.x
         probs = state.probs if logits is None else self.x0_probs(logits, x, state.mask_id)  # (B, L, V)
-        alphas = state.extra["alphas"]
+        alphas = state.alphas
         q = ancestral_step(probs, x, state.mask_id, alphas[i], alphas[i + 1])
         x_new = rng.categorical(q)
         changed = bool((x_new != x).any())

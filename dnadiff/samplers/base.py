@@ -280,7 +280,11 @@ class SamplerState:
     s       Float64[B]|None  time the next step moves to (grid samplers), None when not fixed
     probs   Float64[B,L,V]|None  cached p_θ(x0 | x_t) still valid for x (None: query the model)
     done    bool             the loop stops when True
-    extra   dict             sampler-specific fields (grids, confidences, decoding caches, counters)
+    grid    Float64[N+1]|None    the time grid t_0 = 1 > ... > t_N = eps (grid samplers; shared)
+    alphas  Float64[N+1]|None    α on the grid, float64 (shared)
+    schedule                 the noise schedule
+    extra   dict             sampler-specific fields: per-sequence tensors (leading dim B, e.g.
+                             ReMDM-conf's confidences), scalars/counters, decoding caches
     """
 
     x: Tensor
@@ -291,6 +295,9 @@ class SamplerState:
     s: Tensor | None = None
     probs: Tensor | None = None
     done: bool = False
+    grid: Tensor | None = None
+    alphas: Tensor | None = None
+    schedule: Any = None
     extra: dict = dataclasses.field(default_factory=dict)
 
     def replace(self, **changes: Any) -> "SamplerState":
@@ -299,6 +306,18 @@ class SamplerState:
     @property
     def masked(self) -> Tensor:
         return self.x == self.mask_id
+
+    def select(self, rows: Tensor) -> "SamplerState":
+        """The state of sequences `rows` (Long[B']; repeats allowed): SMC-style resampling of
+        particles. Per-sequence tensors (x, fixed, t, s, probs and tensors in `extra`) are
+        indexed; the shared grid, α and schedule are kept. Decoding caches in `extra` are not
+        tensors: samplers that hold one (AR) cannot be resampled this way."""
+
+        def pick(v):
+            return v[rows] if isinstance(v, Tensor) and v.dim() > 0 else v
+
+        return self.replace(x=self.x[rows], fixed=self.fixed[rows], t=pick(self.t), s=pick(self.s),
+                            probs=pick(self.probs), extra={k: pick(v) for k, v in self.extra.items()})
 
 
 class CountingDenoiser:
@@ -469,7 +488,7 @@ class Sampler:
         B = x.shape[0]
         return SamplerState(
             x=x, fixed=x != mask_id, mask_id=int(mask_id), step=0, t=ts[0].expand(B), s=ts[1].expand(B),
-            done=not bool((x == mask_id).any()), extra={"grid": ts, "alphas": alphas, "schedule": schedule},
+            done=not bool((x == mask_id).any()), grid=ts, alphas=alphas, schedule=schedule,
         )
 
     def model_time(self, state: SamplerState) -> Tensor | None:
@@ -485,7 +504,7 @@ class Sampler:
     def advance(self, state: SamplerState, x: Tensor, stop_when_unmasked: bool = True, **changes) -> SamplerState:
         """The next grid state after a step that produced x (time moves from t to s)."""
         i = state.step + 1
-        grid = state.extra["grid"]
+        grid = state.grid
         B = x.shape[0]
         done = i >= self.steps or (stop_when_unmasked and not bool((x == state.mask_id).any()))
         s = grid[i + 1].expand(B) if i < self.steps else None

@@ -62,13 +62,13 @@ class ConfidenceSampler(Sampler):
 
     def init_state(self, denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
         state = super().init_state(denoiser, schedule, mask_id, x)
-        m = (1.0 - state.extra["alphas"]).double()  # (steps + 1,) mask probability on the grid
         n0 = (x == mask_id).sum(dim=1).double()  # (B,) masked at the start
-        return state.replace(extra={**state.extra, "m": m, "n0": n0})
+        return state.replace(extra={**state.extra, "n0": n0})
 
     def commit_counts(self, state: SamplerState) -> Tensor:
         """Long[B]: positions to commit at this step (schedule-driven, see module docstring)."""
-        i, m, n0 = state.step, state.extra["m"], state.extra["n0"]
+        i, n0 = state.step, state.extra["n0"]
+        m = 1.0 - state.alphas  # (steps + 1,) mask probability on the grid, float64
         if i == self.steps - 1:
             keep_masked = torch.zeros_like(n0)
         else:

@@ -51,7 +51,7 @@ class FirstHittingSampler(Sampler):
     def init_state(self, denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
         B = x.shape[0]
         return SamplerState(x=x, fixed=x != mask_id, mask_id=int(mask_id), t=torch.ones(B, dtype=torch.float64, device=x.device),
-                            done=not bool((x == mask_id).any()), extra={"schedule": schedule})
+                            done=not bool((x == mask_id).any()), schedule=schedule)
 
     def model_time(self, state: SamplerState) -> Tensor:
         return state.t.clamp_min(self.eps)
@@ -60,7 +60,7 @@ class FirstHittingSampler(Sampler):
         return int(state.masked.sum(dim=1).max())
 
     def step(self, state: SamplerState, logits: Tensor, rng: StepRandom) -> SamplerState:
-        x, schedule = state.x, state.extra["schedule"]
+        x, schedule = state.x, state.schedule
         B = x.shape[0]
         masked = state.masked  # (B, L)
         n = masked.sum(dim=1)  # (B,)

@@ -110,7 +110,7 @@ class ReMDMSampler(Sampler):
     def step(self, state: SamplerState, logits: Tensor, rng: StepRandom) -> SamplerState:
         i, x, mask_id = state.step, state.x, state.mask_id
         probs = self.x0_probs(logits, x, mask_id)  # (B, L, V)
-        alphas, grid = state.extra["alphas"], state.extra["grid"]
+        alphas, grid = state.alphas, state.grid
         a_t, a_s = alphas[i], alphas[i + 1]
         extra = state.extra
         if self.remask_schedule in ("cap", "rescale"):
