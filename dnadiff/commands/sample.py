@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         # steps: the sampler's step count (None where it has none: first_hitting, autoregressive);
         # steps_used: loop steps actually taken (max over batches; early stop when all is unmasked)
         "steps": smp.steps if name not in ("first_hitting", "autoregressive") else None,
-        "steps_used": steps_used, "eps": getattr(smp, "eps", None),
+        "steps_used": steps_used, "eps": None if name == "autoregressive" else smp.eps,
         "seed": args.seed, "seed_stream": "per-sequence counter-based (independent of --batch-size)",
         "class": args.label, "guidance": args.guidance, "out": args.out,
     }
