@@ -7,6 +7,14 @@ The model is randomly initialised: NFE and time do not depend on what it learned
 rate is fixed by the schedule), only on its cost. For `cached`, NFE should be the number of steps at
 which a token changed + 1 (reported as `changed_steps` from the ancestral run with the same seed),
 and wall time should drop accordingly, since the model call dominates a step.
+
+    python benchmarks/sampling.py --ar-decoding --out results/ar_decoding.json   # AR time per token
+
+`--ar-decoding`: time per generated token of the `autoregressive` sampler for every causal
+backbone (tiny presets) at L = 64 ... 1024, before (`use_cache=False`: the whole prefix re-run for
+every token, O(L) per token for Mamba/Hyena, O(L^2) attention for DiT) and after (incremental
+decoding through the backbones' `allocate_cache` / `step`: Mamba O(1), Hyena and DiT O(L)). Both
+runs use the same seed and must give the same tokens (checked). Writes JSON and a markdown table.
 """
 
 from __future__ import annotations
@@ -39,6 +47,86 @@ def sampler_options(name: str, steps: int, length: int) -> dict:
     return {"steps": steps}
 
 
+AR_BACKBONES = [("mamba", "tiny"), ("hyena", "tiny-causal"), ("dit", "tiny-causal")]
+
+
+def ar_decoding(args) -> int:
+    import platform
+    import subprocess
+
+    from dnadiff.model import Denoiser
+
+    lengths = [int(v) for v in args.lengths.split(",")]
+    schedule = build_schedule("loglinear", eps=1e-3)
+    rows = []
+    for name, preset in AR_BACKBONES:
+        torch.manual_seed(0)
+        model = build_backbone(name, preset=preset, vocab_size=VOCAB).to(args.device).eval()
+        den = Denoiser(model)
+        for L in lengths:
+            row = {"backbone": f"{name}:{preset}", "L": L}
+            toks = {}
+            for use_cache in (False, True):
+                smp = build_sampler("autoregressive", first_token_ids=[7, 8, 9, 10], use_cache=use_cache)
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                x = smp.generate(den, schedule, MASK_ID, (args.num, L), generator=args.seed)
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                wall = time.perf_counter() - t0
+                toks[use_cache] = x
+                row["ms_per_token_" + ("cached" if use_cache else "rerun")] = 1e3 * wall / (L - 1)
+            row["speedup"] = row["ms_per_token_rerun"] / row["ms_per_token_cached"]
+            # the backbone alone: L single-token steps vs one full forward per token (no sampler overhead)
+            ids = toks[True]
+            with torch.no_grad():
+                cache = model.allocate_cache(args.num, L)
+                t0 = time.perf_counter()
+                for i in range(L):
+                    model.step(ids[:, i], cache)
+                row["ms_per_token_step_only"] = 1e3 * (time.perf_counter() - t0) / L
+                t0 = time.perf_counter()
+                model(ids)
+                row["ms_forward_full_L"] = 1e3 * (time.perf_counter() - t0)
+            row["same_tokens"] = bool(torch.equal(toks[False], toks[True]))
+            rows.append(row)
+            print(format_table([row]), flush=True)
+    try:
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        load = "unknown"
+    meta = {"settings": vars(args), "machine": platform.platform(), "processor": platform.processor(),
+            "torch": torch.__version__, "uptime": load}
+    print()
+    print(format_table(rows))
+    print(load)
+    if args.out:
+        write_json(args.out, {**meta, "rows": rows})
+        md = os.path.splitext(args.out)[0] + ".md"
+        lines = [
+            "# AR decoding: time per token (ms), full re-run vs incremental decoding",
+            "",
+            f"`python benchmarks/sampling.py --ar-decoding --num {args.num} --threads {args.threads} "
+            f"--device {args.device} --out {args.out}`; tiny presets, randomly initialised; batch {args.num}.",
+            f"Machine: {platform.platform()}, torch {torch.__version__}; load at the end: `{load}`.",
+            "",
+            "Columns: the whole sampler (draws included) per generated token, with the full re-run and",
+            "with the cache; then the backbone alone: one `step` call, and one full forward at length L",
+            "(what the re-run pays for the last token).",
+            "",
+            "| backbone | L | re-run ms/token | cached ms/token | speedup | step only ms | full forward at L ms | same tokens |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            lines.append(f"| {r['backbone']} | {r['L']} | {r['ms_per_token_rerun']:.3f} | {r['ms_per_token_cached']:.3f} "
+                         f"| {r['speedup']:.1f} | {r['ms_per_token_step_only']:.3f} | {r['ms_forward_full_L']:.2f} | {r['same_tokens']} |")
+        from dnadiff.utils import atomic_write
+
+        atomic_write(md, "\n".join(lines) + "\n")
+    return 0 if all(r["same_tokens"] for r in rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backbone", default="caduceus")
@@ -51,8 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="write the results as JSON here")
+    p.add_argument("--ar-decoding", action="store_true", help="AR time per token vs L, re-run vs cached")
+    p.add_argument("--lengths", default="64,128,256,512,1024", help="--ar-decoding lengths")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.ar_decoding:
+        return ar_decoding(args)
     model = build_backbone(args.backbone, preset=args.preset, vocab_size=VOCAB).to(args.device).eval()
     schedule = build_schedule("loglinear", eps=1e-3)
     rows = []

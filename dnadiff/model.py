@@ -67,6 +67,17 @@ class Denoiser(nn.Module):
             return self.backbone(x_t, t_in, labels=self.labels, **kw)
         return self.backbone(x_t, t_in, **kw)
 
+    # incremental decoding (causal backbones that offer it; see dnadiff/samplers/autoregressive.py)
+    def allocate_cache(self, batch_size: int, max_length: int):
+        alloc = getattr(self.backbone, "allocate_cache", None)
+        b = self.backbone
+        if not callable(alloc) or getattr(b, "num_classes", 0) or not b.is_causal or self.time_conditioned:
+            return None
+        return alloc(batch_size, max_length)
+
+    def step(self, input_ids: Tensor, cache) -> Tensor:
+        return self.backbone.step(input_ids, cache)
+
 
 class SuppressTokens(nn.Module):
     """Denoiser wrapper that gives `banned_ids` a large negative logit (never generated).
@@ -87,6 +98,17 @@ class SuppressTokens(nn.Module):
         from dnadiff.diffusion.subs import NEG_INF
 
         logits = self.denoiser(x_t, t, **kw).clone()  # kw: attention_mask when the caller has one
+        logits[..., self.banned.to(logits.device)] = NEG_INF
+        return logits
+
+    def allocate_cache(self, batch_size: int, max_length: int):
+        alloc = getattr(self.denoiser, "allocate_cache", None)
+        return alloc(batch_size, max_length) if callable(alloc) else None
+
+    def step(self, input_ids: Tensor, cache) -> Tensor:
+        from dnadiff.diffusion.subs import NEG_INF
+
+        logits = self.denoiser.step(input_ids, cache).clone()  # (B, V)
         logits[..., self.banned.to(logits.device)] = NEG_INF
         return logits
 
@@ -222,34 +244,64 @@ class DiffusionModel:
         # Samplers put their state where the template and generator live: keep both on the model's device.
         if template is None:
             template = torch.full((num, length), self.tokenizer.mask_id, dtype=torch.long)
-        if generator is not None and torch.device(generator.device).type != self.device.type:
+        if isinstance(generator, torch.Generator) and torch.device(generator.device).type != self.device.type:
             generator = torch.Generator(device=self.device).manual_seed(generator.initial_seed())
-        if self.config.objective.name == "mlm":
-            raise DnadiffError("an MLM-trained model is not a generator: fine-tune it with the mdlm objective first")
-        if self.is_autoregressive:
-            from dnadiff.samplers.autoregressive import AutoregressiveSampler
-
-            first = getattr(self.tokenizer, "nucleotide_ids", None) or [
-                i for i in range(self.tokenizer.vocab_size) if i not in set(self.tokenizer.special_ids)
-            ]
-            smp = AutoregressiveSampler(first_token_ids=first, bos_id=self.objective.bos_id, **options)
-        else:
-            from dnadiff.samplers import build_sampler
-
-            name = sampler or self.config.sample.sampler
-            opts = dict(self.config.sample.options) if name == self.config.sample.sampler else {}
-            opts.update(options)
-            if name not in ("first_hitting",):
-                if steps:
-                    opts["steps"] = steps  # an explicit argument beats the config's options
-                opts.setdefault("steps", self.config.sample.steps)
-            smp = build_sampler(name, **opts)
-        if template is not None:
-            template = template.to(self.device)
+        smp = self.build_sampler(sampler, steps, **options)
+        template = template.to(self.device)
         x = smp.generate(
             SuppressTokens(denoiser, self.banned_ids()), self.schedule, self.tokenizer.mask_id, (num, length), template=template, generator=generator
         )
         return (x, smp) if return_sampler else x
+
+    def build_sampler(self, sampler: str | None = None, steps: int | None = None, **options: Any):
+        """The sampler for this model: `sampler` (default: the config's; `autoregressive` for AR
+        models) with the config's options, then `options`, then this model's defaults
+        (`sampler_defaults`). An explicit `steps` beats the config's."""
+        from dnadiff.samplers import SAMPLERS, build_sampler
+
+        if self.config.objective.name == "mlm":
+            raise DnadiffError("an MLM-trained model is not a generator: fine-tune it with the mdlm objective first")
+        default = "autoregressive" if self.is_autoregressive else self.config.sample.sampler
+        name = sampler or default
+        if (name == "autoregressive") != self.is_autoregressive:
+            kind = "an AR model samples only" if self.is_autoregressive else "only AR models sample"
+            raise DnadiffError(f"sampler {name!r}: {kind} with 'autoregressive'")
+        opts = dict(self.config.sample.options) if name == self.config.sample.sampler else {}
+        opts.update(options)
+        if name == "first_hitting":
+            if steps:
+                raise DnadiffError(f"sampler {name!r} has no steps (one call per generated token): drop --steps")
+            opts.pop("steps", None)
+        elif name == "autoregressive":
+            opts.pop("steps", None)  # one step per position: a diffusion step count does not apply
+        else:
+            if steps:
+                opts["steps"] = steps  # an explicit argument beats the config's options
+            opts.setdefault("steps", self.config.sample.steps)
+        for key, value in self.sampler_defaults(name).items():
+            opts.setdefault(key, value)
+        if "eps" in opts and name != "autoregressive" and float(opts["eps"]) < self.sampling_eps:
+            raise DnadiffError(f"sampler option eps={opts['eps']} is below the model's training t_min "
+                               f"{self.sampling_eps} (objective.t_min): it would query times the model never saw")
+        SAMPLERS.get(name)  # unknown names: a one-line error before anything else
+        return build_sampler(name, **opts)
+
+    def sampler_defaults(self, name: str) -> dict[str, Any]:
+        """Options a sampler gets from this model: the smallest time is the training t_min (a model
+        is never queried at times it never saw; the reference samples down to 1e-5 after training
+        on [1e-3, 1]); AR models draw a free first token among the real tokens."""
+        if name == "autoregressive":
+            first = getattr(self.tokenizer, "nucleotide_ids", None) or [
+                i for i in range(self.tokenizer.vocab_size) if i not in set(self.tokenizer.special_ids)
+            ]
+            return {"first_token_ids": list(first), "bos_id": self.objective.bos_id}
+        return {"eps": self.sampling_eps}
+
+    @property
+    def sampling_eps(self) -> float:
+        """Smallest sampling time: the training t_min recorded in the model directory."""
+        t_min = float(self.config.objective.t_min or 0.0)
+        return t_min if t_min > 0 else 1e-5
 
     def conditional_denoiser(self, label: int | str | None, guidance: float = 0.0):
         num_classes = getattr(self.backbone, "num_classes", 0)

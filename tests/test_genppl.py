@@ -89,21 +89,29 @@ def test_genppl_equals_direct_computation(scorer_dir):
     assert single["gen_ppl"] == pytest.approx(res["gen_ppl"], rel=1e-5)
 
 
-def test_long_samples_are_scored_in_overlapping_windows(scorer_dir):
+def test_long_samples_are_scored_in_sliding_windows_with_context(scorer_dir):
+    """Windows of 8 every 4 tokens: each token scored once, after the first window with >= 4 tokens
+    of context (before: windows overlapped by one token, so a token could see only 1 token)."""
     model, tok = load_scorer(str(scorer_dir))
     eos = tok.eos_token_id
     text = " ".join(TEXTS)
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert len(ids) > 16
     res = generative_perplexity([text], model, tokenizer=tok, max_length=8)
+    assert res["window"] == 8 and res["stride"] == 4
     full = [eos] + ids
-    expect, start = 0.0, 0
-    while start + 1 < len(full):
-        win = full[start:start + 8]
-        expect += _direct_nll(model, win[1:], win[0]).sum().item()
-        start += 7
+    per_token = [None] * len(full)
+    for i in range(1, len(full)):  # token i: the window starting at the largest multiple of 4 with i in its last 4 (or the first)
+        start = 0 if i < 8 else 4 * ((i - 8) // 4 + 1)
+        win = full[start:i + 1]
+        assert len(win) >= (i + 1 if i < 8 else 5)  # at least stride tokens of context
+        per_token[i] = _direct_nll(model, win[1:], win[0])[-1].item()
     assert res["num_tokens"] == len(ids)
-    assert res["per_sample"][0]["nll"] == pytest.approx(expect, rel=1e-5)
+    assert res["per_sample"][0]["nll"] == pytest.approx(sum(per_token[1:]), rel=1e-5)
+    with pytest.raises(DnadiffError, match="stride"):
+        generative_perplexity([text], model, tokenizer=tok, max_length=8, stride=5)
+    one = generative_perplexity([text], model, tokenizer=tok, max_length=8, stride=1)
+    assert one["num_tokens"] == len(ids)
 
 
 def test_decode_samples_maps_generator_eos(tmp_path):

@@ -63,3 +63,57 @@ def test_metrics_genome_reference_and_oracle(tiny_model, tmp_path):
     res = json.loads((mdir / "metrics.json").read_text())
     assert res["oracle"]["kind"] == "bound" and res["oracle"]["samples_perplexity"] > 1.0
     assert res["oracle"]["real_perplexity"] > 1.0
+
+
+def test_samples_do_not_depend_on_batch_size(tiny_model, tmp_path):
+    """Counter-based seeds (issue 13.9): --batch-size 2, 4 and 6 give the same FASTA, byte for byte."""
+    texts = []
+    for bs in (2, 4, 6):
+        out = tmp_path / f"b{bs}.fa"
+        assert main(["sample", tiny_model, "--num", "6", "--length", "24", "--steps", "6", "--batch-size", str(bs),
+                     "--seed", "11", "--out", str(out)]) == 0
+        texts.append(out.read_text())
+    assert texts[0] == texts[1] == texts[2]
+    other = tmp_path / "s12.fa"
+    assert main(["sample", tiny_model, "--num", "6", "--length", "24", "--steps", "6", "--seed", "12", "--out", str(other)]) == 0
+    assert other.read_text() != texts[0]  # and the seed matters
+
+
+def test_sample_json_records_steps_and_first_hitting_rejects_steps(tiny_model, tmp_path, capsys):
+    out = tmp_path / "a.fa"
+    assert main(["sample", tiny_model, "--num", "2", "--length", "16", "--steps", "5", "--sampler", "ancestral",
+                 "--out", str(out)]) == 0
+    stats = json.loads((tmp_path / "a.json").read_text())
+    assert stats["steps"] == 5 and 1 <= stats["steps_used"] <= 5
+    assert stats["eps"] == 1e-3  # the model's training t_min, not the reference's 1e-5
+    fh = tmp_path / "fh.fa"
+    assert main(["sample", tiny_model, "--num", "2", "--length", "16", "--sampler", "first_hitting", "--out", str(fh)]) == 0
+    stats = json.loads((tmp_path / "fh.json").read_text())
+    assert stats["steps"] is None and stats["steps_used"] == 16  # one step per generated token
+    assert main(["sample", tiny_model, "--num", "2", "--length", "16", "--steps", "8", "--sampler", "first_hitting",
+                 "--out", str(tmp_path / "x.fa")]) == 2
+    assert "first_hitting" in capsys.readouterr().err and not (tmp_path / "x.fa").exists()
+
+
+def test_sampling_never_queries_below_training_t_min(tiny_model):
+    """Issue 12.4: the grid, noise removal and first_hitting stay at t >= objective.t_min."""
+    import dnadiff
+    import torch
+
+    model = dnadiff.load(tiny_model)
+    t_min = model.config.objective.t_min
+    for name, steps in (("ancestral", 8), ("first_hitting", None), ("remdm", 8)):
+        seen = []
+
+        def recorder(x, t, _den=model.denoiser):
+            seen.append(float(t.min()))
+            return _den(x, t)
+
+        smp = model.build_sampler(name, steps)
+        assert smp.eps == t_min
+        smp.generate(recorder, model.schedule, model.tokenizer.mask_id, (2, 12), generator=0)
+        assert min(seen) >= t_min * (1 - 1e-6), name
+    from dnadiff.errors import DnadiffError
+
+    with pytest.raises(DnadiffError, match="t_min"):
+        model.build_sampler("ancestral", 8, eps=1e-5)

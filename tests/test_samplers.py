@@ -62,7 +62,7 @@ def _sample(name, den, n=N_SAMPLES, L=3, seed=0, template=None, **opts):
 
 def test_registry_names():
     assert SAMPLERS.names() == sorted(
-        ["ancestral", "cached", "analytic", "first_hitting", "semi_ar", "confidence", "remdm"]
+        ["ancestral", "cached", "analytic", "first_hitting", "semi_ar", "confidence", "remdm", "autoregressive"]
     )
     with pytest.raises(DnadiffError, match="unknown sampler"):
         build_sampler("nope")
@@ -170,6 +170,8 @@ ALL = [
     ("semi_ar", {"inner": "ancestral", "window": 3, "stride": 1, "inner_options": {"steps": 8}}),
     ("confidence", {"steps": 2}),
     ("remdm", {"steps": 8, "eta": 0.5, "schedule": "cap"}),
+    ("remdm", {"steps": 8, "schedule": "conf"}),
+    ("remdm", {"steps": 16, "eta": 0.1, "schedule": "loop"}),
 ]
 
 
@@ -279,9 +281,12 @@ def test_shape_probs_temperature_and_top_p():
     t = shape_probs(lp, temperature=0.5)
     want = torch.tensor([0.25, 0.09, 0.0225, 0.0025], dtype=torch.float64)
     torch.testing.assert_close(t, want / want.sum())
-    n = shape_probs(lp, top_p=0.7)  # 0.5 < 0.7, 0.5 + 0.3 >= 0.7: keep two
+    # ReMDM-code nucleus: keep cumulative mass <= p, plus the top token
+    n = shape_probs(lp, top_p=0.8)  # cumulative 0.5, 0.8 <= 0.8, 0.95 > 0.8: keep two
     torch.testing.assert_close(n, torch.tensor([0.625, 0.375, 0.0, 0.0], dtype=torch.float64))
-    assert torch.equal(shape_probs(lp, top_p=0.4) > 0, torch.tensor([True, False, False, False]))
+    assert torch.equal(shape_probs(lp, top_p=0.7) > 0, torch.tensor([True, False, False, False]))  # 0.8 > 0.7
+    assert torch.equal(shape_probs(lp, top_p=0.4) > 0, torch.tensor([True, False, False, False]))  # top token always
+    assert torch.equal(shape_probs(lp, top_p=0.96) > 0, torch.tensor([True, True, True, False]))
 
 
 def test_temperature_and_nucleus_apply_before_the_step():
@@ -292,7 +297,7 @@ def test_temperature_and_nucleus_apply_before_the_step():
         x, _ = _sample(name, den, L=1, steps=32, temperature=2.0)
         want = p.sqrt() / p.sqrt().sum()
         assert chi_square_pvalue(x, want, 3) > 0.01
-        x, _ = _sample(name, den, n=2000, L=1, steps=32, top_p=0.6)
+        x, _ = _sample(name, den, n=2000, L=1, steps=32, top_p=0.85)  # cumulative 0.5, 0.8 <= 0.85 < 1
         assert set(x.flatten().tolist()) == {0, 1}
 
 
@@ -444,3 +449,71 @@ def test_noise_removal_options(target):
     assert not bool((x == 3).any())
     with pytest.raises(DnadiffError, match="noise_removal"):
         build_sampler("ancestral", noise_removal="maybe")
+
+
+def test_analytic_sedd_score_keeps_alpha_in_float64(target):
+    """Issue 12.4: at α_t = 1 - 3e-9 (t near 0) float32 rounds α to 1 and the SEDD score to inf;
+    in float64 the sedd and subs parameterisations of an exact model still agree."""
+    _, den = target
+    x = torch.tensor([[3, 3, 1]])
+    logits = den(x, torch.zeros(1))
+    a_t = torch.tensor(1.0 - 3e-9, dtype=torch.float64)
+    s_sedd = AnalyticSampler(4, parameterization="sedd").score(logits.double() + math.log(3), x, 3, a_t)
+    s_subs = AnalyticSampler(4).score(logits, x, 3, a_t)
+    masked = (x == 3).unsqueeze(-1).expand_as(s_subs)
+    assert bool(torch.isfinite(s_sedd).all())
+    torch.testing.assert_close(s_sedd[masked], s_subs[masked], rtol=1e-6, atol=0.0)
+
+
+def test_remdm_conf_sigma_and_confidence_bookkeeping():
+    """ReMDM-conf (official code): σ^ℓ = softmax_ℓ(ψ) σ_max over decoded tokens, 0 at masked ones;
+    ψ = -p_θ(token) when a token is decoded, reset to -inf when it is remasked."""
+    from dnadiff.samplers.remdm import conf_sigma
+
+    psi = torch.tensor([[-0.9, -0.2, -float("inf"), -0.5]], dtype=torch.float64)
+    decoded = torch.tensor([[True, True, False, True]])
+    sig = conf_sigma(psi, decoded, torch.tensor(0.4, dtype=torch.float64))
+    w = torch.tensor([-0.9, -0.2, -0.5], dtype=torch.float64).softmax(0) * 0.4
+    torch.testing.assert_close(sig[0, [0, 1, 3]], w)
+    assert float(sig[0, 2]) == 0.0 and float(sig[0, 1]) > float(sig[0, 3]) > float(sig[0, 0])  # least confident first
+    # nothing decoded yet: all zero (no NaN)
+    assert torch.equal(conf_sigma(psi, torch.zeros_like(decoded), torch.tensor(0.4)), torch.zeros(1, 4, dtype=torch.float64))
+    # per-position σ in the step: a decoded token is remasked with probability σ^ℓ
+    p = torch.tensor([[[0.2, 0.5, 0.3, 0.0]] * 4], dtype=torch.float64)
+    x = torch.tensor([[0, 1, 3, 2]])
+    q = remdm_step(p, x, torch.zeros(1, 4, dtype=torch.bool), 3, 0.5, 0.6, sig)
+    torch.testing.assert_close(q[0, [0, 1, 3], 3], sig[0, [0, 1, 3]])
+    torch.testing.assert_close(q[0, 2], torch.tensor([0.2, 0.5, 0.3, 0.8], dtype=torch.float64) * torch.tensor([0.2, 0.2, 0.2, 1.0], dtype=torch.float64))
+    # through the sampler: ψ holds -p_θ of the decoded tokens after a step
+    _, den = _rc_target()[:2]
+    s = build_sampler("remdm", steps=4, schedule="conf")
+    state = s.init_state(den, SCHED, 4, torch.full((5, 3), 4))
+    logits = den(state.x, state.t.float())
+    from dnadiff.samplers.base import SeedStream
+
+    nxt = s.step(state, logits, SeedStream(0).bind(5, "cpu", False).at(0))
+    newly = nxt.x != 4
+    probs = s.x0_probs(logits, state.x, 4)
+    want = -probs.gather(-1, nxt.x.clamp_max(3).unsqueeze(-1)).squeeze(-1)
+    assert bool(newly.any())
+    torch.testing.assert_close(nxt.extra["psi"][newly], want[newly])
+    assert bool(torch.isinf(nxt.extra["psi"][~newly]).all())
+
+
+def test_remdm_loop_phases_and_exactness(target):
+    """ReMDM-loop (official code): α rises linearly to α_on at t_on, stays there (remasking with
+    σ = eta) until t_off, then rises to 1; with an exact denoiser the chain still targets p."""
+    from dnadiff.samplers.remdm import loop_alphas
+
+    assert loop_alphas(1.0, 0.9, 0.55, 0.05, 0.9)[:2] == (0.0, pytest.approx(0.9 * 0.1 / 0.45))
+    assert loop_alphas(0.6, 0.55, 0.55, 0.05, 0.9)[1] == pytest.approx(0.9)
+    assert loop_alphas(0.5, 0.4, 0.55, 0.05, 0.9) == (0.9, 0.9, True)
+    a_t, a_s, remask = loop_alphas(0.05, 0.0, 0.55, 0.05, 0.9)
+    assert (a_t, a_s, remask) == (pytest.approx(0.9), pytest.approx(1.0), False)
+    with pytest.raises(DnadiffError, match="t_off < t_on"):
+        build_sampler("remdm", schedule="loop", t_on=0.1, t_off=0.2)
+    p, den = target
+    x, s = _sample("remdm", den, n=8000, steps=200, schedule="loop", eta=0.05, eps=1e-5)
+    assert s.last_nfe >= 200 and s.last_steps == 200  # remasking: no early stop
+    emp = torch.bincount(seq_index(x, 3), minlength=27).double() / x.shape[0]
+    assert 0.5 * float((emp - p).abs().sum()) < 0.05

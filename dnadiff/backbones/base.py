@@ -20,6 +20,16 @@ nothing for right padding). Left-padded or holed masks are refused (DnadiffError
 with cond_dim=0 reject it. Attributes: `config` (a dataclass, saved beside the weights),
 `hidden_size`, `vocab_size`, `is_causal`, `time_conditioned`.
 Backbones know nothing of masking or losses.
+
+Optional incremental-decoding API (causal backbones: `mamba`, causal `hyena`, causal `dit`), used
+by the `autoregressive` sampler instead of re-running the prefix for every token:
+
+    cache = backbone.allocate_cache(batch_size, max_length)    # opaque; cache["pos"] = tokens fed
+    logits = backbone.step(input_ids: Long[B], cache)          # -> Float[B, V] for the NEXT position
+
+Feeding tokens x_0 .. x_i one by one gives the logits that `forward(x)[:, i]` gives (a test checks
+it per family). Costs per token: Mamba O(1) (conv + SSM state, as mamba_ssm's `step`), HyenaDNA
+O(L) (the long conv over the kept inputs), DiT O(L) (a KV cache).
 """
 
 from __future__ import annotations

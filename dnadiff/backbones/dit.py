@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
-from dnadiff.backbones.layers.rotary import Rotary
+from dnadiff.backbones.layers.rotary import Rotary, apply_rotary
 from dnadiff.errors import DnadiffError
 
 
@@ -138,6 +138,25 @@ class DiTBlock(nn.Module):
         x = x + gate_mlp * self.dropout2(self.mlp(h))
         return x
 
+    def step(self, x: Tensor, c: Tensor, rotary: Rotary, kv: tuple[Tensor, Tensor], pos: int) -> Tensor:
+        """One token x Float[B, 1, H] at position pos of a causal model, with a KV cache
+        kv = (K, V) Float[B, nh, L_max, hd] (written in place): O(pos) attention work."""
+        B, _, H = x.shape
+        mods = self.adaLN_modulation(c)[:, None].chunk(6, dim=-1)  # 6 × (B, 1, H)
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = mods
+        h = modulate(self.norm1(x), shift_msa, scale_msa)
+        qkv = self.attn_qkv(h).view(B, 1, 3, self.n_heads, H // self.n_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, nh, 1, hd)
+        cos, sin = rotary.tables(pos + 1, x.device)
+        q, k = apply_rotary(q, cos[pos:pos + 1], sin[pos:pos + 1]), apply_rotary(k, cos[pos:pos + 1], sin[pos:pos + 1])
+        kv[0][:, :, pos:pos + 1] = k
+        kv[1][:, :, pos:pos + 1] = v
+        a = F.scaled_dot_product_attention(q, kv[0][:, :, : pos + 1], kv[1][:, :, : pos + 1])  # (B, nh, 1, hd)
+        a = a.transpose(1, 2).reshape(B, 1, H)
+        x = x + gate_msa * self.dropout1(self.attn_out(a))
+        h = modulate(self.norm2(x), shift_mlp, scale_mlp)
+        return x + gate_mlp * self.dropout2(self.mlp(h))
+
 
 class DiTFinalLayer(nn.Module):
     def __init__(self, cfg: DiTConfig):
@@ -221,3 +240,25 @@ class DiT(Backbone):
     def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
                 attention_mask: Tensor | None = None) -> Tensor:
         return self.output_layer.linear(self.features(input_ids, t, cond, attention_mask))  # (B, L, V)
+
+    # ---- incremental decoding (optional backbone API, see backbones/base.py; causal only) ------
+    def allocate_cache(self, batch_size: int, max_length: int) -> dict:
+        """A KV cache per block (B, nh, max_length, hd) and the (t-free) adaLN condition."""
+        if not self.is_causal or self.time_conditioned:
+            raise DnadiffError("dit: incremental decoding needs a causal, time-unconditioned model")
+        w = self.vocab_embed.weight
+        nh = self.config.n_heads
+        hd = self.config.hidden_size // nh
+        kv = [(w.new_zeros(batch_size, nh, max_length, hd), w.new_zeros(batch_size, nh, max_length, hd))
+              for _ in self.blocks]
+        c = self._condition(torch.zeros(batch_size, 1, dtype=torch.long, device=w.device), None)  # (B, adaln)
+        return {"pos": 0, "kv": kv, "c": c}
+
+    def step(self, input_ids: Tensor, cache: dict) -> Tensor:
+        """Next-token logits Float[B, V] after feeding input_ids Long[B] (position cache["pos"])."""
+        pos, c = cache["pos"], cache["c"]
+        x = self.vocab_embed(input_ids)[:, None]  # (B, 1, H)
+        for block, kv in zip(self.blocks, cache["kv"]):
+            x = block.step(x, c, self.rotary, kv, pos)
+        cache["pos"] = pos + 1
+        return self.output_layer.linear(self.output_layer.features(x, c))[:, 0]  # (B, V)

@@ -230,6 +230,30 @@ class HyenaOperator(nn.Module):
         v = y + v * self.filter_fn.bias[:, None]  # (B, d, L)
         return self.out_proj((v * x0).transpose(1, 2))  # (B, L, d)
 
+    # ---- incremental decoding (causal only): O(L·d) per token for the long conv ----------------
+    def allocate_state(self, batch_size: int, max_length: int, device) -> dict:
+        """Short-conv inputs, the long conv's input history and its filter taps (computed once)."""
+        inner = self.in_proj.out_features
+        k = self.short_filter.kernel_size[0]
+        return {"short": torch.zeros(batch_size, inner, k, device=device),
+                "v": torch.zeros(batch_size, self.d_model, max_length, device=device),
+                "h": self.filter_fn.filter(max_length).transpose(0, 1).float()}  # (d, L) taps, lag 0..L-1
+
+    def step(self, u: Tensor, state: dict, pos: int) -> Tensor:
+        """One token u Float[B, d] at position pos -> Float[B, d] (same math as causal forward)."""
+        short = state["short"]
+        short.copy_(torch.roll(short, shifts=-1, dims=-1))
+        short[:, :, -1] = self.in_proj(u).float()
+        uc = (short * self.short_filter.weight[:, 0, :].float()).sum(-1) + self.short_filter.bias.float()  # (B, 3d)
+        x0, x1, v = uc.split(self.d_model, dim=1)  # 3 × (B, d)
+        v = v * x1
+        state["v"][:, :, pos] = v
+        hist = state["v"][:, :, : pos + 1]  # (B, d, pos + 1) inputs v_0 .. v_pos
+        taps = state["h"][:, : pos + 1].flip(-1)  # (d, pos + 1): lag pos .. 0
+        y = (hist * taps).sum(-1)  # Σ_j h_j v_{pos-j}
+        v = y + v * self.filter_fn.bias.float()
+        return self.out_proj((v * x0).to(self.out_proj.weight.dtype))  # (B, d)
+
 
 class HyenaMlp(nn.Module):
     def __init__(self, d_model: int, d_inner: int):
@@ -335,3 +359,25 @@ class HyenaDNA(Backbone):
         h = self.features(input_ids, t, cond, attention_mask)
         w = self.backbone.embeddings.word_embeddings.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(h, w[: self.vocab_size])  # (B, L, V): padded columns dropped
+
+    # ---- incremental decoding (optional backbone API, see backbones/base.py; causal only) ------
+    def allocate_cache(self, batch_size: int, max_length: int) -> dict:
+        if not self.is_causal:
+            raise DnadiffError("hyena: incremental decoding needs a causal model (causal=True)")
+        if max_length > self.config.l_max:
+            raise DnadiffError(f"hyena: length {max_length} exceeds the model's l_max {self.config.l_max}")
+        device = self.backbone.embeddings.word_embeddings.weight.device
+        return {"pos": 0, "layers": [layer.mixer.allocate_state(batch_size, max_length, device)
+                                     for layer in self.backbone.layers]}
+
+    def step(self, input_ids: Tensor, cache: dict) -> Tensor:
+        """Next-token logits Float[B, V] after feeding input_ids Long[B] (position cache["pos"])."""
+        pos = cache["pos"]
+        x = self.backbone.dropout(self.backbone.embeddings(input_ids))  # (B, d)
+        for layer, state in zip(self.backbone.layers, cache["layers"]):  # HyenaBlock, one token
+            x = x.float() + layer.dropout1(layer.mixer.step(layer.norm1(x), state, pos).float())
+            x = x + layer.dropout2(layer.mlp(layer.norm2(x)).float())
+        h = self.backbone.ln_f(x.to(self.backbone.ln_f.weight.dtype))
+        cache["pos"] = pos + 1
+        w = self.backbone.embeddings.word_embeddings.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(h, w[: self.vocab_size])  # (B, V)

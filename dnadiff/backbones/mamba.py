@@ -102,6 +102,36 @@ class Mamba(nn.Module):
                            impl=self.scan_impl)
         return self.out_proj(y)  # (B, L, d)
 
+    # ---- incremental decoding (mamba_ssm's `Mamba.step`): O(1) work per token ----------------
+    def allocate_state(self, batch_size: int, device=None) -> tuple[Tensor, Tensor]:
+        """(conv_state Float[B, E, d_conv], ssm_state Float[B, E, N]), zeros, float32."""
+        device = device if device is not None else self.A_log.device
+        return (torch.zeros(batch_size, self.d_inner, self.d_conv, device=device),
+                torch.zeros(batch_size, self.d_inner, self.d_state, device=device))
+
+    def step(self, hidden: Tensor, conv_state: Tensor, ssm_state: Tensor) -> Tensor:
+        """One token hidden Float[B, d] -> Float[B, d]; updates both states in place.
+
+        Same recurrence as `forward` (Alg. 2): the causal conv keeps its last d_conv inputs, the
+        scan its state h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t x_t, y_t = C_t·h_t + D x_t."""
+        xz = self.in_proj(hidden)  # (B, 2E)
+        x, z = xz.float().chunk(2, dim=-1)
+        conv_state.copy_(torch.roll(conv_state, shifts=-1, dims=-1))
+        conv_state[:, :, -1] = x
+        x = (conv_state * self.conv1d.weight[:, 0, :].float()).sum(dim=-1)  # (B, E)
+        if self.conv1d.bias is not None:
+            x = x + self.conv1d.bias.float()
+        x = F.silu(x)
+        x_db = self.x_proj(x.to(self.x_proj.weight.dtype)).float()  # (B, R + 2N)
+        dt, b, c = torch.split(x_db, [self.dt_rank, self.d_state, self.d_state], dim=-1)
+        dt = F.softplus(F.linear(dt, self.dt_proj.weight.float()) + self.dt_proj.bias.float())  # (B, E)
+        a = -torch.exp(self.A_log.float())  # (E, N)
+        da = torch.exp(dt.unsqueeze(-1) * a)  # (B, E, N)
+        ssm_state.mul_(da).add_((dt * x).unsqueeze(-1) * b.unsqueeze(1))
+        y = torch.einsum("ben,bn->be", ssm_state, c) + self.D.float() * x
+        y = y * F.silu(z)
+        return self.out_proj(y.to(self.out_proj.weight.dtype))  # (B, d)
+
 
 def init_mamba_weights(model: nn.Module, n_layer: int, initializer_range: float = 0.02,
                        rescale_prenorm_residual: bool = True, n_residuals_per_layer: int = 1) -> None:
@@ -241,3 +271,24 @@ class MambaLM(Backbone):
                 attention_mask: Tensor | None = None) -> Tensor:
         logits = self.lm_head(self.features(input_ids, t, cond, attention_mask).to(self.lm_head.weight.dtype))
         return logits[..., : self.vocab_size]  # (B, L, V)
+
+    # ---- incremental decoding (optional backbone API, see backbones/base.py) -------------------
+    def allocate_cache(self, batch_size: int, max_length: int) -> dict:
+        """Recurrent state per layer: O(1) memory and work per token, whatever max_length."""
+        device = self.backbone.embedding.weight.device
+        return {"pos": 0, "layers": [layer.mixer.allocate_state(batch_size, device) for layer in self.backbone.layers]}
+
+    def step(self, input_ids: Tensor, cache: dict) -> Tensor:
+        """Next-token logits Float[B, V] after feeding input_ids Long[B] (position cache["pos"])."""
+        hidden = self.backbone.embedding(input_ids)  # (B, d)
+        residual = None
+        for layer, (conv_state, ssm_state) in zip(self.backbone.layers, cache["layers"]):
+            residual = hidden if residual is None else hidden + residual  # MambaBlock, one token
+            hidden = layer.norm(residual.to(dtype=layer.norm.weight.dtype))
+            if layer.residual_in_fp32:
+                residual = residual.float()
+            hidden = layer.mixer.step(hidden, conv_state, ssm_state)
+        residual = hidden + residual
+        h = self.backbone.norm_f(residual.to(dtype=self.backbone.norm_f.weight.dtype))
+        cache["pos"] += 1
+        return self.lm_head(h.to(self.lm_head.weight.dtype))[..., : self.vocab_size]  # (B, V)

@@ -11,10 +11,11 @@ DESCRIPTION = """Generate sequences with any masked-diffusion sampler.
   dnadiff sample MODEL --num 4 --length 200 --prefix ACGTACGT --suffix TTTT --out infill.fa
   dnadiff sample MODEL --num 2 --length 300 --template-fasta templates.fa --out filled.fa
 
-Samplers: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm (AR models sample
-left to right). --prefix/--suffix fix the ends; --template-fasta gives one template per record with
+Samplers: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm (AR models:
+autoregressive). first_hitting takes no --steps (one call per token). The seed gives every
+sequence its own random stream, so --batch-size does not change the samples. --prefix/--suffix fix the ends; --template-fasta gives one template per record with
 N at the positions to fill (records are cycled over --num). Writes FASTA (one record per sample) and
-OUT.json with NFE, wall time and tokens/s."""
+OUT.json with NFE, steps (configured and actually used), wall time and tokens/s."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -107,25 +108,27 @@ def run(args: argparse.Namespace) -> int:
     if args.rc_symmetric:
         if model.tokenizer.kind != "dna":
             raise DnadiffError("--rc-symmetric needs a DNA model")
-    gen = torch.Generator(device=model.device).manual_seed(args.seed)
+    from dnadiff.samplers import SeedStream
+
     chunk = args.batch_size or args.num
-    samples, nfe = [], 0
+    samples, nfe, steps_used, smp = [], 0, 0, None
     start = time.time()
     try:
         for i in tqdm(range(0, args.num, chunk), desc="sampling", unit="batch"):
             n = min(chunk, args.num - i)
             tmpl = template[i : i + n] if template is not None else None
             x, smp = model.generate(n, length, sampler=args.sampler, steps=args.steps, template=tmpl,
-                                    generator=gen, return_sampler=True, label=args.label,
+                                    generator=SeedStream(args.seed, first_row=i), return_sampler=True, label=args.label,
                                     guidance=args.guidance, rc_symmetric=args.rc_symmetric, **options)
             samples.append(x.cpu())
             nfe += smp.last_nfe
+            steps_used = max(steps_used, smp.last_steps)
     except TypeError as exc:
         raise DnadiffError(f"sampler option: {exc}") from None
     wall = time.time() - start
     x = torch.cat(samples)
     texts = model.decode(x)
-    name = args.sampler or model.config.sample.sampler
+    name = smp.name
     tag = f" class={args.label} guidance={args.guidance}" if args.label is not None else ""
     records = [(f"sample_{i} sampler={name} length={length} seed={args.seed}{tag}", s) for i, s in enumerate(texts)]
     if model.tokenizer.kind == "dna":
@@ -135,10 +138,15 @@ def run(args: argparse.Namespace) -> int:
 
         atomic_write(args.out, "".join(f">{r}\n{s}\n" for r, s in records))
     stats = {
-        "model": str(args.model_dir), "sampler": name if not model.is_autoregressive else "autoregressive",
+        "model": str(args.model_dir), "sampler": name,
         "num": args.num, "length": length, "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
         "wall_seconds": round(wall, 3), "seconds_per_sample": wall / args.num, "tokens_per_second": args.num * length / wall,
-        "seed": args.seed, "class": args.label, "guidance": args.guidance, "out": args.out,
+        # steps: the sampler's step count (None where it has none: first_hitting, autoregressive);
+        # steps_used: loop steps actually taken (max over batches; early stop when all is unmasked)
+        "steps": smp.steps if name not in ("first_hitting", "autoregressive") else None,
+        "steps_used": steps_used, "eps": None if name == "autoregressive" else smp.eps,
+        "seed": args.seed, "seed_stream": "per-sequence counter-based (independent of --batch-size)",
+        "class": args.label, "guidance": args.guidance, "out": args.out,
     }
     stats_path = os.path.splitext(args.out)[0] + ".json"
     write_json(stats_path, stats)

@@ -14,8 +14,11 @@ Scoring rules:
     the sample). The reference MDLM code says "after first EOS" but masks every EOS token and scores
     everything after it (REFERENCE.md, known pitfalls);
   * pads of the batch are never scored;
-  * samples longer than the scorer's context are scored in windows that overlap by one token, so
-    each token is scored exactly once, conditioned on the tokens of its window;
+  * samples longer than the scorer's context W are scored with sliding windows (the Hugging Face
+    "perplexity of fixed-length models" recipe): windows of W tokens start every `stride` tokens
+    (default W // 2, at most W // 2), the first window scores all its tokens and every later one
+    only its last tokens not scored before, so each token is scored exactly once and (after the
+    first window) with at least W - stride tokens of context;
   * gen PPL = exp(Σ nll / Σ scored tokens) over all samples (token-level, as the reference);
   * per-sample unigram entropy (nats) of the scored tokens (EOS excluded): low entropy flags the
     repetitive samples that game generative perplexity (Zheng et al. 2024).
@@ -123,27 +126,42 @@ def _window_nll(model, windows: list[list[int]], pad_id: int, device) -> list[li
     return [nll[i, : len(w) - 1].tolist() for i, w in enumerate(windows)]
 
 
+def sliding_windows(n: int, ctx: int, stride: int) -> list[tuple[int, int, int]]:
+    """(start, end, skip) of the windows over a sequence of n tokens: window [start, end) scores
+    its predicted tokens (positions start+1 .. end-1) except the first `skip` (already scored)."""
+    out, start, scored_upto = [], 0, 1  # position 0 (BOS) is never predicted
+    while scored_upto < n:
+        end = min(start + ctx, n)
+        out.append((start, end, scored_upto - (start + 1)))
+        scored_upto = end
+        start += stride
+    return out
+
+
 def score_token_ids(model, sequences: list[list[int]], bos_id: int, eos_id: int, pad_id: int | None = None,
-                    batch_size: int = 8, max_length: int | None = None, device=None) -> list[list[float]]:
+                    batch_size: int = 8, max_length: int | None = None, device=None,
+                    stride: int | None = None) -> list[list[float]]:
     """Per-token NLLs (nats) of each sequence (list of scorer token ids) given [BOS] + its prefix,
-    for all its tokens (masking happens in the caller)."""
+    for all its tokens (masking happens in the caller). Long sequences: sliding windows of the
+    scorer's context with `stride` <= context // 2 (module docstring)."""
     device = device if device is not None else next(model.parameters()).device
     ctx = min(max_length or _context_size(model), _context_size(model))
     if ctx < 2:
         raise DnadiffError(f"generative perplexity: context {ctx} is too short")
+    stride = max(1, ctx // 2) if stride is None else int(stride)
+    if not 1 <= stride <= max(1, ctx // 2):
+        raise DnadiffError(f"generative perplexity: stride must be in [1, {max(1, ctx // 2)}] (half the window {ctx}), got {stride}")
     pad_id = eos_id if pad_id is None else pad_id
-    jobs: list[tuple[int, list[int]]] = []  # (sequence index, window)
+    jobs: list[tuple[int, list[int], int]] = []  # (sequence index, window, predicted tokens to skip)
     for si, seq in enumerate(sequences):
         full = [bos_id] + list(seq)
-        start = 0
-        while start + 1 < len(full):
-            jobs.append((si, full[start:start + ctx]))
-            start += ctx - 1  # windows overlap by one token: every token scored once
+        for start, end, skip in sliding_windows(len(full), ctx, stride):
+            jobs.append((si, full[start:end], skip))
     out: list[list[float]] = [[] for _ in sequences]
     for b in range(0, len(jobs), batch_size):
         chunk = jobs[b:b + batch_size]
-        for (si, _), nll in zip(chunk, _window_nll(model, [w for _, w in chunk], pad_id, device)):
-            out[si].extend(nll)
+        for (si, _, skip), nll in zip(chunk, _window_nll(model, [w for _, w, _ in chunk], pad_id, device)):
+            out[si].extend(nll[skip:])
     return out
 
 
@@ -156,6 +174,7 @@ def generative_perplexity(
     max_tokens: int | None = None,
     device: str | torch.device | None = None,
     stop_at_first_eos: bool = True,
+    stride: int | None = None,
 ) -> dict[str, Any]:
     """Score `texts` with a HF causal LM (a path/name, or a loaded model with `tokenizer`).
 
@@ -188,7 +207,8 @@ def generative_perplexity(
             ids = ids[:max_tokens]
         seqs.append(ids)
     model.eval()
-    nlls = score_token_ids(model, seqs, bos, eos, pad, batch_size, max_length, device)
+    nlls = score_token_ids(model, seqs, bos, eos, pad, batch_size, max_length, device, stride)
+    window = min(max_length or _context_size(model), _context_size(model))
     per_sample, total_nll, total_tok = [], 0.0, 0
     for ids, nll in zip(seqs, nlls):
         if not ids:
@@ -206,6 +226,8 @@ def generative_perplexity(
     return {
         "scorer": str(name),
         "stop_at_first_eos": stop_at_first_eos,
+        "window": window,
+        "stride": max(1, window // 2) if stride is None else int(stride),
         "gen_ppl": math.exp(total_nll / total_tok),
         "nll_per_token": total_nll / total_tok,
         "num_tokens": total_tok,

@@ -5,14 +5,26 @@
     x = sampler.generate(denoiser, schedule, mask_id, (B, L), template=None, generator=g)
     sampler.last_nfe
 
-Names: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm (see each file for
-its options; base.py for the shared ones). Denoiser wrappers: `rc_symmetric(denoiser,
+Names: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm, autoregressive (see
+each file for its options; base.py for the shared ones and the step contract: `init_state`,
+`model_time`, pure `step`, one loop in `Sampler.run`). `generator` may be a torch.Generator (one
+stream for the batch) or an int seed / `SeedStream` (per-sequence counter-based draws: samples do
+not depend on the batch size). Denoiser wrappers: `rc_symmetric(denoiser,
 complement_ids, mask_id)` (strand-averaged predictions) and `guided(cond, uncond, scale, mask_id)`
 (classifier-free guidance).
 """
 
-from dnadiff.samplers import analytic, ancestral, cached, confidence, first_hitting, remdm, semi_ar  # noqa: F401
-from dnadiff.samplers.base import SAMPLERS, Sampler, draw_categorical, shape_probs
+from dnadiff.samplers import (  # noqa: F401
+    analytic,
+    ancestral,
+    autoregressive,
+    cached,
+    confidence,
+    first_hitting,
+    remdm,
+    semi_ar,
+)
+from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, SeedStream, draw_categorical, shape_probs
 from dnadiff.samplers.wrappers import guided, rc_symmetric
 
 
@@ -21,4 +33,4 @@ def build_sampler(name: str = "ancestral", **options) -> Sampler:
     return SAMPLERS.build(name, **options)
 
 
-__all__ = ["SAMPLERS", "Sampler", "build_sampler", "draw_categorical", "shape_probs", "guided", "rc_symmetric"]
+__all__ = ["SAMPLERS", "Sampler", "SamplerState", "SeedStream", "build_sampler", "draw_categorical", "shape_probs", "guided", "rc_symmetric"]

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import SAMPLERS, Sampler, carry_over, shape_probs
+from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, StepRandom, carry_over, shape_probs
 
 
 def tweedie_step(score: Tensor, x: Tensor, mask_id: int, dsigma: Tensor) -> Tensor:
@@ -67,25 +67,19 @@ class AnalyticSampler(Sampler):
         else:
             from dnadiff.diffusion.sedd import sedd_log_score
 
-            alpha = alpha_t.to(torch.float32).expand(x.shape[0])
-            log_s = sedd_log_score(logits.double(), x, alpha.double(), mask_id).double()
+            alpha = torch.as_tensor(alpha_t, dtype=torch.float64, device=x.device).expand(x.shape[0])
+            log_s = sedd_log_score(logits.double(), x, alpha, mask_id).double()  # α stays float64
             log_s[..., mask_id] = -float("inf")
             total = log_s.logsumexp(dim=-1, keepdim=True)  # log Σ s (kept: an unnormalised score)
             s = shape_probs(log_s, self.temperature, self.top_p) * total.exp()
         s[..., mask_id] = 1.0
         return s
 
-    def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, generator) -> Tensor:
-        ts = self.time_grid(x.device)
-        alphas = schedule.alpha(ts).double()
-        for i in range(self.steps):
-            if not bool((x == mask_id).any()):
-                break
-            logits = self.denoise_call(denoiser, x, ts[i])
-            s = self.score(logits, x, mask_id, alphas[i])
-            dsigma = torch.log(alphas[i + 1]) - torch.log(alphas[i])  # σ_t - σ_s > 0, σ = -log α
-            x = self.draw(tweedie_step(s, x, mask_id, dsigma), generator)
-        return self.remove_noise(denoiser, x, mask_id, generator)
+    def step(self, state: SamplerState, logits: Tensor, rng: StepRandom) -> SamplerState:
+        i, x, alphas = state.step, state.x, state.alphas  # α in float64 throughout
+        s = self.score(logits, x, state.mask_id, alphas[i])
+        dsigma = torch.log(alphas[i + 1]) - torch.log(alphas[i])  # σ_t - σ_s > 0, σ = -log α
+        return self.advance(state, rng.categorical(tweedie_step(s, x, state.mask_id, dsigma)))
 
 
 __all__ = ["AnalyticSampler", "tweedie_step"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from dnadiff.samplers.base import SAMPLERS, Sampler, carry_over
+from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, StepRandom, carry_over
 
 
 def ancestral_step(
@@ -48,23 +48,23 @@ class AncestralSampler(Sampler):
     name = "ancestral"
     cache = False
 
-    def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, generator) -> Tensor:
-        ts = self.time_grid(x.device)
-        alphas = schedule.alpha(ts)  # float64 (steps + 1,)
+    def init_state(self, denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
+        state = super().init_state(denoiser, schedule, mask_id, x)
         use_cache = self.cache and not self.is_time_conditioned(denoiser)
-        probs = None
-        self.last_changed_steps = 0  # steps at which some token of the batch changed
-        for i in range(self.steps):
-            if not bool((x == mask_id).any()):
-                break
-            if probs is None:
-                logits = self.denoise_call(denoiser, x, ts[i])
-                probs = self.x0_probs(logits, x, mask_id)  # (B, L, V)
-            q = ancestral_step(probs, x, mask_id, alphas[i], alphas[i + 1])
-            x_new = self.draw(q, generator)
-            changed = bool((x_new != x).any())
-            self.last_changed_steps += int(changed)
-            x = x_new
-            if changed or not use_cache:
-                probs = None
-        return self.remove_noise(denoiser, x, mask_id, generator)
+        return state.replace(extra={**state.extra, "use_cache": use_cache, "changed_steps": 0})
+
+    def step(self, state: SamplerState, logits: Tensor | None, rng: StepRandom) -> SamplerState:
+        i, x = state.step, state.x
+        probs = state.probs if logits is None else self.x0_probs(logits, x, state.mask_id)  # (B, L, V)
+        alphas = state.alphas
+        q = ancestral_step(probs, x, state.mask_id, alphas[i], alphas[i + 1])
+        x_new = rng.categorical(q)
+        changed = bool((x_new != x).any())
+        keep = state.extra["use_cache"] and not changed  # p_θ(x_s) = p_θ(x_t) for a t-free model
+        extra = {**state.extra, "changed_steps": state.extra["changed_steps"] + int(changed)}
+        return self.advance(state, x_new, probs=probs if keep else None, extra=extra)
+
+    def run(self, denoiser, schedule, mask_id, x, rng):
+        state = super().run(denoiser, schedule, mask_id, x, rng)
+        self.last_changed_steps = state.extra.get("changed_steps", 0)  # steps at which some token changed
+        return state

@@ -1,11 +1,22 @@
-"""Left-to-right sampling for AR models (causal backbones trained with the `ar` objective).
+"""`autoregressive`: left-to-right sampling for AR models (causal backbones trained with `ar`).
 
-Same call as the diffusion samplers; `schedule` and `mask_id` are unused except that template
-positions holding a token other than `mask_id` are kept (prefix conditioning). Position i's
-logits predict token i+1. With `bos_id` (models trained with the `ar` objective's [BOS] context)
-the model reads [BOS] + the sequence, so the first token is drawn from p(x_0 | [BOS]). Without it
-the `ar` objective never modelled position 0 (it is context), so a free first token is drawn
-uniformly from `first_token_ids` (e.g. the four bases); give a prefix to condition it instead.
+Same call and loop as the diffusion samplers (base.py); `schedule` is unused and `mask_id` marks
+the free positions of the template (fixed tokens are kept: prefix conditioning). Step i fills
+position i. With `bos_id` (models trained with the `ar` objective's [BOS] context, diffusion/ar.py)
+the model reads [BOS] + the sequence, so input position i predicts token i and the first token is
+drawn from p(x_0 | [BOS]). Without it, position i-1's logits predict token i; the `ar` objective
+then never modelled position 0 (it is context), so a free first token is drawn uniformly from
+`first_token_ids` (e.g. the four bases; `DiffusionModel.generate` passes the tokenizer's); give a
+prefix to condition it instead.
+
+Decoding cache (`use_cache=True`, default): when the denoiser offers the incremental API
+(`allocate_cache(batch_size, max_length)` and `step(input_ids: Long[B], cache) -> Float[B, V]`,
+implemented by the causal backbones: Mamba's recurrent conv + SSM state, HyenaDNA's and DiT's
+caches), each step feeds only the new token(s) instead of re-running the prefix: O(1) (Mamba) or
+O(L) (Hyena, DiT) work per token instead of O(L) / O(L²). `model_output` advances the cache held
+in `state.extra["cache"]` (the only mutable part of the state: a buffer, like a KV cache). NFE
+counts network evaluations: full forwards, or single-token `step` calls. Without the API (or
+with `use_cache=False`) every step re-runs the whole sequence; both give the same tokens.
 """
 
 from __future__ import annotations
@@ -13,53 +24,77 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from dnadiff.samplers.base import draw_categorical, shape_probs
+from dnadiff.errors import DnadiffError
+from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, StepRandom, shape_probs
 
 
-class AutoregressiveSampler:
-    def __init__(self, temperature: float = 1.0, top_p: float = 1.0, float32_draws: bool = False,
-                 first_token_ids: list[int] | None = None, bos_id: int | None = None):
-        self.temperature, self.top_p, self.float32_draws = temperature, top_p, float32_draws
-        self.first_token_ids = first_token_ids
-        self.bos_id = bos_id
-        self.last_nfe = 0
+@SAMPLERS.register("autoregressive")
+class AutoregressiveSampler(Sampler):
+    """`build_sampler("autoregressive", first_token_ids=[7, 8, 9, 10], use_cache=True)`; `steps` unused."""
 
-    @torch.no_grad()
-    def generate(self, denoiser, schedule, mask_id: int, shape, template: Tensor | None = None, generator=None) -> Tensor:
-        batch, length = shape
-        device = next(denoiser.parameters()).device if hasattr(denoiser, "parameters") else "cpu"
-        x = torch.full((batch, length), mask_id, dtype=torch.long, device=device)
-        fixed = torch.zeros_like(x, dtype=torch.bool)
-        if template is not None:
-            template = template.expand(batch, length).to(device)
-            fixed = template != mask_id
-            x = torch.where(fixed, template, x)
-        if self.bos_id is not None:  # a fixed [BOS] in front; the model reads length tokens (as in training)
-            x = torch.cat([torch.full_like(x[:, :1], self.bos_id), x], dim=1)  # (B, L+1)
-            fixed = torch.cat([torch.ones_like(fixed[:, :1]), fixed], dim=1)
-            return self._loop(denoiser, x, fixed, mask_id, generator, device)[:, 1:]
-        return self._loop(denoiser, x, fixed, mask_id, generator, device)
+    name = "autoregressive"
 
-    def _loop(self, denoiser, x: Tensor, fixed: Tensor, mask_id: int, generator, device) -> Tensor:
-        batch, length = x.shape
-        window = length - 1 if self.bos_id is not None else length  # inputs the model reads
-        t = torch.zeros(batch, device=device)
-        self.last_nfe = 0
-        for i in range(length):
-            if bool(fixed[:, i].all()):
-                continue
-            if i == 0:
+    def __init__(self, steps: int = 1, *, first_token_ids: list[int] | None = None, use_cache: bool = True,
+                 bos_id: int | None = None, **options):
+        super().__init__(1, **options)
+        self.first_token_ids = None if first_token_ids is None else [int(i) for i in first_token_ids]
+        self.use_cache = bool(use_cache)
+        self.bos_id = None if bos_id is None else int(bos_id)
+
+    def init_state(self, denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
+        B, L = x.shape
+        cache = None
+        if self.use_cache:
+            alloc = getattr(denoiser, "allocate_cache", None)
+            cache = alloc(B, L) if callable(alloc) else None
+        return SamplerState(x=x, fixed=x != mask_id, mask_id=int(mask_id), t=torch.zeros(B, device=x.device),
+                            extra={"cache": cache, "fed": 0})
+
+    def max_steps(self, state: SamplerState) -> int:
+        return state.x.shape[1]
+
+    def model_time(self, state: SamplerState) -> Tensor | None:
+        i = state.step
+        if (i == 0 and self.bos_id is None) or bool(state.fixed[:, i].all()):
+            return None
+        return state.t
+
+    def model_output(self, denoiser, state: SamplerState, t: Tensor) -> Tensor:
+        """Float[B, V]: logits for position state.step given tokens [0, step)."""
+        i, cache, x = state.step, state.extra["cache"], state.x
+        if self.bos_id is not None:  # the model reads [BOS] + x (L tokens, as in training)
+            x = torch.cat([torch.full_like(x[:, :1], self.bos_id), x[:, :-1]], dim=1)  # (B, L)
+            i = i + 1  # input position i predicts token i: feed inputs [0, i]
+        if cache is None:
+            logits = self.denoise_call(denoiser, x, t)[:, i - 1]  # (B, V): the whole prefix re-run
+        else:
+            while state.extra["fed"] < i:  # feed the tokens the cache has not seen (fixed ones included)
+                logits = denoiser.step(x[:, state.extra["fed"]], cache)  # (B, V)
+                state.extra["fed"] += 1
+        for hook in self.guidance:
+            logits = hook(state, logits)
+        return logits
+
+    def step(self, state: SamplerState, logits: Tensor | None, rng: StepRandom) -> SamplerState:
+        i, x = state.step, state.x
+        L = x.shape[1]
+        free = ~state.fixed[:, i]
+        if bool(free.any()):
+            if i == 0 and self.bos_id is None:
                 if not self.first_token_ids:
-                    raise ValueError("AutoregressiveSampler: a free first token needs first_token_ids or a prefix")
-                ids = torch.tensor(self.first_token_ids, device=device)
-                pick = torch.randint(len(ids), (batch,), generator=generator, device=device if generator is None else generator.device)
-                x[:, 0] = torch.where(fixed[:, 0], x[:, 0], ids[pick.to(device)])
-                continue
-            logits = denoiser(x[:, :window], t)  # (B, window, V) causal: position i-1 predicts token i
-            self.last_nfe += 1
-            src = logits[:, i - 1].float().log_softmax(-1)
-            src[..., mask_id] = -float("inf")
-            probs = shape_probs(src, self.temperature, self.top_p)
-            tok = draw_categorical(probs, generator=generator, float32=self.float32_draws)
-            x[:, i] = torch.where(fixed[:, i], x[:, i], tok)
-        return x
+                    raise DnadiffError("sampler 'autoregressive': a free first token needs first_token_ids or a prefix")
+                ids = torch.tensor(self.first_token_ids, device=x.device)
+                tok = ids[rng.randint(len(ids)).to(x.device)]
+            else:
+                src = logits.float().log_softmax(-1)  # (B, V)
+                src[..., state.mask_id] = -float("inf")
+                tok = rng.categorical(shape_probs(src, self.temperature, self.top_p))
+            x = x.clone()
+            x[:, i] = torch.where(free, tok, x[:, i])
+        return state.replace(x=x, step=i + 1, done=i + 1 >= L)
+
+    def finish(self, denoiser, state, rng):
+        return state  # every position is filled
+
+
+__all__ = ["AutoregressiveSampler"]

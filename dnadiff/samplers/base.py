@@ -1,29 +1,74 @@
-"""The shared sampler machinery: API, template handling, NFE counting, p_θ shaping and draws.
+"""The shared sampler machinery: one loop, the step contract, templates, NFE counting, draws.
 
 Every sampler has the call of DESIGN.md §2:
 
     x = sampler.generate(denoiser, schedule, mask_id, shape, template=None, generator=None)
-    sampler.last_nfe   # network calls of the last generate()
+    sampler.last_nfe     # network calls of the last generate()
+    sampler.last_steps   # loop steps actually taken (max over batch chunks)
 
 `denoiser(x_t: Long[B, L], t: Float[B]) -> raw logits Float[B, L, V]`; samplers apply SUBS
 (MDLM §3.2.3) themselves. `template` is Long[B, L] (or [L], broadcast) holding fixed tokens and
 `mask_id` at the free positions: prefix, suffix and infill conditioning are all templates, and a
 sampler never changes a fixed token.
 
+The step contract (as diffusers' schedulers: the loop lives here, a sampler only says how one
+step moves the state). A sampler implements three methods:
+
+    state = sampler.init_state(denoiser, schedule, mask_id, x)      # x: Long[B, L], template applied
+    t     = sampler.model_time(state)    # Float[B] time at which to query the denoiser, or None
+    state = sampler.step(state, logits, rng)                        # pure: state in, new state out
+
+and `Sampler.run` (the one loop) does
+
+    while not state.done:
+        t = model_time(state)
+        logits = None if t is None else model_output(denoiser, state, t)   # counted as NFE
+        state = step(state, logits, rng.at(state.step))
+        progress bar; guidance hooks are applied inside model_output
+    x = finish(denoiser, state, rng)            # noise removal (one more counted call, if any)
+
+`SamplerState` (below) holds everything the next step needs and nothing else: the tokens x_t,
+the template mask, the step index, the current time t, the time s the step goes to, cached
+p_θ (`probs`, reused while still valid: the `cached` sampler), and a dict `extra` of
+sampler-specific fields (e.g. ReMDM-conf's confidences, an AR decoding cache). `step` never
+mutates the state it gets (it returns `dataclasses.replace(state, ...)`) and never calls the
+denoiser: every network call goes through `model_output`, so NFE counting, guidance (`guidance`
+hooks: `(state, logits) -> logits`, e.g. classifier guidance or SMC reweighting built on top of
+`step`) and progress are in one place. `rng` is a `StepRandom` for this step (below); its
+draws are the only randomness a step may use. Composite samplers (semi_ar) run the loop of an
+inner sampler once per window instead of defining `step`.
+
+Randomness (rng.py). `generator` may be
+  * a `torch.Generator` (or None: torch's global one): one stream shared by the whole batch, so
+    samples depend on the batch size (the historical behaviour, kept bit-identical), or
+  * an int seed or a `SeedStream(seed, first_row=0)`: a counter-based stream. Every draw of
+    sequence r (global index, `first_row` + row in the batch) at loop step i comes from its own
+    torch generator seeded with splitmix64(seed, r, i[, window]), so a sequence's sample does not
+    depend on how the batch is chunked (`dnadiff sample --batch-size 4` and `16` agree).
+Categorical draws are made in float64 either way (`float32_draws` is the reference's noise).
+
 Options shared by all samplers (keyword arguments of the constructor):
   temperature  p ∝ p_θ^{1/T} (applied to p_θ(x0 | x_t) before the transition is built)
-  top_p        nucleus: keep the smallest set of tokens whose mass reaches top_p, renormalise
+  top_p        nucleus, the ReMDM/MDLM code's convention (`diffusion.py`, nucleus_p): sort p_θ,
+               keep the tokens whose cumulative probability (inclusive) is <= top_p, plus the
+               most likely token always; renormalise. E.g. p = (0.5, 0.3, 0.2), top_p = 0.7
+               keeps only the first token (0.5 <= 0.7 < 0.8).
+  eps          smallest time of the grid (reference: 1e-5). `DiffusionModel.generate` sets it to
+               the training t_min of the model directory, so a model is never queried at times
+               it never saw.
   batch_size   generate in chunks of this many rows (None: all at once)
   float32_draws  categorical draws with the reference's float32 exponential noise
                (`1e-10 - log(rand + 1e-10)`, float32) instead of float64 ones. Zheng et al. 2024
                (arXiv 2409.02908, §4) show float32 truncates the noise near 0, which starves the
                low-probability tail (lower diversity); float64 is the default.
   time_conditioned  whether the denoiser reads t (None: `getattr(denoiser, "time_conditioned", True)`).
+  progress     show a progress bar over the loop's steps.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -31,29 +76,19 @@ from torch import Tensor
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
+from dnadiff.samplers.rng import (  # noqa: F401  (re-exported: the samplers' draws)
+    RandomStream,
+    SeedStream,
+    SharedStream,
+    StepRandom,
+    draw_categorical,
+    make_stream,
+    splitmix64,
+)
 
 SAMPLERS = Registry("sampler")
 
 Denoiser = Callable[[Tensor, Tensor], Tensor]
-
-
-def draw_categorical(probs: Tensor, generator: torch.Generator | None = None, float32: bool = False) -> Tensor:
-    """One draw per row of unnormalised non-negative weights `probs` [..., V] -> Long[...].
-
-    Exponential-race (Gumbel-max) sampling: argmax_v p_v / E_v with E_v ~ Exp(1) iid.
-    float64 (default): E = -log(U), U uniform with 53-bit resolution.
-    float32=True: the MDLM reference's `_sample_categorical` in float32, whose U has 24-bit
-    resolution, so E is rounded up near 0 and tokens with p below ~1e-6 lose mass.
-    """
-    if float32:
-        p = probs.float()
-        u = torch.rand(p.shape, generator=generator, device=p.device, dtype=torch.float32)
-        noise = 1e-10 - (u + 1e-10).log()
-        return (p / noise).argmax(dim=-1)
-    p = probs.double()
-    u = torch.rand(p.shape, generator=generator, device=p.device, dtype=torch.float64)
-    noise = (-torch.log1p(-u)).clamp_min_(torch.finfo(torch.float64).tiny)  # Exp(1), never 0
-    return (p / noise).argmax(dim=-1)
 
 
 def carry_over(q: Tensor, x: Tensor, mask_id: int) -> Tensor:
@@ -64,23 +99,79 @@ def carry_over(q: Tensor, x: Tensor, mask_id: int) -> Tensor:
 
 
 def shape_probs(log_probs: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> Tensor:
-    """Temperature then nucleus filtering of log p [..., V] -> normalised float64 probabilities."""
+    """Temperature then nucleus filtering of log p [..., V] -> normalised float64 probabilities.
+
+    Nucleus as the ReMDM code (`diffusion.py`, `nucleus_p`): keep sorted tokens with cumulative
+    probability <= top_p, and the most likely one always."""
     lp = log_probs.double()
     if temperature != 1.0:
         lp = lp / temperature
     probs = (lp - lp.logsumexp(dim=-1, keepdim=True)).exp()  # (..., V)
     if top_p < 1.0:
         sorted_p, order = probs.sort(dim=-1, descending=True)
-        before = sorted_p.cumsum(dim=-1) - sorted_p  # mass strictly above each token
-        keep_sorted = before < top_p  # the top token always stays (before = 0)
+        keep_sorted = sorted_p.cumsum(dim=-1) <= top_p  # inclusive cumulative mass
+        keep_sorted[..., 0] = True  # the top token always stays
         keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
         probs = torch.where(keep, probs, torch.zeros_like(probs))
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return probs
 
 
+# ---- the state and the loop ----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class SamplerState:
+    """Everything the next step needs. Steps return a new state (`dataclasses.replace`).
+
+    x       Long[B, L]       current tokens x_t (mask_id where still masked)
+    fixed   Bool[B, L]       template positions, never changed
+    mask_id int
+    step    int              steps taken so far (index into the sampler's time grid)
+    t       Float64[B]       time of x (1 at the start; first_hitting: per sequence)
+    s       Float64[B]|None  time the next step moves to (grid samplers), None when not fixed
+    probs   Float64[B,L,V]|None  cached p_θ(x0 | x_t) still valid for x (None: query the model)
+    done    bool             the loop stops when True
+    grid    Float64[N+1]|None    the time grid t_0 = 1 > ... > t_N = eps (grid samplers; shared)
+    alphas  Float64[N+1]|None    α on the grid, float64 (shared)
+    schedule                 the noise schedule
+    extra   dict             sampler-specific fields: per-sequence tensors (leading dim B, e.g.
+                             ReMDM-conf's confidences), scalars/counters, decoding caches
+    """
+
+    x: Tensor
+    fixed: Tensor
+    mask_id: int
+    step: int = 0
+    t: Tensor | None = None
+    s: Tensor | None = None
+    probs: Tensor | None = None
+    done: bool = False
+    grid: Tensor | None = None
+    alphas: Tensor | None = None
+    schedule: Any = None
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> "SamplerState":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def masked(self) -> Tensor:
+        return self.x == self.mask_id
+
+    def select(self, rows: Tensor) -> "SamplerState":
+        """The state of sequences `rows` (Long[B']; repeats allowed): SMC-style resampling of
+        particles. Per-sequence tensors (x, fixed, t, s, probs and tensors in `extra`) are
+        indexed; the shared grid, α and schedule are kept. Decoding caches in `extra` are not
+        tensors: samplers that hold one (AR) cannot be resampled this way."""
+
+        def pick(v):
+            return v[rows] if isinstance(v, Tensor) and v.dim() > 0 else v
+
+        return self.replace(x=self.x[rows], fixed=self.fixed[rows], t=pick(self.t), s=pick(self.s),
+                            probs=pick(self.probs), extra={k: pick(v) for k, v in self.extra.items()})
+
+
 class CountingDenoiser:
-    """Wraps a denoiser and counts its calls (the NFE)."""
+    """Wraps a denoiser and counts its calls (the NFE), incremental `step` calls included."""
 
     def __init__(self, denoiser: Denoiser):
         self.denoiser = denoiser
@@ -90,13 +181,22 @@ class CountingDenoiser:
         self.calls += 1
         return self.denoiser(x_t, t)
 
+    @property
+    def time_conditioned(self) -> bool:
+        return bool(getattr(self.denoiser, "time_conditioned", True))
+
+    def allocate_cache(self, batch_size: int, max_length: int):
+        alloc = getattr(self.denoiser, "allocate_cache", None)
+        return alloc(batch_size, max_length) if callable(alloc) else None
+
+    def step(self, input_ids: Tensor, cache) -> Tensor:
+        self.calls += 1
+        return self.denoiser.step(input_ids, cache)
+
 
 class Sampler:
-    """Base class: subclasses implement `_generate(denoiser, schedule, mask_id, x, generator)`.
-
-    `x` arrives as the initial state Long[B, L] (template tokens fixed, mask elsewhere) and the
-    subclass returns the final sequences; `denoiser` is already NFE-counting.
-    """
+    """Base class and the one loop. Subclasses implement `init_state` (optional), `model_time`
+    and `step` (see the module docstring for the contract); `max_steps` sizes the progress bar."""
 
     name = "base"
 
@@ -111,6 +211,7 @@ class Sampler:
         float32_draws: bool = False,
         time_conditioned: bool | None = None,
         batch_size: int | None = None,
+        progress: bool = False,
     ):
         if int(steps) < 1:
             raise DnadiffError(f"sampler {self.name!r}: steps must be >= 1, got {steps}")
@@ -136,9 +237,18 @@ class Sampler:
         self.float32_draws = bool(float32_draws)
         self.time_conditioned = time_conditioned
         self.batch_size = None if batch_size is None else int(batch_size)
+        self.progress = bool(progress)
+        self.guidance: list[Callable[[SamplerState, Tensor], Tensor]] = []
         self.last_nfe = 0
+        self.last_steps = 0
 
     # ---- public API -------------------------------------------------------------------------
+    def add_guidance(self, hook: Callable[[SamplerState, Tensor], Tensor]) -> "Sampler":
+        """Register `hook(state, logits) -> logits`, applied to every denoiser output in the loop
+        (before SUBS and the step): classifier guidance, constraints, reweighting. Returns self."""
+        self.guidance.append(hook)
+        return self
+
     @torch.no_grad()
     def generate(
         self,
@@ -147,21 +257,26 @@ class Sampler:
         mask_id: int,
         shape: tuple[int, int],
         template: Tensor | None = None,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | int | SeedStream | None = None,
     ) -> Tensor:
-        """Long[B, L] samples; `self.last_nfe` holds the denoiser calls made."""
+        """Long[B, L] samples; `self.last_nfe` holds the denoiser calls made, `self.last_steps`
+        the loop steps taken (max over chunks)."""
         B, L = int(shape[0]), int(shape[1])
         if B < 1 or L < 1:
             raise DnadiffError(f"sampler {self.name!r}: shape must be positive, got {tuple(shape)}")
         device = _device_of(denoiser, template, generator)
         x = self.initial_state(mask_id, (B, L), template, device)
+        stream = make_stream(generator, B, device, self.float32_draws)
         counting = CountingDenoiser(denoiser)
         chunk = self.batch_size or B
-        outs = [
-            self._generate(counting, schedule, int(mask_id), x[i : i + chunk], generator)
-            for i in range(0, B, chunk)
-        ]
+        outs, steps = [], 0
+        for i in range(0, B, chunk):
+            part = x[i : i + chunk]
+            state = self.run(counting, schedule, int(mask_id), part, stream.rows(i, i + part.shape[0]))
+            outs.append(state.x)
+            steps = max(steps, state.step)
         self.last_nfe = counting.calls
+        self.last_steps = steps
         return torch.cat(outs, dim=0)
 
     def initial_state(self, mask_id: int, shape: tuple[int, int], template: Tensor | None, device) -> Tensor:
@@ -175,9 +290,75 @@ class Sampler:
             raise DnadiffError(f"sampler {self.name!r}: template shape {tuple(template.shape)} does not match {(B, L)}")
         return template.clone()
 
-    # ---- helpers for subclasses ---------------------------------------------------------------
-    def _generate(self, denoiser: Denoiser, schedule, mask_id: int, x: Tensor, generator) -> Tensor:
+    # ---- the loop -----------------------------------------------------------------------------
+    def run(self, denoiser: Denoiser, schedule, mask_id: int, x: Tensor, rng: RandomStream) -> SamplerState:
+        """The one loop: init, (model call, step) until done, finish. Returns the final state."""
+        state = self.init_state(denoiser, schedule, mask_id, x)
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.max_steps(state), desc=f"sampling ({self.name})", unit="step", leave=False)
+        while not state.done:
+            t = self.model_time(state)
+            logits = None if t is None else self.model_output(denoiser, state, t)
+            state = self.step(state, logits, rng.at(state.step))
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        return self.finish(denoiser, state, rng.at(state.step))
+
+    def model_output(self, denoiser: Denoiser, state: SamplerState, t: Tensor) -> Tensor:
+        """The (counted) denoiser call on state.x at times t, then the guidance hooks."""
+        logits = self.denoise_call(denoiser, state.x, t)
+        for hook in self.guidance:
+            logits = hook(state, logits)
+        return logits
+
+    def finish(self, denoiser: Denoiser, state: SamplerState, rng: StepRandom) -> SamplerState:
+        """Noise removal: a final pass at t = eps filling any position still masked (argmax, a
+        draw, or nothing)."""
+        masked = state.masked
+        if self.noise_removal == "none" or not bool(masked.any()):
+            return state
+        t = torch.full((state.x.shape[0],), self.eps, dtype=torch.float64, device=state.x.device)
+        logits = self.model_output(denoiser, state, t)
+        if self.noise_removal == "argmax":
+            fill = subs_log_probs(logits, state.x, state.mask_id).argmax(dim=-1)
+        else:
+            fill = rng.categorical(self.x0_probs(logits, state.x, state.mask_id))
+        return state.replace(x=torch.where(masked, fill, state.x))
+
+    # ---- the step contract (subclasses) --------------------------------------------------------
+    def init_state(self, denoiser: Denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
+        """Grid samplers: the time grid and its α (float64) in `extra`; done if nothing is masked."""
+        ts = self.time_grid(x.device)
+        alphas = schedule.alpha(ts).double()  # (steps + 1,) float64
+        B = x.shape[0]
+        return SamplerState(
+            x=x, fixed=x != mask_id, mask_id=int(mask_id), step=0, t=ts[0].expand(B), s=ts[1].expand(B),
+            done=not bool((x == mask_id).any()), grid=ts, alphas=alphas, schedule=schedule,
+        )
+
+    def model_time(self, state: SamplerState) -> Tensor | None:
+        return None if state.probs is not None else state.t
+
+    def step(self, state: SamplerState, logits: Tensor | None, rng: StepRandom) -> SamplerState:
         raise NotImplementedError
+
+    def max_steps(self, state: SamplerState) -> int | None:
+        return self.steps
+
+    # ---- helpers for subclasses ---------------------------------------------------------------
+    def advance(self, state: SamplerState, x: Tensor, stop_when_unmasked: bool = True, **changes) -> SamplerState:
+        """The next grid state after a step that produced x (time moves from t to s)."""
+        i = state.step + 1
+        grid = state.grid
+        B = x.shape[0]
+        done = i >= self.steps or (stop_when_unmasked and not bool((x == state.mask_id).any()))
+        s = grid[i + 1].expand(B) if i < self.steps else None
+        return state.replace(x=x, step=i, t=grid[i].expand(B), s=s, done=done, **changes)
 
     def is_time_conditioned(self, denoiser) -> bool:
         if self.time_conditioned is not None:
@@ -193,26 +374,11 @@ class Sampler:
         """p_θ(x0 | x_t) under SUBS with temperature / top-p: Float64[B, L, V]."""
         return shape_probs(subs_log_probs(logits, x, mask_id), self.temperature, self.top_p)
 
-    def draw(self, probs: Tensor, generator) -> Tensor:
-        return draw_categorical(probs, generator, float32=self.float32_draws)
-
     def denoise_call(self, denoiser: Denoiser, x: Tensor, t: float | Tensor) -> Tensor:
         t = torch.as_tensor(t, dtype=torch.float32, device=x.device)
         if t.dim() == 0:
             t = t.expand(x.shape[0])
         return denoiser(x, t.float())
-
-    def remove_noise(self, denoiser: Denoiser, x: Tensor, mask_id: int, generator) -> Tensor:
-        """Final pass at t = eps filling any position still masked (argmax, a draw, or nothing)."""
-        masked = x == mask_id
-        if self.noise_removal == "none" or not bool(masked.any()):
-            return x
-        logits = self.denoise_call(denoiser, x, self.eps)
-        if self.noise_removal == "argmax":
-            fill = subs_log_probs(logits, x, mask_id).argmax(dim=-1)
-        else:
-            fill = self.draw(self.x0_probs(logits, x, mask_id), generator)
-        return torch.where(masked, fill, x)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(steps={self.steps}, temperature={self.temperature}, top_p={self.top_p})"
@@ -221,7 +387,7 @@ class Sampler:
 def _device_of(denoiser, template, generator) -> torch.device:
     if template is not None and isinstance(template, Tensor):
         return template.device
-    if generator is not None:
+    if isinstance(generator, torch.Generator):
         return torch.device(generator.device)
     params = getattr(denoiser, "parameters", None)
     if callable(params):
@@ -240,8 +406,15 @@ def log_of(probs: Tensor) -> Tensor:
 __all__ = [
     "SAMPLERS",
     "Sampler",
+    "SamplerState",
+    "SeedStream",
+    "RandomStream",
+    "StepRandom",
     "CountingDenoiser",
+    "carry_over",
     "draw_categorical",
+    "make_stream",
     "shape_probs",
+    "splitmix64",
     "log_of",
 ]

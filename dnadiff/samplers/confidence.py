@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import SAMPLERS, Sampler
+from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, StepRandom
 
 CRITERIA = ("confidence", "entropy", "margin", "sampled", "random")
 
@@ -42,7 +42,7 @@ class ConfidenceSampler(Sampler):
         self.criterion = criterion
         self.score_noise = float(score_noise)
 
-    def scores(self, probs: Tensor, proposal: Tensor, generator) -> Tensor:
+    def scores(self, probs: Tensor, proposal: Tensor, rng: StepRandom) -> Tensor:
         """Float64[B, L]: higher = commit first."""
         if self.criterion == "confidence":
             s = probs.max(dim=-1).values
@@ -54,34 +54,41 @@ class ConfidenceSampler(Sampler):
         elif self.criterion == "sampled":
             s = probs.gather(-1, proposal.unsqueeze(-1)).squeeze(-1)
         else:
-            s = torch.rand(proposal.shape, generator=generator, device=probs.device, dtype=torch.float64)
+            s = rng.rand(tuple(proposal.shape[1:]))  # (B, L)
         if self.score_noise > 0:
-            u = torch.rand(s.shape, generator=generator, device=s.device, dtype=torch.float64)
+            u = rng.rand(tuple(s.shape[1:]))
             s = s + self.score_noise * -torch.log(-torch.log(u.clamp(1e-300, 1 - 1e-16)))
         return s
 
-    def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, generator) -> Tensor:
-        ts = self.time_grid(x.device)
-        m = (1.0 - schedule.alpha(ts)).double()
-        n0 = (x == mask_id).sum(dim=1).double()  # (B,)
-        for i in range(self.steps):
-            masked = x == mask_id  # (B, L)
-            if not bool(masked.any()):
-                break
-            if i == self.steps - 1:
-                keep_masked = torch.zeros_like(n0)
-            else:
-                keep_masked = torch.floor(n0 * (m[i + 1] / m[0]))
-            k = (masked.sum(dim=1).double() - keep_masked).clamp_min(0).long()  # (B,) to commit now
-            if not bool((k > 0).any()):
-                continue
-            logits = self.denoise_call(denoiser, x, ts[i])
-            probs = self.x0_probs(logits, x, mask_id)  # (B, L, V)
-            proposal = self.draw(probs, generator)  # (B, L)
-            s = self.scores(probs, proposal, generator)
-            s = torch.where(masked, s, torch.full_like(s, -math.inf))
-            order = s.argsort(dim=1, descending=True)  # (B, L)
-            rank = torch.empty_like(order).scatter_(1, order, torch.arange(x.shape[1], device=x.device).expand_as(order))
-            commit = masked & (rank < k.unsqueeze(1))
-            x = torch.where(commit, proposal, x)
-        return self.remove_noise(denoiser, x, mask_id, generator)
+    def init_state(self, denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
+        state = super().init_state(denoiser, schedule, mask_id, x)
+        n0 = (x == mask_id).sum(dim=1).double()  # (B,) masked at the start
+        return state.replace(extra={**state.extra, "n0": n0})
+
+    def commit_counts(self, state: SamplerState) -> Tensor:
+        """Long[B]: positions to commit at this step (schedule-driven, see module docstring)."""
+        i, n0 = state.step, state.extra["n0"]
+        m = 1.0 - state.alphas  # (steps + 1,) mask probability on the grid, float64
+        if i == self.steps - 1:
+            keep_masked = torch.zeros_like(n0)
+        else:
+            keep_masked = torch.floor(n0 * (m[i + 1] / m[0]))
+        return (state.masked.sum(dim=1).double() - keep_masked).clamp_min(0).long()  # (B,)
+
+    def model_time(self, state: SamplerState) -> Tensor | None:
+        return state.t if bool((self.commit_counts(state) > 0).any()) else None  # nothing to commit: no call
+
+    def step(self, state: SamplerState, logits: Tensor | None, rng: StepRandom) -> SamplerState:
+        x = state.x
+        if logits is None:
+            return self.advance(state, x)
+        masked = state.masked  # (B, L)
+        k = self.commit_counts(state)
+        probs = self.x0_probs(logits, x, state.mask_id)  # (B, L, V)
+        proposal = rng.categorical(probs)  # (B, L)
+        s = self.scores(probs, proposal, rng)
+        s = torch.where(masked, s, torch.full_like(s, -math.inf))
+        order = s.argsort(dim=1, descending=True)  # (B, L)
+        rank = torch.empty_like(order).scatter_(1, order, torch.arange(x.shape[1], device=x.device).expand_as(order))
+        commit = masked & (rank < k.unsqueeze(1))
+        return self.advance(state, torch.where(commit, proposal, x))

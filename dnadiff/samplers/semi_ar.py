@@ -8,7 +8,8 @@ has the requested length `shape[1]`, which may exceed the model's training lengt
 
 Options: `inner` (a sampler name) and `inner_options` (its options; the shared temperature/top_p
 etc. given here are passed on unless set there), `window`, `stride`. A `template` of the full
-length fixes tokens anywhere; each window sees its slice. NFE = sum of the inner samplers' calls.
+length fixes tokens anywhere; each window sees its slice. NFE = sum of the inner samplers' calls; `last_steps` = the inner loops' steps, summed over
+windows. It runs the inner sampler's loop (base.py) per window instead of defining a `step`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import SAMPLERS, Sampler
+from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState
 
 _SHARED = ("temperature", "top_p", "eps", "noise_removal", "float32_draws", "time_conditioned")
 
@@ -44,24 +45,30 @@ class SemiARSampler(Sampler):
         if not 0 < int(stride) < int(window):
             raise DnadiffError(f"sampler 'semi_ar': need 0 < stride < window, got stride={stride}, window={window}")
         self.window, self.stride = int(window), int(stride)
-        opts = {"steps": steps}
+        opts = {} if inner == "first_hitting" else {"steps": steps}
         opts.update({k: v for k, v in options.items() if k in _SHARED})
         opts.update(inner_options or {})
         from dnadiff.samplers import build_sampler
 
         self.inner = build_sampler(inner, **opts)
 
-    def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, generator) -> Tensor:
+    def add_guidance(self, hook):
+        self.inner.add_guidance(hook)  # the inner loop makes the calls
+        return self
+
+    def run(self, denoiser, schedule, mask_id: int, x: Tensor, rng) -> SamplerState:
+        """Composite: the inner sampler's loop once per window (window k draws from rng.child(k))."""
         B, total = x.shape
         first = min(self.window, total)
-        out = self.inner._generate(denoiser, schedule, mask_id, x[:, :first].clone(), generator)
-        done = first
+        state = self.inner.run(denoiser, schedule, mask_id, x[:, :first].clone(), rng.child(0))
+        out, steps, done, k = state.x, state.step, first, 0
         while done < total:
+            k += 1
             new = min(self.stride, total - done)
-            start = done + new - self.window  # window = [start, done + new)
-            start = max(start, 0)
+            start = max(done + new - self.window, 0)  # window = [start, done + new)
             win = torch.cat([out[:, start:done], x[:, done : done + new]], dim=1)  # clean prefix + template slice
-            win = self.inner._generate(denoiser, schedule, mask_id, win, generator)
-            out = torch.cat([out, win[:, done - start :]], dim=1)
+            state = self.inner.run(denoiser, schedule, mask_id, win, rng.child(k))
+            out = torch.cat([out, state.x[:, done - start :]], dim=1)
+            steps += state.step
             done += new
-        return out
+        return SamplerState(x=out, fixed=x != mask_id, mask_id=mask_id, step=steps, done=True)
