@@ -140,7 +140,7 @@ def load_config_of(path: str | os.PathLike) -> RunConfig:
     path = Path(path)
     _check_dir(path)
     try:
-        return load_config(RunConfig, path / CONFIG_FILE)
+        return load_config(RunConfig, path / CONFIG_FILE, resolve_paths=False)  # paths as the run recorded them
     except DnadiffError as exc:  # name the model's config file when the message does not
         raise _naming(exc, path / CONFIG_FILE) from None
 

@@ -350,7 +350,8 @@ def main(argv=None) -> int:
         common += list(args.set)
         for st in settings_for(args):
             entry = {"setting": st["setting"], "rows": {}}
-            extra = [f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}"] if st["tokenizer"] else []
+            extra = ([f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}", "tokenizer.train=null"]  # built above
+                     if st["tokenizer"] else [])
             for r, config in st["rows"].items():
                 row = train_row(config, common + extra, out_dir, args.resume)
                 row["eval"] = evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
