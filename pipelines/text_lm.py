@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from dnadiff.config import RunConfig, load_config, replace  # noqa: E402
 from dnadiff.errors import DnadiffError  # noqa: E402
 
-FORTUNES = REPO.parent / "shared" / "data" / "text" / "fortunes"
+FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"  # the full corpus
 T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")
 
 
