@@ -406,6 +406,16 @@ def data_root(root: str | os.PathLike | None = None) -> str:
     return os.path.abspath(os.path.expanduser(str(chosen)))
 
 
+def data_root_hint(path: str | os.PathLike) -> str:
+    """For a not-found message: how a missing path under a data root came about, and the fix."""
+    p = os.path.abspath(os.path.expanduser(str(path)))
+    for root, how in ((os.environ.get(DATA_ENV), "$DNADIFF_DATA"), (BUNDLED_DATA, "the data bundled with the package")):
+        if root and p.startswith(os.path.abspath(os.path.expanduser(root)) + os.sep):
+            return (f" (the config's relative data paths resolve against the data root, here {how}; "
+                    "point DNADIFF_DATA or data.root=DIR at the folder that holds them)")
+    return ""
+
+
 def _under(root: str, value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_under(root, v) for v in value]

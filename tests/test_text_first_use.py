@@ -85,7 +85,11 @@ def test_missing_corpus_is_one_line_naming_the_data_root(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)
     rc = main(["train", "text/cpu_fortunes_mdlm", f"data.root={tmp_path / 'empty'}", *TINY])
     err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "text/fortunes" in err
+    assert rc == 2 and err.count("\n") == 1 and f"{tmp_path}/empty/text/fortunes does not exist" in err
+    monkeypatch.setenv("DNADIFF_DATA", str(tmp_path / "elsewhere"))
+    rc = main(["train", "text/cpu_fortunes_mdlm", *TINY])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "elsewhere/text/fortunes" in err and "DNADIFF_DATA" in err
 
 
 @pytest.mark.parametrize("name", ["bert-like", "nope"])
