@@ -156,7 +156,8 @@ def load_config_of(path: str | os.PathLike) -> RunConfig:
     path = Path(path)
     _check_dir(path)
     try:
-        cfg = load_config(RunConfig, path / CONFIG_FILE, _pad_policy_of_old_dirs(path / CONFIG_FILE))
+        cfg = load_config(RunConfig, path / CONFIG_FILE, _pad_policy_of_old_dirs(path / CONFIG_FILE),
+                          resolve_paths=False)  # paths as the run recorded them
     except DnadiffError as exc:  # name the model's config file when the message does not
         raise _naming(exc, path / CONFIG_FILE) from None
     # defaults that changed: a directory written before they were recorded keeps its behaviour

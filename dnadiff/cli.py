@@ -12,7 +12,7 @@ import sys
 from dnadiff.errors import DnadiffError
 
 # name -> module under dnadiff.commands (a missing module means the command is not built yet)
-SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo"]
+SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        sub.add_argument("--print-config", action="store_true",
+                         help="print the fully resolved config (YAML: file, defaults, overrides, data root) and exit")
+        sub.set_defaults(_run=module.run, _resolved=getattr(module, "resolved_config", None))
     return parser
 
 
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "print_config", False):
+            return print_config(args)
         return int(args._run(args) or 0)
     except DnadiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -63,6 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def print_config(args: argparse.Namespace) -> int:
+    """`--print-config`: what the command would run with, as YAML on stdout; nothing is run or written."""
+    import yaml
+
+    if args._resolved is None:
+        raise DnadiffError(f"dnadiff {args.command}: --print-config is not available")
+    sys.stdout.write(yaml.safe_dump(args._resolved(args), sort_keys=False, allow_unicode=True))
+    return 0
 
 
 if __name__ == "__main__":  # python -m dnadiff.cli

@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Paper tab. 6: DNA perplexity of AR vs diffusion models")
     ap.add_argument("--scale", choices=sorted(SCALES), default="cpu")
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 3)")
-    ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
+    ap.add_argument("--shared", default=os.environ.get("DNADIFF_DATA") or str(REPO.parent / "shared" / "data"),
+                    help="the project's data folder (default: $DNADIFF_DATA, else ../shared/data)")
     ap.add_argument("--out-dir", default=None, help="where runs go (default runs/dna_perplexity_SCALE)")
     ap.add_argument("--results", default=None, help="where the table goes (default results/)")
     ap.add_argument("--only", default=None,

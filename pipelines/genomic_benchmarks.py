@@ -52,7 +52,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-SHARED_BENCHMARKS = REPO.parent / "shared" / "data" / "benchmarks"
+SHARED_BENCHMARKS = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "benchmarks"  # the full sets
 PAPER_SETS = [
     "dummy_mouse_enhancers_ensembl", "demo_coding_vs_intergenomic_seqs", "demo_human_or_worm",
     "human_enhancers_cohn", "human_enhancers_ensembl", "human_ensembl_regulatory",

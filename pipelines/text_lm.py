@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO))
 from dnadiff.config import RunConfig, load_config, replace  # noqa: E402
 from dnadiff.errors import DnadiffError  # noqa: E402
 
-FORTUNES = REPO.parent / "shared" / "data" / "text" / "fortunes"
+FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"  # the full corpus
 T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")
 
 
@@ -459,7 +459,8 @@ def _run(args, command: str, dry_root: Path | None) -> int:
         common += list(args.set)
         for st in settings_for(args):
             entry = {"setting": st["setting"], "rows": {}}
-            extra = [f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}"] if st["tokenizer"] else []
+            extra = ([f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}", "tokenizer.train=null"]  # built above
+                     if st["tokenizer"] else [])
             for r, config in st["rows"].items():
                 over = common + extra + (DRY_RUN if dry_root else [])
                 if dry_root and args.scale == "paper":

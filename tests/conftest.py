@@ -1,4 +1,17 @@
-"""Shared fixtures: paths of the real DNA under ../shared/data (read-only) and the bundled sample."""
+"""Shared fixtures: small real data inside the repository, so a bare clone runs the tests.
+
+- `chr22`: a slice of the hg19 chr22 subset (tests/data/chr22_slice: bgzip FASTA + BED with splits);
+- `benchmarks_dir`: the two benchmark sets in genomic-benchmarks layout that ship with the package
+  (dnadiff/assets/benchmarks, a few hundred sequences per class);
+- `fortunes_dir`: a small slice of the fortunes text corpus (tests/data/text/fortunes).
+All are cut from ../shared/data by tests/data/make_fixtures.py.
+
+`shared_data` is the full data folder (../shared/data beside the repository, or $DNADIFF_DATA):
+only tests marked `slow` may use it, and when it is missing they fail, never skip.
+
+The package's data root ($DNADIFF_DATA) is removed from the environment of every test, so that
+the default run sees exactly what a bare clone sees.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +22,47 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("DNADIFF_SHARED_DATA", REPO.parent / "shared" / "data"))
+DATA = REPO / "tests" / "data"
+FULL_DATA = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data")
 
 # Tiny models: one thread avoids OpenMP spin-waiting when other work shares the cores.
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def _bare_data_root(monkeypatch):
+    monkeypatch.delenv("DNADIFF_DATA", raising=False)
+
+
+@pytest.fixture(scope="session")
+def chr22() -> tuple[str, str]:
+    d = DATA / "chr22_slice"
+    return str(d / "chr22_slice.fa.gz"), str(d / "sequences.bed")
+
+
+@pytest.fixture(scope="session")
+def benchmarks_dir() -> Path:
+    from dnadiff.config import bundled_data_root
+
+    return Path(bundled_data_root()) / "benchmarks"
+
+
+@pytest.fixture(scope="session")
+def fortunes_dir() -> Path:
+    return DATA / "text" / "fortunes"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The default run must pass in a bare clone: a test that needs the full data has to be `slow`."""
+    for item in items:
+        if "shared_data" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slow") is None:
+            raise pytest.UsageError(f"{item.nodeid} uses the full data (shared_data) but is not marked slow")
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not SHARED.is_dir():  # the data is part of the project's checkout layout; fail loudly, never skip
-        raise FileNotFoundError(f"shared data folder not found: {SHARED} (set DNADIFF_SHARED_DATA)")
-    return SHARED
-
-
-@pytest.fixture(scope="session")
-def chr22(shared_data):
-    d = shared_data / "hg19_chr22_subset"
-    return str(d / "chr22.fa.gz"), str(d / "sequences.bed")
-
-
-@pytest.fixture(scope="session")
-def benchmarks_dir(shared_data) -> Path:
-    return shared_data / "benchmarks"
+    """The full real data (tests marked slow only)."""
+    if not (FULL_DATA / "hg19_chr22_subset").is_dir():  # fail loudly, never skip
+        raise FileNotFoundError(f"full data folder not found: {FULL_DATA} (put ../shared/data beside the "
+                                "repository or set DNADIFF_DATA)")
+    return FULL_DATA

@@ -24,7 +24,7 @@ FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=100", "train.v
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "train.max_steps=2"]
 TRAIN = ["train", "experiments/tiny_dna_mdlm", *FAST]
 REPO = Path(__file__).resolve().parent.parent
-BENCH = Path(os.environ.get("DNADIFF_SHARED_DATA", REPO.parent / "shared" / "data")) / "benchmarks" / "human_chr22_repeats"
+BENCH = REPO / "dnadiff" / "assets" / "benchmarks" / "human_chr22_repeats"  # the subset bundled with the package
 FT = ["finetune", "experiments/tiny_finetune", f"data.dataset={BENCH}", "data.max_train=16", "data.max_test=8", "train.progress=false",
       "protocol.seeds=[0]"]
 CLEAN = "ACGTTGCAACGTAGCTAGCTAGGATCCGATCGATCGTAGCTAGCTAGCATCG" * 2  # 104 bp

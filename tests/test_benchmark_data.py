@@ -7,15 +7,26 @@ from dnadiff.data import SequenceClassificationDataset, load_benchmark_split, re
 from dnadiff.errors import DnadiffError
 
 
-@pytest.mark.parametrize(
-    "name, classes, n_train, n_test",
-    [
-        ("human_chr22_repeats", ["repeat", "unique"], 5000, 1250),
-        ("leptospira_coding_vs_intergenic", ["coding", "intergenic"], 4946, 1237),
-    ],
-)
-def test_shared_benchmarks(benchmarks_dir, name, classes, n_train, n_test):
-    root = resolve_benchmark(benchmarks_dir / name)
+SETS = [("human_chr22_repeats", ["repeat", "unique"]), ("leptospira_coding_vs_intergenic", ["coding", "intergenic"])]
+
+
+@pytest.mark.parametrize("name, classes", SETS)
+def test_bundled_benchmarks(benchmarks_dir, name, classes):
+    """The subsets shipped with the package (tests/data/make_fixtures.py): 250 train + 60 test per class."""
+    _check_set(benchmarks_dir / name, classes, 250, 60)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, classes, n_train, n_test",
+                         [(*SETS[0], 5000, 1250), (*SETS[1], 4946, 1237)])
+def test_full_benchmarks(shared_data, benchmarks_dir, name, classes, n_train, n_test):
+    _check_set(shared_data / "benchmarks" / name, classes, n_train, n_test)
+    full = set(load_benchmark_split(shared_data / "benchmarks" / name, "train").sequences)
+    assert set(load_benchmark_split(benchmarks_dir / name, "train").sequences) <= full  # a real subset
+
+
+def _check_set(path, classes, n_train, n_test):
+    root = resolve_benchmark(path)
     train = load_benchmark_split(root, "train")
     test = load_benchmark_split(root, "test")
     assert train.classes == test.classes == classes  # sorted names

@@ -91,14 +91,35 @@ def test_cli_bad_dataset_is_a_one_line_error(tmp_path, capsys):
     assert rc == 2 and "benchmark folder not found" in capsys.readouterr().err
 
 
-def test_one_epoch_beats_majority_baseline(benchmarks_dir, tmp_path, capsys):
-    """1 epoch of a tiny HyenaDNA on 2,000 repeats-vs-unique windows, end to end through the CLI."""
+def test_bundled_subset_beats_majority_baseline(tmp_path, capsys):
+    """4 epochs of a tiny HyenaDNA on the 500 repeats-vs-unique windows bundled with the package (the
+    config's default data), end to end through the CLI."""
+    from dnadiff.cli import main
+
+    out = tmp_path / "ft"
+    rc = main(["finetune", "experiments/tiny_finetune", "model.backbone=hyena", "protocol.seeds=[0]",
+               "train.batch_size=16", "train.lr_grid=[3e-3]", "train.epochs=4", "--out", str(out), "--no-progress"])
+    assert rc == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["dataset"].endswith("assets/benchmarks/human_chr22_repeats")
+    assert res["majority_baseline"] == 0.5 and res["num_test"] == 120 and res["num_train"] == 500
+    run = res["runs"][0]
+    assert run["num_train"] == 450 and run["num_valid"] == 50 and run["steps"] == 4 * 29
+    assert run["test"]["accuracy"] > res["majority_baseline"] + 0.08
+    assert run["test"]["mcc"] > 0.1 and run["test"]["auroc"] > 0.6
+    assert (out / "logs" / "lr0.003" / "seed0" / "metrics.csv").is_file()
+    assert "mean ± (max-min)/2" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_one_epoch_beats_majority_baseline(shared_data, tmp_path, capsys):
+    """1 epoch of a tiny HyenaDNA on 2,000 repeats-vs-unique windows of the full set, through the CLI."""
     from dnadiff.cli import main
 
     out = tmp_path / "ft"
     rc = main(["finetune", "experiments/tiny_finetune", "model.backbone=hyena", "data.max_train=2000",
                "data.max_test=400", "protocol.seeds=[0]", "train.batch_size=16", "train.lr_grid=[3e-3]",
-               "--dataset", str(benchmarks_dir / "human_chr22_repeats"), "--out", str(out), "--no-progress"])
+               "--dataset", str(shared_data / "benchmarks" / "human_chr22_repeats"), "--out", str(out), "--no-progress"])
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     assert res["majority_baseline"] == 0.5 and res["num_test"] == 400 and res["num_train"] == 2000

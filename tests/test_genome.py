@@ -67,8 +67,10 @@ def test_rc_augmentation_is_exact_reverse_complement(chr22):
     aug = GenomeWindows(fa, bed, "train", 512, mode="random", seed=3, num_windows=50, rc_prob=1.0)
     for i in range(10):
         a, b = plain[i], aug[i]
-        assert torch.equal(b["input_ids"], TOK.reverse_complement(a["input_ids"]))
-        assert torch.equal(b["attention_mask"], a["attention_mask"].flip(0))
+        n = int((a["input_ids"] != TOK.pad_id).sum())  # a window of a short interval is padded at the end
+        assert torch.equal(b["input_ids"][:n], TOK.reverse_complement(a["input_ids"][:n]))
+        assert torch.equal(b["attention_mask"][:n], a["attention_mask"][:n].flip(0))
+        assert (b["input_ids"][n:] == TOK.pad_id).all() and not b["attention_mask"][n:].any()
 
 
 def test_random_crops_deterministic_and_epoch_dependent(chr22):
@@ -101,14 +103,44 @@ def test_dataloader_with_workers_is_deterministic(chr22):
 
 
 def test_bundled_sample_is_real_chr22(chr22):
+    """The package's sample and the tests' slice (both cut from the real chr22) agree where they overlap."""
     fa, bed = bundled_genome()
-    shared_fa, _ = chr22
-    g, ref = Genome(fa), Genome(shared_fa)
+    g, ref = Genome(fa), Genome(chr22[0])
     ivs = read_bed(bed, g)
     assert {iv.split for iv in ivs} == {"train", "valid", "test"}
     assert 1_000_000 <= sum(len(iv) for iv in ivs) <= 2_000_000
-    for iv in ivs[::20]:
-        assert g.fetch(iv.chrom, iv.start, iv.end) == ref.fetch(iv.chrom, iv.start, iv.end)
+    overlap = 0
+    for r in read_bed(chr22[1], ref):
+        for iv in ivs:
+            s, e = max(iv.start, r.start), min(iv.end, r.end)
+            if iv.chrom == r.chrom and s < e:
+                assert iv.split == r.split
+                assert g.fetch(iv.chrom, s, e) == ref.fetch(r.chrom, s, e)
+                overlap += e - s
+    assert overlap >= 100_000
+
+
+@pytest.mark.slow
+def test_bundled_sample_and_fixture_match_the_full_chr22(shared_data, chr22):
+    full = Genome(shared_data / "hg19_chr22_subset" / "chr22.fa.gz")
+    for fa, bed in (bundled_genome(), chr22):
+        g = Genome(fa)
+        ivs = read_bed(bed, g)
+        for iv in ivs[::5]:
+            assert g.fetch(iv.chrom, iv.start, iv.end) == full.fetch(iv.chrom, iv.start, iv.end)
+        assert g.lengths == full.lengths
+
+
+def test_fixture_slice_is_a_cut_of_the_real_layout(chr22):
+    """The tests' chr22 slice: true chr22 length and coordinates, N outside its BED, all three splits."""
+    g = Genome(chr22[0])
+    ivs = read_bed(chr22[1], g)
+    assert g.lengths == {"chr22": 51_304_566}
+    sizes = {s: sum(len(iv) for iv in ivs if iv.split == s) for s in ("train", "valid", "test")}
+    assert sizes["train"] >= 50_000 and sizes["valid"] >= 20_000 and sizes["test"] >= 20_000
+    first = ivs[0]
+    assert set(g.fetch("chr22", first.start - 50, first.start)) == {"N"}  # N outside the intervals
+    assert set(g.fetch("chr22", first.start, first.start + 50)) - {"N"}  # real bases inside
 
 
 # ----------------------------------------------------------------------------- bad input

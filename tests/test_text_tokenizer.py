@@ -30,5 +30,9 @@ def test_local_tokenizer_gets_distinct_mask_and_pad(tmp_path, with_mask):
 
 
 def test_missing_tokenizer_is_a_clean_error(tmp_path):
-    with pytest.raises(DnadiffError, match="not found locally"):
+    with pytest.raises(DnadiffError, match="no tokenizer folder there; set tokenizer.train") as err:
         TextTokenizer(str(tmp_path / "no-such-tokenizer"))
+    assert "huggingface" not in str(err.value).lower() and "\n" not in str(err.value)
+    with pytest.raises(DnadiffError, match="fetch it once with: python -c") as err:
+        TextTokenizer("no-such-hub-tokenizer")
+    assert "huggingface.co" not in str(err.value) and "\n" not in str(err.value)

@@ -46,10 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError(f"--steps must be positive, got {args.steps}")
     if args.num_samples <= 0:
         raise DnadiffError(f"--num-samples must be positive, got {args.num_samples}")
-    overrides = [f"out_dir={args.out}", "train.progress=true", *args.overrides]
-    if args.steps is not None:
-        overrides.append(f"train.max_steps={args.steps}")
-    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)  # bad overrides fail before any output
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", demo_overrides(args))  # bad overrides fail before any output
     fasta, bed = bundled_genome()
     rows = genome_summary(fasta, bed, args.seq_len)
     print(f"[1/4] bundled genome: {fasta}")
@@ -101,3 +98,17 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(res["bits_per_token"]):
         raise DnadiffError("the demo model's bound is not finite")
     return 0
+
+
+def demo_overrides(args: argparse.Namespace) -> list[str]:
+    overrides = [f"out_dir={args.out}", "train.progress=true", *args.overrides]
+    if args.steps is not None:
+        overrides.append(f"train.max_steps={args.steps}")
+    return overrides
+
+
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: the tiny config the demo trains, with the demo's settings applied."""
+    from dnadiff.config import RunConfig, load_config, to_dict
+
+    return to_dict(load_config(RunConfig, "experiments/tiny_dna_mdlm", demo_overrides(args)))

@@ -116,3 +116,18 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(out[f"nats_per_{unit}"]):
         raise DnadiffError("the bound is not finite")
     return 0
+
+
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: the model's config as this evaluation uses it, and the evaluation's settings."""
+    from dnadiff.checkpoint import load
+    from dnadiff.config import replace, to_dict
+
+    cfg = load(args.model_dir).config
+    changes = {"data.seq_len": args.seq_len or cfg.data.seq_len}
+    if args.fasta:
+        changes.update({"data.fasta": args.fasta, "data.bed": args.bed, "data.kind": "genome"})
+    out = to_dict(replace(cfg, **changes))
+    out["eval"] = {k: getattr(args, k, None) for k in ("split", "records", "T", "num_samples", "quadrature",
+                                                         "batch_size", "max_windows", "seed", "out")}
+    return out

@@ -43,11 +43,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from dnadiff.heads.config import load_finetune_config
     from dnadiff.training.finetune_protocol import run_finetune, run_rows
     from dnadiff.utils import format_table
+
+    cfg = load_finetune_config(args.config, finetune_overrides(args))
+    result = run_finetune(cfg, args.out, resume=args.resume)
+    print()
+    print(format_table(run_rows(result)))
+    out = args.out or f"{cfg.out_dir}/{cfg.name}"
+    print(f"\nmajority-class baseline {result['majority_baseline']:.4f}; wall {result['wall_s']:.0f} s")
+    print(f"wrote {out}/results.json and {out}/results.md")
+    return 0
+
+
+def finetune_overrides(args: argparse.Namespace) -> list[str]:
+    """key=value overrides with the options that set config keys (--dataset, --init-from, ...)."""
+    import json
 
     overrides = list(args.overrides)
     if args.dataset:
@@ -58,11 +70,12 @@ def run(args: argparse.Namespace) -> int:
         overrides.append("data.download=true")
     if args.no_progress:
         overrides.append("train.progress=false")
-    cfg = load_finetune_config(args.config, overrides)
-    result = run_finetune(cfg, args.out, resume=args.resume)
-    print()
-    print(format_table(run_rows(result)))
-    out = args.out or f"{cfg.out_dir}/{cfg.name}"
-    print(f"\nmajority-class baseline {result['majority_baseline']:.4f}; wall {result['wall_s']:.0f} s")
-    print(f"wrote {out}/results.json and {out}/results.md")
-    return 0
+    return overrides
+
+
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: the fine-tuning config after defaults, overrides, options and the data root."""
+    from dnadiff.config import to_dict
+    from dnadiff.heads.config import load_finetune_config
+
+    return to_dict(load_finetune_config(args.config, finetune_overrides(args)))

@@ -141,3 +141,8 @@ def oracle_perplexity(model_dir: str, samples: list[str], real: list[str], seed:
     if "real_perplexity" in out and math.isfinite(out["real_perplexity"]):
         out["ratio_samples_to_real"] = out["samples_perplexity"] / out["real_perplexity"]
     return out
+
+
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: every option of this command with its value (defaults filled in)."""
+    return {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in ("command", "print_config")}

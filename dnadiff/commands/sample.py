@@ -153,3 +153,23 @@ def run(args: argparse.Namespace) -> int:
     print(format_table([{k: v for k, v in stats.items() if k not in ("model", "out")}]))
     print(f"\nwrote {args.out} and {stats_path}")
     return 0
+
+
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: the model's config with the sampling settings this command would use."""
+    from dnadiff.checkpoint import load
+    from dnadiff.config import parse_overrides, replace, to_dict
+
+    cfg = load(args.model_dir).config
+    options = {**cfg.sample.options, **parse_overrides(args.option)}
+    if args.temperature != 1.0:
+        options["temperature"] = args.temperature
+    if args.top_p != 1.0:
+        options["top_p"] = args.top_p
+    cfg = replace(cfg, **{"sample.sampler": args.sampler or cfg.sample.sampler,
+                          "sample.steps": args.steps or cfg.sample.steps, "sample.num": args.num,
+                          "sample.length": args.length or cfg.sample.length, "sample.options": options})
+    out = to_dict(cfg)
+    out["request"] = {k: getattr(args, k, None) for k in ("prefix", "suffix", "template_fasta", "batch_size", "label",
+                                                            "guidance", "rc_symmetric", "seed", "out")}
+    return out

@@ -37,3 +37,10 @@ def run(args: argparse.Namespace) -> int:
     print(format_table([{k: v for k, v in result.metrics.items()}]))
     print(f"\nmodel directory: {result.model_dir}\nrun directory:   {result.run_dir}")
     return 0
+
+
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: the run config after defaults, overrides and the data root."""
+    from dnadiff.config import RunConfig, load_config, to_dict
+
+    return to_dict(load_config(RunConfig, args.config, args.overrides))

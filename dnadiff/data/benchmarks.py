@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
+from dnadiff.config import data_root_hint
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
 
@@ -53,7 +54,7 @@ def resolve_benchmark(name_or_path: str | os.PathLike, download: bool = False) -
     if path.is_dir():
         return path
     if os.sep in str(name_or_path) or str(name_or_path).startswith("."):
-        raise DnadiffError(f"{name_or_path}: benchmark folder not found")
+        raise DnadiffError(f"{name_or_path}: benchmark folder not found{data_root_hint(name_or_path)}")
     cached = cache_dir() / str(name_or_path)
     if cached.is_dir():
         return cached

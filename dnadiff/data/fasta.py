@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from dnadiff.config import data_root_hint
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
 
@@ -49,7 +50,7 @@ class Genome:
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
         if not os.path.isfile(self.path):
-            raise DnadiffError(f"{self.path}: genome FASTA not found")
+            raise DnadiffError(f"{self.path}: genome FASTA not found{data_root_hint(self.path)}")
         self._check_header()
         self._fasta = None
         self._pid = None
@@ -111,7 +112,7 @@ def read_bed(path: str | os.PathLike, genome: Genome | None = None) -> list[Inte
     """Parse a BED with a split column; every line is validated against the genome."""
     path = str(path)
     if not os.path.isfile(path):
-        raise DnadiffError(f"{path}: BED file not found")
+        raise DnadiffError(f"{path}: BED file not found{data_root_hint(path)}")
     intervals = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):

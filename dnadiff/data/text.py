@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from dnadiff.config import data_root_hint
 from dnadiff.data.detokenizers import get_detokenizer
 from dnadiff.data.tokenizer_training import tokenizer_digest
 from dnadiff.errors import DnadiffError
@@ -293,13 +294,13 @@ def split_sources(opts: TextOptions) -> dict[str, DocSource]:
             for s in SPLITS:
                 files[s] = files[s] or _find_split_file(base, s)
         else:
-            raise DnadiffError(f"data.text.path: {opts.path} does not exist")
+            raise DnadiffError(f"data.text.path: {opts.path} does not exist{data_root_hint(opts.path)}")
     if not files["train"]:
         raise DnadiffError("data.text: no training text; set data.text.path (a folder or file) or data.text.train")
     for s in SPLITS:
         for f in files[s]:
             if not os.path.isfile(f):
-                raise DnadiffError(f"data.text.{s}: {f} does not exist")
+                raise DnadiffError(f"data.text.{s}: {f} does not exist{data_root_hint(f)}")
     train = DocSource(files=files["train"], opts=opts)
     if files["valid"]:
         valid = DocSource(files=files["valid"], opts=opts)

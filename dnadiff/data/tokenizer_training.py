@@ -164,6 +164,59 @@ def train_tokenizer(
     return str(out)
 
 
+def ensure_tokenizer(cfg) -> None:
+    """First use of a run config whose `tokenizer.train` is set: build `tokenizer.path` from the
+    local training text of `data.text` (the same files the run trains on), then reuse it.
+
+    A lock file beside the folder makes a second run that starts meanwhile wait for the first one
+    and then reuse its tokenizer instead of training (and writing) the same folder at once."""
+    tcfg = cfg.tokenizer
+    if tcfg.kind != "text" or not tcfg.train:
+        return
+    if not tcfg.path:
+        raise DnadiffError("tokenizer.path: name the folder that tokenizer.train builds (e.g. runs/tokenizers/bert-like)")
+    out = Path(tcfg.path)
+    if out.is_dir() and not (out / STAMP).is_file() and any(out.iterdir()):
+        return  # a tokenizer the user made: used as it is
+    from dnadiff.data.text import TextOptions, split_sources
+
+    opts = TextOptions.from_mapping(cfg.data.text)
+    if opts.dataset != "local":
+        raise DnadiffError(f"tokenizer.train: building a tokenizer needs local text (data.text.dataset is "
+                           f"{opts.dataset!r}); give tokenizer.path of an existing tokenizer")
+    files = split_sources(opts)["train"].files
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(out.parent / f".{out.name}.lock"):
+        fresh = not (out / STAMP).is_file()
+        path = train_tokenizer(files, out, kind=tcfg.train, vocab_size=tcfg.train_vocab_size, field=opts.field)
+    if fresh:
+        import sys
+
+        print(f"built a {tcfg.train} tokenizer ({tcfg.train_vocab_size} pieces) from {', '.join(files)} into {path}",
+              file=sys.stderr)
+
+
+class _locked:
+    """An exclusive advisory lock on a file (fcntl; a no-op where fcntl does not exist)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        self.fh = open(self.path, "a")
+        try:
+            import fcntl
+
+            fcntl.flock(self.fh.fileno(), fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - Windows
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()  # closing releases the lock
+        return False
+
+
 def tokenizer_digest(hf_tokenizer) -> str:
     """A short hash of a Hugging Face tokenizer's identity: its vocabulary (token -> id, added
     tokens included) and its special tokens. Two tokenizers with equal digests map text to

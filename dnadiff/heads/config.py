@@ -19,7 +19,8 @@ PROTOCOLS = ("paper", "kfold")
 
 @dataclass(frozen=True)
 class FinetuneDataConfig:
-    dataset: str = "../shared/data/benchmarks/human_chr22_repeats"  # folder NAME/{train,test}/CLASS/*.txt or a genomic-benchmarks name
+    dataset: str = "benchmarks/human_chr22_repeats"  # folder NAME/{train,test}/CLASS/*.txt (relative: under root) or a genomic-benchmarks name
+    root: Optional[str] = None  # data root of relative dataset paths (None: $DNADIFF_DATA, else the bundled data)
     download: bool = False  # fetch a named genomic-benchmarks set into its cache (network)
     max_len: Optional[int] = None  # truncate longer sequences (tab. 7 lists each set's max length)
     max_train: Optional[int] = None  # stratified random subsample of the train set (speed; None = all)

@@ -14,6 +14,16 @@ import torch
 from dnadiff.errors import DnadiffError
 
 
+def _not_found(name_or_path: str) -> str:
+    """One line saying what to run; the Hugging Face loader's own message (hub URLs) is left out."""
+    looks_like_path = os.sep in name_or_path or name_or_path.startswith(".") or os.path.exists(name_or_path)
+    if looks_like_path or name_or_path.count("/") > 1:
+        return (f"tokenizer {name_or_path!r}: no tokenizer folder there; set tokenizer.train=bert-like (or gpt2-like) "
+                "to build it from the training text on first use, or give the folder of an existing tokenizer")
+    return (f"tokenizer {name_or_path!r}: not found locally (not a folder, not in the Hugging Face cache); fetch it "
+            f"once with: python -c \"from transformers import AutoTokenizer; AutoTokenizer.from_pretrained('{name_or_path}')\"")
+
+
 class TextTokenizer:
     kind = "text"
 
@@ -23,11 +33,8 @@ class TextTokenizer:
 
             try:
                 hf_tokenizer = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
-            except (OSError, ValueError) as exc:
-                raise DnadiffError(
-                    f"tokenizer {name_or_path!r}: not found locally (give a local folder or pre-download it "
-                    f"into the Hugging Face cache): {str(exc).splitlines()[0]}"
-                ) from None
+            except (OSError, ValueError):
+                raise DnadiffError(_not_found(name_or_path)) from None
         self.name_or_path = name_or_path
         self.hf = hf_tokenizer
         added = {}

@@ -126,6 +126,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
     from dnadiff.checkpoint import save_model_dir
+    from dnadiff.data.tokenizer_training import ensure_tokenizer
     from dnadiff.tokenizers import build_tokenizer
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
     from dnadiff.training.data import StreamDataModule
@@ -137,6 +138,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
+    ensure_tokenizer(cfg)  # tokenizer.train: built from the training text on first use
     tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
     cfg, backbone = build_backbone_for(cfg, tokenizer)
     if not resume:
