@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dnadiff.config import _check, load_config
+from dnadiff.config import _check, check_trainer_values, load_config
 
 PROTOCOLS = ("paper", "kfold")
 
@@ -102,6 +102,7 @@ class FinetuneTrainConfig:
         _check(self.threads is None or self.threads > 0, "train.threads", f"must be > 0 or null, got {self.threads}")
         _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
                "must be > 0 or null")
+        check_trainer_values(self)
 
 
 @dataclass(frozen=True)
