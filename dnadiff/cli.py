@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
             description=getattr(module, "DESCRIPTION", module.HELP),
             formatter_class=argparse.RawDescriptionHelpFormatter,
             parents=[verbosity],
+            usage=getattr(module, "USAGE", None),
         )
         module.add_arguments(sub)
         sub.set_defaults(_run=module.run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+USAGE = "dnadiff finetune [options] CONFIG [key=value ...]   (CONFIG required, overrides optional)"
 HELP = "fine-tune a backbone on a DNA classification benchmark (seeds or k folds) -> JSON + table"
 DESCRIPTION = """Fine-tune a backbone on a labelled DNA benchmark and report accuracy, MCC, macro-F1 and
 AUROC per run and as mean ± (max - min)/2 over runs (the MDLM paper's tab. 7 protocol).
@@ -30,8 +31,10 @@ OUT/logs/lr*/RUN/metrics.csv, where OUT is --out or out_dir/name from the config
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="YAML config file, or a name under the shipped configs/ folder")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3")
+    p.add_argument("config", nargs="?", default=None,
+                   help="required: YAML config file, or a name under the shipped configs/ folder")
+    p.add_argument("overrides", nargs="*", default=[], metavar="key=value",
+                   help="optional config overrides, e.g. train.epochs=3")
     p.add_argument("--out", default=None, help="output folder (default: out_dir/name from the config)")
     p.add_argument("--dataset", default=None, help="benchmark folder or Genomic Benchmarks name (sets data.dataset)")
     p.add_argument("--init-from", default=None, help="model directory to start from (sets model.init_from)")
