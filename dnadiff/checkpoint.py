@@ -27,7 +27,7 @@ import torch
 from dnadiff.config import RunConfig, from_dict, load_config, replace, save_config, to_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
-from dnadiff.utils import atomic_path, write_json
+from dnadiff.utils import atomic_path, public_mode, write_json
 
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.yaml", "model.safetensors", "metrics.json", "tokenizer"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -50,6 +50,7 @@ def save_model_dir(
     cfg = replace(config, **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
+    os.chmod(tmp, public_mode(directory=True))  # mkdtemp's 0700 would survive the rename: follow the umask
     try:
         if tokenizer is not None and getattr(tokenizer, "kind", "dna") == "text":
             tokenizer.save(tmp / TOKENIZER_DIR)

@@ -185,3 +185,72 @@ def available_cores() -> int:
         except OSError:
             cores.add(("cpu", str(cpu)))  # no topology (containers, macOS): count logical CPUs
     return max(1, len(cores))
+
+
+# ----------------------------------------------------------------------------- files written as one
+
+
+def _journal(first: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(first)), "." + os.path.basename(first) + ".commit")
+
+
+def write_together(files: list[tuple[str | os.PathLike, str | bytes]]) -> None:
+    """Write several files (samples + their statistics) so that a kill leaves all old or all new.
+
+    Each is written to a fsynced temp file beside its target; then a journal listing the renames is
+    committed (temp + rename); then the renames run and the journal goes. A kill before the journal
+    leaves the old files (and temp files that `recover_together` removes); a kill after it is
+    rolled forward by `recover_together`, which every writer of these files calls first.
+    """
+    paths = [os.fspath(p) for p, _ in files]
+    temps: list[str] = []
+    try:
+        for path, data in files:
+            directory = os.path.dirname(os.path.abspath(path))
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, public_mode())
+        pairs = list(zip(temps, [os.path.abspath(p) for p in paths]))
+        atomic_write(_journal(paths[0]), json.dumps(pairs))
+    except OSError as exc:
+        for tmp in temps:
+            _remove_quietly(tmp)
+        raise os_error(exc, exc.filename or paths[0]) from None
+    except BaseException:
+        for tmp in temps:
+            _remove_quietly(tmp)
+        raise
+    _roll_forward(paths[0])
+
+
+def _roll_forward(first: str) -> None:
+    journal = _journal(first)
+    with open(journal, encoding="utf-8") as fh:
+        pairs = json.load(fh)
+    for tmp, target in pairs:
+        if os.path.exists(tmp):
+            os.replace(tmp, target)
+    os.remove(journal)
+
+
+def recover_together(paths: list[str | os.PathLike]) -> None:
+    """Finish the renames of a `write_together` that was killed after its commit; remove stale temps."""
+    paths = [os.fspath(p) for p in paths]
+    journal = _journal(paths[0])
+    if os.path.exists(journal):
+        try:
+            _roll_forward(paths[0])
+        except (OSError, ValueError):
+            _remove_quietly(journal)  # an unreadable journal: its temp files are stale ones (removed below)
+    for path in paths:
+        clean_stale_temps(path)
+    _remove_quietly_tmp_journal(paths[0])
+
+
+def _remove_quietly_tmp_journal(first: str) -> None:
+    clean_stale_temps(_journal(first))
