@@ -27,7 +27,7 @@ import torch
 from dnadiff.config import RunConfig, from_dict, load_config, replace, save_config, to_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
-from dnadiff.utils import atomic_path, public_mode, write_json
+from dnadiff.utils import atomic_path, os_error, public_mode, write_json
 
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.yaml", "model.safetensors", "metrics.json", "tokenizer"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -48,9 +48,12 @@ def save_model_dir(
     """Write a model directory atomically: built in a temporary folder, then renamed into place."""
     path = Path(path)
     cfg = replace(config, **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
-    os.chmod(tmp, public_mode(directory=True))  # mkdtemp's 0700 would survive the rename: follow the umask
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
+        os.chmod(tmp, public_mode(directory=True))  # mkdtemp's 0700 would survive the rename: follow the umask
+    except OSError as exc:
+        raise os_error(exc, path) from None
     try:
         if tokenizer is not None and getattr(tokenizer, "kind", "dna") == "text":
             tokenizer.save(tmp / TOKENIZER_DIR)
@@ -80,6 +83,9 @@ def save_model_dir(
             shutil.rmtree(old)
         else:
             os.replace(tmp, path)
+    except OSError as exc:  # full disk, read-only folder: one line naming the model directory
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise os_error(exc, path) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
