@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     from dnadiff.heads.config import load_finetune_config
     from dnadiff.training.finetune_protocol import run_finetune, run_rows
+    from dnadiff.logs import log
     from dnadiff.utils import format_table
 
     overrides = list(args.overrides)
@@ -62,9 +63,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.append("train.progress=false")
     cfg = load_finetune_config(args.config, overrides)
     result = run_finetune(cfg, args.out, resume=args.resume)
-    print()
     print(format_table(run_rows(result)))
     out = args.out or f"{cfg.out_dir}/{cfg.name}"
-    print(f"\nmajority-class baseline {result['majority_baseline']:.4f}; wall {result['wall_s']:.0f} s")
-    print(f"wrote {out}/results.json and {out}/results.md")
+    log.info("\nmajority-class baseline %.4f; wall %.0f s", result["majority_baseline"], result["wall_s"])
+    log.info("wrote %s/results.json and %s/results.md", out, out)
     return 0

@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.checks import check_train_inputs
     from dnadiff.config import RunConfig, load_config
     from dnadiff.errors import DnadiffError
+    from dnadiff.logs import log
     from dnadiff.training import train
     from dnadiff.utils import format_table
 
@@ -40,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
     check_train_inputs(cfg)  # data, tokenizer, sampler: refused before Lightning starts
     result = train(cfg, resume=args.resume, overwrite=args.overwrite, run_dir=args.run_dir)
     print(format_table([{k: v for k, v in result.metrics.items()}]))
-    print(f"\nmodel directory: {result.model_dir}\nrun directory:   {result.run_dir}")
+    log.info("\nmodel directory: %s\nrun directory:   %s", result.model_dir, result.run_dir)
     return 0
