@@ -116,6 +116,13 @@ def check_train_inputs(cfg) -> None:
         raise DnadiffError(f"tokenizer.kind: must be dna or text, got {cfg.tokenizer.kind!r}")
     if cfg.model.init_from:
         _need_file(cfg.model.init_from, "model.init_from", "model directory")
+    import dnadiff.backbones  # noqa: F401  (registers the backbones)
+    from dnadiff.backbones.base import BACKBONES
+    from dnadiff.diffusion import OBJECTIVES, SCHEDULES
     from dnadiff.samplers import SAMPLERS
 
+    if not cfg.model.init_from:
+        BACKBONES.get(cfg.model.backbone)
+    OBJECTIVES.get(cfg.objective.name)
+    SCHEDULES.get(cfg.schedule.name)
     SAMPLERS.get(cfg.sample.sampler)  # the run's default sampler: a typo here fails now, not after training

@@ -165,6 +165,10 @@ def run(args: argparse.Namespace) -> int:
         options["top_p"] = args.top_p
     sampler_name = args.sampler or (cfg.sample.sampler if cfg is not None else "ancestral")
     check_sampler_options(sampler_name, options, autoregressive=autoregressive)
+    if not autoregressive:  # the sampler's own value checks (temperature > 0, ...) before the model loads
+        from dnadiff.samplers import build_sampler
+
+        build_sampler(sampler_name, **options, **({"steps": args.steps} if args.steps else {}))
     if (args.prefix or args.suffix or args.template_fasta) and kind != "dna":
         raise DnadiffError("--prefix/--suffix/--template-fasta need a DNA model")
     template_records = read_fasta(args.template_fasta) if args.template_fasta else None
@@ -188,11 +192,14 @@ def run(args: argparse.Namespace) -> int:
     steps = length if (model.is_autoregressive or sampler_name == "first_hitting") else (args.steps or model.config.sample.steps)
     per_step = (2 if args.rc_symmetric else 1) * (2 if args.label is not None and args.guidance else 1)
     batches = -(-args.num // chunk)
-    bar = tqdm(total=steps * batches, desc="sampling", unit="step", file=sys.stderr, disable=not progress_enabled(),
-               dynamic_ncols=True)
+    bar = None  # opened at the first network call: an early error stays the only line on stderr
     calls = [0]
 
     def on_forward(*_):
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=steps * batches, desc="sampling", unit="step", file=sys.stderr,
+                       disable=not progress_enabled(), dynamic_ncols=True)
         calls[0] += 1
         if calls[0] % per_step == 0:
             bar.update(1)
@@ -212,8 +219,9 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError(f"sampler option: {exc}") from None
     finally:
         hook.remove()
-        bar.total = bar.n  # cached/first-hitting samplers may skip calls: end the bar where it is
-        bar.close()
+        if bar is not None:
+            bar.total = bar.n  # cached/first-hitting samplers may skip calls: end the bar where it is
+            bar.close()
     wall = time.time() - start
     x = torch.cat(samples)
     texts = model.decode(x)

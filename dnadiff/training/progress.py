@@ -12,8 +12,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from tqdm.auto import tqdm
+
+from dnadiff.logs import log
 
 
 def _fmt(value: Any) -> str:
@@ -98,3 +101,15 @@ class StepProgressBar(ProgressBar):
             if bar is not None:
                 bar.close()
         self._bar = self._val_bar = None
+
+
+class StartMessage(Callback):
+    """Logs one line when training really starts (after data and model setup, so a setup error stays
+    the only line the user sees)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero:
+            log.info("%s", self.message)

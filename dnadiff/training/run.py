@@ -142,7 +142,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
     from dnadiff.logs import progress_enabled
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
     from dnadiff.training.csv_log import SessionCSVLogger
-    from dnadiff.training.progress import StepProgressBar
+    from dnadiff.training.progress import StartMessage, StepProgressBar
     from dnadiff.training.data import StreamDataModule
     from dnadiff.training.module import DiffusionLitModule
     from dnadiff.training.plots import plot_loss_curve
@@ -153,10 +153,13 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
     resume = ckpt_path is not None  # --resume of a run without a checkpoint starts afresh
     cfg = resolve_threads(cfg)
     torch.set_num_threads(cfg.train.threads)
-    log.info("%s: %d CPU thread%s (train.threads)", cfg.name, cfg.train.threads, "" if cfg.train.threads == 1 else "s")
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
     tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
     cfg, backbone = build_backbone_for(cfg, tokenizer)
+    l_max = getattr(getattr(backbone, "config", None), "l_max", None)
+    if isinstance(l_max, int) and cfg.data.seq_len > l_max:  # refused now, not at the first forward pass
+        raise DnadiffError(f"data.seq_len: {cfg.data.seq_len} exceeds the model's l_max {l_max} "
+                           f"({cfg.model.backbone}); lower data.seq_len or raise model.overrides.l_max")
     if not resume:
         save_config(cfg, run_dir / "config.yaml")
     module = DiffusionLitModule(cfg, backbone, tokenizer)
@@ -185,7 +188,11 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
         enable_model_summary=False, default_root_dir=str(run_dir),
         logger=[SessionCSVLogger(str(run_dir), resume_step=resume_step, name="logs", version=""),
                 TensorBoardLogger(str(run_dir), name="tb", version="")],
-        callbacks=[checkpointing, *([StepProgressBar()] if t.progress and progress_enabled() else []), *(callbacks or [])],
+        callbacks=[checkpointing, *([StepProgressBar()] if t.progress and progress_enabled() else []),
+                   StartMessage(f"{cfg.name}: {t.threads} CPU thread{'s' if t.threads != 1 else ''} (train.threads), "
+                                f"{t.max_steps} steps of batch {t.batch_size}" + (f", resuming at step {resume_step}"
+                                                                                  if resume_step is not None else "")),
+                   *(callbacks or [])],
         plugins=[AtomicCheckpointIO()],
     )
     start = time.time()
