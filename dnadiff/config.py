@@ -256,6 +256,8 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         if isinstance(value, str):
             _check(len(value) <= MAX_STRING, key, f"a {len(value):,}-character string (at most {MAX_STRING:,})")
             return value
+        if isinstance(value, int) and not isinstance(value, bool):  # YAML reads `precision: 32` as a number
+            return str(value)
         raise DnadiffError(f"{key}: expected a string, got {value!r}")
     return value
 
