@@ -14,7 +14,7 @@ import pytest
 
 from dnadiff.cli import main
 from dnadiff.data import bundled_genome, read_fasta
-from dnadiff.utils import atomic_write, recover_together, write_together
+import dnadiff.utils as utils
 
 from cli_model import tiny_model_dir
 
@@ -40,10 +40,10 @@ def umask():
 
 def test_atomic_write_follows_the_umask(tmp_path, umask):
     umask(0o022)
-    atomic_write(tmp_path / "a.txt", "x")
+    utils.atomic_write(tmp_path / "a.txt", "x")
     assert _mode(tmp_path / "a.txt") == 0o644  # before the fix: 0o600 (mkstemp's mode leaked)
     umask(0o027)
-    atomic_write(tmp_path / "b.txt", "x")
+    utils.atomic_write(tmp_path / "b.txt", "x")
     assert _mode(tmp_path / "b.txt") == 0o640
 
 
@@ -157,17 +157,15 @@ def test_pair_killed_before_commit_keeps_both_old_and_cleans_temps(tmp_path, mon
     fa, js = tmp_path / "x.fa", tmp_path / "x.json"
     fa.write_text("old fa")
     js.write_text("old json")
-    import dnadiff.utils as u
-
-    real = u.atomic_write
+    real = utils.atomic_write
 
     def killed(path, data):  # the kill lands while the journal is written
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(u, "atomic_write", killed)
+    monkeypatch.setattr(utils, "atomic_write", killed)
     with pytest.raises(KeyboardInterrupt):
-        write_together([(fa, "new fa"), (js, "new json")])
-    monkeypatch.setattr(u, "atomic_write", real)
+        utils.write_together([(fa, "new fa"), (js, "new json")])
+    monkeypatch.setattr(utils, "atomic_write", real)
     assert fa.read_text() == "old fa" and js.read_text() == "old json"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fa", "x.json"]
 
@@ -187,10 +185,10 @@ def test_pair_killed_between_renames_is_rolled_forward(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
-        write_together([(fa, "new fa"), (js, "new json")])
+        utils.write_together([(fa, "new fa"), (js, "new json")])
     monkeypatch.setattr(os, "replace", real_replace)
     assert fa.read_text() == "new fa" and js.read_text() == "old json"  # the torn state a kill leaves...
-    recover_together([fa, js])  # ...which the next run completes before anything else
+    utils.recover_together([fa, js])  # ...which the next run completes before anything else
     assert fa.read_text() == "new fa" and js.read_text() == "new json"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fa", "x.json"]
 
