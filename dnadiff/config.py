@@ -149,7 +149,7 @@ class TrainConfig:
     num_nodes: int = 1
     strategy: str = "auto"  # auto | ddp | fsdp
     progress: bool = True
-    threads: Optional[int] = None  # torch CPU threads (1 is fastest for tiny models on a busy machine)
+    threads: Optional[int] = None  # torch CPU threads; null: the physical cores of the process (recorded in the run)
 
     def __post_init__(self):
         _check(self.max_steps > 0, "train.max_steps", f"must be > 0, got {self.max_steps}")

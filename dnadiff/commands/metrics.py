@@ -70,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("--out is required when the samples come from stdin (-)")
     out_dir = args.out or os.path.splitext(args.samples)[0] + "_metrics"
     path = os.path.join(out_dir, "metrics.json")
-    refuse_existing([path], args.force)
     samples = [seq for _, seq in read_fasta(args.samples)]
     length = max(len(s) for s in samples)
     if args.bed:
@@ -81,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         reference, note = fasta_reference(read_fasta(args.reference), length, args.max_reference_windows)
         if note:
             log.info("reference: %s", note)
+    refuse_existing([path], args.force)  # after the inputs are known to be good, before the work
     res = dna_metrics(
         samples,
         reference,

@@ -88,7 +88,7 @@ class FinetuneTrainConfig:
     devices: Any = 1
     deterministic: bool = True
     progress: bool = True
-    threads: Optional[int] = None  # torch CPU threads (None: torch's default); 1 helps on a busy shared CPU
+    threads: Optional[int] = None  # torch CPU threads (None: the physical cores available to the process)
 
     def __post_init__(self):
         _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
