@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.data.records import write_fasta
     from dnadiff.data.summary import genome_summary
     from dnadiff.errors import DnadiffError
-    from dnadiff.logs import log
+    from dnadiff.logs import log, progress_enabled
     from dnadiff.utils import format_table, write_json
 
     if args.seq_len <= 0:
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     log.info("\n[3/4] likelihood bound on the held-out test split (EMA weights) ...")
     model = load(result.model_dir)
     test = build_split_dataset(model.config, model.tokenizer, "test")
-    res = evaluate_model(model, test, batch_size=32, seed=0, progress=True)
+    res = evaluate_model(model, test, batch_size=32, seed=0, progress=progress_enabled())
     table = [
         {"model": "uniform (0th order)", "bits_per_base": 2.0, "perplexity": 4.0},
         {"model": "tiny Caduceus MDLM (bound)", "bits_per_base": res["bits_per_token"], "perplexity": res["perplexity"],

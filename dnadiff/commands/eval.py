@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.errors import DnadiffError
     from dnadiff.training.data import build_split_dataset
     from dnadiff.data.fasta import read_bed
-    from dnadiff.logs import log
+    from dnadiff.logs import log, progress_enabled
     from dnadiff.utils import format_table, refuse_existing, write_json
 
     if args.batch_size <= 0 or args.num_samples <= 0:
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         idx = np.linspace(0, len(items) - 1, args.max_windows).round().astype(int)
         items = torch.utils.data.Subset(items, sorted(set(int(i) for i in idx)))
     res = evaluate_model(model, items, T=args.T, num_samples=args.num_samples, quadrature=args.quadrature,
-                         batch_size=args.batch_size, seed=args.seed)
+                         batch_size=args.batch_size, seed=args.seed, progress=progress_enabled())
     unit = "base" if model.tokenizer.kind == "dna" else "token"
     out = {
         "model": str(args.model_dir), "data": source, "seq_len": seq_len, "kind": "bound" if res["objective"] != "ar" else "exact",
