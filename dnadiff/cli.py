@@ -76,9 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a fault of the machine (read-only folder, full disk) rather than a bug: one line
-        from dnadiff.utils import os_error
-
-        print(f"error: {os_error(exc)}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or type(exc).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

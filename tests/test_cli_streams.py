@@ -140,3 +140,42 @@ def test_eval_genome_from_stdin(model, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     assert main(["eval", model, "--fasta", "-", "--bed", bed, "--max-windows", "2", "--seq-len", "32"]) == 0
     assert "bits_per_base" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def text_model(tmp_path_factory):
+    from dnadiff.backbones import build_backbone
+    from dnadiff.checkpoint import save_model_dir
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.data.tokenizer_training import train_tokenizer
+    from dnadiff.tokenizers import build_tokenizer
+
+    root = tmp_path_factory.mktemp("text")
+    words = "the cat sat on a mat while dogs ran far".split()
+    with open(root / "train.jsonl", "w") as fh:
+        for i in range(30):
+            fh.write(json.dumps({"text": " ".join(words[(i + j) % len(words)] for j in range(6))}) + "\n")
+    tok_dir = train_tokenizer([root / "train.jsonl"], root / "tok", "bert-like", 300, min_frequency=1)
+    tok = build_tokenizer("text", str(tok_dir))
+    cfg = load_config(RunConfig, None, ["name=t", "tokenizer.kind=text", f"tokenizer.path={tok_dir}",
+                                        "model.backbone=dit", "model.preset=tiny", "data.kind=text", "data.seq_len=12",
+                                        "sample.length=12"])
+    backbone = build_backbone("dit", preset="tiny", vocab_size=tok.vocab_size)
+    return str(save_model_dir(root / "model", cfg, backbone, tok))
+
+
+def test_text_model_writes_jsonl_or_txt_not_fasta(text_model, tmp_path, capsys):
+    base = ["sample", text_model, "-n", "2", "--length", "12", "--steps", "2"]
+    assert main([*base, "--out", str(tmp_path / "t.fa")]) == 2
+    assert "a text model writes .jsonl or .txt samples, not FASTA" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "t.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["sample_0", "sample_1"] and all(isinstance(r["text"], str) for r in rows)
+    assert json.loads((tmp_path / "t.json").read_text())["num"] == 2
+    assert main([*base, "--out", str(tmp_path / "u.txt")]) == 0
+    txt = (tmp_path / "u.txt").read_text()
+    assert txt.startswith("### sample_0 ") and "\n### sample_1 " in txt and ">" not in txt.split("\n")[0]
+    capsys.readouterr()
+    assert main(base) == 0  # stdout: JSONL
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and json.loads(lines[0])["id"] == "sample_0"
