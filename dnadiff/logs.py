@@ -29,7 +29,7 @@ def setup_logging(verbosity: int = 0) -> None:
     handler._dnadiff = True  # type: ignore[attr-defined]
     log.addHandler(handler)
     log.setLevel(level)
-    log.propagate = False
+    log.propagate = True  # a host application (or pytest) may also listen on the root logger
     quiet_libraries(level)
 
 
