@@ -27,7 +27,7 @@ import torch
 from dnadiff.config import RunConfig, from_dict, load_config, replace, save_config, to_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel, recorded_config
-from dnadiff.utils import atomic_path, write_json
+from dnadiff.utils import atomic_path, os_error, public_mode, write_json
 
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.yaml", "model.safetensors", "metrics.json", "tokenizer"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -49,8 +49,12 @@ def save_model_dir(
     path = Path(path)
     cfg = replace(recorded_config(config, tokenizer),
                   **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
+        os.chmod(tmp, public_mode(directory=True))  # mkdtemp's 0700 would survive the rename: follow the umask
+    except OSError as exc:
+        raise os_error(exc, path) from None
     try:
         if tokenizer is not None and getattr(tokenizer, "kind", "dna") == "text":
             tokenizer.save(tmp / TOKENIZER_DIR)
@@ -80,6 +84,9 @@ def save_model_dir(
             shutil.rmtree(old)
         else:
             os.replace(tmp, path)
+    except OSError as exc:  # full disk, read-only folder: one line naming the model directory
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise os_error(exc, path) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from dnadiff.errors import DnadiffError
@@ -24,6 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `dnadiff COMMAND --help` for the options of one command.",
     )
     parser.add_argument("--version", action="version", version=f"dnadiff {__version__}")
+    verbosity = argparse.ArgumentParser(add_help=False)
+    group = verbosity.add_argument_group("messages")
+    group.add_argument("-q", "--quiet", action="count", default=0,
+                       help="only warnings and errors on stderr, no progress bars")
+    group.add_argument("-v", "--verbose", action="count", default=0, help="more detail on stderr (debug messages)")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
@@ -37,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.HELP),
             formatter_class=argparse.RawDescriptionHelpFormatter,
+            parents=[verbosity],
+            usage=getattr(module, "USAGE", None),
         )
         module.add_arguments(sub)
         sub.add_argument("--print-config", action="store_true",
@@ -57,12 +65,23 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    if hasattr(args, "config") and args.config is None:  # train/finetune: an optional positional, explained here
+        subparser = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+        subparser.error("CONFIG is required: a YAML file or a shipped config name (e.g. experiments/tiny_dna_mdlm); "
+                        "key=value overrides after it are optional")
+    from dnadiff.logs import setup_logging
+
+    setup_logging(getattr(args, "verbose", 0) - getattr(args, "quiet", 0))
     try:
         if getattr(args, "print_config", False):
             return print_config(args)
         return int(args._run(args) or 0)
     except DnadiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a fault of the machine (read-only folder, full disk) rather than a bug: one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or type(exc).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -27,6 +27,48 @@ def _check(ok: bool, key: str, message: str) -> None:
         raise DnadiffError(f"{key}: {message}")
 
 
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps", "tpu")
+PRECISIONS = ("auto", "32", "32-true", "64", "64-true", "16", "16-mixed", "16-true", "bf16", "bf16-mixed", "bf16-true")
+
+
+def _devices_ok(devices: Any) -> bool:
+    """Lightning's `devices`: "auto", a count (-1 = all), a list of indices, or "0,1" / "2" as text."""
+    if devices == "auto":
+        return True
+    if isinstance(devices, bool):
+        return False
+    if isinstance(devices, int):
+        return devices == -1 or devices > 0
+    if isinstance(devices, (list, tuple)):
+        return len(devices) > 0 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices)
+    if isinstance(devices, str):
+        parts = [p.strip() for p in devices.strip().rstrip(",").split(",")]
+        return all(p.lstrip("-").isdigit() for p in parts) and (len(parts) > 1 or int(parts[0]) == -1 or int(parts[0]) > 0)
+    return False
+
+
+def check_trainer_values(section: Any, key: str = "train") -> None:
+    """Every value handed to the Lightning Trainer, checked here so a bad one is one line, not a traceback."""
+    _check(section.accelerator in ACCELERATORS, f"{key}.accelerator",
+           f"must be one of {', '.join(ACCELERATORS)}, got {section.accelerator!r}")
+    _check(_devices_ok(section.devices), f"{key}.devices",
+           f"must be auto, a positive number of devices (-1: all), a list of device indices or '0,1', "
+           f"got {section.devices!r}")
+    _check(str(section.precision) in PRECISIONS, f"{key}.precision",
+           f"must be one of {', '.join(PRECISIONS)}, got {section.precision!r}")
+    if hasattr(section, "num_nodes"):
+        _check(section.num_nodes >= 1, f"{key}.num_nodes", f"must be >= 1, got {section.num_nodes}")
+    if hasattr(section, "val_batches"):
+        _check(section.val_batches >= 0, f"{key}.val_batches", f"must be >= 0, got {section.val_batches}")
+    if hasattr(section, "seed"):
+        _check(0 <= section.seed < 2**32, f"{key}.seed", f"must be in [0, 2^32), got {section.seed}")
+    if hasattr(section, "warmup_steps"):
+        _check(section.warmup_steps >= 0, f"{key}.warmup_steps", f"must be >= 0, got {section.warmup_steps}")
+    _check(section.threads is None or section.threads > 0, f"{key}.threads", f"must be > 0 or null, got {section.threads}")
+    _check(all(0.0 <= b < 1.0 for b in section.betas), f"{key}.betas", f"must be in [0, 1), got {list(section.betas)}")
+    _check(section.weight_decay >= 0, f"{key}.weight_decay", f"must be >= 0, got {section.weight_decay}")
+
+
 @dataclass(frozen=True)
 class TokenizerConfig:
     kind: str = "dna"  # dna | text
@@ -130,7 +172,7 @@ class TrainConfig:
     num_nodes: int = 1
     strategy: str = "auto"  # auto | ddp | fsdp
     progress: bool = True
-    threads: Optional[int] = None  # torch CPU threads (1 is fastest for tiny models on a busy machine)
+    threads: Optional[int] = None  # torch CPU threads; null: the physical cores of the process (recorded in the run)
 
     def __post_init__(self):
         _check(self.max_steps > 0, "train.max_steps", f"must be > 0, got {self.max_steps}")
@@ -145,6 +187,7 @@ class TrainConfig:
                f"must be auto, ddp or fsdp, got {self.strategy!r}")
         for name in ("val_every", "ckpt_every", "log_every"):
             _check(getattr(self, name) > 0, f"train.{name}", f"must be > 0, got {getattr(self, name)}")
+        check_trainer_values(self)
 
 
 @dataclass(frozen=True)
@@ -234,7 +277,10 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         raise DnadiffError(f"{key}: expected a number, got {value!r}")
     if tp is str:
         if isinstance(value, str):
+            _check(len(value) <= MAX_STRING, key, f"a {len(value):,}-character string (at most {MAX_STRING:,})")
             return value
+        if isinstance(value, int) and not isinstance(value, bool):  # YAML reads `precision: 32` as a number
+            return str(value)
         raise DnadiffError(f"{key}: expected a string, got {value!r}")
     return value
 
@@ -265,15 +311,56 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def _parse_yaml(text: str, where: str) -> dict[str, Any]:
+MAX_CONFIG_BYTES = 1 << 20  # a config is a page of keys; 1 MiB is generous
+MAX_CONFIG_NODES = 100_000  # YAML nodes after expanding aliases (a "billion laughs" bomb expands to 10^9)
+MAX_STRING = 4096  # the longest path a file system accepts
+
+
+def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
+    """Nodes of the document once aliases are expanded, counted on the shared graph (linear time)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a recursive alias counts once (PyYAML refuses recursion when constructing anyway)
+    value = node.value
+    total = 1
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, tuple):  # mapping: (key node, value node)
+                total += _expanded_nodes(item[0], memo) + _expanded_nodes(item[1], memo)
+            else:
+                total += _expanded_nodes(item, memo)
+            if total > MAX_CONFIG_NODES:
+                break
+    memo[key] = total
+    return total
+
+
+def _bounded_safe_load(text: str, where: str) -> Any:
+    """yaml.safe_load with a bound on the document size and on alias expansion."""
     import yaml
+
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_CONFIG_BYTES:
+        raise DnadiffError(f"{where}: {size:,} bytes is too large for a config (at most {MAX_CONFIG_BYTES:,})")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)  # aliases stay shared here: cheap
+    except yaml.YAMLError as exc:
+        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    if node is not None and _expanded_nodes(node, {}) > MAX_CONFIG_NODES:
+        raise DnadiffError(f"{where}: YAML aliases expand to more than {MAX_CONFIG_NODES:,} values "
+                           "(an alias bomb?); write the values out instead")
+    try:
+        return yaml.safe_load(text)  # safe: no Python object tags
+    except yaml.YAMLError as exc:
+        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
+
+
+def _parse_yaml(text: str, where: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    try:
-        raw = yaml.safe_load(text)  # safe: no Python object tags
-    except yaml.YAMLError as exc:
-        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    raw = _bounded_safe_load(text, where)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -313,8 +400,10 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         if not key:
             raise DnadiffError(f"override {item!r}: empty key")
         try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
+            parsed = _bounded_safe_load(value, f"override {key}") if value.strip() else ""
+        except DnadiffError as exc:
+            if "invalid YAML" not in str(exc):
+                raise
             parsed = value
         node = out
         parts = key.split(".")
@@ -360,6 +449,9 @@ def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = ()) -> dict
     if path in _seen:
         raise DnadiffError(f"{path}: `defaults` include cycle")
     try:
+        if os.path.getsize(path) > MAX_CONFIG_BYTES:  # refuse before reading a huge file into memory
+            raise DnadiffError(f"{path}: {os.path.getsize(path):,} bytes is too large for a config "
+                               f"(at most {MAX_CONFIG_BYTES:,})")
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except UnicodeDecodeError:

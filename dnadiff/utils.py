@@ -9,11 +9,35 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 
+def current_umask() -> int:
+    """The process umask (read by setting and restoring it: there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def public_mode(directory: bool = False) -> int:
+    """The mode open()/mkdir() would give a new file (0o666) or folder (0o777) under the umask."""
+    return (0o777 if directory else 0o666) & ~current_umask()
+
+
+def os_error(exc: OSError, path: str | os.PathLike | None = None):
+    """An OSError (read-only folder, full disk, no permission) as a one-line DnadiffError naming the path."""
+    from dnadiff.errors import DnadiffError
+
+    where = path or exc.filename or "output"
+    reason = exc.strerror or type(exc).__name__
+    return DnadiffError(f"{where}: cannot write ({reason})")
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """Yield a temporary path beside `path`; on success it is fsynced and renamed onto `path`.
 
-    An interrupted writer leaves either the old file or the new one, never half of one.
+    An interrupted writer leaves either the old file or the new one, never half of one. The new
+    file gets the mode an ordinary open() would give it (0644 under umask 022): mkstemp's 0600
+    would otherwise leak through the rename. OS faults (read-only folder, full disk) become one
+    DnadiffError naming `path`, and the temporary file is removed.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -21,18 +45,33 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
 
         raise DnadiffError(f"{path}: is a directory, expected a file name")
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    os.close(fd)
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+        os.close(fd)
+        os.chmod(tmp, public_mode())
+    except OSError as exc:
+        raise os_error(exc, path) from None
     try:
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        raise os_error(exc, path) from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        _remove_quietly(tmp)
         raise
+
+
+def _remove_quietly(path: str | None) -> None:
+    if path and os.path.exists(path):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
@@ -83,3 +122,135 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None,
     out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     out += ["| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows]
     return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- outputs, caches, threads
+
+
+def refuse_existing(paths: list[str | os.PathLike], force: bool, flag: str = "--force") -> None:
+    """The one overwrite rule of every writing command: an existing output is kept unless --force."""
+    from dnadiff.errors import DnadiffError
+
+    for path in paths:
+        if path is not None and os.path.lexists(path) and not force:
+            raise DnadiffError(f"{os.fspath(path)}: exists (use {flag} to overwrite it)")
+
+
+def clean_stale_temps(path: str | os.PathLike) -> list[str]:
+    """Remove `.NAME.*.tmp` files left beside `path` by a killed atomic writer; their names."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = "." + os.path.basename(path) + "."
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if name.startswith(prefix) and name.endswith(".tmp"):
+            try:
+                os.remove(os.path.join(directory, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
+
+
+def cache_dir(*parts: str) -> str:
+    """dnadiff's cache folder ($DNADIFF_CACHE, else $XDG_CACHE_HOME/dnadiff, else ~/.cache/dnadiff)."""
+    root = os.environ.get("DNADIFF_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dnadiff")
+    return os.path.join(root, *parts)
+
+
+def available_cores() -> int:
+    """Physical cores among the CPUs this process may run on (its affinity mask, e.g. a cgroup/taskset).
+
+    Hyper-threads of one core share its floating-point units, so one torch thread per physical
+    core is the fast setting; more threads than that oversubscribe a shared machine.
+    """
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = list(range(os.cpu_count() or 1))
+    cores = set()
+    for cpu in cpus:
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{base}/physical_package_id") as fh:
+                pkg = fh.read().strip()
+            with open(f"{base}/core_id") as fh:
+                core = fh.read().strip()
+            cores.add((pkg, core))
+        except OSError:
+            cores.add(("cpu", str(cpu)))  # no topology (containers, macOS): count logical CPUs
+    return max(1, len(cores))
+
+
+# ----------------------------------------------------------------------------- files written as one
+
+
+def _journal(first: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(first)), "." + os.path.basename(first) + ".commit")
+
+
+def write_together(files: list[tuple[str | os.PathLike, str | bytes]]) -> None:
+    """Write several files (samples + their statistics) so that a kill leaves all old or all new.
+
+    Each is written to a fsynced temp file beside its target; then a journal listing the renames is
+    committed (temp + rename); then the renames run and the journal goes. A kill before the journal
+    leaves the old files (and temp files that `recover_together` removes); a kill after it is
+    rolled forward by `recover_together`, which every writer of these files calls first.
+    """
+    paths = [os.fspath(p) for p, _ in files]
+    temps: list[str] = []
+    try:
+        for path, data in files:
+            directory = os.path.dirname(os.path.abspath(path))
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, public_mode())
+        pairs = list(zip(temps, [os.path.abspath(p) for p in paths]))
+        atomic_write(_journal(paths[0]), json.dumps(pairs))
+    except OSError as exc:
+        for tmp in temps:
+            _remove_quietly(tmp)
+        raise os_error(exc, exc.filename or paths[0]) from None
+    except BaseException:
+        for tmp in temps:
+            _remove_quietly(tmp)
+        raise
+    _roll_forward(paths[0])
+
+
+def _roll_forward(first: str) -> None:
+    journal = _journal(first)
+    with open(journal, encoding="utf-8") as fh:
+        pairs = json.load(fh)
+    for tmp, target in pairs:
+        if os.path.exists(tmp):
+            os.replace(tmp, target)
+    os.remove(journal)
+
+
+def recover_together(paths: list[str | os.PathLike]) -> None:
+    """Finish the renames of a `write_together` that was killed after its commit; remove stale temps."""
+    paths = [os.fspath(p) for p in paths]
+    journal = _journal(paths[0])
+    if os.path.exists(journal):
+        try:
+            _roll_forward(paths[0])
+        except (OSError, ValueError):
+            _remove_quietly(journal)  # an unreadable journal: its temp files are stale ones (removed below)
+    for path in paths:
+        clean_stale_temps(path)
+    _remove_quietly_tmp_journal(paths[0])
+
+
+def _remove_quietly_tmp_journal(first: str) -> None:
+    clean_stale_temps(_journal(first))

@@ -213,9 +213,12 @@ def test_truncated_gzip(tmp_path):
         g.fetch("chr22", 0, g.lengths["chr22"])
 
 
-def test_plain_gzip_is_refused(tmp_path):
+def test_plain_gzip_is_read_through_a_cached_copy(tmp_path, monkeypatch):
+    # issue 16 item 6: FASTA inputs accept gzip (a plain-gzip genome is decompressed once into the cache)
+    monkeypatch.setenv("DNADIFF_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "plain.fa.gz"
     with gzip.open(path, "wt") as fh:
-        fh.write(">c\nACGT\n")
-    with pytest.raises(DnadiffError, match="bgzip"):
-        Genome(path)
+        fh.write(">c\nACGTNNAC\n")
+    g = Genome(path)
+    assert g.lengths == {"c": 8} and g.fetch("c", 2, 7) == "GTNNA"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "plain.fa.gz"]  # nothing beside the input

@@ -14,7 +14,8 @@ DESCRIPTION = """The whole loop on real human DNA bundled with the package (1.5 
      uniform (0th-order) model;
   4. sample a few sequences with the ancestral sampler and write them as FASTA.
 
-Everything goes under --out (default ./dnadiff_demo); about 3 minutes on 2 CPU cores."""
+Everything goes under --out (default ./dnadiff_demo; --force to replace an earlier demo's results);
+about 3 minutes on 2 CPU cores."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summary-only", action="store_true", help="only summarise the bundled genome (no training)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the tiny config's)")
     p.add_argument("--num-samples", type=int, default=4, help="sequences to sample (default 4)")
+    p.add_argument("--force", action="store_true", help="replace the results of an earlier demo in --out")
     p.add_argument("overrides", nargs="*", help="key=value overrides of the tiny config (e.g. train.batch_size=8)")
 
 
@@ -38,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.data.records import write_fasta
     from dnadiff.data.summary import genome_summary
     from dnadiff.errors import DnadiffError
+    from dnadiff.logs import log, progress_enabled
     from dnadiff.utils import format_table, write_json
 
     if args.seq_len <= 0:
@@ -47,13 +50,15 @@ def run(args: argparse.Namespace) -> int:
     if args.num_samples <= 0:
         raise DnadiffError(f"--num-samples must be positive, got {args.num_samples}")
     cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", demo_overrides(args))  # bad overrides fail before any output
+    if os.path.isdir(args.out) and os.listdir(args.out) and not args.force:
+        raise DnadiffError(f"{args.out}: exists and is not empty (use --force to replace the demo's results)")
     fasta, bed = bundled_genome()
     rows = genome_summary(fasta, bed, args.seq_len)
-    print(f"[1/4] bundled genome: {fasta}")
-    print(format_table(rows))
+    log.info(f"[1/4] bundled genome: {fasta}")
+    log.info("%s", format_table(rows))
     write_json(os.path.join(args.out, "genome_summary.json"), {"fasta": fasta, "bed": bed, "splits": rows})
     if args.summary_only:
-        print(f"\nwrote {os.path.join(args.out, 'genome_summary.json')}")
+        log.info(f"\nwrote {os.path.join(args.out, 'genome_summary.json')}")
         return 0
 
     from dnadiff.checkpoint import load
@@ -61,26 +66,26 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.training import train
     from dnadiff.training.data import build_split_dataset
 
-    print(f"\n[2/4] training a tiny Caduceus MDLM ({cfg.train.max_steps} steps, batch {cfg.train.batch_size}, "
+    log.info(f"\n[2/4] training a tiny Caduceus MDLM ({cfg.train.max_steps} steps, batch {cfg.train.batch_size}, "
           f"{cfg.data.seq_len} bp windows) ...")
     run_dir = os.path.join(args.out, cfg.name)
     if os.path.isdir(run_dir):
         shutil.rmtree(run_dir)  # the demo always starts fresh
     result = train(cfg, overwrite=True)
 
-    print("\n[3/4] likelihood bound on the held-out test split (EMA weights) ...")
+    log.info("\n[3/4] likelihood bound on the held-out test split (EMA weights) ...")
     model = load(result.model_dir)
     test = build_split_dataset(model.config, model.tokenizer, "test")
-    res = evaluate_model(model, test, batch_size=32, seed=0, progress=True)
+    res = evaluate_model(model, test, batch_size=32, seed=0, progress=progress_enabled())
     table = [
         {"model": "uniform (0th order)", "bits_per_base": 2.0, "perplexity": 4.0},
         {"model": "tiny Caduceus MDLM (bound)", "bits_per_base": res["bits_per_token"], "perplexity": res["perplexity"],
          "bits_std_error": res["bits_std_error"], "bases": res["num_tokens"]},
     ]
-    print(format_table(table))
+    log.info("%s", format_table(table))
     write_json(os.path.join(args.out, "eval_test.json"), {"rows": table, "bound": res})
 
-    print(f"\n[4/4] sampling {args.num_samples} sequences of {cfg.sample.length} bp ({cfg.sample.sampler}, "
+    log.info(f"\n[4/4] sampling {args.num_samples} sequences of {cfg.sample.length} bp ({cfg.sample.sampler}, "
           f"{cfg.sample.steps} steps) ...")
     gen = torch.Generator().manual_seed(0)
     x, smp = model.generate(args.num_samples, cfg.sample.length, generator=gen, return_sampler=True)
@@ -89,12 +94,12 @@ def run(args: argparse.Namespace) -> int:
     write_fasta(fa, [(f"sample_{i} tiny_dna_mdlm {cfg.sample.sampler} steps={cfg.sample.steps}", s) for i, s in enumerate(seqs)])
     for s in seqs:
         gc = (s.count("G") + s.count("C")) / max(1, len(s))
-        print(f"  {s[:60]}...  GC={gc:.2f}")
-    print("\nwhere everything is:")
-    print(f"  run directory    {result.run_dir}  (checkpoints/, logs/, loss_curve.png)")
-    print(f"  model directory  {result.model_dir}  (config.yaml, model.safetensors, metrics.json)")
-    print(f"  test bound       {os.path.join(args.out, 'eval_test.json')}")
-    print(f"  samples          {fa}")
+        log.info(f"  {s[:60]}...  GC={gc:.2f}")
+    log.info("\nwhere everything is:")
+    log.info(f"  run directory    {result.run_dir}  (checkpoints/, logs/, loss_curve.png)")
+    log.info(f"  model directory  {result.model_dir}  (config.yaml, model.safetensors, metrics.json)")
+    log.info(f"  test bound       {os.path.join(args.out, 'eval_test.json')}")
+    log.info(f"  samples          {fa}")
     if not math.isfinite(res["bits_per_token"]):
         raise DnadiffError("the demo model's bound is not finite")
     return 0

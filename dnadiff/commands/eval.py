@@ -22,9 +22,9 @@ DNA configs use `visible`: never masked, never scored). One Monte-Carlo time sam
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="a dnadiff model directory")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"], help="BED split (default test)")
-    p.add_argument("--fasta", help="genome FASTA (plain or bgzip) to evaluate on; needs --bed")
+    p.add_argument("--fasta", help="genome FASTA (plain, gzip or - for stdin) to evaluate on; needs --bed")
     p.add_argument("--bed", help="BED with a split column (chrom, start, end, split)")
-    p.add_argument("--records", help="a plain FASTA file whose records are cut into windows")
+    p.add_argument("--records", help="a FASTA file (plain, gzip or - for stdin) whose records are cut into windows")
     p.add_argument("--seq-len", type=int, help="window length (default: the model's training length)")
     p.add_argument("--T", type=int, help="discrete-time bound with T steps (diffusion objectives)")
     p.add_argument("--num-samples", type=int, default=1, help="Monte-Carlo time samples per sequence (default 1)")
@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-windows", type=int, help="evaluate at most this many windows (evenly spaced)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write the JSON result here (default: print only)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
 
 
 def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batch_size=32, seed=0, progress=True):
@@ -68,10 +69,22 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.data.records import read_fasta, tile_records
     from dnadiff.errors import DnadiffError
     from dnadiff.training.data import build_split_dataset
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.data.fasta import read_bed
+    from dnadiff.logs import log, progress_enabled
+    from dnadiff.utils import format_table, refuse_existing, write_json
 
     if args.batch_size <= 0 or args.num_samples <= 0:
         raise DnadiffError("--batch-size and --num-samples must be positive")
+    for flag in ("seq_len", "T", "quadrature", "max_windows"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise DnadiffError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+    if args.fasta == "-" and args.records == "-":
+        raise DnadiffError("only one input can be read from stdin (-)")
+    if args.out:
+        refuse_existing([args.out], args.force)
+    if args.bed:
+        read_bed(args.bed)  # a malformed BED fails before any model or genome is touched
     model = load_for_inference(args.model_dir)
     seq_len = args.seq_len or model.config.data.seq_len
     if seq_len <= 0:
@@ -91,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         idx = np.linspace(0, len(items) - 1, args.max_windows).round().astype(int)
         items = torch.utils.data.Subset(items, sorted(set(int(i) for i in idx)))
     res = evaluate_model(model, items, T=args.T, num_samples=args.num_samples, quadrature=args.quadrature,
-                         batch_size=args.batch_size, seed=args.seed)
+                         batch_size=args.batch_size, seed=args.seed, progress=progress_enabled())
     unit = "base" if model.tokenizer.kind == "dna" else "token"
     out = {
         "model": str(args.model_dir), "data": source, "seq_len": seq_len, "kind": "bound" if res["objective"] != "ar" else "exact",
@@ -107,12 +120,13 @@ def run(args: argparse.Namespace) -> int:
         out["ar_scored"] = ("every real position, like the diffusion bounds ([BOS] context)"
                             if getattr(model.objective, "bos_id", None) is not None
                             else "real positions after each window's first (the first is context)")
-    print(format_table([{k: v for k, v in out.items() if k not in ("model", "data", "ar_scored")}]))
+    # the table shows what was measured: settings left empty (no --T, no --quadrature) are not columns
+    print(format_table([{k: v for k, v in out.items() if k not in ("model", "data", "ar_scored") and v is not None}]))
     if "ar_scored" in out:
         print(f"AR scored: {out['ar_scored']}")
     if args.out:
         write_json(args.out, out)
-        print(f"\nwrote {args.out}")
+        log.info("\nwrote %s", args.out)
     if not math.isfinite(out[f"nats_per_{unit}"]):
         raise DnadiffError("the bound is not finite")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+USAGE = "dnadiff finetune [options] CONFIG [key=value ...]   (CONFIG required, overrides optional)"
 HELP = "fine-tune a backbone on a DNA classification benchmark (seeds or k folds) -> JSON + table"
 DESCRIPTION = """Fine-tune a backbone on a labelled DNA benchmark and report accuracy, MCC, macro-F1 and
 AUROC per run and as mean ± range over runs, the range being max − min (the "±" of the MDLM
@@ -31,8 +32,10 @@ OUT/logs/lr*/RUN/metrics.csv, where OUT is --out or out_dir/name from the config
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="YAML config file, or a name under the shipped configs/ folder")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3")
+    p.add_argument("config", nargs="?", default=None,
+                   help="required: YAML config file, or a name under the shipped configs/ folder")
+    p.add_argument("overrides", nargs="*", default=[], metavar="key=value",
+                   help="optional config overrides, e.g. train.epochs=3")
     p.add_argument("--out", default=None, help="output folder (default: out_dir/name from the config)")
     p.add_argument("--dataset", default=None, help="benchmark folder or Genomic Benchmarks name (sets data.dataset)")
     p.add_argument("--init-from", default=None, help="model directory to start from (sets model.init_from)")
@@ -45,15 +48,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dnadiff.heads.config import load_finetune_config
     from dnadiff.training.finetune_protocol import run_finetune, run_rows
+    from dnadiff.logs import log
     from dnadiff.utils import format_table
 
     cfg = load_finetune_config(args.config, finetune_overrides(args))
     result = run_finetune(cfg, args.out, resume=args.resume)
-    print()
     print(format_table(run_rows(result)))
     out = args.out or f"{cfg.out_dir}/{cfg.name}"
-    print(f"\nmajority-class baseline {result['majority_baseline']:.4f}; wall {result['wall_s']:.0f} s")
-    print(f"wrote {out}/results.json and {out}/results.md")
+    log.info("\nmajority-class baseline %.4f; wall %.0f s", result["majority_baseline"], result["wall_s"])
+    log.info("wrote %s/results.json and %s/results.md", out, out)
     return 0
 
 

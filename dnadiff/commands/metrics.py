@@ -29,8 +29,9 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("samples", help="FASTA of generated sequences")
-    p.add_argument("--reference", required=True, help="FASTA of real sequences to compare with")
+    p.add_argument("samples", help="FASTA of generated sequences (plain or gzip; - for stdin)")
+    p.add_argument("--reference", required=True,
+                   help="FASTA of real sequences, or a genome (cut into windows of the samples' length); gzip or - too")
     p.add_argument("--bed", default=None, help="with a genome --reference: BED with a split column")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"], help="BED split (default test)")
     p.add_argument("--max-reference-windows", type=int, default=2000,
@@ -45,13 +46,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-floor", action="store_true", help="skip the real-vs-real floor")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--seed", type=int, default=0, help="seed of the floor's held-out draw (default 0)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing OUT/metrics.json")
 
 
 def run(args: argparse.Namespace) -> int:
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
     from dnadiff.eval.dna_metrics import dna_metrics, summary_rows
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.logs import log
+    from dnadiff.utils import format_table, refuse_existing, write_json
 
     if args.kmax < 1 or args.kmax > 12:
         raise DnadiffError(f"--kmax must be in 1..12, got {args.kmax}")
@@ -59,13 +62,25 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError(f"--markov-order must be in 0..12, got {args.markov_order}")
     if args.match_bp < 1:
         raise DnadiffError(f"--match-bp must be positive, got {args.match_bp}")
-    samples = [seq for _, seq in read_fasta(args.samples)]
-    if args.bed:
-        reference = genome_reference(args.reference, args.bed, args.split, max(len(s) for s in samples),
-                                     args.max_reference_windows)
-    else:
-        reference = [seq for _, seq in read_fasta(args.reference)]
+    if args.max_reference_windows < 1:
+        raise DnadiffError(f"--max-reference-windows must be positive, got {args.max_reference_windows}")
+    if args.samples == "-" and args.reference == "-":
+        raise DnadiffError("only one of SAMPLES and --reference can be read from stdin (-)")
+    if args.samples == "-" and not args.out:
+        raise DnadiffError("--out is required when the samples come from stdin (-)")
     out_dir = args.out or os.path.splitext(args.samples)[0] + "_metrics"
+    path = os.path.join(out_dir, "metrics.json")
+    samples = [seq for _, seq in read_fasta(args.samples)]
+    length = max(len(s) for s in samples)
+    if args.bed:
+        reference = genome_reference(args.reference, args.bed, args.split, length, args.max_reference_windows)
+        log.info("reference: %d windows of %d bp from split %r of %s", len(reference), length, args.split,
+                 args.reference)
+    else:
+        reference, note = fasta_reference(read_fasta(args.reference), length, args.max_reference_windows)
+        if note:
+            log.info("reference: %s", note)
+    refuse_existing([path], args.force)  # after the inputs are known to be good, before the work
     res = dna_metrics(
         samples,
         reference,
@@ -77,23 +92,59 @@ def run(args: argparse.Namespace) -> int:
         floor=not args.no_floor,
         seed=args.seed,
     )
-    res["files"] = {"samples": os.path.abspath(args.samples), "reference": os.path.abspath(args.reference)}
+    res["files"] = {"samples": "stdin" if args.samples == "-" else os.path.abspath(args.samples),
+                    "reference": "stdin" if args.reference == "-" else os.path.abspath(args.reference)}
     if args.oracle:
         res["oracle"] = oracle_perplexity(args.oracle, samples, reference[: len(samples)], args.seed)
     if not args.no_plots:
         from dnadiff.eval.plots import write_plots
 
         res["plots"] = write_plots(samples, reference, out_dir)
-    path = os.path.join(out_dir, "metrics.json")
     write_json(path, res)
-    print(f"{len(samples)} samples vs {len(reference)} reference sequences")
+    log.info("%d samples vs %d reference sequences", len(samples), len(reference))
     print(format_table(summary_rows(res)))
     if args.oracle:
         print(format_table([{"oracle": args.oracle, **{k: v for k, v in res["oracle"].items() if k != "model"}}]))
     if res["floor"] is None and not args.no_floor:
-        print("(no real-vs-real floor: the reference has fewer than 2x the samples' count of sequences/windows)")
-    print(f"\nwrote {path}")
+        log.info("(no real-vs-real floor: the reference has fewer than 2x the samples' count of sequences/windows)")
+    log.info("\nwrote %s", path)
     return 0
+
+
+GENOME_MAX_N_FRAC = 0.1  # reference windows of a genome: at most 10% N (not mostly unsequenced gaps)
+
+
+def fasta_reference(records: list[tuple[str, str]], length: int, max_windows: int) -> tuple[list[str], str]:
+    """Reference sequences from a FASTA: records as they are, but a genome (records of at least twice the
+    samples' length) cut into windows of `length` with at most 10% N, evenly spaced, at most `max_windows`.
+
+    Comparing 256-bp samples with whole chromosomes (mostly N at the ends) measured the gaps, not the DNA.
+    """
+    import numpy as np
+
+    long = [(name, seq) for name, seq in records if len(seq) >= 2 * length]
+    if not long:
+        return [seq for _, seq in records], ""
+    short = [seq for _, seq in records if len(seq) < 2 * length]
+    windows = []  # (record index, start)
+    for r, (_, seq) in enumerate(long):
+        arr = np.frombuffer(seq.encode("ascii", errors="replace"), dtype=np.uint8)
+        n_count = np.concatenate([[0], np.cumsum(arr == ord("N"))])
+        starts = np.arange(0, len(seq) - length + 1, length)
+        frac = (n_count[starts + length] - n_count[starts]) / length
+        windows += [(r, int(s)) for s in starts[frac <= GENOME_MAX_N_FRAC]]
+    total = sum((len(seq) - length) // length + 1 for _, seq in long)
+    if not windows:
+        from dnadiff.errors import DnadiffError
+
+        raise DnadiffError(f"reference: no {length}-bp window with at most {GENOME_MAX_N_FRAC:.0%} N")
+    idx = sorted(set(np.linspace(0, len(windows) - 1, min(len(windows), max_windows)).round().astype(int).tolist()))
+    seqs = [long[windows[i][0]][1][windows[i][1]: windows[i][1] + length] for i in idx]
+    note = (f"{len(seqs)} windows of {length} bp used, evenly spaced among the {len(windows)} of {total} "
+            f"with at most {GENOME_MAX_N_FRAC:.0%} N (from {len(long)} long record(s))")
+    if short:
+        note += f", plus {len(short)} short record(s) as they are"
+    return seqs + short, note
 
 
 def genome_reference(fasta: str, bed: str, split: str, length: int, max_windows: int) -> list[str]:
@@ -103,6 +154,7 @@ def genome_reference(fasta: str, bed: str, split: str, length: int, max_windows:
     from dnadiff.data.fasta import Genome, GenomeWindows, read_bed
     from dnadiff.errors import DnadiffError
 
+    read_bed(bed)  # a malformed BED fails before the genome is opened (and indexed)
     genome = Genome(fasta)
     ds = GenomeWindows(genome, read_bed(bed, genome), split, length, max_n_frac=0.0)
     idx = np.linspace(0, len(ds) - 1, min(len(ds), max_windows)).round().astype(int)

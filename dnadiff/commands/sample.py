@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "sample sequences from a trained model into a FASTA file"
+HELP = "sample sequences from a trained model (FASTA to --out or to stdout)"
 DESCRIPTION = """Generate sequences with any masked-diffusion sampler.
 
   dnadiff sample runs/tiny_dna_mdlm/model --num 8 --length 256 --sampler ancestral --steps 128 --out samples.fa
   dnadiff sample MODEL --num 4 --length 200 --prefix ACGTACGT --suffix TTTT --out infill.fa
   dnadiff sample MODEL --num 2 --length 300 --template-fasta templates.fa --out filled.fa
+  dnadiff sample MODEL -n 8 > x.fa          # FASTA on stdout, progress and statistics on stderr
 
 Samplers: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm (AR models:
 autoregressive). first_hitting takes no --steps (one call per token). The seed gives every
-sequence its own random stream, so --batch-size does not change the samples. --prefix/--suffix fix the ends; --template-fasta gives one template per record with
-N at the positions to fill (records are cycled over --num). Writes FASTA (one record per sample) and
-OUT.json with NFE, steps (configured and actually used), wall time and tokens/s."""
+sequence its own random stream, so --batch-size does not change the samples. --prefix/--suffix fix
+the ends; --template-fasta gives one template per record with N at the positions to fill (records
+are cycled over --num); N in --prefix/--suffix also marks a position to fill. Writes FASTA (one
+record per sample) and OUT.json with NFE, steps (configured and actually used), wall time and
+tokens/s; without --out the FASTA goes to stdout. Text models write OUT.jsonl (one {"id", "text"}
+per line) or OUT.txt. An existing output is kept unless --force."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="a dnadiff model directory")
-    p.add_argument("--num", type=int, default=4, help="number of sequences (default 4)")
+    p.add_argument("-n", "--num", type=int, default=4, help="number of sequences (default 4)")
     p.add_argument("--length", type=int, default=None, help="length in tokens (default: the model's sample.length)")
     p.add_argument("--sampler", default=None, help="sampler name (default: the model config's)")
     p.add_argument("--steps", type=int, default=None, help="sampling steps (default: the model config's)")
@@ -28,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1 = off)")
     p.add_argument("--prefix", default=None, help="fixed sequence at the start")
     p.add_argument("--suffix", default=None, help="fixed sequence at the end")
-    p.add_argument("--template-fasta", default=None, help="FASTA of templates: N marks the positions to fill")
+    p.add_argument("--template-fasta", default=None,
+                   help="FASTA of templates (plain, gzip or - for stdin): N marks the positions to fill")
     p.add_argument("--batch-size", type=int, default=None, help="sequences per sampler call (default: all)")
     p.add_argument("--class", dest="label", default=None,
                    help="class name or index for a class-conditional model (e.g. --class coding)")
@@ -38,11 +43,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="extra sampler option, e.g. --option eta=0.02 (repeatable)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="output FASTA path (a JSON of statistics is written beside it)")
+    p.add_argument("--out", default=None,
+                   help="output path (a JSON of statistics is written beside it); default: FASTA on stdout")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output")
 
 
-def build_template(tokenizer, num: int, length: int, prefix: str | None, suffix: str | None, template_fasta: str | None):
-    """Long[num, length] with fixed tokens and mask_id elsewhere, or None."""
+def build_template(tokenizer, num: int, length: int, prefix: str | None, suffix: str | None, template_fasta: str | None,
+                   records: list[tuple[str, str]] | None = None):
+    """Long[num, length] with fixed tokens and mask_id elsewhere, or None.
+
+    N marks a position to fill, in --template-fasta records and in --prefix/--suffix alike."""
     import torch
 
     from dnadiff.data.records import read_fasta
@@ -54,7 +64,7 @@ def build_template(tokenizer, num: int, length: int, prefix: str | None, suffix:
         return None
     tmpl = torch.full((num, length), tokenizer.mask_id, dtype=torch.long)
     if template_fasta:
-        records = read_fasta(template_fasta, tokenizer)
+        records = records if records is not None else read_fasta(template_fasta, tokenizer)
         for i in range(num):
             name, seq = records[i % len(records)]
             if len(seq) != length:
@@ -66,32 +76,105 @@ def build_template(tokenizer, num: int, length: int, prefix: str | None, suffix:
     suf = tokenizer.encode(suffix, where="--suffix") if suffix else []
     if len(pre) + len(suf) > length:
         raise DnadiffError(f"--prefix and --suffix ({len(pre) + len(suf)} bases) do not fit in --length {length}")
+    n_id = getattr(tokenizer, "n_id", None)
     if pre:
-        tmpl[:, : len(pre)] = torch.tensor(pre)
+        tmpl[:, : len(pre)] = torch.tensor([tokenizer.mask_id if i == n_id else i for i in pre])
     if suf:
-        tmpl[:, length - len(suf):] = torch.tensor(suf)
+        tmpl[:, length - len(suf):] = torch.tensor([tokenizer.mask_id if i == n_id else i for i in suf])
     return tmpl
 
 
-def run(args: argparse.Namespace) -> int:
+def output_paths(out: str | None, kind: str) -> tuple[str | None, str | None]:
+    """(samples path, statistics JSON path) for --out; (None, None) when the samples go to stdout."""
     import os
+
+    from dnadiff.errors import DnadiffError
+
+    if out is None or out == "-":
+        return None, None
+    if os.path.isdir(out):
+        raise DnadiffError(f"{out}: is a directory, expected a file name (e.g. {os.path.join(out, 'samples.fa')})")
+    root, ext = os.path.splitext(out)
+    if kind == "text" and ext.lower() in (".fa", ".fasta", ".fna", ".fas"):
+        raise DnadiffError(f"--out {out}: a text model writes .jsonl or .txt samples, not FASTA")
+    stats = root + ".json"
+    if os.path.abspath(stats) == os.path.abspath(out):
+        raise DnadiffError(f"--out {out}: the samples and their statistics ({stats}) would be the same file")
+    return out, stats
+
+
+def format_samples(records: list[tuple[str, str]], kind: str, path: str | None) -> str:
+    """FASTA for DNA; for text, JSONL (stdout or .jsonl) or plain text blocks (.txt)."""
+    import io
+    import json
+
+    if kind == "dna":
+        from Bio import SeqIO
+        from Bio.Seq import Seq
+        from Bio.SeqRecord import SeqRecord
+
+        buf = io.StringIO()
+        recs = [SeqRecord(Seq(seq), id=name.partition(" ")[0], description=name.partition(" ")[2]) for name, seq in records]
+        SeqIO.FastaIO.FastaWriter(buf, wrap=60).write_file(recs)
+        return buf.getvalue()
+    if path is not None and path.lower().endswith(".txt"):
+        return "".join(f"### {name}\n{text}\n\n" for name, text in records)
+    return "".join(json.dumps({"id": name.partition(" ")[0], "description": name.partition(" ")[2], "text": text},
+                              ensure_ascii=False) + "\n" for name, text in records)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+    import sys
     import time
 
     import torch
     from tqdm.auto import tqdm
 
-    from dnadiff.checkpoint import load_for_inference
+    from dnadiff.checkpoint import load_config_of, load_for_inference, official_kind
+    from dnadiff.commands.checks import check_sampler_options
     from dnadiff.config import parse_overrides
-    from dnadiff.data.records import write_fasta
+    from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.logs import log, progress_enabled
+    from dnadiff.utils import format_table, recover_together, refuse_existing, write_together
 
+    # ---- everything the user typed is checked before the model is loaded
     if args.num <= 0:
         raise DnadiffError(f"--num must be positive, got {args.num}")
+    if args.length is not None and args.length <= 0:
+        raise DnadiffError(f"--length must be positive, got {args.length}")
     if args.steps is not None and args.steps <= 0:
         raise DnadiffError(f"--steps must be positive, got {args.steps}")
     if args.batch_size is not None and args.batch_size <= 0:
         raise DnadiffError(f"--batch-size must be positive, got {args.batch_size}")
+    if args.prefix == "" or args.suffix == "":
+        raise DnadiffError("--prefix/--suffix: empty sequence")
+    if args.template_fasta and (args.prefix or args.suffix):
+        raise DnadiffError("--template-fasta excludes --prefix/--suffix")
+    cfg = None if official_kind(args.model_dir) else load_config_of(args.model_dir)
+    kind = cfg.tokenizer.kind if cfg is not None else "dna"
+    autoregressive = cfg is not None and cfg.objective.name == "ar"
+    out, stats_path = output_paths(args.out, kind)
+    if out is not None:
+        recover_together([out, stats_path])  # a killed earlier run: finish its pair, drop its temp files
+        refuse_existing([out, stats_path], args.force)
+    options = parse_overrides(args.option)
+    if args.temperature != 1.0:
+        options["temperature"] = args.temperature
+    if args.top_p != 1.0:
+        options["top_p"] = args.top_p
+    sampler_name = args.sampler or (cfg.sample.sampler if cfg is not None else "ancestral")
+    check_sampler_options(sampler_name, options, autoregressive=autoregressive)
+    if not autoregressive:  # the sampler's own value checks (temperature > 0, ...) before the model loads
+        from dnadiff.samplers import build_sampler
+
+        build_sampler(sampler_name, **options, **({"steps": args.steps} if args.steps else {}))
+    if (args.prefix or args.suffix or args.template_fasta) and kind != "dna":
+        raise DnadiffError("--prefix/--suffix/--template-fasta need a DNA model")
+    template_records = read_fasta(args.template_fasta) if args.template_fasta else None
+
     model = load_for_inference(args.model_dir)
     length = args.length or model.config.sample.length
     if length <= 0:
@@ -99,12 +182,8 @@ def run(args: argparse.Namespace) -> int:
     max_len = getattr(model.backbone.config, "l_max", None) or getattr(model.backbone.config, "max_seq_len", None)
     if max_len and length > max_len and (args.sampler or model.config.sample.sampler) != "semi_ar":
         raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler semi_ar")
-    options = parse_overrides(args.option)
-    if args.temperature != 1.0:
-        options["temperature"] = args.temperature
-    if args.top_p != 1.0:
-        options["top_p"] = args.top_p
-    template = build_template(model.tokenizer, args.num, length, args.prefix, args.suffix, args.template_fasta)
+    template = build_template(model.tokenizer, args.num, length, args.prefix, args.suffix, args.template_fasta,
+                              template_records)
     if args.rc_symmetric:
         if model.tokenizer.kind != "dna":
             raise DnadiffError("--rc-symmetric needs a DNA model")
@@ -112,9 +191,26 @@ def run(args: argparse.Namespace) -> int:
 
     chunk = args.batch_size or args.num
     samples, nfe, steps_used, smp = [], 0, 0, None
+    # the bar counts denoising steps (network calls of the sampler), not batches
+    steps = length if (model.is_autoregressive or sampler_name == "first_hitting") else (args.steps or model.config.sample.steps)
+    per_step = (2 if args.rc_symmetric else 1) * (2 if args.label is not None and args.guidance else 1)
+    batches = -(-args.num // chunk)
+    bar = None  # opened at the first network call: an early error stays the only line on stderr
+    calls = [0]
+
+    def on_forward(*_):
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=steps * batches, desc="sampling", unit="step", file=sys.stderr,
+                       disable=not progress_enabled(), dynamic_ncols=True)
+        calls[0] += 1
+        if calls[0] % per_step == 0:
+            bar.update(1)
+
+    hook = model.backbone.register_forward_hook(on_forward)
     start = time.time()
     try:
-        for i in tqdm(range(0, args.num, chunk), desc="sampling", unit="batch"):
+        for i in range(0, args.num, chunk):
             n = min(chunk, args.num - i)
             tmpl = template[i : i + n] if template is not None else None
             x, smp = model.generate(n, length, sampler=args.sampler, steps=args.steps, template=tmpl,
@@ -125,18 +221,18 @@ def run(args: argparse.Namespace) -> int:
             steps_used = max(steps_used, smp.last_steps)
     except TypeError as exc:
         raise DnadiffError(f"sampler option: {exc}") from None
+    finally:
+        hook.remove()
+        if bar is not None:
+            bar.total = bar.n  # cached/first-hitting samplers may skip calls: end the bar where it is
+            bar.close()
     wall = time.time() - start
     x = torch.cat(samples)
     texts = model.decode(x)
     name = smp.name
     tag = f" class={args.label} guidance={args.guidance}" if args.label is not None else ""
     records = [(f"sample_{i} sampler={name} length={length} seed={args.seed}{tag}", s) for i, s in enumerate(texts)]
-    if model.tokenizer.kind == "dna":
-        write_fasta(args.out, records)
-    else:
-        from dnadiff.utils import atomic_write
-
-        atomic_write(args.out, "".join(f">{r}\n{s}\n" for r, s in records))
+    body = format_samples(records, model.tokenizer.kind, out)
     stats = {
         "model": str(args.model_dir), "sampler": name,
         "num": args.num, "length": length, "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
@@ -146,12 +242,19 @@ def run(args: argparse.Namespace) -> int:
         "steps": smp.steps if name not in ("first_hitting", "autoregressive") else None,
         "steps_used": steps_used, "eps": None if name == "autoregressive" else smp.eps,
         "seed": args.seed, "seed_stream": "per-sequence counter-based (independent of --batch-size)",
-        "class": args.label, "guidance": args.guidance, "out": args.out,
+        "class": args.label, "guidance": args.guidance, "out": out or "-",
     }
-    stats_path = os.path.splitext(args.out)[0] + ".json"
-    write_json(stats_path, stats)
-    print(format_table([{k: v for k, v in stats.items() if k not in ("model", "out")}]))
-    print(f"\nwrote {args.out} and {stats_path}")
+    table = format_table([{k: v for k, v in stats.items() if k not in ("model", "out")}])
+    if out is None:
+        sys.stdout.write(body)
+        sys.stdout.flush()
+        log.info("%s", table)
+        return 0
+    from dnadiff.utils import _json_default
+
+    write_together([(out, body), (stats_path, json.dumps(stats, indent=2, default=_json_default) + "\n")])
+    log.info("%s", table)
+    log.info("\nwrote %s and %s", out, stats_path)
     return 0
 
 

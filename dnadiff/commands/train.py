@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+USAGE = "dnadiff train [options] CONFIG [key=value ...]   (CONFIG required, overrides optional)"
 HELP = "train a model from a YAML config (writes runs/NAME/ with a model directory inside)"
 DESCRIPTION = """Train a model from a YAML config; any key can be overridden as key=value.
 
@@ -17,25 +18,30 @@ model.init_from=DIR (a dnadiff model directory or an official Caduceus/HyenaDNA 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="YAML config file (or a name under configs/, e.g. experiments/tiny_dna_mdlm)")
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.lr=1e-3 model.preset=dna-467k")
+    p.add_argument("config", nargs="?", default=None,
+                   help="required: YAML config file (or a name under configs/, e.g. experiments/tiny_dna_mdlm)")
+    p.add_argument("overrides", nargs="*", default=[],
+                   help="optional key=value overrides, e.g. train.lr=1e-3 model.preset=dna-467k")
     p.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     p.add_argument("--run-dir", default=None, help="run directory (default: OUT_DIR/NAME from the config)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from dnadiff.commands.checks import check_train_inputs
     from dnadiff.config import RunConfig, load_config
     from dnadiff.errors import DnadiffError
+    from dnadiff.logs import log
     from dnadiff.training import train
     from dnadiff.utils import format_table
 
     if args.resume and args.overwrite:
         raise DnadiffError("--resume and --overwrite exclude each other")
     cfg = load_config(RunConfig, args.config, args.overrides)
+    check_train_inputs(cfg)  # data, tokenizer, sampler: refused before Lightning starts
     result = train(cfg, resume=args.resume, overwrite=args.overwrite, run_dir=args.run_dir)
     print(format_table([{k: v for k, v in result.metrics.items()}]))
-    print(f"\nmodel directory: {result.model_dir}\nrun directory:   {result.run_dir}")
+    log.info("\nmodel directory: %s\nrun directory:   %s", result.model_dir, result.run_dir)
     return 0
 
 

@@ -49,9 +49,11 @@ class Genome:
 
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
-        if not os.path.isfile(self.path):
+        if self.path != "-" and not os.path.isfile(self.path):
             raise DnadiffError(f"{self.path}: genome FASTA not found{data_root_hint(self.path)}")
-        self._check_header()
+        if self.path != "-":
+            self._check_header()
+        self.path = seekable_genome(self.path)  # stdin or plain gzip: a bgzip-free copy in the cache
         self._fasta = None
         self._pid = None
         fa = self._open()
@@ -75,14 +77,18 @@ class Genome:
         if self._fasta is None or self._pid != os.getpid():
             import pyfaidx
 
-            # Use a shipped index as is (read-only data folders; git drops mtimes), else build one.
+            # Use a shipped index as is (read-only data folders; git drops mtimes), else one in the cache:
+            # never a new file beside the user's genome (read-only folders work, failures leave nothing).
             has_index = os.path.exists(self.path + ".fai") and (
                 not self.path.endswith(".gz") or os.path.exists(self.path + ".gzi")
             )
             try:
+                names = {} if has_index else _cached_index(self.path)
                 self._fasta = pyfaidx.Fasta(
-                    self.path, rebuild=not has_index, sequence_always_upper=True, as_raw=True
+                    self.path, rebuild=False, sequence_always_upper=True, as_raw=True, **names
                 )
+            except DnadiffError:
+                raise
             except pyfaidx.UnsupportedCompressionFormat:
                 raise DnadiffError(
                     f"{self.path}: gzip genomes must be bgzip-compressed (use `bgzip`), or decompress it"
@@ -106,6 +112,133 @@ class Genome:
         state["_fasta"] = None  # file handles do not cross process boundaries
         state["_pid"] = None
         return state
+
+
+def _file_key(path: str) -> str:
+    import hashlib
+
+    st = os.stat(path)
+    return hashlib.sha1(f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
+def _cached_index(path: str) -> dict[str, str]:
+    """pyfaidx index names in dnadiff's cache for `path`, built there first if missing.
+
+    Built in a temporary folder that is renamed into place, so a killed or failed build never
+    leaves a partial index that a later run would trust.
+    """
+    import shutil
+    import tempfile
+
+    import pyfaidx
+
+    from dnadiff.utils import cache_dir
+
+    root = cache_dir("genome_index")
+    final = os.path.join(root, _file_key(path))
+    base = os.path.basename(path)
+    names = {"indexname": os.path.join(final, base + ".fai"), "gzi_indexname": os.path.join(final, base + ".gzi")}
+    if os.path.isfile(names["indexname"]):
+        return names
+    try:
+        os.makedirs(root, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".build-", dir=root)
+    except OSError as exc:
+        raise DnadiffError(f"{root}: cannot write the genome index cache ({exc.strerror}); set DNADIFF_CACHE") from None
+    try:
+        fa = pyfaidx.Fasta(path, indexname=os.path.join(tmp, base + ".fai"),
+                           gzi_indexname=os.path.join(tmp, base + ".gzi"), sequence_always_upper=True, as_raw=True)
+        fa.close()
+        try:
+            os.replace(tmp, final)
+        except OSError:  # another process built it first
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return names
+
+
+def seekable_genome(path: str) -> str:
+    """`path` itself when pyfaidx can index it (plain or bgzip); a cached plain copy for stdin (`-`)
+    or a plain-gzip file, keyed by content (stdin) or by path, size and mtime (gzip)."""
+    import hashlib
+    import shutil
+    import sys
+    import tempfile
+
+    from dnadiff.utils import cache_dir
+
+    if path != "-":
+        with open(path, "rb") as fh:
+            head = fh.read(18)
+        if head[:2] != b"\x1f\x8b" or _is_bgzf(head):
+            return path
+    root = cache_dir("genomes")
+    if path != "-" and os.path.isfile(os.path.join(root, _file_key(path) + ".fa")):
+        return os.path.join(root, _file_key(path) + ".fa")  # decompressed before
+    try:
+        os.makedirs(root, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".copy-", suffix=".tmp", dir=root)
+    except OSError as exc:
+        raise DnadiffError(f"{root}: cannot write the genome cache ({exc.strerror}); set DNADIFF_CACHE") from None
+    digest = hashlib.sha1()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            src = sys.stdin.buffer if path == "-" else open(path, "rb")
+            try:
+                raw = src.read(2)
+                rest = src
+                if raw == b"\x1f\x8b":  # gzip (also a bgzip stream on stdin): decompress while copying
+                    rest = gzip.GzipFile(fileobj=_Prepend(raw, src), mode="rb")
+                    raw = b""
+                if raw:
+                    digest.update(raw)
+                    out.write(raw)
+                while True:
+                    block = rest.read(1 << 20)
+                    if not block:
+                        break
+                    digest.update(block)
+                    out.write(block)
+            except (OSError, EOFError) as exc:
+                raise DnadiffError(f"{path if path != '-' else 'stdin'}: cannot read genome ({exc})") from None
+            finally:
+                if src is not sys.stdin.buffer:
+                    src.close()
+        key = digest.hexdigest()[:16] if path == "-" else _file_key(path)
+        final = os.path.join(root, key + ".fa")
+        if os.path.isfile(final):  # the same content as before: keep the copy (and its cached index)
+            os.remove(tmp)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    with open(final, "rb") as fh:
+        if fh.read(1) != b">":
+            raise DnadiffError(f"{'stdin' if path == '-' else path}: not a FASTA file (first character is not '>')")
+    return final
+
+
+def _is_bgzf(head: bytes) -> bool:
+    """BGZF: gzip with the FEXTRA flag and a 'BC' extra subfield (SAM spec, section 4.1)."""
+    return len(head) >= 14 and head[3] & 4 != 0 and head[12:14] == b"BC"
+
+
+class _Prepend:
+    """A byte stream with some bytes already read put back in front (for gzip.GzipFile)."""
+
+    def __init__(self, first: bytes, rest):
+        self._first, self._rest = first, rest
+
+    def read(self, size: int = -1) -> bytes:
+        head, self._first = self._first, b""
+        if size is not None and 0 <= size <= len(head):
+            head, self._first = head[:size], head[size:]
+            return head
+        more = self._rest.read(-1 if size is None or size < 0 else size - len(head))
+        return head + more
 
 
 def read_bed(path: str | os.PathLike, genome: Genome | None = None) -> list[Interval]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import zlib
 from typing import Iterable
 
 from dnadiff.errors import DnadiffError
@@ -13,20 +14,28 @@ from dnadiff.utils import atomic_write
 
 
 def read_fasta(path: str | os.PathLike, tokenizer: DNATokenizer | None = None) -> list[tuple[str, str]]:
-    """[(id, SEQUENCE)] upper-cased and validated; Windows line endings and lower case are fine."""
+    """[(id, SEQUENCE)] upper-cased and validated; Windows line endings, lower case and gzip are fine.
+
+    `-` reads standard input."""
     from Bio import SeqIO
 
     path = str(path)
-    if not os.path.isfile(path):
+    if path != "-" and not os.path.isfile(path):
         raise DnadiffError(f"{path}: FASTA file not found")
     tokenizer = tokenizer or DNATokenizer()
     try:
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == b"\x1f\x8b"
-        opener = gzip.open if gz else open
-        with opener(path, "rb") as fh:
-            text = fh.read().decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
-    except (OSError, EOFError) as exc:
+        if path == "-":  # standard input (plain or gzip)
+            import sys
+
+            raw = sys.stdin.buffer.read()
+            path = "stdin"
+        else:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        if raw[:2] == b"\x1f\x8b":  # gzip or bgzip
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    except (OSError, EOFError, zlib.error) as exc:
         raise DnadiffError(f"{path}: cannot read ({exc})") from None
     stripped = text.lstrip()
     if not stripped:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dnadiff.config import _check, load_config
+from dnadiff.config import _check, check_trainer_values, load_config
 
 PROTOCOLS = ("paper", "kfold")
 
@@ -89,7 +89,7 @@ class FinetuneTrainConfig:
     devices: Any = 1
     deterministic: bool = True
     progress: bool = True
-    threads: Optional[int] = None  # torch CPU threads (None: torch's default); 1 helps on a busy shared CPU
+    threads: Optional[int] = None  # torch CPU threads (None: the physical cores available to the process)
 
     def __post_init__(self):
         _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
@@ -103,6 +103,7 @@ class FinetuneTrainConfig:
         _check(self.threads is None or self.threads > 0, "train.threads", f"must be > 0 or null, got {self.threads}")
         _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
                "must be > 0 or null")
+        check_trainer_values(self)
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ def build_split_dataset(cfg: RunConfig, tokenizer, split: str, mode: str = "tile
     """A data set of fixed-length {input_ids, attention_mask} items for one split."""
     if cfg.data.kind == "genome":
         fasta, bed = genome_paths(cfg)
+        read_bed(bed)  # a malformed BED fails before the genome is opened (and indexed)
         genome = Genome(fasta)
         intervals = read_bed(bed, genome)
         try:

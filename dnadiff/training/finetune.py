@@ -96,8 +96,11 @@ def quiet_lightning() -> None:
     """Per-run Lightning banners (GPU available, tips) would repeat for every seed: keep warnings only."""
     import logging
 
+    from dnadiff.logs import quiet_libraries
+
     for name in ("lightning", "lightning.pytorch", "lightning.fabric", "lightning_fabric"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_libraries(logging.WARNING)  # and the LeafSpec deprecation warning raised from inside Lightning
 
 
 @dataclass

@@ -174,9 +174,10 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
     """
     import torch
 
+    from dnadiff.utils import available_cores
+
     threads = torch.get_num_threads()
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+    torch.set_num_threads(cfg.train.threads or available_cores())  # null: the physical cores this process may use
     try:
         return _run_finetune(cfg, out_dir, echo, resume)
     finally:

@@ -22,6 +22,7 @@ import torch
 
 from dnadiff.config import RunConfig, replace, save_config
 from dnadiff.errors import DnadiffError
+from dnadiff.logs import log, quiet_libraries
 
 
 @dataclass
@@ -36,6 +37,19 @@ def resolve_precision(precision: str) -> str:
     if precision == "auto":
         return "bf16-mixed" if torch.cuda.is_available() else "32-true"
     return {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}.get(str(precision), str(precision))
+
+
+def resolve_threads(cfg: RunConfig) -> RunConfig:
+    """train.threads: null -> the physical cores this process may use (recorded in the run's config).
+
+    torch's own default (every logical CPU of the machine) oversubscribes a shared machine: one
+    100-step run took 642 s that later took 65 s with threads matched to the free cores.
+    """
+    if cfg.train.threads:
+        return cfg
+    from dnadiff.utils import available_cores
+
+    return replace(cfg, **{"train.threads": available_cores()})
 
 
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
@@ -94,7 +108,13 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> Path | Non
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     if resume:
         if not ckpt.is_file():
-            raise DnadiffError(f"{run_dir}: nothing to resume (no checkpoints/last.ckpt)")
+            if not (run_dir / "config.yaml").is_file():
+                raise DnadiffError(f"{run_dir}: nothing to resume (no checkpoints/last.ckpt)")
+            # a run killed before its first checkpoint: nothing of it can be continued, so start it afresh
+            log.warning("%s: no checkpoint yet (killed before the first one): starting the run afresh", run_dir)
+            shutil.rmtree(run_dir)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            return None
         for stale in ckpt.parent.glob(".*.tmp"):  # half-written checkpoints of a killed run
             stale.unlink(missing_ok=True)
         return ckpt
@@ -123,24 +143,33 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
            callbacks: list | None) -> TrainResult:
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+    from lightning.pytorch.loggers import TensorBoardLogger
 
     from dnadiff.checkpoint import save_model_dir
     from dnadiff.data.tokenizer_training import ensure_tokenizer
     from dnadiff.tokenizers import build_tokenizer
+    from dnadiff.logs import progress_enabled
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
+    from dnadiff.training.csv_log import SessionCSVLogger
+    from dnadiff.training.progress import StartMessage, StepProgressBar
     from dnadiff.training.data import StreamDataModule
     from dnadiff.training.module import DiffusionLitModule
     from dnadiff.training.plots import plot_loss_curve
 
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
+    quiet_libraries()
     ckpt_path = _prepare_run_dir(run_dir, resume, overwrite)
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+    resume = ckpt_path is not None  # --resume of a run without a checkpoint starts afresh
+    cfg = resolve_threads(cfg)
+    torch.set_num_threads(cfg.train.threads)
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
     ensure_tokenizer(cfg)  # tokenizer.train: built from the training text on first use
     tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
     cfg, backbone = build_backbone_for(cfg, tokenizer)
+    l_max = getattr(getattr(backbone, "config", None), "l_max", None)
+    if isinstance(l_max, int) and cfg.data.seq_len > l_max:  # refused now, not at the first forward pass
+        raise DnadiffError(f"data.seq_len: {cfg.data.seq_len} exceeds the model's l_max {l_max} "
+                           f"({cfg.model.backbone}); lower data.seq_len or raise model.overrides.l_max")
     if not resume:
         save_config(cfg, run_dir / "config.yaml")
     module = DiffusionLitModule(cfg, backbone, tokenizer)
@@ -152,6 +181,9 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
             raise DnadiffError(f"{ckpt_path}: cannot resume, not a readable weights-only checkpoint "
                                f"({type(exc).__name__}: {str(exc).splitlines()[0][:100]})") from None
         data.consumed_samples = int(state.get("dnadiff", {}).get("micro_step", 0)) * cfg.train.batch_size
+        resume_step = int(state.get("global_step", 0))
+    else:
+        resume_step = None
 
     t = cfg.train
     checkpointing = ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}", every_n_train_steps=t.ckpt_every,
@@ -162,10 +194,16 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
         precision=resolve_precision(cfg.train.precision), accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
         strategy=t.strategy, use_distributed_sampler=False,
         val_check_interval=t.val_every * t.accumulate, check_val_every_n_epoch=None, limit_val_batches=t.val_batches,
-        num_sanity_val_steps=0, log_every_n_steps=t.log_every, enable_progress_bar=t.progress,
+        num_sanity_val_steps=0, log_every_n_steps=t.log_every, enable_progress_bar=t.progress and progress_enabled(),
         enable_model_summary=False, default_root_dir=str(run_dir),
-        logger=[CSVLogger(str(run_dir), name="logs", version=""), TensorBoardLogger(str(run_dir), name="tb", version="")],
-        callbacks=[checkpointing, *(callbacks or [])], plugins=[AtomicCheckpointIO()],
+        logger=[SessionCSVLogger(str(run_dir), resume_step=resume_step, name="logs", version=""),
+                TensorBoardLogger(str(run_dir), name="tb", version="")],
+        callbacks=[checkpointing, *([StepProgressBar()] if t.progress and progress_enabled() else []),
+                   StartMessage(f"{cfg.name}: {t.threads} CPU thread{'s' if t.threads != 1 else ''} (train.threads), "
+                                f"{t.max_steps} steps of batch {t.batch_size}" + (f", resuming at step {resume_step}"
+                                                                                  if resume_step is not None else "")),
+                   *(callbacks or [])],
+        plugins=[AtomicCheckpointIO()],
     )
     start = time.time()
     trainer.fit(module, datamodule=data, ckpt_path=str(ckpt_path) if ckpt_path else None)

@@ -1,0 +1,115 @@
+"""A training progress bar that counts optimizer steps: `train 120/1000 steps  14.2 step/s  loss 1.43  val 1.39`.
+
+Lightning's default bars count batches per epoch; with `max_epochs=-1` (a step-bounded stream)
+they print `Epoch 0/-2`, their it/s counts micro-batches (not optimizer steps under gradient
+accumulation) and the rich table truncates the validation column. This bar shows the run's own
+unit: optimizer steps out of `train.max_steps`, steps per second, the last training loss and the
+last validation bound, on one stderr line; validation gets a short transient bar of its batches.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
+from tqdm.auto import tqdm
+
+from dnadiff.logs import log
+
+
+def _fmt(value: Any) -> str:
+    try:
+        return f"{float(value):.4g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class StepProgressBar(ProgressBar):
+    """tqdm bar over optimizer steps (global_step / max_steps) plus a transient validation bar."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._enabled = True
+        self._bar = None
+        self._val_bar = None
+        self._last_step = 0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def _postfix(self, trainer) -> str:
+        metrics = trainer.callback_metrics
+        parts = []
+        if "train/loss" in metrics:
+            parts.append(f"loss {_fmt(metrics['train/loss'])}")
+        if "val/nats_per_token" in metrics:
+            parts.append(f"val {_fmt(metrics['val/nats_per_token'])} nats/token")
+        return "  ".join(parts)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if not self._enabled or not trainer.is_global_zero:
+            return
+        self._last_step = int(trainer.global_step)
+        self._bar = tqdm(total=int(trainer.max_steps), initial=self._last_step, desc="train", unit="step",
+                         dynamic_ncols=True, file=sys.stderr, leave=True, smoothing=0.1)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._bar is None:
+            return
+        step = int(trainer.global_step)
+        if step != self._last_step:  # an optimizer step happened (accumulation: every k batches)
+            self._bar.update(step - self._last_step)
+            self._last_step = step
+            self._bar.set_postfix_str(self._postfix(trainer), refresh=False)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if not self._enabled or not trainer.is_global_zero or trainer.sanity_checking:
+            return
+        total = self.trainer.num_val_batches
+        total = int(sum(total)) if isinstance(total, (list, tuple)) else int(total)
+        self._val_bar = tqdm(total=total or None, desc="validate", unit="batch", dynamic_ncols=True,
+                             file=sys.stderr, leave=False, position=1 if self._bar is not None else 0)
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if self._val_bar is not None:
+            self._val_bar.update(1)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if self._val_bar is not None:
+            self._val_bar.close()
+            self._val_bar = None
+        if self._bar is not None:
+            self._bar.set_postfix_str(self._postfix(trainer), refresh=True)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(self._postfix(trainer), refresh=True)
+            self._bar.close()
+            self._bar = None
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        for bar in (self._val_bar, self._bar):
+            if bar is not None:
+                bar.close()
+        self._bar = self._val_bar = None
+
+
+class StartMessage(Callback):
+    """Logs one line when training really starts (after data and model setup, so a setup error stays
+    the only line the user sees)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero:
+            log.info("%s", self.message)

@@ -1,0 +1,203 @@
+"""Issue 16 items 8, 14, 15 and 16: file modes follow the umask, OS faults give one line and no
+partial files, failures leave nothing new, genome indexes go to a cache, samples and their
+statistics are written as a pair."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import json
+import os
+import stat
+
+import pytest
+
+from dnadiff.cli import main
+from dnadiff.data import bundled_genome, read_fasta
+import dnadiff.utils as utils
+
+from cli_model import tiny_model_dir
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return tiny_model_dir(tmp_path_factory.mktemp("files"))
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.fixture
+def umask():
+    old = os.umask(0o022)
+    yield lambda m: os.umask(m)
+    os.umask(old)
+
+
+# ----------------------------------------------------------------------------- item 8: modes
+
+
+def test_atomic_write_follows_the_umask(tmp_path, umask):
+    umask(0o022)
+    utils.atomic_write(tmp_path / "a.txt", "x")
+    assert _mode(tmp_path / "a.txt") == 0o644  # before the fix: 0o600 (mkstemp's mode leaked)
+    umask(0o027)
+    utils.atomic_write(tmp_path / "b.txt", "x")
+    assert _mode(tmp_path / "b.txt") == 0o640
+
+
+def test_command_outputs_are_group_readable(model, tmp_path, umask):
+    umask(0o022)
+    out = tmp_path / "s.fa"
+    assert main(["sample", model, "-n", "1", "--length", "8", "--steps", "2", "--out", str(out)]) == 0
+    assert _mode(out) == 0o644 and _mode(tmp_path / "s.json") == 0o644
+    assert _mode(model) == 0o755 and _mode(os.path.join(model, "model.safetensors")) == 0o644
+
+
+# ----------------------------------------------------------------------------- item 14: OS faults
+
+
+def _fault(code):
+    def raiser(*a, **k):
+        raise OSError(code, os.strerror(code))
+    return raiser
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_sample_os_fault_is_one_line_and_leaves_nothing(model, tmp_path, capsys, monkeypatch, code):
+    out = tmp_path / "o" / "s.fa"
+    out.parent.mkdir()
+    monkeypatch.setattr(os, "fsync", _fault(code))  # the disk fills (or turns read-only) while writing
+    assert main(["sample", model, "-n", "1", "--length", "8", "--steps", "2", "--out", str(out), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and str(out) in err and os.strerror(code) in err
+    assert list(out.parent.iterdir()) == []  # no samples, no statistics, no temp files
+
+
+def test_read_only_output_folder_is_one_line(model, tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "mkstemp", _fault(errno.EROFS))
+    out = tmp_path / "e.json"
+    recs = tmp_path / "r.fa"
+    recs.write_text(">a\nACGTACGTAC\n")
+    assert main(["eval", model, "--records", str(recs), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"error: {out}: cannot write (Read-only file system)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.fa"]
+
+
+def test_training_on_a_full_disk_is_one_line_and_leaves_no_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(os, "fsync", _fault(errno.ENOSPC))
+    rc = main(["train", "experiments/tiny_dna_mdlm", f"out_dir={tmp_path}", "data.seq_len=32", "train.batch_size=2",
+               "train.max_steps=2", "train.ckpt_every=1", "train.val_every=100", "train.progress=false", "-q"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "No space left on device" in err and str(tmp_path) in err
+    assert list(tmp_path.iterdir()) == []  # before: 9 files of a half-made run
+
+
+# ----------------------------------------------------------------------------- item 15
+
+
+def _small_genome(folder):
+    fasta, _ = bundled_genome()
+    seq = gzip.open(fasta, "rt").read().split("\n", 1)[1].replace("\n", "").upper()
+    start = seq.index("ACGT" if "ACGT" in seq else "A")
+    seq = seq[start:start + 60_000]  # real bases, not the N gap at the chromosome start
+    path = folder / "g.fa"
+    path.write_text(">chr22\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
+    return path
+
+
+def test_eval_with_a_malformed_bed_leaves_no_file(model, tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DNADIFF_CACHE", str(cache))
+    data = tmp_path / "data"
+    data.mkdir()
+    genome = _small_genome(data)
+    bed = data / "bad.bed"
+    bed.write_text("chr22\t100\tnotanumber\ttest\n")
+    assert main(["eval", model, "--fasta", str(genome), "--bed", str(bed), "--out", str(tmp_path / "e.json")]) == 2
+    assert "start/end must be integers" in capsys.readouterr().err
+    assert sorted(p.name for p in data.iterdir()) == ["bad.bed", "g.fa"]  # before: g.fa.fai appeared here
+    assert not cache.exists() and not (tmp_path / "e.json").exists()
+
+
+def test_genome_index_goes_to_the_cache_not_beside_the_genome(model, tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DNADIFF_CACHE", str(cache))
+    data = tmp_path / "data"
+    data.mkdir()
+    genome = _small_genome(data)
+    (data / "r.bed").write_text("chr22\t0\t20000\ttrain\nchr22\t20000\t40000\ttest\n")
+    os.chmod(data, 0o555)  # a read-only data folder (root ignores the bits; the listing below is the check)
+    try:
+        assert main(["eval", model, "--fasta", str(genome), "--bed", str(data / "r.bed"), "--max-windows", "2",
+                     "--seq-len", "32"]) == 0
+    finally:
+        os.chmod(data, 0o755)
+    assert sorted(p.name for p in data.iterdir()) == ["g.fa", "r.bed"]
+    assert [p.name for p in cache.rglob("*.fai")] == ["g.fa.fai"]
+
+
+def test_eval_empty_requests_are_refused(model, tmp_path, capsys):
+    recs = tmp_path / "r.fa"
+    recs.write_text(">a\nACGTACGTAC\n")
+    for flag in ("--max-windows", "--seq-len", "--quadrature", "--T"):
+        assert main(["eval", model, "--records", str(recs), flag, "0"]) == 2
+        assert f"{flag} must be positive" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- item 16: the pair
+
+
+def test_pair_killed_before_commit_keeps_both_old_and_cleans_temps(tmp_path, monkeypatch):
+    fa, js = tmp_path / "x.fa", tmp_path / "x.json"
+    fa.write_text("old fa")
+    js.write_text("old json")
+    real = utils.atomic_write
+
+    def killed(path, data):  # the kill lands while the journal is written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(utils, "atomic_write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        utils.write_together([(fa, "new fa"), (js, "new json")])
+    monkeypatch.setattr(utils, "atomic_write", real)
+    assert fa.read_text() == "old fa" and js.read_text() == "old json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fa", "x.json"]
+
+
+def test_pair_killed_between_renames_is_rolled_forward(tmp_path, monkeypatch):
+    fa, js = tmp_path / "x.fa", tmp_path / "x.json"
+    fa.write_text("old fa")
+    js.write_text("old json")
+    real_replace = os.replace
+    calls = []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if str(dst) == str(js):  # killed after the samples were renamed, before the statistics
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        utils.write_together([(fa, "new fa"), (js, "new json")])
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert fa.read_text() == "new fa" and js.read_text() == "old json"  # the torn state a kill leaves...
+    utils.recover_together([fa, js])  # ...which the next run completes before anything else
+    assert fa.read_text() == "new fa" and js.read_text() == "new json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fa", "x.json"]
+
+
+def test_next_sample_run_cleans_stale_temps(model, tmp_path):
+    out = tmp_path / "x.fa"
+    (tmp_path / ".x.fa.abc123.tmp").write_text("half")
+    (tmp_path / ".x.json.def456.tmp").write_text("half")
+    assert main(["sample", model, "-n", "2", "--length", "8", "--steps", "2", "--out", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fa", "x.json"]
+    stats = json.loads((tmp_path / "x.json").read_text())
+    assert stats["num"] == len(read_fasta(out)) == 2
