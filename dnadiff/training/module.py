@@ -1,7 +1,9 @@
 """LightningModule wrapping one backbone + one objective; no math of its own.
 
-Determinism: before every micro-batch the global RNG is reseeded from (seed, micro-step), so the
-masks, times and dropout of step n are the same in a resumed run as in an uninterrupted one.
+Determinism: before every micro-batch the global RNG is reseeded from (seed, global micro-batch
+index G = micro-step · world + rank), so the masks, times and dropout of step n are the same in a
+resumed run as in an uninterrupted one, each rank draws its own noise, and a W-process run draws
+what a 1-process run with W times the accumulation draws (data.py numbers the batches the same way).
 The EMA weights (MDLM's decay schedule) are used for validation and exported at the end.
 """
 
@@ -35,8 +37,17 @@ class DiffusionLitModule(L.LightningModule):
         self.last_train_loss = float("nan")
 
     # ------------------------------------------------------------------ steps
+    def _world(self) -> tuple[int, int]:
+        trainer = self._trainer
+        return (int(trainer.global_rank), int(trainer.world_size)) if trainer is not None else (0, 1)
+
+    def global_micro_step(self) -> int:
+        """G of the coming micro-batch: the same numbering as the data stream's micro-batches."""
+        rank, world = self._world()
+        return self.micro_step * world + rank
+
     def _seed_step(self) -> None:
-        torch.manual_seed((self.cfg.train.seed * 1_000_003 + self.micro_step) % (2**63 - 1))
+        torch.manual_seed((self.cfg.train.seed * 1_000_003 + self.global_micro_step()) % (2**63 - 1))
 
     def training_step(self, batch, batch_idx):
         self._seed_step()
@@ -90,22 +101,30 @@ class DiffusionLitModule(L.LightningModule):
             self.ema.copy_to(self.backbone)
             self._ema_active = True
 
+    def _val_sharded(self) -> bool:
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        return bool(getattr(dm, "val_sharded", True))
+
     def validation_step(self, batch, batch_idx):
+        rank, world = self._world()
+        if self._val_sharded():  # this rank's batch_idx-th batch is batch batch_idx·W + rank of 1 process
+            batch_idx = batch_idx * world + rank
         gen = torch.Generator(device="cpu").manual_seed(self.cfg.train.seed + 7919 * batch_idx)
         out = self.model.objective.loss(self._denoiser_for(batch), batch["input_ids"], batch["attention_mask"], generator=gen)
         self._val_nll += out.nll.double().sum().cpu()
         self._val_tokens += out.num_tokens.double().sum().cpu()
 
     def on_validation_epoch_end(self) -> None:
-        if self.trainer.world_size > 1:  # NCCL gathers device tensors only
-            nll = self.all_gather(self._val_nll.to(self.device)).sum().cpu()
-            tok = self.all_gather(self._val_tokens.to(self.device)).sum().cpu()
+        if self.trainer.world_size > 1:  # NCCL gathers device tensors only; (W,) per quantity
+            sums = self.all_gather(torch.stack([self._val_nll, self._val_tokens]).to(self.device)).cpu()
+            sums = sums.reshape(-1, 2).sum(0)
+            nll, tok = sums[0], sums[1]  # unsharded: every rank added the same sums (the ratio is unchanged)
         else:
             nll, tok = self._val_nll, self._val_tokens
-        if tok > 0:
+        if tok > 0:  # the gathered value, logged on every rank (callbacks on any rank see the same number)
             per_tok = float(nll / tok)
-            self.log("val/nats_per_token", per_tok, prog_bar=True, sync_dist=False, rank_zero_only=True)
-            self.log("val/bits_per_token", per_tok / math.log(2), sync_dist=False, rank_zero_only=True)
+            self.log("val/nats_per_token", per_tok, prog_bar=True, sync_dist=False)
+            self.log("val/bits_per_token", per_tok / math.log(2), sync_dist=False)
         if self._ema_active:
             with torch.no_grad():
                 for n, p in self.backbone.named_parameters():
