@@ -72,7 +72,7 @@ def main() -> None:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--kill-at-step", type=int, default=None)
     p.add_argument("overrides", nargs="*")
-    args = p.parse_args()
+    args = p.parse_intermixed_args()
     out = Path(args.record_dir)
     out.mkdir(parents=True, exist_ok=True)
     real_save = checkpoint.save_model_dir

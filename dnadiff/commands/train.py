@@ -34,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("--resume and --overwrite exclude each other")
     cfg = load_config(RunConfig, args.config, args.overrides)
     result = train(cfg, resume=args.resume, overwrite=args.overwrite, run_dir=args.run_dir)
+    from dnadiff.training.rundir import launch_rank
+
+    if launch_rank() > 0:  # the other processes of a multi-process run: rank 0 prints the table
+        return 0
     print(format_table([{k: v for k, v in result.metrics.items()}]))
     print(f"\nmodel directory: {result.model_dir}\nrun directory:   {result.run_dir}")
     return 0
