@@ -59,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         overrides.append("train.progress=false")
     cfg = load_finetune_config(args.config, overrides)
     result = run_finetune(cfg, args.out, resume=args.resume)
+    from dnadiff.training.rundir import launch_rank
+
+    if launch_rank() > 0:  # the other processes of a multi-process job: rank 0 prints the table
+        return 0
     print()
     print(format_table(run_rows(result)))
     out = args.out or f"{cfg.out_dir}/{cfg.name}"
