@@ -138,6 +138,18 @@ class DiffusionLitModule(L.LightningModule):
         sched = build_scheduler(opt, t.lr_schedule, t.warmup_steps, t.max_steps, t.min_lr_ratio)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
+    def _fsdp_full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        trainer = self._trainer
+        if trainer is None or type(trainer.strategy).__name__ != "FSDPStrategy":
+            return None
+        from lightning.fabric.strategies.fsdp import _get_full_state_dict_context
+
+        root = trainer.strategy.model  # the FSDP-wrapped LightningModule
+        with _get_full_state_dict_context(root, world_size=trainer.world_size):
+            full = root.state_dict()  # rank 0: the whole model on the CPU; other ranks: empty
+        prefix = "backbone."
+        return {k[len(prefix):]: v for k, v in full.items() if k.startswith(prefix)}
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["dnadiff"] = {"micro_step": self.micro_step, "ema": self.ema.state_dict() if self.ema else None}
 
@@ -148,7 +160,11 @@ class DiffusionLitModule(L.LightningModule):
             self.ema.load_state_dict(state["ema"])
 
     def export_state_dict(self) -> dict[str, torch.Tensor]:
-        """The weights to ship: EMA when enabled, else the live ones (buffers always live)."""
+        """The weights to ship: EMA when enabled, else the live ones (buffers always live).
+        Called on every rank: under FSDP the full weights are gathered collectively (rank 0 gets them)."""
+        fsdp = self._fsdp_full_state_dict()
+        if fsdp is not None:
+            return fsdp
         state = {k: v.detach().clone() for k, v in self.backbone.state_dict().items()}
         if self.ema is not None:
             first_name = {}

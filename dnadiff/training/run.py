@@ -86,7 +86,7 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, rank: int = 0
     """Rank 0 checks, replaces or creates the run directory; other ranks only find the checkpoint."""
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     if resume:
-        if not ckpt.is_file():
+        if not ckpt.exists():  # a file, or a directory of shards (FSDP)
             raise DnadiffError(f"{run_dir}: nothing to resume (no checkpoints/last.ckpt)")
         if rank == 0:
             for stale in ckpt.parent.glob(".*.tmp"):  # half-written checkpoints of a killed run
@@ -150,7 +150,8 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     data = StreamDataModule(cfg, tokenizer)
     if ckpt_path is not None:  # where the data stream continues
         try:  # weights_only: a checkpoint holding anything but tensors and containers is refused
-            state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+            meta = ckpt_path / "meta.pt" if ckpt_path.is_dir() else ckpt_path  # FSDP shards: the rest is in meta.pt
+            state = torch.load(meta, map_location="cpu", weights_only=True)
         except Exception as exc:
             raise DnadiffError(f"{ckpt_path}: cannot resume, not a readable weights-only checkpoint "
                                f"({type(exc).__name__}: {str(exc).splitlines()[0][:100]})") from None

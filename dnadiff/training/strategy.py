@@ -84,12 +84,12 @@ def build_strategy(cfg: RunConfig) -> Any:
     name = cfg.train.strategy
     if name != "fsdp":
         return name
-    if _on_cpu(cfg):
-        raise DnadiffError(
-            "train.strategy=fsdp needs GPUs: with torch "
-            f"{torch.__version__.split('+')[0]} FSDP's CPU path fails in its mixed-precision and sharded "
-            "checkpoint code; use train.strategy=ddp (CPU, gloo) or train.accelerator=gpu"
-        )
+    if _on_cpu(cfg):  # Lightning 2.6: "The strategy `fsdp` requires a GPU accelerator"
+        raise DnadiffError("train.strategy: fsdp runs on GPUs only (Lightning has no CPU FSDP); "
+                           "use train.strategy=ddp on the CPU")
+    if cfg.train.ema > 0:  # the EMA copy is a full, unsharded copy kept outside FSDP's units
+        raise DnadiffError("train.ema: the EMA weights are not sharded by FSDP; set train.ema=0 with train.strategy=fsdp "
+                           "(or use ddp)")
     from lightning.pytorch.strategies import FSDPStrategy
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
