@@ -200,3 +200,19 @@ def test_per_step_reseed_differs_between_ranks():
     module.micro_step = 11  # 1 process: micro-batch 11 is rank 1's 6th micro-batch (G = 5 * 2 + 1)
     module._seed_step()
     assert torch.equal(torch.rand(8), draws[1])
+
+
+@pytest.mark.slow
+def test_ddp_spawn_exports_the_trained_model(runs, tmp_path):
+    """ddp_spawn trains in child processes; the model directory used to come from the untouched
+    parent (metrics.json: steps 0, loss NaN). Slow: one more 2-process launch (~30 s here)."""
+    proc = _launch([sys.executable, str(DRIVER), str(tmp_path / "run"), str(tmp_path / "rec"),
+                    "train.devices=2", "train.strategy=ddp_spawn"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
+    assert metrics["steps"] == 6 and metrics["train_loss_last"] == metrics["train_loss_last"]
+    assert json.loads((tmp_path / "rec" / "result0.json").read_text())["steps"] == 6  # the parent's train() result
+    spawned = read_weights(tmp_path / "run" / "model" / "model.safetensors")
+    reference = read_weights(runs.root / "cli" / "model" / "model.safetensors")
+    for k in reference:
+        assert torch.equal(spawned[k], reference[k]), k

@@ -36,6 +36,12 @@ class DiffusionLitModule(L.LightningModule):
         self._ema_active = False
         self.last_train_loss = float("nan")
 
+    def setup(self, stage: str) -> None:
+        # ddp_spawn hands this module to its children through shared memory: without a private copy,
+        # every rank would update one EMA shadow in place (W updates per step)
+        if self.ema is not None:
+            self.ema.shadow = {k: v.clone() for k, v in self.ema.shadow.items()}
+
     # ------------------------------------------------------------------ steps
     def _world(self) -> tuple[int, int]:
         trainer = self._trainer
