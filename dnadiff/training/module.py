@@ -10,6 +10,7 @@ The EMA weights (MDLM's decay schedule) are used for validation and exported at 
 from __future__ import annotations
 
 import math
+import warnings
 
 import lightning as L
 import torch
@@ -19,6 +20,11 @@ from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
 from dnadiff.training.ema import EMA
 from dnadiff.training.optim import build_optimizer, build_scheduler
+
+
+# the validation metrics are gathered by hand (on_validation_epoch_end), so Lightning's advice to
+# add sync_dist=True (an average of per-rank values) is wrong here: keep it off every rank's screen
+warnings.filterwarnings("ignore", message=r".*recommended to use `self\.log\('val/.*sync_dist=True", category=UserWarning)
 
 
 class NonFiniteLossError(DnadiffError):
