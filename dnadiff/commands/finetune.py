@@ -53,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = load_finetune_config(args.config, finetune_overrides(args))
     result = run_finetune(cfg, args.out, resume=args.resume)
+    from dnadiff.training.rundir import launch_rank
+
+    if launch_rank() > 0:  # the other processes of a multi-process job: rank 0 prints the table
+        return 0
     print(format_table(run_rows(result)))
     out = args.out or f"{cfg.out_dir}/{cfg.name}"
     log.info("\nmajority-class baseline %.4f; wall %.0f s", result["majority_baseline"], result["wall_s"])

@@ -40,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(RunConfig, args.config, args.overrides)
     check_train_inputs(cfg)  # data, tokenizer, sampler: refused before Lightning starts
     result = train(cfg, resume=args.resume, overwrite=args.overwrite, run_dir=args.run_dir)
+    from dnadiff.training.rundir import launch_rank
+
+    if launch_rank() > 0:  # the other processes of a multi-process run: rank 0 prints the table
+        return 0
     print(format_table([{k: v for k, v in result.metrics.items()}]))
     log.info("\nmodel directory: %s\nrun directory:   %s", result.model_dir, result.run_dir)
     return 0

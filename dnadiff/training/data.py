@@ -3,7 +3,13 @@
 Training sample g (0, 1, 2, ... over the whole run) is a pure function of (seed, g): a random
 crop for genomes, or element g of a per-epoch permutation for fixed data sets. The train loader
 starts at the sample after the last one consumed, so a resumed run sees exactly the batches an
-uninterrupted run would, and every rank of a distributed run takes its own stride of the stream.
+uninterrupted run would.
+
+Distributed runs: the stream is cut into micro-batches of `batch_size` samples, global micro-batch
+G = (samples G·B .. G·B + B - 1); rank r of W takes G = r, r + W, r + 2W, ... So at each optimizer step
+the W ranks together consume exactly the W·B samples that one process with accumulate = W consumes
+(the same global batch), and the per-step noise is seeded by G too (module.py): a 2-process run
+equals a 1-process run with twice the gradient accumulation.
 """
 
 from __future__ import annotations
@@ -39,11 +45,14 @@ class PermutedStream(Dataset):
 
 class RepeatedStream(IterableDataset):
     """An iterable (streaming) data set read round after round; this rank's samples are the stream
-    positions rank, rank + world, ... after the first `skip` (so a resumed run continues where the
-    last one stopped, given the same source files and worker count)."""
+    positions of its micro-batches (blocks of `block` positions, every world-th block from `rank`)
+    after the first `skip` (so a resumed run continues where the last one stopped, given the same
+    source files and worker count)."""
 
-    def __init__(self, base: IterableDataset, skip: int = 0, rank: int = 0, world: int = 1, limit: int | None = None):
+    def __init__(self, base: IterableDataset, skip: int = 0, rank: int = 0, world: int = 1, limit: int | None = None,
+                 block: int = 1):
         self.base, self.skip, self.rank, self.world, self.limit = base, skip, rank, world, limit
+        self.block = max(1, int(block))
 
     def __iter__(self):
         position, taken, empty_rounds = 0, 0, 0
@@ -51,7 +60,9 @@ class RepeatedStream(IterableDataset):
             seen_any = False
             for item in self.base:
                 seen_any = True
-                if position >= self.skip and (position - self.skip) % self.world == self.rank:
+                if position >= self.skip and ((position - self.skip) // self.block) % self.world == self.rank:
+                    if isinstance(item, dict):
+                        item = {**item, "sample_index": torch.tensor(position)}
                     yield item
                     taken += 1
                     if self.limit is not None and taken >= self.limit:
@@ -64,19 +75,44 @@ class RepeatedStream(IterableDataset):
 
 
 class StreamSampler(Sampler):
-    """Yields global sample indices start + rank, start + rank + world, ... below `total`."""
+    """Yields this rank's global sample indices: the micro-batches G = r, r + W, ... (G·B .. G·B + B - 1)
+    from sample `start` on (a multiple of W·B), below `total`; B = `block` (the batch size)."""
 
-    def __init__(self, total: int, start: int = 0, rank: int = 0, world: int = 1):
-        self.total, self.start, self.rank, self.world = total, start, rank, world
+    def __init__(self, total: int, start: int = 0, rank: int = 0, world: int = 1, block: int = 1):
+        self.total, self.start, self.rank, self.world, self.block = total, start, rank, world, max(1, int(block))
 
     def __iter__(self):
-        return iter(range(self.start + self.rank, self.total, self.world))
+        first = self.start // self.block + self.rank  # global micro-batch index
+        for g in range(first, self.total // self.block, self.world):
+            yield from range(g * self.block, (g + 1) * self.block)
 
     def __len__(self) -> int:
         # The whole stream's length, also when resuming at `start`: one epoch is the whole run, and on
         # resume Lightning restores its batch index within that epoch and stops at len(loader), so the
         # batches still to come are exactly len - restored index (what the iterator yields from start).
-        return max(0, (self.total - self.rank + self.world - 1) // self.world)
+        blocks = self.total // self.block
+        return max(0, (blocks - self.rank + self.world - 1) // self.world) * self.block
+
+
+class IndexedStream(Dataset):
+    """A map-style stream whose items also carry their global sample index (`sample_index`)."""
+
+    def __init__(self, base: Dataset):
+        self.base = base
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, g: int):
+        item = self.base[g]
+        return {**item, "sample_index": torch.tensor(g)} if isinstance(item, dict) else item
+
+
+def rank_batches(n: int, batch_size: int, rank: int, world: int) -> list[list[int]]:
+    """Validation batches of one rank: the batches b = rank, rank + world, ... of the 1-process
+    loader over n items (so the ranks together evaluate each item once, in the same batches)."""
+    starts = range(rank * batch_size, n, world * batch_size)
+    return [list(range(s, min(s + batch_size, n))) for s in starts]
 
 
 def genome_paths(cfg: RunConfig) -> tuple[str, str]:
@@ -159,6 +195,7 @@ class StreamDataModule(L.LightningDataModule):
         self.total_samples = t.max_steps * t.batch_size * t.accumulate
         self.train_set = None
         self.val_set = None
+        self.val_sharded = True
 
     def setup(self, stage: str | None = None) -> None:
         cfg = self.cfg
@@ -189,14 +226,21 @@ class StreamDataModule(L.LightningDataModule):
         rank = self.trainer.global_rank if self.trainer is not None else 0
         if isinstance(self.train_set, IterableDataset):
             stream = RepeatedStream(self.train_set, skip=self.consumed_samples * world, rank=rank, world=world,
-                                    limit=self.total_samples - self.consumed_samples)
+                                    limit=self.total_samples - self.consumed_samples, block=self.cfg.train.batch_size)
             return DataLoader(stream, batch_size=self.cfg.train.batch_size, drop_last=True,
                               num_workers=self.cfg.data.num_workers)
-        sampler = StreamSampler(len(self.train_set), start=self.consumed_samples * world, rank=rank, world=world)
-        return DataLoader(self.train_set, batch_size=self.cfg.train.batch_size, sampler=sampler,
+        sampler = StreamSampler(len(self.train_set), start=self.consumed_samples * world, rank=rank, world=world,
+                                block=self.cfg.train.batch_size)
+        return DataLoader(IndexedStream(self.train_set), batch_size=self.cfg.train.batch_size, sampler=sampler,
                           num_workers=self.cfg.data.num_workers, drop_last=True,
                           persistent_workers=self.cfg.data.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=self.cfg.train.batch_size, shuffle=False,
-                          num_workers=self.cfg.data.num_workers)
+        world = self.trainer.world_size if self.trainer is not None else 1
+        rank = self.trainer.global_rank if self.trainer is not None else 0
+        bs = self.cfg.train.batch_size
+        # fewer batches than ranks: every rank evaluates all of them (a rank without batches would
+        # never reach the gather); the module then averages instead of summing over ranks
+        self.val_sharded = -(-len(self.val_set) // bs) >= world
+        batches = rank_batches(len(self.val_set), bs, rank, world) if self.val_sharded else rank_batches(len(self.val_set), bs, 0, 1)
+        return DataLoader(self.val_set, batch_sampler=batches, num_workers=self.cfg.data.num_workers)

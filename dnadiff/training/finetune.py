@@ -4,6 +4,12 @@ One run = one (learning rate, seed, train/valid split): train for `epochs`, eval
 accuracy after every epoch, keep the weights of the best epoch (a copy in memory; strictly
 better accuracy wins, so ties keep the earlier epoch), then score those weights on the test set.
 The protocols (seeds, folds, lr grid) are in training/finetune_protocol.py.
+
+Several processes (`train.devices=2`, DDP): each global batch of the 1-process loader (same shuffle)
+is cut into one contiguous slice per rank, and each example's loss is weighted W / (global batch
+size), so DDP's gradient average is the 1-process batch mean; validation batches are dealt to the
+ranks and their logits gathered, so every rank computes the same accuracy on the whole validation
+split and keeps the same best epoch (the models stay identical, so the test scores agree too).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from dnadiff.eval.classification import classification_metrics
 from dnadiff.heads.classifier import SequenceClassifier
@@ -41,32 +47,58 @@ class ClassifierModule(L.LightningModule):
         self.history: list[dict[str, float]] = []
         self._val_logits: list[torch.Tensor] = []
         self._val_labels: list[torch.Tensor] = []
+        self._val_positions: list[torch.Tensor] = []
 
     def forward(self, input_ids, attention_mask=None):
         return self.model(input_ids, attention_mask)
 
     def training_step(self, batch, batch_idx):
         logits = self.model(batch["input_ids"], batch["attention_mask"])  # (B, C)
-        loss = F.cross_entropy(logits.float(), batch["labels"])
+        if "loss_weight" in batch:  # a rank's slice of a global batch: weights W / global size (0: filler)
+            loss = (F.cross_entropy(logits.float(), batch["labels"], reduction="none") * batch["loss_weight"]).sum()
+        else:
+            loss = F.cross_entropy(logits.float(), batch["labels"])
         self.log("train_loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(logits))
         self.log("lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
         return loss
-
-    def on_validation_epoch_start(self):
-        self._val_logits, self._val_labels = [], []
 
     def validation_step(self, batch, batch_idx):
         logits = self.model(batch["input_ids"], batch["attention_mask"])  # (B, C)
         self._val_logits.append(logits.float().cpu())
         self._val_labels.append(batch["labels"].cpu())
+        self._val_positions.append(batch["position"].cpu() if "position" in batch else torch.empty(0, dtype=torch.long))
+
+    def on_validation_epoch_start(self):
+        self._val_logits, self._val_labels, self._val_positions = [], [], []
+
+    def _gathered_validation(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """All ranks' validation logits (N, C) and labels (N,), in the validation split's order."""
+        cat = lambda xs, empty: torch.cat(xs) if xs else empty  # noqa: E731
+        mine = (cat(self._val_logits, torch.empty(0)), cat(self._val_labels, torch.empty(0, dtype=torch.long)),
+                cat(self._val_positions, torch.empty(0, dtype=torch.long)))
+        if self.trainer.world_size == 1:
+            return mine[:2] if len(mine[0]) else None
+        import torch.distributed as dist
+
+        parts: list = [None] * self.trainer.world_size
+        dist.all_gather_object(parts, mine)  # variable-length per rank (gloo and NCCL)
+        logits = torch.cat([p[0] for p in parts if len(p[0])])
+        labels = torch.cat([p[1] for p in parts if len(p[1])])
+        positions = torch.cat([p[2] for p in parts if len(p[2])])
+        keep = positions >= 0  # -1: the filler example of a rank without a batch of its own
+        order = torch.argsort(positions[keep])
+        return logits[keep][order], labels[keep][order]
 
     def on_validation_epoch_end(self):
-        if not self._val_logits or self.trainer.sanity_checking:
+        if self.trainer.sanity_checking:
             return
-        logits, labels = torch.cat(self._val_logits), torch.cat(self._val_labels)
+        gathered = self._gathered_validation()
+        if gathered is None:
+            return
+        logits, labels = gathered
         loss = float(F.cross_entropy(logits, labels))
         acc = float((logits.argmax(-1) == labels).float().mean())
-        self.log("val_acc", acc, prog_bar=True)
+        self.log("val_acc", acc, prog_bar=True)  # the same gathered value on every rank
         self.log("val_loss", loss)
         self.history.append({"epoch": int(self.current_epoch), "val_acc": acc, "val_loss": loss})
         if acc > self.best_acc:  # best-validation-accuracy checkpoint, kept in memory
@@ -90,6 +122,88 @@ def predict_logits(model: nn.Module, loader: DataLoader, device: torch.device | 
         labels.append(batch["labels"])
     model.train(was_training)
     return torch.cat(logits), torch.cat(labels)
+
+
+class _Tagged(Dataset):
+    """dataset[(i, extra)] -> dataset[i] plus the extra fields (loss weight, position)."""
+
+    def __init__(self, base: Dataset):
+        self.base = base
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, key):
+        i, extra = key
+        return {**self.base[i], **extra}
+
+
+def _tagged_collate(collate: Callable) -> Callable:
+    def fn(items):
+        out = collate(items)
+        for key in ("loss_weight", "position"):
+            if key in items[0]:
+                out[key] = torch.tensor([it[key] for it in items])
+        return out
+
+    return fn
+
+
+class RankSlicedBatches:
+    """Batches of the 1-process shuffled loader (RandomSampler with `generator`, batch_size, no
+    drop), each cut into `world` contiguous slices; this rank's slice, with per-example loss weights
+    world / len(global batch). A rank whose slice is empty gets the batch's first example, weight 0."""
+
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator, rank: int, world: int):
+        self.sampler = RandomSampler(range(n), generator=generator)
+        self.n, self.batch_size, self.rank, self.world = n, batch_size, rank, world
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        order = list(self.sampler)
+        for s in range(0, self.n, self.batch_size):
+            batch = order[s: s + self.batch_size]
+            lo, hi = self.rank * len(batch) // self.world, (self.rank + 1) * len(batch) // self.world
+            w = self.world / len(batch)
+            mine = [(i, {"loss_weight": w}) for i in batch[lo:hi]] or [(batch[0], {"loss_weight": 0.0})]
+            yield mine
+
+
+class _FinetuneData(L.LightningDataModule):
+    def __init__(self, train_set, valid_set, collate, batch_size, eval_bs, seed, num_workers):
+        super().__init__()
+        self.train_set, self.valid_set, self.collate = train_set, valid_set, collate
+        self.batch_size, self.eval_bs, self.seed, self.nw = batch_size, eval_bs, seed, num_workers
+        self.gen = torch.Generator().manual_seed(seed)  # one generator for the whole fit: epochs differ
+
+    def _rank(self) -> tuple[int, int]:
+        t = self.trainer
+        return (int(t.global_rank), int(t.world_size)) if t is not None else (0, 1)
+
+    def train_dataloader(self) -> DataLoader:
+        rank, world = self._rank()
+        if world == 1:  # exactly the single-process loader
+            return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, generator=self.gen,
+                              collate_fn=self.collate, num_workers=self.nw, persistent_workers=self.nw > 0)
+        batches = RankSlicedBatches(len(self.train_set), self.batch_size, self.gen, rank, world)
+        # generator: the loader draws its worker base seed from it before the shuffle, as the 1-process one does
+        return DataLoader(_Tagged(self.train_set), batch_sampler=batches, collate_fn=_tagged_collate(self.collate),
+                          num_workers=self.nw, persistent_workers=self.nw > 0, generator=self.gen)
+
+    def val_dataloader(self) -> DataLoader:
+        from dnadiff.training.data import rank_batches
+
+        rank, world = self._rank()
+        if world == 1:
+            return DataLoader(self.valid_set, batch_size=self.eval_bs, shuffle=False, collate_fn=self.collate,
+                              num_workers=self.nw)
+        batches = [[(i, {"position": i}) for i in b] for b in rank_batches(len(self.valid_set), self.eval_bs, rank, world)]
+        if not batches:  # fewer batches than ranks: an empty rank must still reach the gather
+            batches = [[(0, {"position": -1})]]
+        return DataLoader(_Tagged(self.valid_set), batch_sampler=batches, collate_fn=_tagged_collate(self.collate),
+                          num_workers=self.nw)
 
 
 def quiet_lightning() -> None:
@@ -142,16 +256,13 @@ def fit_classifier(
     tc = cfg.train
     L.seed_everything(seed, workers=True, verbose=False)
     model = make_model()
-    gen = torch.Generator().manual_seed(seed)
     nw = cfg.data.num_workers
     eval_bs = tc.eval_batch_size or tc.batch_size
-    train_loader = DataLoader(train_set, batch_size=tc.batch_size, shuffle=True, generator=gen, collate_fn=collate,
-                              num_workers=nw, persistent_workers=nw > 0)
-    valid_loader = DataLoader(valid_set, batch_size=eval_bs, shuffle=False, collate_fn=collate, num_workers=nw)
+    data = _FinetuneData(train_set, valid_set, collate, tc.batch_size, eval_bs, seed, nw)
     # the test set is read in a shuffled (fixed) order: class-ordered files must not matter (caduceus#38)
     test_loader = DataLoader(test_set, batch_size=eval_bs, shuffle=True, generator=torch.Generator().manual_seed(seed),
                              collate_fn=collate, num_workers=nw)
-    steps_per_epoch = len(train_loader)
+    steps_per_epoch = -(-len(train_set) // tc.batch_size)  # the 1-process loader's batches (no drop_last)
     if tc.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, tc.max_steps_per_epoch)
     total = tc.epochs * steps_per_epoch
@@ -164,6 +275,7 @@ def fit_classifier(
         gradient_clip_val=tc.grad_clip or None,
         accelerator=tc.accelerator,
         devices=tc.devices,
+        use_distributed_sampler=False,  # the loaders deal the batches to the ranks themselves
         precision=resolve_precision(tc.precision),
         deterministic=tc.deterministic,
         logger=logger,
@@ -175,7 +287,7 @@ def fit_classifier(
     )
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     try:
-        trainer.fit(module, train_loader, valid_loader)
+        trainer.fit(module, datamodule=data)
     finally:  # Trainer(deterministic=...) flips a process-wide flag: restore it for the caller
         torch.use_deterministic_algorithms(was_deterministic)
     if module.best_state is not None:

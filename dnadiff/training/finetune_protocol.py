@@ -253,16 +253,24 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
                            "(set data.max_len to truncate, or use a longer model)")
     make = classifier_factory(cfg, template, num_classes)
     runs = protocol_runs(cfg, train_labels)
-    # the output folder is touched only once the data and the model are known to be good
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in [*out.glob(".*.tmp"), *out.glob(f"{RUNS_DIR}/*/.*.tmp")]:  # half-written files of a killed job
-        stale.unlink(missing_ok=True)
-    fingerprint = _config_fingerprint(cfg)
-    if not resume and (out / RUNS_DIR).is_dir():
-        import shutil
+    # several processes (train.devices > 1): every rank runs the protocol in step (each fit is one DDP
+    # fit), rank 0 alone writes files and prints; the other ranks' runs are the same runs
+    from dnadiff.training.rundir import launch_rank
 
-        shutil.rmtree(out / RUNS_DIR)  # a fresh job never reuses earlier runs
-    save_config(cfg, out / "config.yaml")
+    writer = launch_rank() == 0
+    if not writer:
+        echo = _silent
+    # the output folder is touched only once the data and the model are known to be good
+    fingerprint = _config_fingerprint(cfg)
+    if writer:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in [*out.glob(".*.tmp"), *out.glob(f"{RUNS_DIR}/*/.*.tmp")]:  # half-written files of a killed job
+            stale.unlink(missing_ok=True)
+        if not resume and (out / RUNS_DIR).is_dir():
+            import shutil
+
+            shutil.rmtree(out / RUNS_DIR)  # a fresh job never reuses earlier runs
+        save_config(cfg, out / "config.yaml")
     echo(f"{root.name}: {len(train_keep)} train / {len(test_keep)} test, classes {train_all.classes}; "
          f"{cfg.protocol.name} protocol, {len(runs)} runs x {len(cfg.train.lr_grid)} lr")
 
@@ -276,7 +284,8 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
             res = _cached_run(record, fingerprint) if resume else None
             if res is None:
                 res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}", str(out))
-                write_json(record, {"fingerprint": fingerprint, "result": res.to_dict()})
+                if writer:
+                    write_json(record, {"fingerprint": fingerprint, "result": res.to_dict()})
             else:
                 echo(f"  lr {lr:g} {name}: reused from {record}")
             grid[lr].append(res)
@@ -310,9 +319,14 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         "machine": _machine(),
         "config": to_dict(cfg),
     }
-    write_json(out / "results.json", result)
-    atomic_write(out / "results.md", results_markdown(result) + "\n")
+    if writer:
+        write_json(out / "results.json", result)
+        atomic_write(out / "results.md", results_markdown(result) + "\n")
     return result
+
+
+def _silent(*args, **kwargs) -> None:
+    return None
 
 
 def run_rows(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,13 +1,16 @@
 """LightningModule wrapping one backbone + one objective; no math of its own.
 
-Determinism: before every micro-batch the global RNG is reseeded from (seed, micro-step), so the
-masks, times and dropout of step n are the same in a resumed run as in an uninterrupted one.
+Determinism: before every micro-batch the global RNG is reseeded from (seed, global micro-batch
+index G = micro-step · world + rank), so the masks, times and dropout of step n are the same in a
+resumed run as in an uninterrupted one, each rank draws its own noise, and a W-process run draws
+what a 1-process run with W times the accumulation draws (data.py numbers the batches the same way).
 The EMA weights (MDLM's decay schedule) are used for validation and exported at the end.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import lightning as L
 import torch
@@ -17,6 +20,11 @@ from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
 from dnadiff.training.ema import EMA
 from dnadiff.training.optim import build_optimizer, build_scheduler
+
+
+# the validation metrics are gathered by hand (on_validation_epoch_end), so Lightning's advice to
+# add sync_dist=True (an average of per-rank values) is wrong here: keep it off every rank's screen
+warnings.filterwarnings("ignore", message=r".*recommended to use `self\.log\('val/.*sync_dist=True", category=UserWarning)
 
 
 class NonFiniteLossError(DnadiffError):
@@ -34,9 +42,24 @@ class DiffusionLitModule(L.LightningModule):
         self._ema_active = False
         self.last_train_loss = float("nan")
 
+    def setup(self, stage: str) -> None:
+        # ddp_spawn hands this module to its children through shared memory: without a private copy,
+        # every rank would update one EMA shadow in place (W updates per step)
+        if self.ema is not None:
+            self.ema.shadow = {k: v.clone() for k, v in self.ema.shadow.items()}
+
     # ------------------------------------------------------------------ steps
+    def _world(self) -> tuple[int, int]:
+        trainer = self._trainer
+        return (int(trainer.global_rank), int(trainer.world_size)) if trainer is not None else (0, 1)
+
+    def global_micro_step(self) -> int:
+        """G of the coming micro-batch: the same numbering as the data stream's micro-batches."""
+        rank, world = self._world()
+        return self.micro_step * world + rank
+
     def _seed_step(self) -> None:
-        torch.manual_seed((self.cfg.train.seed * 1_000_003 + self.micro_step) % (2**63 - 1))
+        torch.manual_seed((self.cfg.train.seed * 1_000_003 + self.global_micro_step()) % (2**63 - 1))
 
     def training_step(self, batch, batch_idx):
         self._seed_step()
@@ -88,22 +111,30 @@ class DiffusionLitModule(L.LightningModule):
             self.ema.copy_to(self.backbone)
             self._ema_active = True
 
+    def _val_sharded(self) -> bool:
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        return bool(getattr(dm, "val_sharded", True))
+
     def validation_step(self, batch, batch_idx):
+        rank, world = self._world()
+        if self._val_sharded():  # this rank's batch_idx-th batch is batch batch_idx·W + rank of 1 process
+            batch_idx = batch_idx * world + rank
         gen = torch.Generator(device="cpu").manual_seed(self.cfg.train.seed + 7919 * batch_idx)
         out = self.model.objective.loss(self._denoiser_for(batch), batch["input_ids"], batch["attention_mask"], generator=gen)
         self._val_nll += out.nll.double().sum().cpu()
         self._val_tokens += out.num_tokens.double().sum().cpu()
 
     def on_validation_epoch_end(self) -> None:
-        if self.trainer.world_size > 1:  # NCCL gathers device tensors only
-            nll = self.all_gather(self._val_nll.to(self.device)).sum().cpu()
-            tok = self.all_gather(self._val_tokens.to(self.device)).sum().cpu()
+        if self.trainer.world_size > 1:  # NCCL gathers device tensors only; (W,) per quantity
+            sums = self.all_gather(torch.stack([self._val_nll, self._val_tokens]).to(self.device)).cpu()
+            sums = sums.reshape(-1, 2).sum(0)
+            nll, tok = sums[0], sums[1]  # unsharded: every rank added the same sums (the ratio is unchanged)
         else:
             nll, tok = self._val_nll, self._val_tokens
-        if tok > 0:
+        if tok > 0:  # the gathered value, logged on every rank (callbacks on any rank see the same number)
             per_tok = float(nll / tok)
-            self.log("val/nats_per_token", per_tok, prog_bar=True, sync_dist=False, rank_zero_only=True)
-            self.log("val/bits_per_token", per_tok / math.log(2), sync_dist=False, rank_zero_only=True)
+            self.log("val/nats_per_token", per_tok, prog_bar=True, sync_dist=False)
+            self.log("val/bits_per_token", per_tok / math.log(2), sync_dist=False)
         if self._ema_active:
             with torch.no_grad():
                 for n, p in self.backbone.named_parameters():
@@ -117,6 +148,18 @@ class DiffusionLitModule(L.LightningModule):
         sched = build_scheduler(opt, t.lr_schedule, t.warmup_steps, t.max_steps, t.min_lr_ratio)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
+    def _fsdp_full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        trainer = self._trainer
+        if trainer is None or type(trainer.strategy).__name__ != "FSDPStrategy":
+            return None
+        from lightning.fabric.strategies.fsdp import _get_full_state_dict_context
+
+        root = trainer.strategy.model  # the FSDP-wrapped LightningModule
+        with _get_full_state_dict_context(root, world_size=trainer.world_size):
+            full = root.state_dict()  # rank 0: the whole model on the CPU; other ranks: empty
+        prefix = "backbone."
+        return {k[len(prefix):]: v for k, v in full.items() if k.startswith(prefix)}
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["dnadiff"] = {"micro_step": self.micro_step, "ema": self.ema.state_dict() if self.ema else None}
 
@@ -127,7 +170,11 @@ class DiffusionLitModule(L.LightningModule):
             self.ema.load_state_dict(state["ema"])
 
     def export_state_dict(self) -> dict[str, torch.Tensor]:
-        """The weights to ship: EMA when enabled, else the live ones (buffers always live)."""
+        """The weights to ship: EMA when enabled, else the live ones (buffers always live).
+        Called on every rank: under FSDP the full weights are gathered collectively (rank 0 gets them)."""
+        fsdp = self._fsdp_full_state_dict()
+        if fsdp is not None:
+            return fsdp
         state = {k: v.detach().clone() for k, v in self.backbone.state_dict().items()}
         if self.ema is not None:
             first_name = {}

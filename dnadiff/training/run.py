@@ -49,7 +49,9 @@ def resolve_threads(cfg: RunConfig) -> RunConfig:
         return cfg
     from dnadiff.utils import available_cores
 
-    return replace(cfg, **{"train.threads": available_cores()})
+    devices = cfg.train.devices
+    per_node = devices if isinstance(devices, int) and devices > 1 else 1  # processes sharing this node's cores
+    return replace(cfg, **{"train.threads": max(1, available_cores() // per_node)})
 
 
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
@@ -104,20 +106,26 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
     return cfg, wrap_conditional(cfg, backbone)
 
 
-def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> Path | None:
+def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, rank: int = 0) -> Path | None:
+    """Rank 0 checks, replaces or creates the run directory; other ranks only find the checkpoint."""
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     if resume:
-        if not ckpt.is_file():
+        if not ckpt.exists():  # a file, or a directory of shards (FSDP)
             if not (run_dir / "config.yaml").is_file():
                 raise DnadiffError(f"{run_dir}: nothing to resume (no checkpoints/last.ckpt)")
+            if rank > 0:  # rank 0 restarts the run afresh
+                return None
             # a run killed before its first checkpoint: nothing of it can be continued, so start it afresh
             log.warning("%s: no checkpoint yet (killed before the first one): starting the run afresh", run_dir)
             shutil.rmtree(run_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
             return None
-        for stale in ckpt.parent.glob(".*.tmp"):  # half-written checkpoints of a killed run
-            stale.unlink(missing_ok=True)
+        if rank == 0:
+            for stale in ckpt.parent.glob(".*.tmp"):  # half-written checkpoints of a killed run
+                stale.unlink(missing_ok=True)
         return ckpt
+    if rank > 0:  # rank 0 (which started this copy of the command) made the directory
+        return None
     if run_dir.exists() and any(run_dir.iterdir()):
         if not overwrite:
             raise DnadiffError(f"{run_dir}: run directory exists (use --resume to continue or --overwrite to replace it)")
@@ -128,24 +136,33 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> Path | Non
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir: str | os.PathLike | None = None,
           callbacks: list | None = None) -> TrainResult:
-    """Train and export; a new run that fails before its first checkpoint leaves no run directory."""
+    """Train and export; a new run that fails before its first checkpoint leaves no run directory.
+
+    Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
+    and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
+    the model directory, the other ranks train and return the same metrics."""
+    from dnadiff.training.rundir import RunDirLock, launch_rank
+
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
-    ours = not resume and (overwrite or not where.exists() or not any(where.iterdir()))
-    try:
-        return _train(cfg, resume, overwrite, run_dir, callbacks)
-    except BaseException:
-        if ours and where.is_dir() and not (where / "checkpoints" / "last.ckpt").exists():
-            shutil.rmtree(where, ignore_errors=True)  # no partial output: nothing to resume from anyway
-        raise
+    rank = launch_rank()
+    if rank > 0:
+        return _train(cfg, resume, overwrite, where, callbacks, rank)
+    with RunDirLock(where):  # a second `dnadiff train` into the same directory stops here
+        ours = not resume and (overwrite or not where.exists() or not any(where.iterdir()))
+        try:
+            return _train(cfg, resume, overwrite, where, callbacks, rank)
+        except BaseException:
+            if ours and where.is_dir() and not (where / "checkpoints" / "last.ckpt").exists():
+                shutil.rmtree(where, ignore_errors=True)  # no partial output: nothing to resume from anyway
+            raise
 
 
-def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.PathLike | None,
-           callbacks: list | None) -> TrainResult:
+def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbacks: list | None,
+           rank: int = 0) -> TrainResult:
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import TensorBoardLogger
 
-    from dnadiff.checkpoint import save_model_dir
     from dnadiff.data.tokenizer_training import ensure_tokenizer
     from dnadiff.tokenizers import build_tokenizer
     from dnadiff.logs import progress_enabled
@@ -153,12 +170,12 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
     from dnadiff.training.csv_log import SessionCSVLogger
     from dnadiff.training.progress import StartMessage, StepProgressBar
     from dnadiff.training.data import StreamDataModule
+    from dnadiff.training.export import ExportModelDir, read_export_metrics
     from dnadiff.training.module import DiffusionLitModule
-    from dnadiff.training.plots import plot_loss_curve
 
-    run_dir = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
+    start = time.time()
     quiet_libraries()
-    ckpt_path = _prepare_run_dir(run_dir, resume, overwrite)
+    ckpt_path = _prepare_run_dir(run_dir, resume, overwrite, rank)
     resume = ckpt_path is not None  # --resume of a run without a checkpoint starts afresh
     cfg = resolve_threads(cfg)
     torch.set_num_threads(cfg.train.threads)
@@ -170,13 +187,14 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
     if isinstance(l_max, int) and cfg.data.seq_len > l_max:  # refused now, not at the first forward pass
         raise DnadiffError(f"data.seq_len: {cfg.data.seq_len} exceeds the model's l_max {l_max} "
                            f"({cfg.model.backbone}); lower data.seq_len or raise model.overrides.l_max")
-    if not resume:
+    if not resume and rank == 0:
         save_config(cfg, run_dir / "config.yaml")
     module = DiffusionLitModule(cfg, backbone, tokenizer)
     data = StreamDataModule(cfg, tokenizer)
     if ckpt_path is not None:  # where the data stream continues
         try:  # weights_only: a checkpoint holding anything but tensors and containers is refused
-            state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+            meta = ckpt_path / "meta.pt" if ckpt_path.is_dir() else ckpt_path  # FSDP shards: the rest is in meta.pt
+            state = torch.load(meta, map_location="cpu", weights_only=True)
         except Exception as exc:
             raise DnadiffError(f"{ckpt_path}: cannot resume, not a readable weights-only checkpoint "
                                f"({type(exc).__name__}: {str(exc).splitlines()[0][:100]})") from None
@@ -188,40 +206,36 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: str | os.Path
     t = cfg.train
     checkpointing = ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}", every_n_train_steps=t.ckpt_every,
                                     save_top_k=1, monitor="step", mode="max", save_last=True, auto_insert_metric_name=False)
+    export = ExportModelDir(run_dir / "model", cfg, tokenizer, start)
+    show_bar = t.progress and progress_enabled()
     trainer = L.Trainer(
-        max_steps=t.max_steps, max_epochs=-1,
-        accumulate_grad_batches=t.accumulate, gradient_clip_val=t.grad_clip or None,
-        precision=resolve_precision(cfg.train.precision), accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
-        strategy=t.strategy, use_distributed_sampler=False,
-        val_check_interval=t.val_every * t.accumulate, check_val_every_n_epoch=None, limit_val_batches=t.val_batches,
-        num_sanity_val_steps=0, log_every_n_steps=t.log_every, enable_progress_bar=t.progress and progress_enabled(),
-        enable_model_summary=False, default_root_dir=str(run_dir),
+        **trainer_kwargs(cfg, run_dir),
         logger=[SessionCSVLogger(str(run_dir), resume_step=resume_step, name="logs", version=""),
                 TensorBoardLogger(str(run_dir), name="tb", version="")],
-        callbacks=[checkpointing, *([StepProgressBar()] if t.progress and progress_enabled() else []),
+        callbacks=[checkpointing, export, *([StepProgressBar()] if show_bar else []),
                    StartMessage(f"{cfg.name}: {t.threads} CPU thread{'s' if t.threads != 1 else ''} (train.threads), "
                                 f"{t.max_steps} steps of batch {t.batch_size}" + (f", resuming at step {resume_step}"
                                                                                   if resume_step is not None else "")),
                    *(callbacks or [])],
-        plugins=[AtomicCheckpointIO()],
-    )
-    start = time.time()
+        plugins=[AtomicCheckpointIO()])
     trainer.fit(module, datamodule=data, ckpt_path=str(ckpt_path) if ckpt_path else None)
-    wall = time.time() - start
+    # the model directory is written inside the training processes (ddp_spawn trains in children);
+    # rank 0's metrics reach every rank (and the parent of ddp_spawn) through the export callback
+    metrics = export.metrics if export.metrics is not None else read_export_metrics(run_dir / "model")
+    return TrainResult(run_dir, run_dir / "model", metrics)
 
-    metrics: dict[str, Any] = {
-        "steps": int(trainer.global_step),
-        "train_loss_last": module.last_train_loss,
-        "wall_seconds_this_session": round(wall, 2),
-        "parameters": sum(p.numel() for p in backbone.parameters()),
-        "ema": cfg.train.ema,
-    }
-    for key in ("val/nats_per_token", "val/bits_per_token"):
-        if key in trainer.callback_metrics:
-            metrics[key.replace("/", "_")] = float(trainer.callback_metrics[key])
-    model_dir = run_dir / "model"
-    export = module.export_state_dict()  # on every rank: sharded strategies gather collectively
-    if trainer.is_global_zero:
-        save_model_dir(model_dir, cfg, backbone, tokenizer, metrics, state_dict=export)
-        plot_loss_curve(run_dir / "logs" / "metrics.csv", run_dir / "loss_curve.png", title=cfg.name)
-    return TrainResult(run_dir, model_dir, metrics)
+
+def trainer_kwargs(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
+    """The Trainer's settings from the config (everything but loggers, callbacks, plugins)."""
+    from dnadiff.training.strategy import build_strategy
+
+    t = cfg.train
+    return dict(
+        max_steps=t.max_steps, max_epochs=-1,
+        accumulate_grad_batches=t.accumulate, gradient_clip_val=t.grad_clip or None,
+        precision=resolve_precision(t.precision), accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
+        strategy=build_strategy(cfg), sync_batchnorm=False, use_distributed_sampler=False,
+        val_check_interval=t.val_every * t.accumulate, check_val_every_n_epoch=None, limit_val_batches=t.val_batches,
+        num_sanity_val_steps=0, log_every_n_steps=t.log_every, enable_progress_bar=t.progress and progress_enabled(),
+        enable_model_summary=False, default_root_dir=str(run_dir),
+    )

@@ -1,0 +1,57 @@
+"""Writing the model directory at the end of training, inside the processes that trained.
+
+With `ddp_spawn` the training runs in child processes and the parent's module never sees the
+EMA weights, the step count or the last loss (its metrics.json said `steps: 0`); so the export is a
+callback: every rank takes part in assembling the weights (sharded strategies gather them
+collectively), rank 0 alone writes the model directory and the loss plot, and its metrics are
+broadcast so every rank's `train()` returns the same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+from dnadiff.config import RunConfig
+
+
+class ExportModelDir(L.Callback):
+    def __init__(self, model_dir: Path, cfg: RunConfig, tokenizer, start_time: float):
+        self.model_dir, self.cfg, self.tokenizer, self.start_time = Path(model_dir), cfg, tokenizer, start_time
+        self.metrics: dict[str, Any] | None = None
+
+    def on_train_end(self, trainer: L.Trainer, pl_module) -> None:
+        from dnadiff.checkpoint import save_model_dir
+        from dnadiff.training.plots import plot_loss_curve
+
+        metrics: dict[str, Any] = {
+            "steps": int(trainer.global_step),
+            "train_loss_last": pl_module.last_train_loss,
+            "wall_seconds_this_session": round(time.time() - self.start_time, 2),
+            "parameters": sum(p.numel() for p in pl_module.backbone.parameters()),
+            "ema": self.cfg.train.ema,
+            "world_size": int(trainer.world_size),
+        }
+        for key in ("val/nats_per_token", "val/bits_per_token"):
+            if key in trainer.callback_metrics:
+                metrics[key.replace("/", "_")] = float(trainer.callback_metrics[key])
+        state = pl_module.export_state_dict()  # on every rank: sharded strategies gather collectively
+        if trainer.is_global_zero:
+            save_model_dir(self.model_dir, self.cfg, pl_module.backbone, self.tokenizer, metrics, state_dict=state)
+            plot_loss_curve(self.model_dir.parent / "logs" / "metrics.csv", self.model_dir.parent / "loss_curve.png",
+                            title=self.cfg.name)
+        self.metrics = trainer.strategy.broadcast(metrics, src=0)
+        trainer.strategy.barrier("dnadiff-export")  # no rank returns before the model directory exists
+
+
+def read_export_metrics(model_dir: Path) -> dict[str, Any]:
+    """metrics.json of a model directory written by a child process (ddp_spawn's parent reads it)."""
+    path = Path(model_dir) / "metrics.json"
+    if not path.is_file():
+        return {"steps": 0, "train_loss_last": float("nan")}
+    return json.loads(path.read_text())
+

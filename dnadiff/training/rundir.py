@@ -1,0 +1,87 @@
+"""Run directory ownership under several processes: the launcher's rank, and an exclusive lock.
+
+Multi-process launches start the *same command* several times (Lightning's `ddp` re-runs it with
+LOCAL_RANK=1.., torchrun sets RANK, SLURM's srun sets SLURM_PROCID). Only global rank 0 creates,
+replaces or cleans the run directory; the other ranks only read it (the checkpoint to resume).
+
+Two independent `dnadiff train` processes aimed at the same run directory (or two concurrent
+`--overwrite`) would both pass the exists-check and corrupt each other's run: rank 0 holds an
+exclusive advisory lock (fcntl.flock) on `.NAME.lock` beside the run directory for the whole run.
+The lock file lives outside the run directory so `--overwrite` (which deletes the directory)
+cannot drop it, and the kernel releases it when the holder dies, even by kill -9.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dnadiff.errors import DnadiffError
+
+# env variables that carry a process's rank, in the order launchers set them
+_RANK_VARS = ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK")
+
+
+def launch_rank() -> int:
+    """This process's rank as its launcher set it before any process group exists: 0 for the
+    process a user started; > 0 for a copy started by Lightning's ddp launcher, torchrun or srun."""
+    for var in _RANK_VARS:
+        value = os.environ.get(var, "")
+        if value.strip().isdigit() and int(value) > 0:
+            return int(value)
+    return 0
+
+
+def lock_path(run_dir: Path) -> Path:
+    return run_dir.parent / f".{run_dir.name}.lock"
+
+
+class RunDirLock:
+    """Exclusive, non-blocking lock on a run directory (no-op where fcntl does not exist)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.path = lock_path(self.run_dir)
+        self._fh = None
+
+    def acquire(self) -> "RunDirLock":
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks; single-process use is still fine
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip()
+            fh.close()
+            raise DnadiffError(
+                f"{self.run_dir}: run directory is in use by another dnadiff process"
+                f"{f' (pid {holder})' if holder else ''}; wait for it or choose another --run-dir"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def release(self) -> None:
+        if self._fh is not None:
+            import fcntl
+
+            try:
+                self._fh.seek(0)
+                self._fh.truncate()
+                fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            finally:
+                self._fh.close()
+                self._fh = None
+
+    def __enter__(self) -> "RunDirLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -1,0 +1,104 @@
+"""The Lightning strategy of a run: DDP as Lightning ships it, FSDP with an explicit wrap policy.
+
+FSDP shards parameters per *wrapped unit*. Each backbone family wraps its repeated block (the unit
+that holds most of the parameters and runs as one piece):
+
+    caduceus  CaduceusBlock   (BiMamba's reverse direction shares in_proj/out_proj with the forward
+                               one: both live in the same block, so the tie is inside one unit)
+    mamba     MambaBlock      hyena  HyenaBlock      dit  DiTBlock
+
+Everything else (embeddings, the LM head tied to the embedding table, final norm, time and label
+embeddings) stays in the root unit, so a tied pair is never split across units (FSDP requires
+that; `use_orig_params=True` keeps parameter names and the ties visible to the optimiser groups).
+
+Mixed precision: the selective scan (Mamba/Caduceus mixers) and Hyena's long-filter FFT convolution
+run in float32 (their parameters A_log, D, dt bias, filter taps lose too much in bf16); FSDP's
+`_module_classes_to_ignore` keeps those modules' parameters and computation in full precision while
+the rest of the block computes in bf16. Gradients are reduced in float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from dnadiff.config import RunConfig
+from dnadiff.errors import DnadiffError
+
+
+def block_classes(family: str) -> set[type[nn.Module]]:
+    """The classes FSDP wraps for a backbone family (registry name)."""
+    if family == "caduceus":
+        from dnadiff.backbones.caduceus import CaduceusBlock
+
+        return {CaduceusBlock}
+    if family == "mamba":
+        from dnadiff.backbones.mamba import MambaBlock
+
+        return {MambaBlock}
+    if family == "hyena":
+        from dnadiff.backbones.hyena import HyenaBlock
+
+        return {HyenaBlock}
+    if family == "dit":
+        from dnadiff.backbones.dit import DiTBlock
+
+        return {DiTBlock}
+    raise DnadiffError(f"train.strategy=fsdp: no wrap policy for backbone {family!r} (use ddp)")
+
+
+def float32_classes(family: str) -> tuple[type[nn.Module], ...]:
+    """Modules whose parameters and compute stay in float32 under FSDP mixed precision."""
+    if family in ("caduceus", "mamba"):
+        from dnadiff.backbones.mamba import Mamba
+
+        return (Mamba,)
+    if family == "hyena":
+        from dnadiff.backbones.hyena import HyenaFilter
+
+        return (HyenaFilter,)
+    return ()
+
+
+def fsdp_mixed_precision(precision: str, family: str):
+    """torch MixedPrecision for a Lightning precision string (None: full float32)."""
+    from torch.distributed.fsdp import MixedPrecision
+
+    low = {"bf16-mixed": torch.bfloat16, "bf16-true": torch.bfloat16, "16-mixed": torch.float16,
+           "16-true": torch.float16}.get(precision)
+    if low is None:
+        return None
+    return MixedPrecision(param_dtype=low, reduce_dtype=torch.float32, buffer_dtype=torch.float32,
+                          _module_classes_to_ignore=(nn.modules.batchnorm._BatchNorm, *float32_classes(family)))
+
+
+def _on_cpu(cfg: RunConfig) -> bool:
+    acc = cfg.train.accelerator
+    return acc == "cpu" or (acc == "auto" and not torch.cuda.is_available())
+
+
+def build_strategy(cfg: RunConfig) -> Any:
+    """A Lightning strategy (a string Lightning resolves, or a configured Strategy object)."""
+    name = cfg.train.strategy
+    if name != "fsdp":
+        return name
+    if _on_cpu(cfg):  # Lightning 2.6: "The strategy `fsdp` requires a GPU accelerator"
+        raise DnadiffError("train.strategy: fsdp runs on GPUs only (Lightning has no CPU FSDP); "
+                           "use train.strategy=ddp on the CPU")
+    if cfg.train.ema > 0:  # the EMA copy is a full, unsharded copy kept outside FSDP's units
+        raise DnadiffError("train.ema: the EMA weights are not sharded by FSDP; set train.ema=0 with train.strategy=fsdp "
+                           "(or use ddp)")
+    from lightning.pytorch.strategies import FSDPStrategy
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    from dnadiff.training.run import resolve_precision
+
+    family = cfg.model.backbone
+    return FSDPStrategy(
+        auto_wrap_policy=ModuleWrapPolicy(block_classes(family)),
+        mixed_precision=fsdp_mixed_precision(resolve_precision(cfg.train.precision), family),
+        use_orig_params=True,
+        state_dict_type="sharded",  # each rank writes its shard: a checkpoint directory, resumable
+    )

@@ -1,0 +1,50 @@
+"""benchmarks/gpu_check.py (issue 17 item 5) in its CPU mode, so the GPU check cannot rot.
+
+The default run leaves out the `demo` check (`dnadiff demo` alone takes over a minute on this CPU and
+has its own tests); the slow test runs every check.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
+gpu_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_check)
+
+
+def _run(tmp_path, checks: str) -> dict:
+    out = tmp_path / "gpu_check.json"
+    assert gpu_check.main(["--device", "cpu", "--tiny", "--out", str(out), "--checks", checks]) == 0
+    res = json.loads(out.read_text())
+    assert res["all_pass"] and (tmp_path / "gpu_check.md").is_file()
+    return res
+
+
+def test_gpu_check_cpu_tiny(tmp_path):
+    res = _run(tmp_path, "scan,train,ddp1,fsdp1,sampler")
+    rows = {(r["check"], r.get("model") or r.get("sampler")): r for r in res["checks"]}
+    scan = rows[("scan", None)]
+    assert scan["fwd_max_abs"] < 1e-4 and scan["grad_max_rel"] < 1e-4
+    assert {m for c, m in rows if c == "train"} == {"caduceus:tiny", "dit:tiny", "hyena:tiny"}
+    assert rows[("ddp1", None)]["max_abs_weight_diff"] == 0.0  # DDP with one process is the plain run
+    assert "GPUs only" in rows[("fsdp1", None)]["result"]
+    from dnadiff.samplers import SAMPLERS
+
+    assert {m for c, m in rows if c == "sampler"} == set(SAMPLERS.names())
+
+
+def test_gpu_check_rejects_unknown_checks(tmp_path, capsys):
+    assert gpu_check.main(["--device", "cpu", "--tiny", "--out", str(tmp_path / "x.json"), "--checks", "scan,nope"]) == 2
+    assert "unknown nope" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_gpu_check_cpu_tiny_with_demo(tmp_path):
+    res = _run(tmp_path, ",".join(gpu_check.CHECKS))
+    assert [r for r in res["checks"] if r["check"] == "demo"][0]["returncode"] == 0
