@@ -176,7 +176,9 @@ def test_kill9_then_resume_equals_uninterrupted_run(runs):
 
 
 def test_cli_ddp_prints_one_table(runs):
-    assert runs.cli.stdout.count("model directory:") == 1, runs.cli.stdout
+    # the table goes to stdout, the "model directory:" message to stderr (logging): once each
+    assert runs.cli.stdout.count("train_loss_last") == 1, runs.cli.stdout
+    assert runs.cli.stderr.count("model directory:") == 1, runs.cli.stderr
     assert "run directory exists" not in runs.cli.stderr
 
 

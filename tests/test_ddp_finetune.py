@@ -51,8 +51,10 @@ def test_finetune_two_processes_equal_one(tmp_path):
                            "train.devices=2", "--out", str(tmp_path / "two")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("majority-class baseline") == 1, proc.stdout  # one table, from rank 0
-    assert proc.stdout.count("wrote ") == 1
+    # one table (stdout) and one summary (stderr, through logging), from rank 0
+    assert proc.stdout.count("mean ± range") == 1, proc.stdout
+    assert proc.stderr.count("majority-class baseline") == 1, proc.stderr
+    assert proc.stderr.count("wrote ") == 1, proc.stderr
     two = json.loads((tmp_path / "two" / "results.json").read_text())
     assert two["selected_lr"] == single["selected_lr"]
     assert two["val_acc_by_lr"] == pytest.approx(single["val_acc_by_lr"], abs=1e-9)

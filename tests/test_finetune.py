@@ -108,7 +108,7 @@ def test_bundled_subset_beats_majority_baseline(tmp_path, capsys):
     assert run["test"]["accuracy"] > res["majority_baseline"] + 0.08
     assert run["test"]["mcc"] > 0.1 and run["test"]["auroc"] > 0.6
     assert (out / "logs" / "lr0.003" / "seed0" / "metrics.csv").is_file()
-    assert "mean ± (max-min)/2" in capsys.readouterr().out
+    assert "mean ± range (max−min)" in capsys.readouterr().out
 
 
 @pytest.mark.slow

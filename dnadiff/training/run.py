@@ -227,6 +227,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
 
 def trainer_kwargs(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
     """The Trainer's settings from the config (everything but loggers, callbacks, plugins)."""
+    from dnadiff.logs import progress_enabled
     from dnadiff.training.strategy import build_strategy
 
     t = cfg.train
