@@ -160,14 +160,18 @@ def check_samplers(device: str, tiny: bool) -> list[dict]:
     schedule = build_schedule("loglinear", eps=1e-3)
     shape = (2, 32) if tiny else (8, 1024)
     rows = []
+    causal = Denoiser(build_backbone("mamba", preset="tiny", vocab_size=12).to(device).eval())
     for name in SAMPLERS.names():
-        sampler = build_sampler(name, steps=8 if tiny else 128)
+        if name == "autoregressive":  # AR decoding needs a causal model (cached Mamba steps)
+            sampler, den = build_sampler(name, first_token_ids=[7, 8, 9, 10]), causal
+        else:
+            sampler, den = build_sampler(name, steps=8 if tiny else 128), denoiser
         draws = []
         for _ in range(2):
             gen = torch.Generator(device=device).manual_seed(123)
             t0 = time.perf_counter()
             with torch.no_grad():
-                x = sampler.generate(denoiser, schedule, 3, shape, generator=gen)
+                x = sampler.generate(den, schedule, 3, shape, generator=gen)
             draws.append(x.cpu())
             wall = time.perf_counter() - t0
         same = torch.equal(draws[0], draws[1])
