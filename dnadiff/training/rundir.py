@@ -6,9 +6,11 @@ replaces or cleans the run directory; the other ranks only read it (the checkpoi
 
 Two independent `dnadiff train` processes aimed at the same run directory (or two concurrent
 `--overwrite`) would both pass the exists-check and corrupt each other's run: rank 0 holds an
-exclusive advisory lock (fcntl.flock) on `.NAME.lock` beside the run directory for the whole run.
-The lock file lives outside the run directory so `--overwrite` (which deletes the directory)
-cannot drop it, and the kernel releases it when the holder dies, even by kill -9.
+exclusive advisory lock (fcntl.flock) for the whole run on a lock file named after the run
+directory's absolute path, in dnadiff's cache folder (`utils.cache_dir("locks")`). The lock file
+lives outside the run directory so `--overwrite` (which deletes the directory) cannot drop it, and
+nothing is left beside the user's outputs; the kernel releases it when the holder dies, even by
+kill -9.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ def launch_rank() -> int:
 
 
 def lock_path(run_dir: Path) -> Path:
-    return run_dir.parent / f".{run_dir.name}.lock"
+    import hashlib
+
+    from dnadiff.utils import cache_dir
+
+    key = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:20]
+    return Path(cache_dir("locks")) / f"{Path(run_dir).name}.{key}.lock"
 
 
 class RunDirLock:
