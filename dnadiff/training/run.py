@@ -101,6 +101,10 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> Path | Non
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir: str | os.PathLike | None = None,
           callbacks: list | None = None) -> TrainResult:
     """Train and export; a new run that fails before its first checkpoint leaves no run directory."""
+    if cfg.model.backbone == "markov":  # a count fit, no Lightning: dnadiff/baselines/markov_fit.py
+        from dnadiff.baselines.markov_fit import fit_markov_run
+
+        return fit_markov_run(cfg, resume=resume, overwrite=overwrite, run_dir=run_dir)
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     ours = not resume and (overwrite or not where.exists() or not any(where.iterdir()))
     try:
