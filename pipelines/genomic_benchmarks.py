@@ -50,6 +50,7 @@ DEFAULT_MODELS = REPO / "runs" / "dna_perplexity_cpu"  # written by pipelines/dn
 # tab. 7 rows -> the DNA perplexity pipeline's run keys (seed 0 of each): MLM-pretrained Caduceus, the
 # same model fine-tuned with MDLM, and the AR baseline (Mamba)
 DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar"}
+KMER_ROW = "k-mer LR"  # the classical baseline row (dnadiff/baselines/kmer_lr.py), same cells and protocol
 
 
 def parse_inits(items: list[str]) -> dict[str, str]:
@@ -162,7 +163,7 @@ def compare_note(table: dict, datasets: list[str]) -> str:
         order = " > ".join(f"{i} {s['mean']:.3f}" for i, s in cells)
         detail = []
         by = dict(cells)
-        for other in ("mlm", "scratch"):
+        for other in ("mlm", "scratch", KMER_ROW.lower()):
             for mdlm in [k for k in by if "mdlm" in k.lower()]:
                 match = [k for k in by if k.lower() == other or k.lower().startswith(other)]
                 for o in match:
@@ -172,6 +173,36 @@ def compare_note(table: dict, datasets: list[str]) -> str:
                     detail.append(f"{mdlm} vs {o}: {gap:+.3f} ({verdict}, spread {spread:.3f})")
         lines.append(f"- {ds}: {order}" + (f"; {'; '.join(detail)}" if detail else ""))
     return "\n".join(lines)
+
+
+def load_prior(out_stem: Path) -> dict:
+    """The results JSON an earlier full run wrote (its neural rows are kept by --only-baselines)."""
+    from dnadiff.errors import DnadiffError
+
+    f = Path(str(out_stem) + ".json")
+    if not f.is_file():
+        raise DnadiffError(f"--only-baselines: {f} not found (run the full pipeline once first)")
+    try:
+        prior = json.loads(f.read_text())
+        prior["table"], prior["cells"], prior["inits"], prior["datasets"]  # noqa: B018  (the keys it needs)
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise DnadiffError(f"--only-baselines: {f} is not a results file of this pipeline") from None
+    return prior
+
+
+def kmer_note(cells: list[dict]) -> str:
+    """How the k-mer LR row was made (k, strands, the C chosen per data set on validation)."""
+    chosen = ", ".join(f"{c['dataset']} C={c['selected_lr']:g}" for c in cells if c["init"] == KMER_ROW)
+    return ("k-mer frequencies k = 3..6 on both strands + L2 logistic regression (scikit-learn), C chosen on "
+            f"mean validation accuracy from 1e-4..10 ({chosen}); same subsamples, seeds and splits as the other rows")
+
+
+def load_average() -> str:
+    try:
+        a, b, c = os.getloadavg()
+        return f"load average {a:.2f}, {b:.2f}, {c:.2f} (1, 5, 15 min) on {os.cpu_count()} CPUs"
+    except OSError:
+        return "n/a"
 
 
 def machine() -> str:
@@ -198,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch CPU threads (default: 1 at --scale cpu, where tiny models gain nothing from more and "
                         "a busy shared CPU slows badly with more; torch's default at --scale paper)")
     p.add_argument("--progress", action="store_true", help="show Lightning progress bars")
+    p.add_argument("--no-kmer-lr", action="store_true", help="skip the k-mer logistic-regression baseline row")
+    p.add_argument("--only-baselines", action="store_true",
+                   help="run only the k-mer LR row and merge it into the rows of the existing OUT.json (no neural "
+                        "fine-tuning; same data sets, subsamples and seeds)")
     p.add_argument("--fresh", action="store_true",
                    help="rerun every cell (default: reuse a cell's results.json when its config is identical)")
     cpu = p.add_argument_group("--scale cpu sizes")
@@ -229,7 +264,12 @@ def _run(args, argv, threads) -> int:
 
     t0 = time.time()
     try:
-        inits = parse_inits(args.init) if args.init else discover_inits(Path(args.models_dir))
+        out_stem = Path(args.out or REPO / "results" / f"genomic_benchmarks_{args.scale}")
+        prior = load_prior(out_stem) if args.only_baselines else None
+        if prior:
+            inits = prior["inits"]
+        else:
+            inits = parse_inits(args.init) if args.init else discover_inits(Path(args.models_dir))
         if args.datasets:
             datasets = list(args.datasets)
         elif args.scale == "cpu":
@@ -242,15 +282,24 @@ def _run(args, argv, threads) -> int:
             if not datasets:
                 raise DnadiffError("no Genomic Benchmarks set found locally; pass --download or --datasets")
         rows: dict[str, list[str] | None] = {}
-        scratch_like = pick_scratch_architecture(inits)
-        if not args.no_scratch:
-            rows["scratch"] = scratch_overrides(inits[scratch_like]) if scratch_like else []
-        for name, path in inits.items():
-            rows[name] = [f"model.init_from={json.dumps(path)}"]
-        out_stem = Path(args.out or REPO / "results" / f"genomic_benchmarks_{args.scale}")
-        runs_dir = Path(args.runs_dir or REPO / "runs" / f"genomic_benchmarks_{args.scale}")
         table: dict[str, dict] = {}
         cells = []
+        if prior:  # the neural rows as the earlier run measured them; only the baseline runs now
+            scratch_like = prior.get("scratch_like", next(iter(inits), None))
+            table = {k: v for k, v in prior["table"].items() if k != KMER_ROW}
+            cells = [c for c in prior["cells"] if c["init"] != KMER_ROW]
+            missing = sorted(set(prior["datasets"]) - {Path(d).name for d in datasets})
+            if missing:
+                raise DnadiffError(f"--only-baselines: {out_stem}.json has data sets {', '.join(missing)} not found now")
+        else:
+            scratch_like = pick_scratch_architecture(inits)
+            if not args.no_scratch:
+                rows["scratch"] = scratch_overrides(inits[scratch_like]) if scratch_like else []
+            for name, path in inits.items():
+                rows[name] = [f"model.init_from={json.dumps(path)}"]
+        if not args.no_kmer_lr:
+            rows[KMER_ROW] = ["model.backbone=kmer_lr", "model.init_from=null"]
+        runs_dir = Path(args.runs_dir or REPO / "runs" / f"genomic_benchmarks_{args.scale}")
         for init, init_over in rows.items():
             table[init] = {}
             for ds in datasets:
@@ -258,14 +307,15 @@ def _run(args, argv, threads) -> int:
                 base = args.config or "finetune/finetune_base"
                 if not args.config and args.scale == "paper" and ds_name in PAPER_SETS:
                     base = f"finetune/finetune_{ds_name}"  # its max length
-                over = cell_overrides(args, ds, ds_name, runs_dir / init) + init_over
+                over = cell_overrides(args, ds, ds_name, runs_dir / init.replace(" ", "_")) + init_over
                 if args.scale == "cpu" and not any(o.startswith("model.backbone") for o in init_over) and not inits:
                     over.append("model.preset=tiny")  # scratch only: the tiny Caduceus-PS
                 cfg = load_finetune_config(base, over)
-                res = None if args.fresh else cached_result(runs_dir / init / ds_name, cfg)
+                cell_dir = runs_dir / init.replace(" ", "_") / ds_name
+                res = None if args.fresh else cached_result(cell_dir, cfg)
                 print(f"== {init} on {ds_name}" + (" (finished earlier: reusing its results.json)" if res else ""),
                       flush=True)
-                res = res or run_finetune(cfg, runs_dir / init / ds_name)
+                res = res or run_finetune(cfg, cell_dir)
                 s = res["summary"]
                 table[init][ds_name] = {m: s[m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
                 cells.append({"init": init, "dataset": ds_name, "init_from": cfg.model.init_from,
@@ -301,7 +351,12 @@ def _run(args, argv, threads) -> int:
         f"- settings: {settings}",
         "- initialisations: " + ", ".join(
             [f"scratch = fresh weights ({'architecture of ' + scratch_like if scratch_like else 'config default'})"]
-            * (not args.no_scratch) + [f"{k} = {v}" for k, v in inits.items()]),
+            * ("scratch" in table) + [f"{k} = {v}" for k, v in inits.items()]),
+        *([f"- {KMER_ROW}: {kmer_note(cells)}"] if KMER_ROW in table else []),
+        *([f"- machine load at the end (`uptime`): {load_average()}"]),
+        *([f"- rows other than {KMER_ROW} reused from the earlier run `{prior['command']}` "
+           f"({prior.get('wall_s', 0) / 60:.1f} min on {prior.get('machine', '?')}); this run added the baseline only"]
+          if prior else []),
         "", "Test accuracy, mean ± (max − min)/2 over runs:", "", markdown_table(md_rows), "",
         "Test MCC:", "", markdown_table(mcc_rows), "",
         "Comparison (mean test accuracy):", "", note, "",
@@ -309,7 +364,10 @@ def _run(args, argv, threads) -> int:
     atomic_write(str(out_stem) + ".md", md)
     write_json(str(out_stem) + ".json", {"command": command, "wall_s": round(wall, 1), "machine": machine(),
                                          "scale": args.scale, "settings": settings, "inits": inits,
-                                         "datasets": ds_names, "table": table, "cells": cells, "note": note})
+                                         "datasets": ds_names, "table": table, "cells": cells, "note": note,
+                                         "scratch_like": scratch_like, "load_average": load_average(),
+                                         **({"neural_rows_from": {k: prior.get(k) for k in ("command", "wall_s", "machine")}}
+                                            if prior else {})})
     print(md)
     print(f"wrote {out_stem}.md and {out_stem}.json")
     return 0
