@@ -7,6 +7,12 @@ Rows (each over >= 3 seeds, mean ± (max-min)/2):
     HyenaDNA  AR from scratch (causal)                                              (exact)
     HyenaDNA  bidirectional, mdlm from scratch                                      (bound)
 AR rows get the whole budget (pretrain + fine-tune steps) so every row sees the same tokens.
+Classical baselines (pipelines/perplexity_baselines.py): order-k Markov chains (interpolated
+Kneser-Ney) for k = 0, 3, 5, 8 and the k chosen on the valid split, same train split and test windows.
+
+    python pipelines/dna_perplexity.py --scale cpu --only-baselines    # add the Markov rows to the stored table
+    python pipelines/dna_perplexity.py --scale cpu --budget-minutes 60 --seeds 1 --only caduceus_mdlm,mamba_ar
+        # a wall-clock budget split over the training runs (paper sizes and 1024-bp windows from 60 min)
 
     python pipelines/dna_perplexity.py --scale cpu      # ~40-60 min on 2 CPU cores, shared chr22 subset
     python pipelines/dna_perplexity.py --scale paper    # HG38, dna-467k models, L = 1024 (GPU cluster)
@@ -28,6 +34,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # perplexity_baselines beside this file
 
 SCALES = {
     # CPU: tiny networks (~20-30K parameters), 128-bp windows of the shared 21.6 Mb chr22 subset.
@@ -87,7 +94,19 @@ def main() -> None:
     ap.add_argument("--out-dir", default=None, help="where runs go (default runs/dna_perplexity_SCALE)")
     ap.add_argument("--results", default=str(REPO / "results"), help="where the table goes")
     ap.add_argument("--only", default=None, help="comma-separated row keys to run (debugging)")
+    ap.add_argument("--no-markov", action="store_true", help="skip the Markov baseline rows")
+    ap.add_argument("--only-baselines", action="store_true",
+                    help="fit and score only the Markov rows; keep the neural rows of the existing results JSON")
+    ap.add_argument("--budget-minutes", type=float, default=None,
+                    help="cpu scale: neural training wall clock in minutes, split over the runs by step share "
+                         "(each run stops on time, not steps); from 60 min the defaults become --sizes paper --seq-len 1024")
+    ap.add_argument("--sizes", choices=["tiny", "paper"], default=None,
+                    help="cpu scale: tiny presets, or the paper's ~470K models (Caduceus-PS dna-467k, Mamba AR "
+                         "gb-d128 = 468,608 parameters, HyenaDNA tiny-1k)")
+    ap.add_argument("--seq-len", type=int, default=None, help="cpu scale: window length (default 128)")
     args = ap.parse_args()
+    if args.budget_minutes is not None and (args.scale != "cpu" or args.budget_minutes <= 0):
+        ap.error("--budget-minutes needs --scale cpu and a positive number")
 
     import torch
 
@@ -97,20 +116,50 @@ def main() -> None:
     from dnadiff.training import train
     from dnadiff.training.data import build_split_dataset
     from dnadiff.utils import format_table, markdown_table, write_json
+    from perplexity_baselines import (budget_seconds, compare_with_markov, markov_specs, run_markov_rows,
+                                      timer_callback)
 
-    scale = SCALES[args.scale]
+    scale = dict(SCALES[args.scale])
+    big = args.budget_minutes is not None and args.budget_minutes >= 60
+    if args.scale == "cpu" and ((args.sizes or "paper") if big else args.sizes) == "paper":
+        scale["presets"] = {"caduceus": "dna-467k", "mamba": "gb-d128", "hyena": "tiny-1k"}
+    seq_len = args.seq_len or (1024 if big and args.scale == "cpu" else None)
+    if seq_len:
+        scale["data"] = [d for d in scale["data"] if not d.startswith("data.seq_len=")] + [f"data.seq_len={seq_len}"]
     seeds = args.seeds or scale["seeds"]
     out_dir = Path(args.out_dir or REPO / "runs" / f"dna_perplexity_{args.scale}")
     specs = row_specs(scale)
     if args.only:
         keep = set(args.only.split(","))
-        specs = [s for s in specs if s["key"] in keep or any(s.get("init") == k for k in keep)]
+        needed = {s["init"] for s in specs if s["key"] in keep and s.get("init")}  # a kept row's pretraining
+        specs = [s for s in specs if s["key"] in keep | needed or any(s.get("init") == k for k in keep)]
     data = [d.format(shared=args.shared) for d in scale["data"]]
     start = time.time()
     results: dict[str, list[dict]] = {}
     import numpy as np
 
-    for seed in range(seeds):
+    def evaluate_dir(model_dir, seed: int) -> dict:
+        model = load(model_dir)
+        test = build_split_dataset(model.config, model.tokenizer, "test")
+        if scale["eval_windows"] and len(test) > scale["eval_windows"]:
+            idx = np.linspace(0, len(test) - 1, scale["eval_windows"]).round().astype(int)
+            test = torch.utils.data.Subset(test, sorted(set(int(i) for i in idx)))
+        ev = evaluate_model(model, test, batch_size=64, seed=1000 + seed, progress=False)
+        return {"seed": seed, "perplexity": ev["perplexity"], "bits_per_base": ev["bits_per_token"],
+                "std_error_bits": ev["bits_std_error"], "bases": ev["num_tokens"]}
+
+    prior = None
+    results_json = Path(args.results) / f"dna_perplexity_{args.scale}.json"
+    if args.only_baselines:  # the neural rows as the earlier run measured them
+        if not results_json.is_file():
+            sys.exit(f"error: --only-baselines: {results_json} not found (run the pipeline once first)")
+        prior = json.loads(results_json.read_text())
+        if prior.get("settings", {}).get("data") != scale["data"]:
+            sys.exit(f"error: --only-baselines: {results_json} was made with other data settings")
+        results = {k: v for k, v in prior["runs"].items() if not k.startswith("markov")}
+        specs = [s for s in specs if s["key"] in results]
+    budget = budget_seconds(specs, args.budget_minutes, seeds) if args.budget_minutes else {}
+    for seed in range(seeds if prior is None else 0):
         for spec in specs:
             name = f"{spec['key']}_seed{seed}"
             overrides = [f"name={name}", f"out_dir={out_dir}", f"train.seed={seed}", f"train.max_steps={spec['steps']}",
@@ -122,22 +171,22 @@ def main() -> None:
                 overrides.append(f"objective.T={spec['T']}")
             if spec.get("init"):
                 overrides.append(f"model.init_from={out_dir / (spec['init'] + f'_seed{seed}') / 'model'}")
+            if budget:  # time, not steps, ends the run
+                overrides.append("train.max_steps=1000000")
             cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)
             t0 = time.time()
-            res = train(cfg, overwrite=True)
+            res = train(cfg, overwrite=True, callbacks=[timer_callback(budget[spec["key"]])] if budget else None)
             train_s = time.time() - t0
-            model = load(res.model_dir)
-            test = build_split_dataset(model.config, model.tokenizer, "test")
-            if scale["eval_windows"] and len(test) > scale["eval_windows"]:
-                idx = np.linspace(0, len(test) - 1, scale["eval_windows"]).round().astype(int)
-                test = torch.utils.data.Subset(test, sorted(set(int(i) for i in idx)))
-            ev = evaluate_model(model, test, batch_size=64, seed=1000 + seed, progress=False)
-            row = {"seed": seed, "perplexity": ev["perplexity"], "bits_per_base": ev["bits_per_token"],
-                   "std_error_bits": ev["bits_std_error"], "bases": ev["num_tokens"], "train_seconds": round(train_s, 1),
-                   "parameters": res.metrics["parameters"], "model_dir": str(res.model_dir)}
+            row = evaluate_dir(res.model_dir, seed)
+            row.update(train_seconds=round(train_s, 1), parameters=res.metrics["parameters"],
+                       steps_done=res.metrics["steps"], model_dir=str(res.model_dir))
             results.setdefault(spec["key"], []).append(row)
-            print(f"[{time.time() - start:7.0f}s] {spec['row']:<34} seed {seed}: ppl {ev['perplexity']:.4f} "
-                  f"({ev['bits_per_token']:.4f} bits/base, train {train_s:.0f}s)", flush=True)
+            print(f"[{time.time() - start:7.0f}s] {spec['row']:<34} seed {seed}: ppl {row['perplexity']:.4f} "
+                  f"({row['bits_per_base']:.4f} bits/base, train {train_s:.0f}s, {row['steps_done']} steps)", flush=True)
+    if not args.no_markov:
+        specs = specs + markov_specs()
+        results.update(run_markov_rows(data, out_dir, evaluate_dir, echo=lambda m: print(
+            f"[{time.time() - start:7.0f}s] {m}", flush=True)))
 
     wall = time.time() - start
     table = []
@@ -149,20 +198,33 @@ def main() -> None:
         bits = [r["bits_per_base"] for r in runs]
         table.append({
             "model": spec["row"], "kind": spec["kind"], "perplexity": f"{np.mean(ppl):.4f} ± {(max(ppl) - min(ppl)) / 2:.4f}",
-            "bits/base": f"{np.mean(bits):.4f}", "seeds": len(runs), "params": runs[0]["parameters"],
-            "steps": spec["steps"], "ppl_mean": float(np.mean(ppl)),
+            "bits/base": f"{np.mean(bits):.4f}", "seeds": len(runs) if not spec.get("markov") else "- (exact fit)",
+            "params": runs[0]["parameters"],
+            "steps": (round(float(np.mean([r["steps_done"] for r in runs]))) if budget else spec["steps"])
+            if not spec.get("markov") else f"counts, k={runs[0]['order']}",
+            "ppl_mean": float(np.mean(ppl)), "key": spec["key"],
         })
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *sys.argv[1:]])
+    load_avg = "load average {:.2f}, {:.2f}, {:.2f} (1, 5, 15 min)".format(*os.getloadavg())
+    versus = compare_with_markov(table, results)
     summary = {"command": command, "wall_seconds": round(wall, 1), "machine": machine(), "scale": args.scale,
                "settings": {k: v for k, v in scale.items() if k != "presets"} | {"presets": scale["presets"]},
-               "rows": table, "runs": results}
+               "rows": table, "runs": results, "load_average_at_end": load_avg, "versus_markov": versus,
+               "budget_minutes": args.budget_minutes, "budget_seconds_per_run": budget}
+    if prior:
+        summary["neural_rows_from"] = {k: prior.get(k) for k in ("command", "wall_seconds", "machine")}
     os.makedirs(args.results, exist_ok=True)
     write_json(Path(args.results) / f"dna_perplexity_{args.scale}.json", summary)
     cols = ["model", "kind", "perplexity", "bits/base", "seeds", "params", "steps"]
     md = [f"# DNA perplexity (paper tab. 6), scale `{args.scale}`", "",
-          f"Command: `{command}`  ", f"Wall time: {wall / 60:.1f} min  ", f"Machine: {machine()}  ",
+          f"Command: `{command}`  ", f"Wall time: {wall / 60:.1f} min  ", f"Machine: {machine()}; {load_avg} at the end  ",
+          *([f"Neural rows reused from `{prior['command']}` ({prior.get('wall_seconds', 0) / 60:.1f} min); this run "
+             f"fitted the Markov rows only.  "] if prior else []),
+          *([f"Budget: {args.budget_minutes:g} min of neural training split over the runs by step share "
+             f"({', '.join(f'{k} {v:.0f}s' for k, v in budget.items())}); steps = steps done (mean).  "] if budget else []),
           f"Data: {', '.join(data)}; test split, {scale['eval_windows'] or 'all'} windows; "
-          f"mean ± (max-min)/2 over {seeds} seeds.", "", markdown_table(table, cols), ""]
+          f"mean ± (max-min)/2 over {seeds if prior is None else len(next(iter(results.values()), []))} seeds.",
+          "", markdown_table(table, cols), "", *versus, ""]
     from dnadiff.utils import atomic_write
 
     atomic_write(Path(args.results) / f"dna_perplexity_{args.scale}.md", "\n".join(md))
