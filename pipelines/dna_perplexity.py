@@ -17,7 +17,8 @@ Kneser-Ney) for k = 0, 3, 5, 8 and the k chosen on the valid split, same train s
     python pipelines/dna_perplexity.py --scale cpu      # ~40-60 min on 2 CPU cores, shared chr22 subset
     python pipelines/dna_perplexity.py --scale paper    # HG38, dna-467k models, L = 1024 (GPU cluster)
 
-Writes results/dna_perplexity_{scale}.md and .json (command, wall time, machine) and keeps every
+Writes results/dna_perplexity_{scale}.md and .json (with --budget-minutes N: dna_perplexity_cpu_budgetNmin.*;
+command, wall time, machine, load) and keeps every
 model directory under runs/dna_perplexity_{scale}/ (the Genomic Benchmarks pipeline can use them).
 """
 
@@ -127,7 +128,9 @@ def main() -> None:
     if seq_len:
         scale["data"] = [d for d in scale["data"] if not d.startswith("data.seq_len=")] + [f"data.seq_len={seq_len}"]
     seeds = args.seeds or scale["seeds"]
-    out_dir = Path(args.out_dir or REPO / "runs" / f"dna_perplexity_{args.scale}")
+    # a budget run is its own experiment: its table does not replace the step-budget one
+    stem = f"dna_perplexity_{args.scale}" + (f"_budget{args.budget_minutes:g}min" if args.budget_minutes else "")
+    out_dir = Path(args.out_dir or REPO / "runs" / stem)
     specs = row_specs(scale)
     if args.only:
         keep = set(args.only.split(","))
@@ -149,7 +152,7 @@ def main() -> None:
                 "std_error_bits": ev["bits_std_error"], "bases": ev["num_tokens"]}
 
     prior = None
-    results_json = Path(args.results) / f"dna_perplexity_{args.scale}.json"
+    results_json = Path(args.results) / f"{stem}.json"
     if args.only_baselines:  # the neural rows as the earlier run measured them
         if not results_json.is_file():
             sys.exit(f"error: --only-baselines: {results_json} not found (run the pipeline once first)")
@@ -214,7 +217,7 @@ def main() -> None:
     if prior:
         summary["neural_rows_from"] = {k: prior.get(k) for k in ("command", "wall_seconds", "machine")}
     os.makedirs(args.results, exist_ok=True)
-    write_json(Path(args.results) / f"dna_perplexity_{args.scale}.json", summary)
+    write_json(Path(args.results) / f"{stem}.json", summary)
     cols = ["model", "kind", "perplexity", "bits/base", "seeds", "params", "steps"]
     md = [f"# DNA perplexity (paper tab. 6), scale `{args.scale}`", "",
           f"Command: `{command}`  ", f"Wall time: {wall / 60:.1f} min  ", f"Machine: {machine()}; {load_avg} at the end  ",
@@ -227,9 +230,9 @@ def main() -> None:
           "", markdown_table(table, cols), "", *versus, ""]
     from dnadiff.utils import atomic_write
 
-    atomic_write(Path(args.results) / f"dna_perplexity_{args.scale}.md", "\n".join(md))
+    atomic_write(Path(args.results) / f"{stem}.md", "\n".join(md))
     print(format_table(table, cols))
-    print(f"\nwrote {args.results}/dna_perplexity_{args.scale}.md (.json); {wall / 60:.1f} min")
+    print(f"\nwrote {args.results}/{stem}.md (.json); {wall / 60:.1f} min")
 
 
 if __name__ == "__main__":

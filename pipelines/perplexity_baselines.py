@@ -22,24 +22,25 @@ MARKOV_BEST = "markov_best"
 MAX_ORDER = 10
 
 
-def markov_specs() -> list[dict]:
+def markov_specs(orders=MARKOV_ORDERS, max_order: int = MAX_ORDER) -> list[dict]:
     rows = [{"row": f"Markov k={k} (interp. Kneser-Ney)", "key": f"markov_k{k}", "order": k, "kind": "exact",
-             "steps": 0, "markov": True} for k in MARKOV_ORDERS]
-    rows.append({"row": f"Markov best k on valid (0..{MAX_ORDER})", "key": MARKOV_BEST, "order": -1,
+             "steps": 0, "markov": True} for k in orders]
+    rows.append({"row": f"Markov best k on valid (0..{max_order})", "key": MARKOV_BEST, "order": -1,
                  "kind": "exact", "steps": 0, "markov": True})
     return rows
 
 
-def run_markov_rows(data: list[str], out_dir: Path, evaluate, echo=print) -> dict[str, list[dict]]:
+def run_markov_rows(data: list[str], out_dir: Path, evaluate, echo=print, orders=MARKOV_ORDERS,
+                    max_order: int = MAX_ORDER) -> dict[str, list[dict]]:
     """Fit every Markov row with `dnadiff train` (experiments/tiny_dna_markov + the scale's data
     overrides) and score it with `evaluate(model_dir, seed) -> row dict` (the neural rows' scorer)."""
     from dnadiff.config import RunConfig, load_config
     from dnadiff.training import train
 
     results: dict[str, list[dict]] = {}
-    for spec in markov_specs():
+    for spec in markov_specs(orders, max_order):
         overrides = [f"name={spec['key']}", f"out_dir={out_dir}", f"model.overrides.order={spec['order']}",
-                     f"model.overrides.max_order={MAX_ORDER}", *data]
+                     f"model.overrides.max_order={max_order}", *data]
         cfg = load_config(RunConfig, "experiments/tiny_dna_markov", overrides)
         t0 = time.time()
         res = train(cfg, overwrite=True)
