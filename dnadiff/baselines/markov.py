@@ -158,6 +158,7 @@ class MarkovChain(Backbone):
     is_causal = True
     time_conditioned = False
     hidden_size = 0
+    neural = False  # counts, no gradients or features: the network contract tests skip it (tests/test_markov.py)
 
     def __init__(self, config: MarkovConfig):
         super().__init__()
