@@ -210,6 +210,12 @@ def main() -> None:
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *sys.argv[1:]])
     load_avg = "load average {:.2f}, {:.2f}, {:.2f} (1, 5, 15 min)".format(*os.getloadavg())
     versus = compare_with_markov(table, results)
+    stored = Path(args.results) / f"dna_perplexity_{args.scale}.json"  # --no-markov: the table's own Markov row
+    if args.no_markov and not versus and stored.is_file() and stored != results_json:
+        ref = json.loads(stored.read_text())
+        if ref.get("settings", {}).get("data") == scale["data"] and "markov_best" in ref.get("runs", {}):
+            versus = compare_with_markov(table, {**results, "markov_best": ref["runs"]["markov_best"]})
+            versus[0] += f" (fitted by `{ref['command']}`, same data and test windows)"
     summary = {"command": command, "wall_seconds": round(wall, 1), "machine": machine(), "scale": args.scale,
                "settings": {k: v for k, v in scale.items() if k != "presets"} | {"presets": scale["presets"]},
                "rows": table, "runs": results, "load_average_at_end": load_avg, "versus_markov": versus,
