@@ -24,6 +24,8 @@ def _cases() -> list[tuple[str, str, tuple[tuple[str, object], ...]]]:
     cases = []
     for name in BACKBONES.names():
         cls = BACKBONES.get(name)
+        if not getattr(cls, "neural", True):  # the Markov baseline: counts, tested in test_markov.py
+            continue
         presets = sorted(p for p in cls.PRESETS if p == "tiny" or (p.startswith("tiny-") and "1k" not in p))
         cases += [(name, p, ()) for p in presets]
         fields = {f.name for f in dataclasses.fields(cls.Config)}

@@ -146,7 +146,7 @@ def test_genomic_benchmarks_pipeline_smoke(benchmarks_dir, tmp_path):
                   "--runs-dir", str(tmp_path / "runs")])
     assert rc == 0
     res = json.loads(out.with_suffix(".json").read_text())
-    assert list(res["table"]) == ["scratch"] and res["datasets"] == ["leptospira_coding_vs_intergenic"]
+    assert list(res["table"]) == ["scratch", "k-mer LR"] and res["datasets"] == ["leptospira_coding_vs_intergenic"]
     assert res["cells"][0]["summary"]["accuracy"]["n"] == 1 and "command" in res and res["wall_s"] > 0
     md = out.with_suffix(".md").read_text()
     assert "| scratch |" in md and "wall time" in md

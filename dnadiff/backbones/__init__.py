@@ -11,5 +11,6 @@ for _mod in ("dit", "mamba", "caduceus", "hyena", "hf_mlm"):
     except ModuleNotFoundError as _exc:
         if _exc.name != f"dnadiff.backbones.{_mod}":
             raise
+importlib.import_module("dnadiff.baselines.markov")  # the classical order-k baseline, registered as "markov"
 
 __all__ = ["BACKBONES", "Backbone", "build_backbone", "build_backbone_from_config"]

@@ -172,6 +172,10 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
     the recorded runs of the same config are reused and only the missing ones are trained (a run
     is a pure function of the config, lr and seed, so the results equal an uninterrupted job's).
     """
+    if cfg.model.backbone == "kmer_lr":  # the classical baseline, scikit-learn (dnadiff/baselines/kmer_lr.py)
+        from dnadiff.baselines.kmer_lr import run_kmer_lr
+
+        return run_kmer_lr(cfg, out_dir, echo)
     import torch
 
     from dnadiff.utils import available_cores

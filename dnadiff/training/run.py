@@ -141,6 +141,10 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
     the model directory, the other ranks train and return the same metrics."""
+    if cfg.model.backbone == "markov":  # a count fit, no Lightning: dnadiff/baselines/markov_fit.py
+        from dnadiff.baselines.markov_fit import fit_markov_run
+
+        return fit_markov_run(cfg, resume=resume, overwrite=overwrite, run_dir=run_dir)
     from dnadiff.training.rundir import RunDirLock, launch_rank
 
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name

@@ -1,0 +1,76 @@
+"""The baseline parts of the tab. 6 / tab. 7 pipelines: Markov rows, the time budget, --only-baselines merging."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "pipelines"))
+
+import perplexity_baselines as pb  # noqa: E402
+
+
+def test_budget_split_by_step_share():
+    specs = [{"key": "mlm", "steps": 300}, {"key": "mdlm", "steps": 300, "init": "mlm"}, {"key": "ar", "steps": 600},
+             *pb.markov_specs()]
+    got = pb.budget_seconds(specs, minutes=12, seeds=2)
+    assert set(got) == {"mlm", "mdlm", "ar"}  # Markov rows are fits, not timed training
+    assert got["ar"] == pytest.approx(2 * got["mlm"]) and got["mlm"] == pytest.approx(got["mdlm"])
+    assert 2 * sum(got.values()) == pytest.approx(12 * 60)  # every seed's runs fill the budget exactly
+
+
+def test_compare_with_markov_verdicts():
+    results = {pb.MARKOV_BEST: [{"bits_per_base": 1.85, "order": 9}],
+               "ar": [{"bits_per_base": 1.80}, {"bits_per_base": 1.84}],
+               "mdlm": [{"bits_per_base": 1.84}, {"bits_per_base": 1.90}],
+               "hy": [{"bits_per_base": 1.90}]}
+    table = [{"model": "AR", "key": "ar", "kind": "exact"}, {"model": "MDLM", "key": "mdlm", "kind": "bound"},
+             {"model": "Hy", "key": "hy", "kind": "exact"}, {"model": "Markov", "key": pb.MARKOV_BEST, "kind": "exact"}]
+    lines = pb.compare_with_markov(table, results)
+    assert "k = 9" in lines[0] and len(lines) == 4
+    assert "AR: 1.8200 bits/base (-0.0300" in lines[1] and lines[1].endswith("beats it")
+    assert "ties it" in lines[2] and "upper bound" in lines[2]
+    assert "does not beat it" in lines[3]
+
+
+def test_markov_rows_fit_on_the_same_data_and_pick_the_valid_best(tmp_path):
+    seen = []
+
+    def evaluate(model_dir, seed):
+        import dnadiff
+
+        seen.append(dnadiff.load(model_dir).config.data.seq_len)
+        return {"perplexity": 3.5, "bits_per_base": 1.9, "seed": seed}
+
+    res = pb.run_markov_rows(["data.seq_len=64"], tmp_path, evaluate, echo=lambda m: None, orders=(0, 2), max_order=2)
+    assert set(res) == {"markov_k0", "markov_k2", pb.MARKOV_BEST}
+    assert res["markov_k0"][0]["order"] == 0 and res["markov_k2"][0]["order"] == 2
+    by = {int(k): v for k, v in res[pb.MARKOV_BEST][0]["valid_bits_per_base_by_order"].items()}
+    assert res[pb.MARKOV_BEST][0]["order"] == min(by, key=by.get)
+    assert seen == [64, 64, 64]
+
+
+def test_genomic_benchmarks_only_baselines_merges_the_kmer_row(tmp_path):
+    import genomic_benchmarks as gb
+    from test_kmer_lr import make_benchmark
+
+    bench = make_benchmark(tmp_path / "toy", n_train=30, n_test=10)
+    stem = tmp_path / "tab7"
+    neural = {"toy": {m: {"mean": 0.6, "pm": 0.01, "min": 0.59, "max": 0.61, "n": 3}
+                      for m in ("accuracy", "mcc", "f1_macro", "auroc")}}
+    prior = {"command": "python pipelines/genomic_benchmarks.py --scale cpu", "wall_s": 600, "machine": "m",
+             "inits": {"mdlm": "/gone/model"}, "datasets": ["toy"], "table": {"mdlm": neural},
+             "cells": [{"init": "mdlm", "dataset": "toy", "wall_s": 60, "majority_baseline": 0.5}]}
+    stem.with_suffix(".json").write_text(json.dumps(prior))
+    rc = gb.main(["--scale", "cpu", "--only-baselines", "--datasets", str(bench), "--out", str(stem),
+                  "--runs-dir", str(tmp_path / "runs"), "--seeds", "2"])
+    assert rc == 0
+    out = json.loads(stem.with_suffix(".json").read_text())
+    assert out["table"]["mdlm"] == neural  # the stored neural row, untouched
+    kmer = out["table"][gb.KMER_ROW]["toy"]["accuracy"]
+    assert kmer["n"] == 2 and kmer["mean"] > 0.75
+    md = Path(str(stem) + ".md").read_text()
+    assert "| k-mer LR |" in md and "reused from the earlier run" in md and "mdlm vs k-mer LR" in md
