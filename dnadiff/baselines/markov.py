@@ -23,8 +23,9 @@ A context h never seen (A(h) = 0) gives P_lower. h' is h without its oldest base
 
 N and every other non-A/C/G/T token break the chain: the context of a position is the run of
 A/C/G/T bases since the last break (at most `order` bases), as in `dnadiff.eval.dna_metrics`. The
-`ar` objective never scores N (mask_n) nor the base right after it, and the first base of a window
-is context only, exactly as for the neural AR models. A position with j < order bases of context
+`ar` objective never scores N (mask_n); the base right after an N is scored with the context
+reset, and with the [BOS] context of DNA AR model directories the first base of a window is scored
+too (order-0 context), exactly as for the neural AR models (diffusion/ar.py). A position with j < order bases of context
 (window start, after an N) uses the order-j model whose top level has raw counts: those bases are
 ordinary genome positions, not a "sentence start".
 """

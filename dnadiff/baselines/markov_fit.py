@@ -23,6 +23,7 @@ import torch
 
 from dnadiff.baselines.markov import BASE_IDS, MarkovChain, count_ngrams, reverse_complement_codes, with_order
 from dnadiff.config import RunConfig, replace, save_config
+from dnadiff.model import default_ar_bos
 from dnadiff.errors import DnadiffError
 
 
@@ -93,11 +94,14 @@ def eval_items(tiles: np.ndarray, tokenizer, mask_n: bool = True) -> tuple[torch
 
 
 @torch.no_grad()
-def bits_per_base(backbone: MarkovChain, ids: torch.Tensor, mask: torch.Tensor, batch: int = 512) -> tuple[float, int]:
-    """Exact bits/base of the `ar` objective over (ids, mask) windows, and the number of scored bases."""
+def bits_per_base(backbone: MarkovChain, ids: torch.Tensor, mask: torch.Tensor, batch: int = 512,
+                  bos_id: int | None = 2) -> tuple[float, int]:
+    """Exact bits/base of the `ar` objective over (ids, mask) windows, and the number of scored bases.
+    `bos_id`: the [BOS] context a new DNA AR model directory records (model.default_ar_bos), so
+    validation scores the bases `dnadiff eval` scores: every real one."""
     from dnadiff.diffusion import build_objective
 
-    obj = build_objective("ar")
+    obj = build_objective("ar", bos_id=bos_id)
     nats, n = 0.0, 0
     for s in range(0, len(ids), batch):
         out = obj.loss(lambda x, t: backbone(x), ids[s : s + batch], mask[s : s + batch])
@@ -128,7 +132,7 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
         ids, mask = eval_items(valid, tokenizer)
         by_order = {}
         for k in range(top + 1):
-            bits, n = bits_per_base(with_order(full, k), ids, mask)
+            bits, n = bits_per_base(with_order(full, k), ids, mask, bos_id=default_ar_bos(tokenizer))
             by_order[k] = bits
             echo(f"  order {k:2d}: valid {bits:.4f} bits/base ({n} bases)")
         best = min(by_order, key=lambda k: (by_order[k], k))
