@@ -211,7 +211,9 @@ def _load_json_config(file: Path) -> RunConfig:
 
 
 def load_config_of(path: str | os.PathLike) -> RunConfig:
-    path = Path(path)
+    from dnadiff.hub import resolve_model_path
+
+    path = resolve_model_path(path)  # a Hub id: its folder in the local Hugging Face cache
     _check_dir(path)
     file = path / CONFIG_FILE if (path / CONFIG_FILE).is_file() else path / LEGACY_CONFIG_FILE
     try:
@@ -308,7 +310,12 @@ def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
 def official_kind(path: str | os.PathLike) -> str | None:
     """'caduceus' / 'hyena' / 'mdlm' for an official Hugging Face-format directory, else None
     (a dnadiff config.json, marked model_type "dnadiff", is never taken for an official one)."""
-    path = Path(path)
+    from dnadiff.hub import resolve_model_path
+
+    try:
+        path = resolve_model_path(path)
+    except DnadiffError:
+        return None  # neither a folder nor a cached Hub id: the loader says so
     if not (path / "config.json").is_file() or is_dnadiff_config(path):
         return None
     from dnadiff.backbones.convert_caduceus import is_caduceus_dir
