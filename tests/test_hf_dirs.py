@@ -111,6 +111,12 @@ def test_load_by_hub_id_from_the_local_cache(tmp_path, hf_cache, monkeypatch):
     assert name == "dit"
     with pytest.raises(DnadiffError, match="not in the Hugging Face cache"):
         dnadiff.load("someone/not-downloaded")
+    # `dnadiff train model.init_from=org/name`: checked against the cache before training starts
+    from dnadiff.commands.checks import check_train_inputs
+
+    check_train_inputs(load_config(RunConfig, None, ["data.kind=text", "model.init_from=someone/tiny-dna-dit"]))
+    with pytest.raises(DnadiffError, match="model.init_from: someone/not-downloaded: no such local directory"):
+        check_train_inputs(load_config(RunConfig, None, ["data.kind=text", "model.init_from=someone/not-downloaded"]))
 
 
 def test_cli_samples_from_a_hub_id(tmp_path, hf_cache, monkeypatch):
