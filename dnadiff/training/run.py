@@ -5,7 +5,7 @@ Run directory layout (runs/NAME/):
     checkpoints/last.ckpt  Lightning checkpoints (atomic), for --resume only
     logs/                  CSV metrics;  tb/  TensorBoard
     loss_curve.png         training (and validation) loss
-    model/                 the model directory (config.yaml, model.safetensors, metrics.json)
+    model/                 the model directory (config.json, model.safetensors, metrics.json)
 """
 
 from __future__ import annotations
