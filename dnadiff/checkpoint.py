@@ -337,7 +337,8 @@ def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
     Hub id in the local Hugging Face cache.
 
     A class-conditional model gives its plain backbone (what a classifier fine-tunes) unless
-    `keep_label_embedding` (continued generative training)."""
+    `keep_label_embedding` (continued generative training). `vocab_size` widens an MDLM
+    checkpoint's vocabulary to the tokenizer's (see convert_mdlm.extend_vocab); other kinds ignore it."""
     from dnadiff.hub import resolve_model_path
 
     path = resolve_model_path(path)
@@ -350,10 +351,11 @@ def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
         from dnadiff.backbones.convert_hyena import load_hyena_pretrained
 
         return "hyena", load_hyena_pretrained(path)
-    if kind == "mdlm":
-        from dnadiff.backbones.convert_mdlm import load_mdlm_pretrained
+    if kind == "mdlm":  # `vocab_size`: the tokenizer's (our text tokenizer adds a [PAD] after [MASK])
+        from dnadiff.backbones.convert_mdlm import extend_vocab, load_mdlm_pretrained
 
-        return "dit", load_mdlm_pretrained(path)
+        backbone = load_mdlm_pretrained(path)
+        return "dit", extend_vocab(backbone, vocab_size, str(path)) if vocab_size else backbone
     if (path / "config.json").is_file() and not is_model_dir(path):
         raise DnadiffError(f"{path}: config.json is neither a dnadiff config nor an official Caduceus, "
                            "HyenaDNA or MDLM config")

@@ -329,6 +329,15 @@ def test_mdlm_dir_loads_as_a_text_model_and_saves_as_dnadiff(tmp_path):
     assert again.tokenizer.vocab_size == V + 1 and again.config.model.init_from is None
     with torch.no_grad():
         torch.testing.assert_close(again.denoiser(ids, t), logits, rtol=0, atol=0)
+    # init_from (continued training with our text tokenizer): the backbone gets the tokenizer's vocabulary
+    from dnadiff.training.run import build_backbone_for
+
+    run_cfg = load_config(RunConfig, None, ["data.kind=text", "model.backbone=dit", "tokenizer.kind=text",
+                                            f"model.init_from={tmp_path / 'mdlm-owt'}"])
+    run_cfg, bb = build_backbone_for(run_cfg, tok)
+    assert bb.vocab_size == V + 1 and run_cfg.model.time_input == "sigma"
+    with torch.no_grad():
+        torch.testing.assert_close(bb.eval()(ids, sigma), logits, rtol=1e-5, atol=1e-5)  # train() mode: dropout
     # a tokenizer whose mask id does not sit where the checkpoint has it
     (tmp_path / "mdlm-owt" / "config.json").write_text(json.dumps({**cfg, "vocab_size": V + 3}))
     with pytest.raises(DnadiffError, match="MASK"):

@@ -135,7 +135,16 @@ def mdlm_tokenizer(path: str | Path, name: str, vocab_size: int):
 
     path = Path(path)
     has_files = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
-    tok = TextTokenizer(str(path) if has_files else name)
+    if has_files:  # trust_remote_code=False: the folder's config.json names custom model code, never run it
+        from transformers import AutoTokenizer
+
+        try:
+            hf = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+        except (OSError, ValueError) as exc:
+            raise DnadiffError(f"{path}: its tokenizer files do not load ({str(exc).splitlines()[0][:120]})") from None
+        tok = TextTokenizer(str(path), hf_tokenizer=hf)
+    else:
+        tok = TextTokenizer(name)
     if tok.mask_id != vocab_size - 1:
         raise DnadiffError(f"{path}: tokenizer {tok.name_or_path!r} puts [MASK] at id {tok.mask_id}; the MDLM "
                            f"checkpoint (vocab_size {vocab_size}) has it at {vocab_size - 1}")

@@ -66,7 +66,8 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
         cfg = replace(cfg, **{"model.time_input": load_config_of(cfg.model.init_from).model.time_input})
     cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
     if cfg.model.init_from:
-        name, backbone = load_backbone(cfg.model.init_from, keep_label_embedding=cfg.model.num_classes > 0)
+        name, backbone = load_backbone(cfg.model.init_from, vocab_size=tokenizer.vocab_size,
+                                       keep_label_embedding=cfg.model.num_classes > 0)
         if backbone.vocab_size != tokenizer.vocab_size:
             raise DnadiffError(
                 f"model.init_from: {cfg.model.init_from} has vocab_size {backbone.vocab_size}, "
