@@ -7,7 +7,8 @@ __all__ = ["DnadiffError", "__version__", "load"]
 
 
 def load(path, **kwargs):
-    """Load a dnadiff model directory (or an official Caduceus/HyenaDNA HF directory)."""
+    """Load a dnadiff model directory, an official Caduceus/HyenaDNA/MDLM HF directory, or a Hub id
+    "org/name" from the local Hugging Face cache (`local_files_only=False` downloads it)."""
     from dnadiff.checkpoint import load as _load
 
     return _load(path, **kwargs)

@@ -1,15 +1,20 @@
 """Model directories: save / load without Lightning, and import of official checkpoints.
 
-A dnadiff model directory (DESIGN.md §2) holds
-    config.yaml         the full RunConfig; model.overrides holds every backbone field, so the
-                        network is rebuilt exactly even if presets change
+A dnadiff model directory (DESIGN.md §2) is a Hugging Face-style model folder:
+    config.json         {"model_type": "dnadiff", "dnadiff_version": ..., <the full RunConfig>};
+                        model.overrides holds every backbone field, so the network is rebuilt
+                        exactly even if presets change
     model.safetensors   the weights (the EMA weights when EMA is on)
     metrics.json        what training/eval measured
     tokenizer/          (text models) the Hugging Face tokenizer files
+Directories written before config.json (a `config.yaml` with the same RunConfig) keep loading.
+The `model_type: dnadiff` marker keeps a dnadiff config.json apart from the official ones below.
 
-`load(path)` also accepts an official Hugging Face-format Caduceus or HyenaDNA directory
-(recognised from its config.json). Weights are read only through safetensors, or for official
-`.bin` files through torch.load(weights_only=True); nothing else is ever unpickled.
+`load(path)` also accepts an official Hugging Face-format Caduceus or HyenaDNA directory, or an
+MDLM text checkpoint (kuleshov-group/mdlm-owt; recognised from its config.json), and a Hub id
+"org/name" resolved in the local Hugging Face cache (dnadiff/hub.py). Weights are read only
+through safetensors, or for official `.bin` files through torch.load(weights_only=True); nothing
+else is ever unpickled.
 """
 
 from __future__ import annotations
@@ -24,12 +29,15 @@ from typing import Any
 
 import torch
 
-from dnadiff.config import RunConfig, from_dict, load_config, replace, save_config, to_dict
+from dnadiff.config import RunConfig, from_dict, load_config, replace, to_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel, recorded_config
 from dnadiff.utils import atomic_path, os_error, public_mode, write_json
 
-CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.yaml", "model.safetensors", "metrics.json", "tokenizer"
+CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.json", "model.safetensors", "metrics.json", "tokenizer"
+LEGACY_CONFIG_FILE = "config.yaml"  # model directories written before config.json
+MODEL_TYPE = "dnadiff"  # config.json's model_type: what tells a dnadiff directory from official ones
+_MARKERS = ("model_type", "dnadiff_version")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
 
@@ -59,7 +67,7 @@ def save_model_dir(
         if tokenizer is not None and getattr(tokenizer, "kind", "dna") == "text":
             tokenizer.save(tmp / TOKENIZER_DIR)
             cfg = replace(cfg, **{"tokenizer.path": TOKENIZER_DIR})
-        save_config(cfg, tmp / CONFIG_FILE)
+        write_json(tmp / CONFIG_FILE, config_json(cfg))
         state = state_dict if state_dict is not None else backbone.state_dict()
         # safetensors refuses aliased storage: store each tensor once, contiguous, on the CPU.
         seen: dict[tuple, str] = {}
@@ -91,6 +99,33 @@ def save_model_dir(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def config_json(cfg: RunConfig) -> dict[str, Any]:
+    """config.json of a model directory: the Hub's `model_type` marker, the writing version, the RunConfig."""
+    from dnadiff import __version__
+
+    return {"model_type": MODEL_TYPE, "dnadiff_version": __version__, **to_dict(cfg)}
+
+
+def _read_json_config(file: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_dnadiff_config(path: str | os.PathLike) -> bool:
+    """True when the directory's config.json carries the dnadiff marker."""
+    data = _read_json_config(Path(path) / CONFIG_FILE)
+    return data is not None and data.get("model_type") == MODEL_TYPE
+
+
+def is_model_dir(path: str | os.PathLike) -> bool:
+    """A dnadiff model directory: a marked config.json, or the config.yaml of older versions."""
+    path = Path(path)
+    return path.is_dir() and (is_dnadiff_config(path) or (path / LEGACY_CONFIG_FILE).is_file())
 
 
 def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
@@ -133,7 +168,7 @@ def _check_dir(path: Path) -> None:
         raise DnadiffError(f"{path}: model directory not found")
     if not path.is_dir():
         raise DnadiffError(f"{path}: expected a model directory, got a file")
-    if not (path / CONFIG_FILE).is_file():
+    if not (path / CONFIG_FILE).is_file() and not (path / LEGACY_CONFIG_FILE).is_file():
         raise DnadiffError(f"{path}: missing {CONFIG_FILE} (not a dnadiff model directory)")
     if not (path / WEIGHTS_FILE).is_file():
         pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
@@ -144,29 +179,51 @@ def _check_dir(path: Path) -> None:
         raise DnadiffError(f"{path}: missing {WEIGHTS_FILE}")
 
 
-def _pad_policy_of_old_dirs(config_file: Path) -> list[str]:
+def _pad_policy_of_old_dirs(data: Any) -> list[str]:
     """A model directory saved before `objective.pad_policy` existed was trained and evaluated with
     pads visible (never masked nor scored): keep that, not today's default, when loading it."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(config_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return []  # load_config reports the problem
     objective = data.get("objective") if isinstance(data, dict) else None
     if isinstance(objective, dict) and "pad_policy" not in objective:
         return ["objective.pad_policy=visible"]
     return []
 
 
-def load_config_of(path: str | os.PathLike) -> RunConfig:
-    path = Path(path)
-    _check_dir(path)
+def _legacy_yaml(config_file: Path) -> Any:
+    import yaml
+
     try:
-        cfg = load_config(RunConfig, path / CONFIG_FILE, _pad_policy_of_old_dirs(path / CONFIG_FILE),
-                          resolve_paths=False)  # paths as the run recorded them
+        return yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None  # load_config reports the problem
+
+
+def _load_json_config(file: Path) -> RunConfig:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DnadiffError(f"{file}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(data, dict) or data.get("model_type") != MODEL_TYPE:
+        raise DnadiffError(f"{file}: not a dnadiff config (model_type is not {MODEL_TYPE!r})")
+    data = {k: v for k, v in data.items() if k not in _MARKERS}
+    if _pad_policy_of_old_dirs(data):
+        data["objective"] = {**data["objective"], "pad_policy": "visible"}
+    return from_dict(RunConfig, data)
+
+
+def load_config_of(path: str | os.PathLike) -> RunConfig:
+    from dnadiff.hub import resolve_model_path
+
+    path = resolve_model_path(path)  # a Hub id: its folder in the local Hugging Face cache
+    _check_dir(path)
+    file = path / CONFIG_FILE if (path / CONFIG_FILE).is_file() else path / LEGACY_CONFIG_FILE
+    try:
+        if file.name == CONFIG_FILE:
+            cfg = _load_json_config(file)
+        else:
+            cfg = load_config(RunConfig, file, _pad_policy_of_old_dirs(_legacy_yaml(file)),
+                              resolve_paths=False)  # paths as the run recorded them
     except DnadiffError as exc:  # name the model's config file when the message does not
-        raise _naming(exc, path / CONFIG_FILE) from None
+        raise _naming(exc, file) from None
     # defaults that changed: a directory written before they were recorded keeps its behaviour
     if cfg.model.time_input is None:  # saved before model.time_input existed: those models were fed t
         cfg = replace(cfg, **{"model.time_input": "t"})
@@ -251,27 +308,40 @@ def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def official_kind(path: str | os.PathLike) -> str | None:
-    """'caduceus' / 'hyena' for an official Hugging Face-format directory, else None."""
-    path = Path(path)
-    if not (path / "config.json").is_file():
+    """'caduceus' / 'hyena' / 'mdlm' for an official Hugging Face-format directory, else None
+    (a dnadiff config.json, marked model_type "dnadiff", is never taken for an official one)."""
+    from dnadiff.hub import resolve_model_path
+
+    try:
+        path = resolve_model_path(path)
+    except DnadiffError:
+        return None  # neither a folder nor a cached Hub id: the loader says so
+    if not (path / "config.json").is_file() or is_dnadiff_config(path):
         return None
     from dnadiff.backbones.convert_caduceus import is_caduceus_dir
     from dnadiff.backbones.convert_hyena import is_hyena_dir
+    from dnadiff.backbones.convert_mdlm import is_mdlm_dir
 
     if is_caduceus_dir(path):
         return "caduceus"
     if is_hyena_dir(path):
         return "hyena"
+    if is_mdlm_dir(path):
+        return "mdlm"
     return None
 
 
 def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
                   keep_label_embedding: bool = False) -> tuple[str, torch.nn.Module]:
-    """(backbone name, backbone) from a dnadiff model directory or an official HF directory.
+    """(backbone name, backbone) from a dnadiff model directory, an official HF directory, or a
+    Hub id in the local Hugging Face cache.
 
     A class-conditional model gives its plain backbone (what a classifier fine-tunes) unless
-    `keep_label_embedding` (continued generative training)."""
-    path = Path(path)
+    `keep_label_embedding` (continued generative training). `vocab_size` widens an MDLM
+    checkpoint's vocabulary to the tokenizer's (see convert_mdlm.extend_vocab); other kinds ignore it."""
+    from dnadiff.hub import resolve_model_path
+
+    path = resolve_model_path(path)
     kind = official_kind(path)
     if kind == "caduceus":
         from dnadiff.backbones.convert_caduceus import load_caduceus_pretrained
@@ -281,8 +351,14 @@ def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
         from dnadiff.backbones.convert_hyena import load_hyena_pretrained
 
         return "hyena", load_hyena_pretrained(path)
-    if (path / "config.json").is_file() and not (path / CONFIG_FILE).is_file():
-        raise DnadiffError(f"{path}: config.json is neither an official Caduceus nor a HyenaDNA config")
+    if kind == "mdlm":  # `vocab_size`: the tokenizer's (our text tokenizer adds a [PAD] after [MASK])
+        from dnadiff.backbones.convert_mdlm import extend_vocab, load_mdlm_pretrained
+
+        backbone = load_mdlm_pretrained(path)
+        return "dit", extend_vocab(backbone, vocab_size, str(path)) if vocab_size else backbone
+    if (path / "config.json").is_file() and not is_model_dir(path):
+        raise DnadiffError(f"{path}: config.json is neither a dnadiff config nor an official Caduceus, "
+                           "HyenaDNA or MDLM config")
     model = load_model_dir(path)
     backbone = model.backbone
     if getattr(backbone, "num_classes", 0) and not keep_label_embedding:
@@ -290,12 +366,21 @@ def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
     return model.config.model.backbone, backbone
 
 
-def load(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> DiffusionModel:
-    """A dnadiff model directory, or an official Caduceus (objective mlm) / HyenaDNA (objective ar) one."""
-    path = Path(path)
+def load(path: str | os.PathLike, map_location: str | torch.device = "cpu", *, local_files_only: bool = True,
+         revision: str | None = None, cache_dir: str | os.PathLike | None = None,
+         tokenizer: str = "gpt2") -> DiffusionModel:
+    """A dnadiff model directory, an official Caduceus (objective mlm) / HyenaDNA (objective ar) /
+    MDLM (objective mdlm) one, or a Hub id "org/name" found in the local Hugging Face cache
+    (`local_files_only=False` downloads it). `tokenizer`: the text tokenizer of an MDLM directory
+    that ships none (mdlm-owt: GPT-2)."""
+    from dnadiff.hub import resolve_model_path
+
+    path = resolve_model_path(path, local_files_only=local_files_only, revision=revision, cache_dir=cache_dir)
     kind = official_kind(path) if path.is_dir() else None
     if kind is None:
         return load_model_dir(path, map_location)
+    if kind == "mdlm":
+        return _load_mdlm(path, map_location, tokenizer)
     from dnadiff.tokenizers import DNATokenizer
 
     name, backbone = load_backbone(path)
@@ -306,6 +391,30 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> D
                                 "objective": {"name": objective, "options": options}})
     cfg = replace(cfg, **{"model.overrides": _full_backbone_config(backbone)})
     model = DiffusionModel(cfg, backbone.to(map_location).eval(), DNATokenizer())
+    model.metrics, model.path = {}, str(path)
+    return model
+
+
+def _load_mdlm(path: Path, map_location, tokenizer_name: str) -> DiffusionModel:
+    """An MDLM text checkpoint as a dnadiff model: `dit` backbone, text tokenizer, the mdlm objective
+    under the log-linear schedule mdlm-owt was trained with (paper §5.1), σ(t) as time input."""
+    from dnadiff.backbones.convert_mdlm import extend_vocab, load_mdlm_pretrained, mdlm_tokenizer, read_config
+
+    length = int(read_config(path).get("model_length", 1024))  # the training context (OWT: 1024)
+    backbone = load_mdlm_pretrained(path)
+    tok = mdlm_tokenizer(path, tokenizer_name, backbone.vocab_size)
+    backbone = extend_vocab(backbone, tok.vocab_size, str(path))
+    cfg = from_dict(RunConfig, {
+        "name": path.name,
+        "tokenizer": {"kind": "text", "path": tok.name_or_path},
+        "model": {"backbone": "dit", "init_from": str(path), "time_input": "sigma"},
+        "schedule": {"name": "loglinear"},
+        "objective": {"name": "mdlm"},
+        "data": {"kind": "text", "seq_len": length},
+        "sample": {"length": length},
+    })
+    cfg = replace(cfg, **{"model.overrides": _full_backbone_config(backbone)})
+    model = DiffusionModel(cfg, backbone.to(map_location).eval(), tok)
     model.metrics, model.path = {}, str(path)
     return model
 

@@ -13,6 +13,7 @@ the field existed). Backbones never see the schedule: the conversion happens her
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -192,6 +193,19 @@ class DiffusionModel:
     @property
     def device(self) -> torch.device:
         return next(self.backbone.parameters()).device
+
+    def save_pretrained(self, path) -> "Path":
+        """Write this model as a dnadiff model directory (config.json + model.safetensors ...):
+        an imported official checkpoint becomes a plain dnadiff directory."""
+        from dnadiff.checkpoint import save_model_dir
+
+        return save_model_dir(path, self.config, self.backbone, self.tokenizer, getattr(self, "metrics", None))
+
+    def push_to_hub(self, repo_id: str, **kwargs: Any):
+        """Upload to the Hugging Face Hub (see dnadiff/hub.py: private, token, commit_message, revision)."""
+        from dnadiff.hub import push_to_hub
+
+        return push_to_hub(self, repo_id, **kwargs)
 
     @torch.no_grad()
     def nll(self, x0: Tensor, attention_mask: Tensor | None = None, generator: torch.Generator | None = None):

@@ -17,6 +17,7 @@ from dnadiff.checkpoint import load, save_model_dir
 from dnadiff.config import RunConfig, from_dict
 from dnadiff.diffusion import build_objective, build_schedule
 from dnadiff.tokenizers import DNATokenizer
+from legacy_layout import to_legacy_layout
 
 TOK = DNATokenizer()
 V = TOK.vocab_size
@@ -92,10 +93,10 @@ def _dir(tmp_path, name, options=None):
 
 def test_new_dna_ar_models_use_bos_and_old_dirs_keep_theirs(tmp_path):
     new = _dir(tmp_path, "new")
-    assert yaml.safe_load((new / "config.yaml").read_text())["objective"]["options"]["bos_id"] == BOS
+    assert yaml.safe_load((new / "config.json").read_text())["objective"]["options"]["bos_id"] == BOS  # JSON is YAML
     assert load(new).objective.bos_id == BOS
     old = _dir(tmp_path, "old")
-    f = old / "config.yaml"
+    f = to_legacy_layout(old)  # written before the option existed: the config.yaml layout
     data = yaml.safe_load(f.read_text())
     del data["objective"]["options"]["bos_id"]  # written before the option existed
     f.write_text(yaml.safe_dump(data, sort_keys=False))

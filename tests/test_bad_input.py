@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from dnadiff.cli import main as cli_main
+from legacy_layout import to_legacy_layout
 
 FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=100", "train.val_batches=1", "train.ckpt_every=1",
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "train.max_steps=2"]
@@ -59,20 +60,22 @@ def ws(tmp_path_factory):
         return d
 
     model_copy("no_weights", lambda d: (d / "model.safetensors").unlink())
-    model_copy("no_config", lambda d: (d / "config.yaml").unlink())
+    model_copy("no_config", lambda d: (d / "config.json").unlink())
     model_copy("empty_weights", lambda d: (d / "model.safetensors").write_bytes(b""))
     model_copy("truncated_weights", lambda d: (d / "model.safetensors").write_bytes(
         (root / "model" / "model.safetensors").read_bytes()[:3000]))
-    model_copy("bad_config_type", lambda d: (d / "config.yaml").write_text(
-        (d / "config.yaml").read_text().replace("max_steps: 150", "max_steps: lots")))
-    model_copy("bad_config_yaml", lambda d: (d / "config.yaml").write_text("train: [1, 2\n"))
+    model_copy("bad_config_type", lambda d: (d / "config.json").write_text(
+        (d / "config.json").read_text().replace('"max_steps": 150', '"max_steps": "lots"')))
+    # a directory in the config.yaml layout of older versions, its YAML cut short
+    model_copy("bad_config_yaml", lambda d: to_legacy_layout(d).write_text("train: [1, 2\n"))
+    model_copy("bad_config_json", lambda d: (d / "config.json").write_text('{"model_type": "dnadiff", "train": [1, 2\n'))
     model_copy("bad_metrics", lambda d: (d / "metrics.json").write_text("{not json"))
-    model_copy("unknown_objective", lambda d: (d / "config.yaml").write_text(
-        (d / "config.yaml").read_text().replace("name: mdlm", "name: diffusion9000")))
-    model_copy("unknown_backbone", lambda d: (d / "config.yaml").write_text(
-        (d / "config.yaml").read_text().replace("backbone: caduceus", "backbone: transformer_xl")))
-    model_copy("shape_mismatch", lambda d: (d / "config.yaml").write_text(
-        (d / "config.yaml").read_text().replace("d_model: 32", "d_model: 48")))
+    model_copy("unknown_objective", lambda d: (d / "config.json").write_text(
+        (d / "config.json").read_text().replace('"name": "mdlm"', '"name": "diffusion9000"')))
+    model_copy("unknown_backbone", lambda d: (d / "config.json").write_text(
+        (d / "config.json").read_text().replace('"backbone": "caduceus"', '"backbone": "transformer_xl"')))
+    model_copy("shape_mismatch", lambda d: (d / "config.json").write_text(
+        (d / "config.json").read_text().replace('"d_model": 32', '"d_model": 48')))
 
     f = root / "files"
     f.mkdir()
@@ -162,13 +165,14 @@ CASES = [
     # --- eval: model directories
     ("eval-model-dir-missing", ["eval", "{ws}/nope"], "model directory not found", None),
     ("eval-model-dir-is-file", ["eval", "{ws}/files/good.fa"], "expected a model directory", None),
-    ("eval-missing-config", ["eval", "{ws}/no_config"], "missing config.yaml", None),
+    ("eval-missing-config", ["eval", "{ws}/no_config"], "missing config.json", None),
     ("eval-missing-weights", ["eval", "{ws}/no_weights"], "missing model.safetensors", None),
     ("eval-empty-weights", ["eval", "{ws}/empty_weights", "--out", "{out}/o.json"], "not a readable safetensors", "{out}/o.json"),
     ("eval-truncated-weights", ["eval", "{ws}/truncated_weights", "--out", "{out}/o.json"], "not a readable safetensors",
      "{out}/o.json"),
     ("eval-config-wrong-type", ["eval", "{ws}/bad_config_type"], "train.max_steps", None),
     ("eval-config-truncated-yaml", ["eval", "{ws}/bad_config_yaml"], "invalid YAML", None),
+    ("eval-config-truncated-json", ["eval", "{ws}/bad_config_json"], "not valid JSON", None),
     ("eval-metrics-not-json", ["eval", "{ws}/bad_metrics"], "metrics.json", None),
     ("eval-unknown-objective", ["eval", "{ws}/unknown_objective"], "diffusion9000", None),
     ("eval-unknown-backbone", ["eval", "{ws}/unknown_backbone"], "transformer_xl", None),

@@ -24,6 +24,7 @@ import dnadiff.diffusion.base as dbase
 from dnadiff.diffusion import build_objective, build_schedule
 from dnadiff.errors import DnadiffError
 from exact_denoiser import ExactDenoiser
+from legacy_layout import to_legacy_layout
 
 A, B_, EOS, PAD, MASK, V = 0, 1, 2, 3, 4, 5
 LN2 = math.log(2.0)
@@ -186,9 +187,10 @@ def test_old_model_dirs_keep_visible_pads(tmp_path):
 
     model_dir = _tiny_model_dir(tmp_path, [])
     assert dnadiff.load(model_dir).objective.pad_policy == "reference"
-    cfg = yaml.safe_load((model_dir / "config.yaml").read_text())
+    legacy = to_legacy_layout(model_dir)  # the config.yaml layout those directories have
+    cfg = yaml.safe_load(legacy.read_text())
     del cfg["objective"]["pad_policy"]
-    (model_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    legacy.write_text(yaml.safe_dump(cfg))
     assert dnadiff.load(model_dir).objective.pad_policy == "visible"
 
 

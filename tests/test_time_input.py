@@ -14,6 +14,7 @@ from dnadiff.config import RunConfig, from_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
 from dnadiff.tokenizers import DNATokenizer
+from legacy_layout import to_legacy_layout
 
 EPS = 1e-3
 
@@ -65,14 +66,14 @@ def test_bad_time_input_is_a_config_error():
 def test_model_dir_records_the_choice_and_old_dirs_keep_t(tmp_path: Path):
     bb = _dit()
     save_model_dir(tmp_path / "new", _cfg(), bb, DNATokenizer())
-    saved = yaml.safe_load((tmp_path / "new" / "config.yaml").read_text())
+    saved = yaml.safe_load((tmp_path / "new" / "config.json").read_text())  # JSON is YAML
     assert saved["model"]["time_input"] == "sigma"
     new = load(tmp_path / "new")
     with torch.no_grad():
         torch.testing.assert_close(new.denoiser(X, T), bb(X, _sigma(T)), rtol=0, atol=1e-6)
     # a directory written before the field existed: no time_input key -> t, as before
     save_model_dir(tmp_path / "old", _cfg(), bb, DNATokenizer())
-    f = tmp_path / "old" / "config.yaml"
+    f = to_legacy_layout(tmp_path / "old")  # written before the field existed: the config.yaml layout
     data = yaml.safe_load(f.read_text())
     del data["model"]["time_input"]
     f.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -90,7 +91,7 @@ def test_training_resolves_and_inherits_time_input(tmp_path: Path):
     assert cfg.model.time_input == "sigma"
     # continued training from an old (t-fed) model directory keeps feeding t
     save_model_dir(tmp_path / "old", _cfg(), _dit(), tok)
-    f = tmp_path / "old" / "config.yaml"
+    f = to_legacy_layout(tmp_path / "old")  # written before the field existed: the config.yaml layout
     data = yaml.safe_load(f.read_text())
     del data["model"]["time_input"]
     f.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         log.info(f"  {s[:60]}...  GC={gc:.2f}")
     log.info("\nwhere everything is:")
     log.info(f"  run directory    {result.run_dir}  (checkpoints/, logs/, loss_curve.png)")
-    log.info(f"  model directory  {result.model_dir}  (config.yaml, model.safetensors, metrics.json)")
+    log.info(f"  model directory  {result.model_dir}  (config.json, model.safetensors, metrics.json)")
     log.info(f"  test bound       {os.path.join(args.out, 'eval_test.json')}")
     log.info(f"  samples          {fa}")
     if not math.isfinite(res["bits_per_token"]):

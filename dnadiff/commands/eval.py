@@ -20,7 +20,7 @@ DNA configs use `visible`: never masked, never scored). One Monte-Carlo time sam
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", help="a dnadiff model directory")
+    p.add_argument("model_dir", help="a dnadiff model directory (or a Hub id org/name in the local Hugging Face cache)")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"], help="BED split (default test)")
     p.add_argument("--fasta", help="genome FASTA (plain, gzip or - for stdin) to evaluate on; needs --bed")
     p.add_argument("--bed", help="BED with a split column (chrom, start, end, split)")

@@ -23,7 +23,7 @@ per line) or OUT.txt. An existing output is kept unless --force."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", help="a dnadiff model directory")
+    p.add_argument("model_dir", help="a dnadiff model directory (or a Hub id org/name in the local Hugging Face cache)")
     p.add_argument("-n", "--num", type=int, default=4, help="number of sequences (default 4)")
     p.add_argument("--length", type=int, default=None, help="length in tokens (default: the model's sample.length)")
     p.add_argument("--sampler", default=None, help="sampler name (default: the model config's)")

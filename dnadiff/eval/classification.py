@@ -2,7 +2,8 @@
 
 Computed once over the whole evaluation set, never averaged over batches: the reference
 Caduceus pipeline averaged per-batch MCC over class-ordered test files (caduceus#38, #48),
-which is not the MCC of the test set. Implemented in numpy; tests compare with scikit-learn.
+which is not the MCC of the test set. The metrics are scikit-learn's; this module only fixes the
+label set (`num_classes`) and turns the undefined cases into 0 (MCC, F1) or NaN (AUROC).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 from typing import Sequence
 
 import numpy as np
+from sklearn import metrics as skm
 
 
 def _labels(y) -> np.ndarray:
@@ -26,72 +28,48 @@ def _scores(p) -> np.ndarray:
 
 
 def confusion_matrix(y_true, y_pred, num_classes: int | None = None) -> np.ndarray:
-    """C[i, j] = number of examples of true class i predicted as j."""
+    """C[i, j] = number of examples of true class i predicted as j (classes 0 .. K-1)."""
     y_true, y_pred = _labels(y_true), _labels(y_pred)
     k = num_classes or int(max(y_true.max(initial=0), y_pred.max(initial=0)) + 1)
-    return np.bincount(y_true * k + y_pred, minlength=k * k).reshape(k, k)
+    return skm.confusion_matrix(y_true, y_pred, labels=np.arange(k))
 
 
 def accuracy(y_true, y_pred) -> float:
     y_true, y_pred = _labels(y_true), _labels(y_pred)
-    return float((y_true == y_pred).mean()) if y_true.size else float("nan")
+    return float(skm.accuracy_score(y_true, y_pred)) if y_true.size else float("nan")
 
 
 def mcc(y_true, y_pred, num_classes: int | None = None) -> float:
-    """Matthews correlation; multiclass R_K of Gorodkin (2004), as scikit-learn. 0 when undefined."""
-    c = confusion_matrix(y_true, y_pred, num_classes).astype(np.float64)
-    t_k, p_k = c.sum(axis=1), c.sum(axis=0)  # true / predicted counts per class
-    n, correct = c.sum(), np.trace(c)
-    cov_tp = correct * n - t_k @ p_k
-    cov_pp = n * n - p_k @ p_k
-    cov_tt = n * n - t_k @ t_k
-    if cov_pp * cov_tt == 0:
-        return 0.0
-    return float(cov_tp / math.sqrt(cov_tt * cov_pp))
+    """Matthews correlation; multiclass R_K of Gorodkin (2004). 0 when undefined. Classes absent from
+    both label vectors add nothing to R_K, so `num_classes` does not change the value."""
+    y_true, y_pred = _labels(y_true), _labels(y_pred)
+    with np.errstate(all="ignore"):
+        return float(skm.matthews_corrcoef(y_true, y_pred))
 
 
 def f1_macro(y_true, y_pred, num_classes: int | None = None) -> float:
-    """Unweighted mean over classes of F1 = 2TP / (2TP + FP + FN); a class with 0/0 scores 0 (sklearn).
+    """Unweighted mean over classes of F1 = 2TP / (2TP + FP + FN); a class with 0/0 scores 0.
 
     Classes are those present in y_true or y_pred (scikit-learn's default label set) unless
     `num_classes` is given.
     """
     y_true, y_pred = _labels(y_true), _labels(y_pred)
-    c = confusion_matrix(y_true, y_pred, num_classes).astype(np.float64)
-    classes = np.arange(c.shape[0]) if num_classes else np.union1d(y_true, y_pred)
-    tp = np.diag(c)[classes]
-    denom = 2 * tp + (c.sum(axis=0) - np.diag(c))[classes] + (c.sum(axis=1) - np.diag(c))[classes]
-    f1 = np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), 0.0)
-    return float(f1.mean())
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks with ties given their average rank."""
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    ranks = np.empty(len(x), dtype=np.float64)
-    # boundaries of tie groups in sorted order
-    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
-    ends = np.r_[starts[1:], len(x)]
-    avg = (starts + ends + 1) / 2.0  # mean of ranks starts+1 .. ends
-    ranks[order] = np.repeat(avg, ends - starts)
-    return ranks
+    return float(skm.f1_score(y_true, y_pred, labels=np.arange(num_classes) if num_classes else None, average="macro",
+                              zero_division=0))
 
 
 def binary_auroc(y_true, score) -> float:
-    """Area under the ROC curve = P(score_pos > score_neg) + P(tie)/2 (Mann-Whitney U). NaN if one class."""
+    """Area under the ROC curve = P(score_pos > score_neg) + P(tie)/2. NaN if one class only."""
     y = _labels(y_true).astype(bool)
     s = _scores(score).reshape(-1)
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
+    if y.all() or not y.any():
         return float("nan")
-    r = _ranks(s)
-    u = r[y].sum() - n_pos * (n_pos + 1) / 2.0
-    return float(u / (n_pos * n_neg))
+    return float(skm.roc_auc_score(y, s))
 
 
 def auroc(y_true, probs, num_classes: int | None = None) -> float:
-    """Binary: AUROC of the class-1 score; multiclass: macro one-vs-rest (sklearn `multi_class='ovr'`)."""
+    """Binary: AUROC of the class-1 score; multiclass: macro one-vs-rest (sklearn `multi_class='ovr'`),
+    NaN when a class has no example (its one-vs-rest AUROC is undefined)."""
     y = _labels(y_true)
     p = _scores(probs)
     if p.ndim == 1:
@@ -99,7 +77,10 @@ def auroc(y_true, probs, num_classes: int | None = None) -> float:
     k = num_classes or p.shape[1]
     if k == 2:
         return binary_auroc(y, p[:, 1])
-    return float(np.mean([binary_auroc(y == c, p[:, c]) for c in range(k)]))
+    onehot = np.eye(k, dtype=np.int64)[y]  # (N, K): the one-vs-rest targets
+    if (onehot.sum(0) == 0).any() or (onehot.sum(0) == len(y)).any():
+        return float("nan")
+    return float(skm.roc_auc_score(onehot, p[:, :k], average="macro"))
 
 
 def classification_metrics(y_true, logits_or_probs, num_classes: int | None = None, probs: bool = False) -> dict:

@@ -32,36 +32,36 @@ from dnadiff.heads.config import FinetuneConfig
 
 
 def paper_splits(n: int, seeds: list[int], valid_frac: float = 0.1) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per seed: a random permutation of 0..n-1, the first round(valid_frac·n) are validation."""
+    """Per seed: a random round(valid_frac·n) of 0..n-1 for validation, the rest for training
+    (scikit-learn's train_test_split with random_state=seed); both sorted."""
+    from sklearn.model_selection import train_test_split
+
     if n < 2:
         raise DnadiffError(f"the train set needs at least 2 examples for a validation split, got {n}")
     n_valid = min(n - 1, max(1, int(round(valid_frac * n))))
     out = []
     for seed in seeds:
-        perm = np.random.default_rng(seed).permutation(n)
-        out.append((np.sort(perm[n_valid:]), np.sort(perm[:n_valid])))
+        train, valid = train_test_split(np.arange(n), test_size=n_valid, random_state=seed, shuffle=True)
+        out.append((np.sort(train), np.sort(valid)))
     return out
 
 
 def kfold_splits(labels, k: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Stratified k folds: each class is shuffled and dealt round-robin over the folds.
+    """Stratified k folds (scikit-learn's StratifiedKFold, shuffled with random_state=seed): per class,
+    fold counts differ by at most one, and so do fold sizes. Returns k (train, valid) index pairs."""
+    from sklearn.model_selection import StratifiedKFold
 
-    A class's examples land in folds (offset + j) mod k, the offset continuing from the previous
-    class so fold sizes differ by at most one. Returns k (train, valid) index pairs.
-    """
     labels = np.asarray(labels)
     if k < 2:
         raise DnadiffError(f"protocol.folds must be >= 2, got {k}")
     if len(labels) < k:
         raise DnadiffError(f"{k}-fold CV needs at least {k} train examples, got {len(labels)}")
-    rng = np.random.default_rng(seed)
-    fold = np.empty(len(labels), dtype=np.int64)
-    offset = 0
-    for c in np.unique(labels):
-        idx = rng.permutation(np.flatnonzero(labels == c))
-        fold[idx] = (offset + np.arange(len(idx))) % k
-        offset = (offset + len(idx)) % k
-    return [(np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(k)]
+    folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    import warnings
+
+    with warnings.catch_warnings():  # a class rarer than k: sklearn warns, the folds are still valid
+        warnings.simplefilter("ignore", UserWarning)
+        return [(np.sort(tr), np.sort(va)) for tr, va in folds.split(np.zeros(len(labels)), labels)]
 
 
 def stratified_subsample(labels, n: int | None, seed: int = 0) -> np.ndarray:

@@ -46,7 +46,7 @@ class DiffusionLitModule(L.LightningModule):
         # ddp_spawn hands this module to its children through shared memory: without a private copy,
         # every rank would update one EMA shadow in place (W updates per step)
         if self.ema is not None:
-            self.ema.shadow = {k: v.clone() for k, v in self.ema.shadow.items()}
+            self.ema.unshare()
 
     # ------------------------------------------------------------------ steps
     def _world(self) -> tuple[int, int]:

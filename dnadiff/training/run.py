@@ -5,7 +5,7 @@ Run directory layout (runs/NAME/):
     checkpoints/last.ckpt  Lightning checkpoints (atomic), for --resume only
     logs/                  CSV metrics;  tb/  TensorBoard
     loss_curve.png         training (and validation) loss
-    model/                 the model directory (config.yaml, model.safetensors, metrics.json)
+    model/                 the model directory (config.json, model.safetensors, metrics.json)
 """
 
 from __future__ import annotations
@@ -58,15 +58,16 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
     The returned config records `model.time_input` (a dnadiff init_from model passes its own on)."""
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import load_backbone, load_config_of, official_kind, wrap_conditional
+    from dnadiff.checkpoint import is_model_dir, load_backbone, load_config_of, official_kind, wrap_conditional
     from dnadiff.model import resolve_time_input
 
     if cfg.model.time_input is None and cfg.model.init_from and official_kind(cfg.model.init_from) is None \
-            and (Path(cfg.model.init_from) / "config.yaml").is_file():
+            and is_model_dir(cfg.model.init_from):
         cfg = replace(cfg, **{"model.time_input": load_config_of(cfg.model.init_from).model.time_input})
     cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
     if cfg.model.init_from:
-        name, backbone = load_backbone(cfg.model.init_from, keep_label_embedding=cfg.model.num_classes > 0)
+        name, backbone = load_backbone(cfg.model.init_from, vocab_size=tokenizer.vocab_size,
+                                       keep_label_embedding=cfg.model.num_classes > 0)
         if backbone.vocab_size != tokenizer.vocab_size:
             raise DnadiffError(
                 f"model.init_from: {cfg.model.init_from} has vocab_size {backbone.vocab_size}, "
