@@ -13,7 +13,8 @@ import argparse
 import os
 from pathlib import Path
 
-from Bio import bgzf
+from dnadiff.data.slices import write_masked_slice
+
 
 TARGET = {"train": 1_200_000, "valid": 150_000, "test": 150_000}
 
@@ -42,23 +43,7 @@ def main() -> None:
     for ext in ("", ".fai", ".gzi"):
         if os.path.exists(fa_path + ext):
             os.remove(fa_path + ext)
-    # Assemble N everywhere except the chosen intervals (soft-masking kept), 60 bases per line.
-    pieces, pos = [], 0
-    for c, s, e, _ in chosen:
-        pieces.append("N" * (s - pos))
-        pieces.append(str(src[c][s:e]))
-        pos = e
-    pieces.append("N" * (length - pos))
-    seq = "".join(pieces)
-    assert len(seq) == length
-    with bgzf.BgzfWriter(fa_path, "wb") as out:
-        out.write(f">{chrom}\n".encode())
-        for i in range(0, length, 60):
-            out.write((seq[i : i + 60] + "\n").encode())
-    with open(os.path.join(args.out, "sequences.bed"), "w") as fh:
-        for c, s, e, split in chosen:
-            fh.write(f"{c}\t{s}\t{e}\t{split}\n")
-    pyfaidx.Fasta(fa_path)  # writes .fai and .gzi
+    write_masked_slice(fa_path, os.path.join(args.out, "sequences.bed"), src, chrom, length, chosen)
     print({k: v for k, v in taken.items()}, "intervals:", len(chosen), "->", args.out)
 
 

@@ -30,6 +30,8 @@ import random
 import shutil
 from pathlib import Path
 
+from dnadiff.data.slices import write_masked_slice
+
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
@@ -43,8 +45,7 @@ SEED = 0
 
 def make_chr22_slice(source: Path, out: Path) -> dict:
     import pyfaidx
-    from Bio import bgzf
-
+    
     src = pyfaidx.Fasta(str(source / "hg19_chr22_subset" / "chr22.fa.gz"), rebuild=False)
     chrom = "chr22"
     length = len(src[chrom])
@@ -62,22 +63,7 @@ def make_chr22_slice(source: Path, out: Path) -> dict:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     fa_path = out / "chr22_slice.fa.gz"
-    pieces, pos = [], 0
-    for c, s, e, _ in chosen:
-        pieces.append("N" * (s - pos))
-        pieces.append(str(src[c][s:e]))
-        pos = e
-    pieces.append("N" * (length - pos))
-    seq = "".join(pieces)
-    assert len(seq) == length
-    with bgzf.BgzfWriter(str(fa_path), "wb") as fh:
-        fh.write(f">{chrom}\n".encode())
-        for i in range(0, length, 60):
-            fh.write((seq[i : i + 60] + "\n").encode())
-    with open(out / "sequences.bed", "w") as fh:
-        for c, s, e, split in chosen:
-            fh.write(f"{c}\t{s}\t{e}\t{split}\n")
-    pyfaidx.Fasta(str(fa_path)).close()  # writes the .fai and .gzi indexes
+    write_masked_slice(fa_path, out / "sequences.bed", src, chrom, length, chosen)
     return {"intervals": len(chosen), **taken}
 
 
