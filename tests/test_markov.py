@@ -129,15 +129,16 @@ def test_eval_equals_hand_value():
 
 
 def test_n_breaks_the_context_like_the_neural_scoring():
-    """Window AANCA, k=2, N masked: scored A|A (pos 1) and A|C (pos 4; context C only, after the N);
-    N (pos 2) and C (pos 3, its predecessor is N) are not scored, as for any AR model."""
+    """Window AANCA, k=2, N masked: scored A|A (pos 1), C from the empty context (pos 3: the chain
+    restarts after the N; the `ar` objective scores every real base whatever its context, as the
+    reference does) and A|C (pos 4; context C only, after the N); N (pos 2) is not scored."""
     model = chain(["AACAAG"], 2, discount=0.5, both_strands=False)
     x = ids("AANCA")
     mask = (x != TOK.n_id).long()
     out = build_objective("ar").loss(lambda x, t: model(x), x, mask)
     t = model.tables()
-    want = -math.log(p(t[1], "A", "A")) - math.log(p(t[1], "C", "A"))
-    assert int(out.num_tokens) == 2
+    want = -math.log(p(t[1], "A", "A")) - math.log(p(t[0], "", "C")) - math.log(p(t[1], "C", "A"))
+    assert int(out.num_tokens) == 3
     assert float(out.nll) == pytest.approx(want, rel=1e-6)
 
 
