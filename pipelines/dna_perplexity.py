@@ -7,20 +7,29 @@ Rows (each over >= 3 seeds: mean, and range = max − min over seeds, the paper'
     HyenaDNA  AR from scratch (causal)                                              (exact)
     HyenaDNA  bidirectional, mdlm from scratch                                      (bound)
 AR rows get the whole budget (pretrain + fine-tune steps) so every row sees the same tokens.
+Classical baselines (pipelines/perplexity_baselines.py): order-k Markov chains (interpolated
+Kneser-Ney) for k = 0, 3, 5, 8 and the k chosen on the valid split, fitted on the same train split
+and scored on the same test windows; every neural row is compared with the best-k row.
 
     python pipelines/dna_perplexity.py --scale cpu      # ~40-60 min on 2 CPU cores, shared chr22 subset
     python pipelines/dna_perplexity.py --scale paper    # HG38, dna-467k models, L = 1024 (GPU cluster)
     python pipelines/dna_perplexity.py --scale paper --dry-run   # every row: config, model, one step (seconds)
     python pipelines/dna_perplexity.py --from-json results/dna_perplexity_cpu.json   # re-render the table
+    python pipelines/dna_perplexity.py --scale cpu --only-baselines    # (re)fit the Markov rows only
+    python pipelines/dna_perplexity.py --scale cpu --budget-minutes 60 --seeds 1 --only caduceus_mdlm,mamba_ar
+        # a wall-clock budget split over the training runs (paper sizes and 1024-bp windows from 60 min)
 
 `--dry-run` builds every row's config and model at the scale's sizes (paper presets included) and
 runs one training step and a 2-window evaluation on the sample genome bundled in the package
-(32-bp windows, batch 2, one seed, no ../shared/data), in a temporary folder; it writes no table.
-`--from-json` rewrites the .md/.json table from the per-seed values a finished run stored, without
-training.
+(32-bp windows, batch 2, one seed, no ../shared/data), in a temporary folder, and fits the Markov
+rows on the same sample (orders up to 3); it writes no table. `--from-json` rewrites the .md/.json
+table (and the comparison with the best Markov row) from the per-seed values a finished run stored,
+without training. `--only-baselines` fits only the Markov rows and merges them into the neural rows
+of the stored results JSON (same data settings required).
 
-Writes results/dna_perplexity_{scale}.md and .json (command, wall time, machine) and keeps every
-model directory under runs/dna_perplexity_{scale}/ (the Genomic Benchmarks pipeline can use them).
+Writes results/dna_perplexity_{scale}.md and .json (with --budget-minutes N:
+dna_perplexity_cpu_budgetNmin.*; command, wall time, machine, load average) and keeps every model
+directory under runs/dna_perplexity_{scale}/ (the Genomic Benchmarks pipeline can use them).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # perplexity_baselines beside this file
 
 SCALES = {
     # CPU: tiny networks (~20-30K parameters), 128-bp windows of the shared 21.6 Mb chr22 subset.
@@ -90,15 +100,20 @@ DRY_RUN = {
     "train": ["train.max_steps=1", "train.batch_size=2", "train.accumulate=1", "train.val_every=100000",
               "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false", "train.threads=1"],
     "eval_windows": 2,
+    "markov_orders": (0, 3), "markov_max_order": 3,  # counts of the sample: a fraction of a second
 }
+# cpu scale, --sizes paper (default from --budget-minutes 60): the paper's ~470K models at CPU settings
+CPU_PAPER_SIZES = {"caduceus": "dna-467k", "mamba": "gb-d128", "hyena": "tiny-1k"}
 
 
 def machine() -> str:
     return f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
-def summarize_rows(specs: list[dict], results: dict[str, list[dict]]) -> list[dict]:
-    """One table row per spec: mean over seeds and the range max − min (the paper's tab. 6 "±")."""
+def summarize_rows(specs: list[dict], results: dict[str, list[dict]], budget: bool = False) -> list[dict]:
+    """One table row per spec: mean over seeds and the range max − min (the paper's tab. 6 "±").
+    A Markov row is one deterministic count fit (no seeds, no range); with a time budget the steps
+    column is the mean number of steps the runs did."""
     import numpy as np
 
     table = []
@@ -108,12 +123,19 @@ def summarize_rows(specs: list[dict], results: dict[str, list[dict]]) -> list[di
             continue
         ppl = [r["perplexity"] for r in runs]
         bits = [r["bits_per_base"] for r in runs]
+        markov = bool(spec.get("markov"))
+        if markov:
+            steps = f"counts, k={runs[0]['order']}"
+        elif budget and all("steps_done" in r for r in runs):
+            steps = round(float(np.mean([r["steps_done"] for r in runs])))
+        else:
+            steps = spec["steps"]
         table.append({
             "model": spec["row"], "kind": spec["kind"], "perplexity": f"{np.mean(ppl):.4f}",
-            RANGE_COLUMN: f"{max(ppl) - min(ppl):.4f}", "bits/base": f"{np.mean(bits):.4f}",
-            "seeds": len(runs), "params": runs[0]["parameters"], "steps": spec["steps"],
+            RANGE_COLUMN: "-" if markov else f"{max(ppl) - min(ppl):.4f}", "bits/base": f"{np.mean(bits):.4f}",
+            "seeds": "- (exact fit)" if markov else len(runs), "params": runs[0]["parameters"], "steps": steps,
             "ppl_mean": float(np.mean(ppl)), "ppl_range": float(max(ppl) - min(ppl)),
-            "bits_mean": float(np.mean(bits)), "bits_range": float(max(bits) - min(bits)),
+            "bits_mean": float(np.mean(bits)), "bits_range": float(max(bits) - min(bits)), "key": spec["key"],
         })
     return table
 
@@ -122,23 +144,81 @@ RANGE_COLUMN = "range (max−min)"
 COLUMNS = ["model", "kind", "perplexity", RANGE_COLUMN, "bits/base", "seeds", "params", "steps"]
 
 
+def load_average() -> str:
+    try:
+        return "load average {:.2f}, {:.2f}, {:.2f} (1, 5, 15 min)".format(*os.getloadavg())
+    except OSError:
+        return "load average n/a"
+
+
+def versus_markov(table: list[dict], results: dict[str, list[dict]], scale: str, data_settings: list[str],
+                  results_dir: str | Path, own_json: Path | None = None) -> list[str]:
+    """The comparison of every neural row with the best-k Markov row: this run's, else (--no-markov)
+    the one stored in results/dna_perplexity_SCALE.json when it was fitted on the same data settings."""
+    from perplexity_baselines import MARKOV_BEST, compare_with_markov
+
+    lines = compare_with_markov(table, results)
+    stored = Path(results_dir) / f"dna_perplexity_{scale}.json"
+    if lines or not stored.is_file() or (own_json is not None and stored.resolve() == own_json.resolve()):
+        return lines
+    try:
+        ref = json.loads(stored.read_text())
+    except ValueError:
+        return lines
+    if ref.get("settings", {}).get("data") == data_settings and MARKOV_BEST in ref.get("runs", {}):
+        lines = compare_with_markov(table, {**results, MARKOV_BEST: ref["runs"][MARKOV_BEST]})
+        lines[0] += f" (fitted by `{ref['command']}`, same data and test windows)"
+    return lines
+
+
 def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
-    """results/dna_perplexity_SCALE.json and .md from a summary (command, settings, rows, per-seed runs)."""
+    """results/STEM.json and .md from a summary (command, settings, rows, per-seed runs, comparison
+    with the best Markov row); STEM = dna_perplexity_SCALE, or ..._budgetNmin for a budget run."""
     from dnadiff.utils import atomic_write, markdown_table, write_json
 
     scale, wall, seeds = summary["scale"], summary["wall_seconds"], summary["seeds"]
+    stem = summary.get("stem") or f"dna_perplexity_{scale}"
     os.makedirs(results_dir, exist_ok=True)
-    write_json(Path(results_dir) / f"dna_perplexity_{scale}.json", summary)
+    write_json(Path(results_dir) / f"{stem}.json", summary)
+    load = summary.get("load_average_at_end")
     md = [f"# DNA perplexity (paper tab. 6), scale `{scale}`", "",
-          f"Command: `{summary['command']}`  ", f"Wall time: {wall / 60:.1f} min  ", f"Machine: {summary['machine']}  ",
-          f"Data: {', '.join(data)}; test split, {summary['settings']['eval_windows'] or 'all'} windows; "
-          f"perplexity and bits/base are means over {seeds} seeds, {RANGE_COLUMN} is the perplexity's "
-          "max − min over the seeds (the paper's \"±\").", ""]
+          f"Command: `{summary['command']}`  ", f"Wall time: {wall / 60:.1f} min  ",
+          f"Machine: {summary['machine']}" + (f"; {load} at the end" if load else "") + "  "]
+    prior = summary.get("neural_rows_from")
+    if prior:
+        md.append(f"Neural rows reused from `{prior['command']}` ({(prior.get('wall_seconds') or 0) / 60:.1f} min); "
+                  "this run fitted the Markov rows only.  ")
+    budget = summary.get("budget_seconds_per_run")
+    if budget:
+        md.append(f"Budget: {summary['budget_minutes']:g} min of neural training split over the runs by step share "
+                  f"({', '.join(f'{k} {v:.0f}s' for k, v in budget.items())}); steps = steps done (mean).  ")
+    md += [f"Data: {', '.join(data)}; test split, {summary['settings']['eval_windows'] or 'all'} windows; "
+           f"perplexity and bits/base are means over {seeds} seeds, {RANGE_COLUMN} is the perplexity's "
+           "max − min over the seeds (the paper's \"±\"); a Markov row is one exact count fit.", ""]
+    regen = summary.get("regenerated_rows")
+    if regen:
+        md.append(f"{' and '.join(sorted(regen['rows']))} rows regenerated ({regen['why']}): `{regen['command']}`, "
+                  f"{regen['wall_seconds'] / 60:.1f} min on {regen['machine']}.  ")
+    markov_from = summary.get("markov_rows_from")
+    if markov_from:
+        md.append(f"Markov rows from `{markov_from['command']}` ({markov_from['wall_seconds'] / 60:.1f} min on "
+                  f"{markov_from['machine']}; {markov_from.get('load_average_at_end', 'load n/a')} at the end)"
+                  + (f"; {markov_from['note']}" if markov_from.get("note") else "") + ".  ")
     if summary.get("table_rendered_by"):
-        md += [f"Table re-rendered without training from the per-seed values in the JSON: "
-               f"`{summary['table_rendered_by']}`", ""]
+        md.append(f"Table re-rendered without training from the per-seed values in the JSON: "
+                  f"`{summary['table_rendered_by']}`")
+    if md[-1]:
+        md.append("")
     md += [markdown_table(summary["rows"], COLUMNS), ""]
-    atomic_write(Path(results_dir) / f"dna_perplexity_{scale}.md", "\n".join(md))
+    if summary.get("versus_markov"):
+        md += [*summary["versus_markov"], ""]
+    atomic_write(Path(results_dir) / f"{stem}.md", "\n".join(md))
+
+
+def all_specs(settings: dict) -> list[dict]:
+    from perplexity_baselines import markov_specs
+
+    return row_specs(settings) + markov_specs()
 
 
 def rerender(path: str, results_dir: str | None, shared: str, command: str) -> int:
@@ -149,15 +229,21 @@ def rerender(path: str, results_dir: str | None, shared: str, command: str) -> i
     try:
         summary = json.loads(Path(path).read_text())
         settings, runs = summary["settings"], summary["runs"]
-    except (OSError, ValueError, KeyError) as exc:
+        specs = [s for s in all_specs(settings) if s["key"] in runs]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DnadiffError(f"--from-json {path}: not a dna_perplexity results JSON ({exc})") from None
-    specs = [s for s in row_specs(settings) if s["key"] in runs]
-    summary["rows"] = summarize_rows(specs, runs)
-    summary.setdefault("seeds", max(len(v) for v in runs.values()))
+    summary["rows"] = summarize_rows(specs, runs, budget=bool(summary.get("budget_seconds_per_run")))
+    neural = [v for k, v in runs.items() if not k.startswith("markov")]
+    summary.setdefault("seeds", max((len(v) for v in neural), default=0))
     summary["table_rendered_by"] = command
+    out_dir = results_dir or str(Path(path).parent)
+    summary["stem"] = Path(path).stem  # rewritten in place (or under --results)
+    summary["versus_markov"] = versus_markov(summary["rows"], runs, summary["scale"], settings["data"], out_dir,
+                                             own_json=Path(path))
     data = summary.get("data") or [d.format(shared=shared) for d in settings["data"]]
-    write_outputs(summary, results_dir or str(Path(path).parent), data)
+    write_outputs(summary, out_dir, data)
     print(format_table(summary["rows"], COLUMNS))
+    print("\n".join(summary["versus_markov"]))
     return 0
 
 
@@ -170,11 +256,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default=None, help="where runs go (default runs/dna_perplexity_SCALE)")
     ap.add_argument("--results", default=None, help="where the table goes (default results/)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated row keys to run, plus the rows they are initialised from (debugging)")
+                    help="comma-separated neural row keys to run, plus the rows they are initialised from (the Markov "
+                         "rows are fitted unless --no-markov)")
     ap.add_argument("--dry-run", action="store_true",
                     help="build every row's config and model and run one step on the bundled sample genome")
     ap.add_argument("--from-json", default=None, metavar="JSON",
                     help="re-render the table from a finished run's JSON (per-seed values), no training")
+    ap.add_argument("--no-markov", action="store_true", help="skip the Markov baseline rows")
+    ap.add_argument("--only-baselines", action="store_true",
+                    help="fit and score only the Markov rows; keep the neural rows of the existing results JSON")
+    ap.add_argument("--budget-minutes", type=float, default=None,
+                    help="cpu scale: neural training wall clock in minutes, split over the runs by step share "
+                         "(each run stops on time, not steps); from 60 min the defaults become --sizes paper "
+                         "--seq-len 1024")
+    ap.add_argument("--sizes", choices=["tiny", "paper"], default=None,
+                    help="cpu scale: tiny presets, or the paper's ~470K models (Caduceus-PS dna-467k, Mamba "
+                         "d128 x 4 = 468,608 parameters, HyenaDNA tiny-1k)")
+    ap.add_argument("--seq-len", type=int, default=None, help="cpu scale: window length (default 128)")
     args = ap.parse_args(argv)
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO),
                                                             *(sys.argv[1:] if argv is None else argv)])
@@ -189,6 +287,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def scale_settings(args) -> dict:
+    """The scale's settings with --budget-minutes / --sizes / --seq-len applied (cpu scale only)."""
+    from dnadiff.errors import DnadiffError
+
+    scale = dict(SCALES[args.scale])
+    if args.scale != "cpu" and (args.budget_minutes is not None or args.sizes or args.seq_len):
+        raise DnadiffError("--budget-minutes, --sizes and --seq-len need --scale cpu")
+    if args.budget_minutes is not None and not args.budget_minutes > 0:
+        raise DnadiffError(f"--budget-minutes {args.budget_minutes:g}: must be a positive number of minutes")
+    if args.seq_len is not None and args.seq_len <= 0:
+        raise DnadiffError(f"--seq-len {args.seq_len}: must be positive")
+    big = args.budget_minutes is not None and args.budget_minutes >= 60
+    if (args.sizes or ("paper" if big else "tiny")) == "paper" and args.scale == "cpu":
+        scale["presets"] = dict(CPU_PAPER_SIZES)
+    seq_len = args.seq_len or (1024 if big else None)
+    if seq_len:
+        scale["data"] = [d for d in scale["data"] if not d.startswith("data.seq_len=")] + [f"data.seq_len={seq_len}"]
+    return scale
+
+
 def run(args, command: str) -> int:
     import tempfile
 
@@ -201,19 +319,29 @@ def run(args, command: str) -> int:
     from dnadiff.training import train
     from dnadiff.training.data import build_split_dataset
     from dnadiff.utils import format_table
+    from perplexity_baselines import MARKOV_ORDERS, MAX_ORDER, budget_seconds, run_markov_rows, timer_callback
 
-    scale = SCALES[args.scale]
+    if args.dry_run and (args.only_baselines or args.budget_minutes is not None):
+        raise DnadiffError("--dry-run does not combine with --only-baselines or --budget-minutes")
+    if args.only_baselines and args.no_markov:
+        raise DnadiffError("--only-baselines fits the Markov rows: it does not combine with --no-markov")
+    scale = scale_settings(args)
     seeds = args.seeds or scale["seeds"]
     eval_windows = scale["eval_windows"]
     data = [d.format(shared=args.shared) for d in scale["data"]]
+    markov_orders, markov_max = MARKOV_ORDERS, MAX_ORDER
     tmp = None
     if args.dry_run:  # same rows, presets and recipe; tiny data and one step
         seeds, eval_windows = 1, DRY_RUN["eval_windows"]
+        markov_orders, markov_max = DRY_RUN["markov_orders"], DRY_RUN["markov_max_order"]
         keys = {o.split("=")[0] for o in DRY_RUN["data"]}
         data = [d for d in data if d.split("=")[0] not in keys] + DRY_RUN["data"]
         if not args.out_dir:
             tmp = tempfile.TemporaryDirectory(prefix="dna_perplexity_dry_run_")
-    out_dir = Path(args.out_dir or (tmp.name if tmp else REPO / "runs" / f"dna_perplexity_{args.scale}"))
+    # a budget run is its own experiment: its table does not replace the step-budget one
+    stem = f"dna_perplexity_{args.scale}" + (f"_budget{args.budget_minutes:g}min" if args.budget_minutes else "")
+    out_dir = Path(args.out_dir or (tmp.name if tmp else REPO / "runs" / stem))
+    results_dir = args.results or str(REPO / "results")
     specs = row_specs(scale)
     if args.only:  # the rows asked for and the rows they are initialised from
         keep = set(args.only.split(","))
@@ -223,11 +351,37 @@ def run(args, command: str) -> int:
                                f"rows: {', '.join(s['key'] for s in specs)}")
         keep |= {s["init"] for s in specs if s["key"] in keep and s.get("init")}
         specs = [s for s in specs if s["key"] in keep]
-    start = time.time()
     results: dict[str, list[dict]] = {}
+    prior = None
+    results_json = Path(results_dir) / f"{stem}.json"
+    if args.only_baselines:  # the neural rows as the earlier run measured them
+        if not results_json.is_file():
+            raise DnadiffError(f"--only-baselines: {results_json} not found (run the pipeline once first)")
+        try:
+            prior = json.loads(results_json.read_text())
+            prior_data, prior_runs = prior["settings"]["data"], prior["runs"]
+        except (ValueError, KeyError, TypeError):
+            raise DnadiffError(f"--only-baselines: {results_json} is not a dna_perplexity results JSON") from None
+        if prior_data != scale["data"]:
+            raise DnadiffError(f"--only-baselines: {results_json} was made with other data settings "
+                               f"({', '.join(prior_data)})")
+        results = {k: v for k, v in prior_runs.items() if not k.startswith("markov")}
+        specs = [s for s in specs if s["key"] in results]
+    budget = budget_seconds(specs, args.budget_minutes, seeds) if args.budget_minutes else {}
+    start = time.time()
     import numpy as np
 
-    for seed in range(seeds):
+    def evaluate_dir(model_dir, seed: int) -> dict:
+        model = load(model_dir)
+        test = build_split_dataset(model.config, model.tokenizer, "test")
+        if eval_windows and len(test) > eval_windows:
+            idx = np.linspace(0, len(test) - 1, eval_windows).round().astype(int)
+            test = torch.utils.data.Subset(test, sorted(set(int(i) for i in idx)))
+        ev = evaluate_model(model, test, batch_size=64, seed=1000 + seed, progress=False)
+        return {"seed": seed, "perplexity": ev["perplexity"], "bits_per_base": ev["bits_per_token"],
+                "std_error_bits": ev["bits_std_error"], "bases": ev["num_tokens"]}
+
+    for seed in range(seeds if prior is None else 0):
         for spec in specs:
             name = f"{spec['key']}_seed{seed}"
             overrides = [f"name={name}", f"out_dir={out_dir}", f"train.seed={seed}", f"train.max_steps={spec['steps']}",
@@ -241,39 +395,52 @@ def run(args, command: str) -> int:
                 overrides.append(f"model.init_from={out_dir / (spec['init'] + f'_seed{seed}') / 'model'}")
             if args.dry_run:
                 overrides += DRY_RUN["train"]
+            if budget:  # time, not steps, ends the run
+                overrides.append("train.max_steps=1000000")
             cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)
             t0 = time.time()
-            res = train(cfg, overwrite=True)
+            res = train(cfg, overwrite=True, callbacks=[timer_callback(budget[spec["key"]])] if budget else None)
             train_s = time.time() - t0
-            model = load(res.model_dir)
-            test = build_split_dataset(model.config, model.tokenizer, "test")
-            if eval_windows and len(test) > eval_windows:
-                idx = np.linspace(0, len(test) - 1, eval_windows).round().astype(int)
-                test = torch.utils.data.Subset(test, sorted(set(int(i) for i in idx)))
-            ev = evaluate_model(model, test, batch_size=64, seed=1000 + seed, progress=False)
-            row = {"seed": seed, "perplexity": ev["perplexity"], "bits_per_base": ev["bits_per_token"],
-                   "std_error_bits": ev["bits_std_error"], "bases": ev["num_tokens"], "train_seconds": round(train_s, 1),
-                   "parameters": res.metrics["parameters"], "model_dir": str(res.model_dir)}
+            row = evaluate_dir(res.model_dir, seed)
+            row.update(train_seconds=round(train_s, 1), parameters=res.metrics["parameters"],
+                       steps_done=res.metrics["steps"], model_dir=str(res.model_dir))
             results.setdefault(spec["key"], []).append(row)
-            print(f"[{time.time() - start:7.0f}s] {spec['row']:<34} seed {seed}: ppl {ev['perplexity']:.4f} "
-                  f"({ev['bits_per_token']:.4f} bits/base, train {train_s:.0f}s)", flush=True)
+            print(f"[{time.time() - start:7.0f}s] {spec['row']:<34} seed {seed}: ppl {row['perplexity']:.4f} "
+                  f"({row['bits_per_base']:.4f} bits/base, train {train_s:.0f}s, {row['steps_done']} steps)", flush=True)
+    if not args.no_markov:  # the classical rows: same data settings, same test windows and scorer
+        from perplexity_baselines import markov_specs
+
+        specs = specs + markov_specs(markov_orders, markov_max)
+        results.update(run_markov_rows(data, out_dir, evaluate_dir, orders=markov_orders, max_order=markov_max,
+                                       echo=lambda m: print(f"[{time.time() - start:7.0f}s] {m}", flush=True)))
 
     wall = time.time() - start
-    table = summarize_rows(specs, results)
+    table = summarize_rows(specs, results, budget=bool(budget))
     if args.dry_run:
         print(format_table([{"model": r["model"], "params": r["params"], "steps of the full run": r["steps"]}
                             for r in table]))
-        print(f"\ndry run ({args.scale}): {len(table)} rows built, stepped once and evaluated in {wall:.1f} s")
+        from perplexity_baselines import compare_with_markov
+
+        print("\n".join(compare_with_markov(table, results)))  # this run's rows only: the data is the sample
+        print(f"\ndry run ({args.scale}): {len(table)} rows built, stepped once (Markov rows: fitted) and evaluated "
+              f"in {wall:.1f} s")
         if tmp:
             tmp.cleanup()
         return 0
+    versus = versus_markov(table, results, args.scale, scale["data"], results_dir, own_json=results_json)
     summary = {"command": command, "wall_seconds": round(wall, 1), "machine": machine(), "scale": args.scale,
                "settings": {k: v for k, v in scale.items() if k != "presets"} | {"presets": scale["presets"]},
-               "data": data, "seeds": seeds, "rows": table, "runs": results}
-    results_dir = args.results or str(REPO / "results")
+               "data": data, "seeds": seeds if prior is None else max((len(v) for v in results.values()), default=0),
+               "rows": table, "runs": results, "load_average_at_end": load_average(), "versus_markov": versus,
+               "budget_minutes": args.budget_minutes, "budget_seconds_per_run": budget, "stem": stem}
+    if prior:
+        summary["neural_rows_from"] = {k: prior.get(k) for k in ("command", "wall_seconds", "machine")}
+        if prior.get("regenerated_rows"):
+            summary["regenerated_rows"] = prior["regenerated_rows"]
     write_outputs(summary, results_dir, data)
     print(format_table(table, COLUMNS))
-    print(f"\nwrote {results_dir}/dna_perplexity_{args.scale}.md (.json); {wall / 60:.1f} min")
+    print("\n".join(versus))
+    print(f"\nwrote {results_dir}/{stem}.md (.json); {wall / 60:.1f} min")
     return 0
 
 

@@ -10,6 +10,8 @@
     python pipelines/genomic_benchmarks.py --scale paper --dry-run
     # re-render the table of a finished run from its JSON (no training)
     python pipelines/genomic_benchmarks.py --from-json results/genomic_benchmarks_cpu.json
+    # (re)run only the k-mer LR baseline row and merge it into the stored rows of the table
+    python pipelines/genomic_benchmarks.py --scale cpu --only-baselines
 
 Every initialisation NAME=PATH is a model directory (dnadiff, or official Caduceus/HyenaDNA);
 `scratch` is added automatically: the architecture of the first --init (or the config's default
@@ -17,6 +19,9 @@ backbone when none is given) with fresh weights. Each (init, data set) cell runs
 protocol of `dnadiff finetune` (seeds x random 90/10 split, best validation accuracy epoch scored
 on the shuffled test set) and reports test accuracy as mean ± range, the range being max − min
 over the runs (the paper's tab. 7 "±"); results.json of every cell also holds MCC, macro-F1 and AUROC.
+A classical baseline row, `k-mer LR` (k-mer frequencies k = 3..6 on both strands + L2 logistic
+regression, dnadiff/baselines/kmer_lr.py), runs under the same protocol, subsamples, seeds and
+splits (--no-kmer-lr skips it; --only-baselines runs only it and keeps the other rows of OUT.json).
 
 --scale cpu sizes (chosen to fit 45 minutes on 2 shared CPU cores with 4 inits x 2 data sets):
 stratified subsamples of 1,000 train / 500 test sequences, 1 epoch, 3 seeds, one learning rate
@@ -32,9 +37,10 @@ synthetic sets in the genomic-benchmarks layout are written (cpu: one 2-class se
 sets of tab. 7 under their names, so each set's finetune_<set>.yaml recipe is loaded). Every
 (init, set) cell's recipe is capped to one run, one lr, one epoch of one step (batch 4), in a
 temporary folder. Every (init, set) config is built; the cells trained are every init on the
-first set and every set with the first row (scratch): the model and the set vary independently.
+first set and every set with the first row (scratch): the model and the set vary independently;
+the k-mer LR row is configured and fitted like any other row.
 Writes OUT.md and OUT.json (default results/genomic_benchmarks_cpu) with the command, wall
-time and machine.
+time, machine and load average.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ RUNS = REPO / "runs"  # pipelines/dna_perplexity.py --scale S writes runs/dna_pe
 # tab. 7 rows -> the DNA perplexity pipeline's run keys (seed 0 of each): MLM-pretrained Caduceus, the
 # same model fine-tuned with MDLM, and the AR baseline (Mamba)
 DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar"}
+KMER_ROW = "k-mer LR"  # the classical baseline row (dnadiff/baselines/kmer_lr.py), same cells and protocol
 
 
 def parse_inits(items: list[str]) -> dict[str, str]:
@@ -174,7 +181,7 @@ def compare_note(table: dict, datasets: list[str]) -> str:
         order = " > ".join(f"{i} {s['mean']:.3f}" for i, s in cells)
         detail = []
         by = dict(cells)
-        for other in ("mlm", "scratch"):
+        for other in ("mlm", "scratch", KMER_ROW.lower()):
             for mdlm in [k for k in by if "mdlm" in k.lower()]:
                 match = [k for k in by if k.lower() == other or k.lower().startswith(other)]
                 for o in match:
@@ -191,6 +198,36 @@ def compare_note(table: dict, datasets: list[str]) -> str:
 def _range(summary: dict) -> float:
     """max − min over runs (from min/max, so records written before the `range` key work too)."""
     return summary["max"] - summary["min"]
+
+
+def load_prior(out_stem: Path) -> dict:
+    """The results JSON an earlier full run wrote (its rows other than k-mer LR are kept by --only-baselines)."""
+    from dnadiff.errors import DnadiffError
+
+    f = Path(str(out_stem) + ".json")
+    if not f.is_file():
+        raise DnadiffError(f"--only-baselines: {f} not found (run the full pipeline once first)")
+    try:
+        prior = json.loads(f.read_text())
+        prior["table"], prior["cells"], prior["inits"], prior["datasets"]  # noqa: B018  (the keys it needs)
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise DnadiffError(f"--only-baselines: {f} is not a results file of this pipeline") from None
+    return prior
+
+
+def kmer_note(cells: list[dict]) -> str:
+    """How the k-mer LR row was made (k, strands, the C chosen per data set on validation)."""
+    chosen = ", ".join(f"{c['dataset']} C={c['selected_lr']:g}" for c in cells if c["init"] == KMER_ROW)
+    return ("k-mer frequencies k = 3..6 on both strands + L2 logistic regression (scikit-learn), C chosen on "
+            f"mean validation accuracy from 1e-4..10 ({chosen}); same subsamples, seeds and splits as the other rows")
+
+
+def load_average() -> str:
+    try:
+        a, b, c = os.getloadavg()
+        return f"load average {a:.2f}, {b:.2f}, {c:.2f} (1, 5, 15 min) on {os.cpu_count()} CPUs"
+    except OSError:
+        return "n/a"
 
 
 DRY_SETS = {"cpu": {"dry_run_two_classes": 2},
@@ -225,7 +262,8 @@ def make_dry_run_inits(root: Path, scale: str) -> dict[str, str]:
     spec = importlib.util.spec_from_file_location("dna_perplexity", REPO / "pipelines" / "dna_perplexity.py")
     dp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(dp)
-    if dp.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", ",".join(DEFAULT_INITS.values())]):
+    if dp.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", ",".join(DEFAULT_INITS.values()),
+                "--no-markov"]):  # the models only
         raise DnadiffError("--dry-run: the DNA perplexity pipeline's dry run failed")
     return discover_inits(root)
 
@@ -254,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="output stem (default results/genomic_benchmarks_<scale>)")
     p.add_argument("--runs-dir", default=None, help="per-cell run folders (default runs/genomic_benchmarks_<scale>)")
     p.add_argument("--no-scratch", action="store_true", help="skip the scratch row")
+    p.add_argument("--no-kmer-lr", action="store_true", help="skip the k-mer logistic-regression baseline row")
+    p.add_argument("--only-baselines", action="store_true",
+                   help="run only the k-mer LR row and merge it into the rows of the existing OUT.json (no neural "
+                        "fine-tuning; same data sets, subsamples and seeds)")
     p.add_argument("--download", action="store_true", help="paper scale: download missing Genomic Benchmarks sets")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: 1 at --scale cpu and for --dry-run, where tiny models gain "
@@ -301,8 +343,15 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
     from dnadiff.training.finetune_protocol import run_finetune
 
     t0 = time.time()
+    prior = None
     try:
-        if args.init:
+        out_stem = Path(args.out or REPO / "results" / f"genomic_benchmarks_{args.scale}")
+        if args.only_baselines and (dry_root is not None or args.no_kmer_lr):
+            raise DnadiffError("--only-baselines runs the k-mer LR row: not with --dry-run or --no-kmer-lr")
+        if args.only_baselines:
+            prior = load_prior(out_stem)
+            inits = prior["inits"]
+        elif args.init:
             inits = parse_inits(args.init)
         elif dry_root is not None:
             inits = make_dry_run_inits(dry_root / "models", args.scale)
@@ -322,23 +371,33 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
             if not datasets:
                 raise DnadiffError("no Genomic Benchmarks set found locally; pass --download or --datasets")
         rows: dict[str, list[str] | None] = {}
-        scratch_like = pick_scratch_architecture(inits)
-        if not args.no_scratch:
-            rows["scratch"] = scratch_overrides(inits[scratch_like]) if scratch_like else []
-        for name, path in inits.items():
-            rows[name] = [f"model.init_from={json.dumps(path)}"]
-        out_stem = Path(args.out or REPO / "results" / f"genomic_benchmarks_{args.scale}")
-        runs_dir = Path(args.runs_dir or (dry_root / "runs" if dry_root else REPO / "runs" / f"genomic_benchmarks_{args.scale}"))
         table: dict[str, dict] = {}
         cells = []
+        if prior:  # the other rows as the earlier run measured them; only the baseline runs now
+            scratch_like = prior.get("scratch_architecture", prior.get("scratch_like"))
+            table = {k: v for k, v in prior["table"].items() if k != KMER_ROW}
+            cells = [c for c in prior["cells"] if c["init"] != KMER_ROW]
+            missing = sorted(set(prior["datasets"]) - {Path(d).name for d in datasets})
+            if missing:
+                raise DnadiffError(f"--only-baselines: {out_stem}.json has data sets {', '.join(missing)} not found now")
+        else:
+            scratch_like = pick_scratch_architecture(inits)
+            if not args.no_scratch:
+                rows["scratch"] = scratch_overrides(inits[scratch_like]) if scratch_like else []
+            for name, path in inits.items():
+                rows[name] = [f"model.init_from={json.dumps(path)}"]
+        if not args.no_kmer_lr:
+            rows[KMER_ROW] = ["model.backbone=kmer_lr", "model.init_from=null"]
+        runs_dir = Path(args.runs_dir or (dry_root / "runs" if dry_root else REPO / "runs" / f"genomic_benchmarks_{args.scale}"))
         for init, init_over in rows.items():
             table[init] = {}
+            init_dir = runs_dir / init.replace(" ", "_")  # "k-mer LR" -> k-mer_LR
             for ds in datasets:
                 ds_name = Path(ds).name
                 base = args.config or "finetune/finetune_base"
                 if not args.config and args.scale == "paper" and ds_name in PAPER_SETS:
                     base = f"finetune/finetune_{ds_name}"  # its max length
-                over = cell_overrides(args, ds, ds_name, runs_dir / init) + init_over
+                over = cell_overrides(args, ds, ds_name, init_dir) + init_over
                 if args.scale == "cpu" and not any(o.startswith("model.backbone") for o in init_over) and not inits:
                     over.append("model.preset=tiny")  # scratch only: the tiny Caduceus-PS
                 cfg = load_finetune_config(base, over + (DRY_RUN_CAPS if dry_root else []))
@@ -348,10 +407,10 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
                     # other cells only build their config (the model and the set vary independently)
                     if init != next(iter(rows)) and ds != datasets[0]:
                         continue
-                res = None if args.fresh or dry_root else cached_result(runs_dir / init / ds_name, cfg)
+                res = None if args.fresh or dry_root else cached_result(init_dir / ds_name, cfg)
                 print(f"== {init} on {ds_name}" + (" (finished earlier: reusing its results.json)" if res else ""),
                       flush=True)
-                res = res or run_finetune(cfg, runs_dir / init / ds_name)
+                res = res or run_finetune(cfg, init_dir / ds_name)
                 s = res["summary"]
                 for v in s.values():  # a reused results.json may predate the `range` key (it had the half, `pm`)
                     v.pop("pm", None)
@@ -373,7 +432,14 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
                 f"{args.max_test} test sequences (stratified subsamples), batch {args.batch_size}, lr {args.lr:g}")
     payload = {"command": command, "wall_s": round(wall, 1), "machine": machine(), "scale": args.scale,
                "settings": settings, "inits": inits, "scratch_architecture": None if args.no_scratch else scratch_like,
-               "datasets": [Path(d).name for d in datasets], "table": table, "cells": cells}
+               "datasets": [Path(d).name for d in datasets], "table": table, "cells": cells,
+               "load_average": load_average()}
+    if prior:
+        payload["inits"] = prior["inits"]
+        payload["scratch_architecture"] = prior.get("scratch_architecture", prior.get("scratch_like"))
+        payload["neural_rows_from"] = {k: prior.get(k) for k in ("command", "wall_s", "machine")}
+        # the datasets in the prior's order (the k-mer row covers every one of them)
+        payload["datasets"] = list(dict.fromkeys([*prior["datasets"], *payload["datasets"]]))
     md = render(payload)
     if dry_root is not None:
         print(md)
@@ -409,6 +475,15 @@ def render(payload: dict) -> str:
             [f"scratch = fresh weights ({'architecture of ' + scratch_like if scratch_like else 'config default'})"]
             * ("scratch" in table) + [f"{k} = {v}" for k, v in payload["inits"].items()]),
     ]
+    if KMER_ROW in table:
+        lines.append(f"- {KMER_ROW}: {kmer_note(cells)}")
+    if payload.get("load_average"):
+        lines.append(f"- machine load at the end (`uptime`): {payload['load_average']}")
+    prior = payload.get("neural_rows_from")
+    if prior:
+        lines.append(f"- rows other than {KMER_ROW} reused from the earlier run `{prior['command']}` "
+                     f"({(prior.get('wall_s') or 0) / 60:.1f} min on {prior.get('machine', '?')}); "
+                     "this run added the baseline only")
     if payload.get("table_rendered_by"):
         lines.append(f"- table re-rendered without training from the per-run values in the JSON: "
                      f"`{payload['table_rendered_by']}`")

@@ -129,9 +129,9 @@ def test_eval_equals_hand_value():
 
 
 def test_n_breaks_the_context_like_the_neural_scoring():
-    """Window AANCA, k=2, N masked, no [BOS]: scored A|A (pos 1), C (pos 3, empty context after the N)
-    and A|C (pos 4; context C only); N (pos 2) is not scored and pos 0 is context, as for any AR model
-    (diffusion/ar.py: the base after an N is scored)."""
+    """Window AANCA, k=2, N masked: scored A|A (pos 1), C from the empty context (pos 3: the chain
+    restarts after the N; the `ar` objective scores every real base whatever its context, as the
+    reference does) and A|C (pos 4; context C only, after the N); N (pos 2) is not scored."""
     model = chain(["AACAAG"], 2, discount=0.5, both_strands=False)
     x = ids("AANCA")
     mask = (x != TOK.n_id).long()

@@ -38,6 +38,9 @@ def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
     for key in keys:
         m = json.loads((tmp_path / f"{key}_seed0" / "model" / "metrics.json").read_text())
         assert m["steps"] == 1
+    # the Markov rows are fitted on the same sample (orders 0, 3 and the best of 0..3 on valid)
+    for key in ("markov_k0", "markov_k3", "markov_best"):
+        assert (tmp_path / key / "model" / "metrics.json").is_file()
     if scale == "paper":  # the paper's sizes (tab. 6): Caduceus "467K", Mamba "465K", HyenaDNA tiny-1k
         assert _params(tmp_path / "caduceus_mlm_seed0" / "model") == 470_702
         assert _params(tmp_path / "caduceus_d3pm_seed0" / "model") == 470_702
@@ -48,8 +51,14 @@ def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
 
 def test_dna_perplexity_only_takes_the_rows_it_starts_from(tmp_path, capsys):
     dp = pipeline("dna_perplexity")
-    assert dp.main(["--scale", "cpu", "--dry-run", "--out-dir", str(tmp_path), "--only", "caduceus_sedd"]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["caduceus_mlm_seed0", "caduceus_sedd_seed0"]
+    assert dp.main(["--scale", "cpu", "--dry-run", "--out-dir", str(tmp_path / "a"), "--only", "caduceus_sedd"]) == 0
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    # --only picks neural rows; the Markov rows (count fits, no --only key) stay unless --no-markov
+    assert [n for n in names if not n.startswith("markov")] == ["caduceus_mlm_seed0", "caduceus_sedd_seed0"]
+    assert [n for n in names if n.startswith("markov")] == ["markov_best", "markov_k0", "markov_k3"]
+    assert dp.main(["--scale", "cpu", "--dry-run", "--out-dir", str(tmp_path / "b"), "--only", "caduceus_sedd",
+                    "--no-markov"]) == 0
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["caduceus_mlm_seed0", "caduceus_sedd_seed0"]
     assert dp.main(["--scale", "cpu", "--dry-run", "--only", "nope"]) == 2
     assert "error: --only: unknown row key(s) nope" in capsys.readouterr().err
 
@@ -63,7 +72,9 @@ def test_genomic_benchmarks_dry_run(scale, capsys):
     assert gb.main(["--scale", scale, "--dry-run"]) == 0
     out = capsys.readouterr().out
     n_sets = 8 if scale == "paper" else 1
-    assert f"dry run ({scale}): 4 rows x {n_sets} data sets configured, {4 + n_sets - 1} cells" in out
+    # rows: scratch, mlm, mdlm, ar and the k-mer LR baseline
+    assert f"dry run ({scale}): 5 rows x {n_sets} data sets configured, {5 + n_sets - 1} cells" in out
+    assert "| k-mer LR |" in out
     if scale == "paper":
         assert "human_ensembl_regulatory: 24 train / 6 test, classes ['class0', 'class1', 'class2']" in out
     assert sorted((REPO / "results").iterdir()) == before
@@ -130,6 +141,46 @@ def test_dna_perplexity_table_reports_the_range(tmp_path):
     md = (tmp_path / "dna_perplexity_cpu.md").read_text()
     assert "| model | kind | perplexity | range (max−min) |" in md and "| Mamba AR | exact | 3.1333 | 0.3000 |" in md
     assert "(max-min)/2" not in md and "re-rendered without training" in md
+
+
+def test_dna_perplexity_rerender_merges_markov_rows_and_compares(tmp_path):
+    """Neural rows (3 seeds) and a Markov best-k row (one exact fit) in one JSON: the Markov row has no
+    seeds and no range, and the comparison lines are recomputed from the per-seed bits."""
+    dp = pipeline("dna_perplexity")
+    settings = {k: v for k, v in dp.SCALES["cpu"].items()}
+    runs = {"mamba_ar": [{"seed": s, "perplexity": 2 ** b, "bits_per_base": b, "parameters": 20448}
+                         for s, b in enumerate([1.80, 1.84, 1.82])],
+            "caduceus_mdlm": [{"seed": s, "perplexity": 2 ** b, "bits_per_base": b, "parameters": 28000}
+                              for s, b in enumerate([1.84, 1.90, 1.87])],
+            "markov_best": [{"seed": "-", "perplexity": 2 ** 1.85, "bits_per_base": 1.85, "parameters": 1398100,
+                             "order": 9}]}
+    summary = {"command": "python pipelines/dna_perplexity.py --scale cpu", "wall_seconds": 60.0, "machine": "m",
+               "scale": "cpu", "settings": settings, "rows": [], "runs": runs,
+               "versus_markov": ["stale line"], "load_average_at_end": "load average 1.00, 2.00, 3.00 (1, 5, 15 min)"}
+    src = tmp_path / "dna_perplexity_cpu.json"
+    src.write_text(json.dumps(summary))
+    assert dp.main(["--from-json", str(src)]) == 0
+    res = json.loads(src.read_text())
+    assert [r["model"] for r in res["rows"]] == ["Caduceus MLM -> MDLM", "Mamba AR", "Markov best k on valid (0..10)"]
+    markov = res["rows"][-1]
+    assert markov["seeds"] == "- (exact fit)" and markov["steps"] == "counts, k=9" and markov["bits/base"] == "1.8500"
+    assert res["seeds"] == 3
+    v = res["versus_markov"]
+    assert "k = 9" in v[0] and "1.8500" in v[0] and len(v) == 3
+    assert v[1].startswith("- Caduceus MLM -> MDLM: 1.8700 bits/base (+0.0200") and "ties it" in v[1]
+    assert v[2].startswith("- Mamba AR: 1.8200 bits/base (-0.0300") and v[2].endswith("beats it")
+    md = (tmp_path / "dna_perplexity_cpu.md").read_text()
+    assert "| Markov best k on valid (0..10) | exact | 3.6050 | - | 1.8500 | - (exact fit) |" in md
+    assert v[2] in md and "stale line" not in md and "load average 1.00, 2.00, 3.00" in md
+
+
+def test_dna_perplexity_baseline_options_are_one_line_errors(tmp_path, capsys):
+    dp = pipeline("dna_perplexity")
+    assert dp.main(["--scale", "paper", "--budget-minutes", "10"]) == 2
+    assert "error: --budget-minutes, --sizes and --seq-len need --scale cpu" in capsys.readouterr().err
+    assert dp.main(["--scale", "cpu", "--only-baselines", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --only-baselines: ") and "not found" in err and err.count("\n") == 1
 
 
 def _gb_cell(init: str, accs: list[float], pm: bool) -> dict:

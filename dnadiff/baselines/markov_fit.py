@@ -23,7 +23,6 @@ import torch
 
 from dnadiff.baselines.markov import BASE_IDS, MarkovChain, count_ngrams, reverse_complement_codes, with_order
 from dnadiff.config import RunConfig, replace, save_config
-from dnadiff.model import default_ar_bos
 from dnadiff.errors import DnadiffError
 
 
@@ -95,10 +94,10 @@ def eval_items(tiles: np.ndarray, tokenizer, mask_n: bool = True) -> tuple[torch
 
 @torch.no_grad()
 def bits_per_base(backbone: MarkovChain, ids: torch.Tensor, mask: torch.Tensor, batch: int = 512,
-                  bos_id: int | None = 2) -> tuple[float, int]:
+                  bos_id: int | None = None) -> tuple[float, int]:
     """Exact bits/base of the `ar` objective over (ids, mask) windows, and the number of scored bases.
-    `bos_id`: the [BOS] context a new DNA AR model directory records (model.default_ar_bos), so
-    validation scores the bases `dnadiff eval` scores: every real one."""
+    `bos_id`: the objective's context token (the [BOS] a DNA model directory records: every real base
+    scored, the first from the empty context; None: each window's first base is context only)."""
     from dnadiff.diffusion import build_objective
 
     obj = build_objective("ar", bos_id=bos_id)
@@ -128,11 +127,15 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
     metrics: dict = {"train_bases": bases, "both_strands": both, "smoothing": mc.smoothing,
                      "count_seconds": round(time.time() - t0, 2)}
     if mc.order < 0:
+        from dnadiff.model import recorded_config
+
+        # the positions `dnadiff eval` of the saved model directory scores: its recorded `ar` bos_id
+        bos_id = recorded_config(cfg, tokenizer).objective.options.get("bos_id")
         valid = np.concatenate(list(split_tiles(cfg, tokenizer, "valid")))
         ids, mask = eval_items(valid, tokenizer)
         by_order = {}
         for k in range(top + 1):
-            bits, n = bits_per_base(with_order(full, k), ids, mask, bos_id=default_ar_bos(tokenizer))
+            bits, n = bits_per_base(with_order(full, k), ids, mask, bos_id=bos_id)
             by_order[k] = bits
             echo(f"  order {k:2d}: valid {bits:.4f} bits/base ({n} bases)")
         best = min(by_order, key=lambda k: (by_order[k], k))
