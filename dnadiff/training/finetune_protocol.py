@@ -251,7 +251,14 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
     if limit and longest > limit:
         raise DnadiffError(f"sequences of up to {longest} bases exceed the backbone's l_max {limit} "
                            "(set data.max_len to truncate, or use a longer model)")
-    make = classifier_factory(cfg, template, num_classes)
+    make_fresh = classifier_factory(cfg, template, num_classes)
+    made: list = []
+
+    def make():  # remembers the last classifier built: fit_classifier leaves its best weights in it
+        made.append(make_fresh())
+        return made[-1]
+
+    best_model: dict[float, tuple[float, Any, str]] = {}  # lr -> (val acc, classifier, run) of its best run
     runs = protocol_runs(cfg, train_labels)
     # several processes (train.devices > 1): every rank runs the protocol in step (each fit is one DDP
     # fit), rank 0 alone writes files and prints; the other ranks' runs are the same runs
@@ -284,6 +291,9 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
             res = _cached_run(record, fingerprint) if resume else None
             if res is None:
                 res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}", str(out))
+                if lr not in best_model or res.val_acc > best_model[lr][0]:
+                    best_model[lr] = (res.val_acc, made[-1], f"lr{lr:g}/{name}")
+                made.clear()
                 if writer:
                     write_json(record, {"fingerprint": fingerprint, "result": res.to_dict()})
             else:
@@ -309,7 +319,7 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         "protocol": cfg.protocol.name,
         "init_from": cfg.model.init_from,
         "backbone": type(template).__name__,
-        "num_parameters": int(sum(p.numel() for p in make().parameters())),
+        "num_parameters": int(sum(p.numel() for p in make_fresh().parameters())),
         "lr_grid": list(cfg.train.lr_grid),
         "val_acc_by_lr": {f"{lr:g}": v for lr, v in val_means.items()},
         "selected_lr": chosen,
@@ -319,6 +329,14 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         "machine": _machine(),
         "config": to_dict(cfg),
     }
+    if writer and chosen in best_model:
+        # the best-validation run of the chosen lr, as a loadable directory (`--reward classifier:DIR`)
+        from dnadiff.heads.saved import save_classifier_dir
+
+        acc, clf, run_name = best_model[chosen]
+        save_classifier_dir(out / "classifier", clf, list(train_all.classes),
+                            {"run": run_name, "val_acc": acc, "lr": chosen, "dataset": str(root), "max_len": cfg.data.max_len})
+        result["classifier_dir"] = str(out / "classifier")
     if writer:
         write_json(out / "results.json", result)
         atomic_write(out / "results.md", results_markdown(result) + "\n")
