@@ -84,9 +84,21 @@ def test_target_only_for_classifiers():
         build_reward("gc", target="coding")
 
 
+def test_noisy_inputs_mask_real_positions_at_a_random_rate():
+    from dnadiff.training.finetune import noisy_inputs
+
+    x = torch.full((400, 50), TOK.a_id)
+    att = torch.ones_like(x)
+    att[:, 40:] = 0  # pads are never masked
+    z = noisy_inputs(x, att, TOK.mask_id, torch.Generator().manual_seed(0))
+    frac = (z[:, :40] == TOK.mask_id).double().mean(1)  # (B,) ≈ t ~ U(0, 1)
+    assert not bool((z[:, 40:] == TOK.mask_id).any()) and bool(((z == TOK.mask_id) | (z == TOK.a_id)).all())
+    assert abs(float(frac.mean()) - 0.5) < 0.05 and float(frac.min()) < 0.1 and float(frac.max()) > 0.9
+
+
 def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
-    """A tiny finetune run leaves OUT/classifier; loaded, its test accuracy is the reported one, and
-    `classifier:DIR` gives log p(target | x)."""
+    """A tiny noise-aware (`model.noisy=true`) finetune run leaves OUT/classifier; loaded, its test
+    accuracy is the reported one, and `classifier:DIR` gives log p(target | x)."""
     from torch.utils.data import DataLoader, Subset
 
     from dnadiff.cli import main
@@ -98,11 +110,11 @@ def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
     out = tmp_path / "ft"
     rc = main(["finetune", "experiments/tiny_finetune", "model.backbone=hyena", "protocol.seeds=[0]",
                "data.max_train=64", "data.max_test=40", "train.batch_size=16", "train.lr_grid=[3e-3]",
-               "train.epochs=1", "--out", str(out), "--no-progress"])
+               "train.epochs=1", "model.noisy=true", "--out", str(out), "--no-progress"])
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     model, meta = load_classifier_dir(res["classifier_dir"])
-    assert meta["classes"] == res["classes"] and meta["run"] == "lr0.003/seed0"
+    assert meta["classes"] == res["classes"] and meta["run"] == "lr0.003/seed0" and meta["noisy"] is True
     root = resolve_benchmark(res["dataset"])
     test_all = load_benchmark_split(root, "test", TOK)
     keep = stratified_subsample(test_all.labels, 40, 1)
@@ -117,5 +129,6 @@ def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
     seqs = torch.stack([ds[i]["input_ids"] for i in range(4)])
     want = model(seqs).double().log_softmax(-1)[:, 0]
     assert torch.allclose(reward(seqs), want, atol=1e-5) and bool((reward(seqs) <= 0).all())
+    assert reward.noise_aware
     with pytest.raises(DnadiffError, match="knows the classes"):
         build_reward(f"classifier:{res['classifier_dir']}", target="nope")

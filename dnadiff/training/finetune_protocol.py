@@ -335,7 +335,8 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
 
         acc, clf, run_name = best_model[chosen]
         save_classifier_dir(out / "classifier", clf, list(train_all.classes),
-                            {"run": run_name, "val_acc": acc, "lr": chosen, "dataset": str(root), "max_len": cfg.data.max_len})
+                            {"run": run_name, "val_acc": acc, "lr": chosen, "dataset": str(root), "max_len": cfg.data.max_len,
+                             "noisy": cfg.model.noisy})
         result["classifier_dir"] = str(out / "classifier")
     if writer:
         write_json(out / "results.json", result)
