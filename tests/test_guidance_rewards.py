@@ -132,3 +132,27 @@ def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
     assert reward.noise_aware
     with pytest.raises(DnadiffError, match="knows the classes"):
         build_reward(f"classifier:{res['classifier_dir']}", target="nope")
+
+
+@pytest.mark.parametrize("backbone,preset", [("hyena", "tiny"), ("caduceus", "tiny-ph")])
+def test_classifier_soft_reward_matches_and_differentiates(tmp_path, backbone, preset):
+    """`soft` (used by cg_grad) equals the classifier's log p on one-hot inputs (post-hoc strand
+    conjoining included) and its gradient matches finite differences."""
+    from dnadiff.backbones import build_backbone
+    from dnadiff.heads.classifier import SequenceClassifier
+    from dnadiff.heads.saved import save_classifier_dir
+
+    torch.manual_seed(0)
+    clf = SequenceClassifier(build_backbone(backbone, preset=preset, vocab_size=12), 2).eval()
+    reward = build_reward(f"classifier:{save_classifier_dir(tmp_path / 'c', clf, ['neg', 'pos'])}", target="pos")
+    x = torch.randint(7, 11, (3, 20), generator=torch.Generator().manual_seed(1))
+    x[:, 5:9] = TOK.mask_id
+    onehot = torch.nn.functional.one_hot(x, TOK.vocab_size).double().requires_grad_(True)
+    value = reward.soft(onehot)
+    assert torch.allclose(value.detach(), reward(x), atol=1e-5)
+    (grad,) = torch.autograd.grad(value.sum(), onehot)
+    d = torch.randn(onehot.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    h = 1e-2
+    with torch.no_grad():
+        fd = (reward.soft(onehot + h * d) - reward.soft(onehot - h * d)) / (2 * h)  # (B,)
+    assert torch.allclose(fd, (grad * d).sum((1, 2)), rtol=0.05, atol=1e-3)

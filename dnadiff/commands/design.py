@@ -17,7 +17,7 @@ Rewards: gc (GC fraction), gc:T (-|GC - T|), motif:SEQ (count on both strands), 
 default the last), module:function (Long[B, L] token ids -> B floats). Methods (--option KEY=VALUE
 sets their options): none (the sampler alone), best_of_n (n=8), svdd (candidates=8, alpha=0),
 smc (particles=16, alpha=1, ess_threshold=0.5, output=sample), cg (exact classifier guidance,
-scale=1), cg_grad (first-order, needs a differentiable reward: gc, gc:T, motif). --rc-symmetric
+scale=1), cg_grad (first-order: gc, gc:T, motif, classifier without RCPS conjoining). --rc-symmetric
 averages the model's predictions and the reward over both strands. Writes OUT (FASTA, one record
 per design with its reward) and OUT.json (per-sequence rewards, summary, NFE: denoiser rows and
 reward evaluations per sequence, counted separately); an existing output is kept unless --force."""
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     except TypeError as exc:
         raise DnadiffError(f"--option: {exc}") from None
     if args.method == "cg_grad" and not hasattr(reward, "soft"):
-        raise DnadiffError(f"--method cg_grad needs a differentiable reward (gc, gc:T, motif), not {args.reward}")
+        raise DnadiffError(f"--method cg_grad needs a differentiable reward (gc, gc:T, motif, classifier), not {args.reward}")
     length = args.length or model.config.sample.length
     template = build_template(tok, args.num, length, args.prefix, args.suffix, args.template_fasta, template_records)
     denoiser = model.denoiser

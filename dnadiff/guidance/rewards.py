@@ -140,6 +140,41 @@ class Classifier(Reward):
         self.batch_size = int(batch_size)
         self.device = torch.device(device)
 
+    def _token_embedding(self):
+        for name, mod in self.model.backbone.named_modules():
+            if isinstance(mod, torch.nn.Embedding) and "label" not in name and mod.num_embeddings >= TOK.vocab_size:
+                return mod
+        raise DnadiffError(f"{self.name}: no token embedding found; cg_grad cannot differentiate this classifier")
+
+    def soft(self, onehot: Tensor) -> Tensor:
+        """log p(target | onehot): the token embedding lookup replaced by onehot @ E (differentiable),
+        strands averaged as the classifier does (post-hoc conjoining)."""
+        if self.model.conjoin == "ps":
+            raise DnadiffError(f"{self.name}: cg_grad does not support RCPS (conjoin ps) classifiers; use cg")
+        emb = self._token_embedding()
+
+        def strand(oh: Tensor) -> Tensor:
+            ids = oh.argmax(-1).to(self.device)
+            weights = torch.nn.functional.pad(oh, (0, emb.num_embeddings - oh.shape[-1])).to(self.device)
+
+            def hook(module, inputs, output):
+                if inputs[0] is ids:  # the backbone's lookup of these ids: make it linear in the one-hot
+                    return (weights.to(module.weight.dtype) @ module.weight).to(output.dtype)
+                return output
+
+            handle = emb.register_forward_hook(hook)
+            try:
+                logits = self.model.strand_logits(ids)  # (B, C)
+            finally:
+                handle.remove()
+            return logits.double().to(oh.device)
+
+        logits = strand(onehot)
+        if self.model.conjoin == "ph":  # logits averaged over the strands, as the classifier's forward
+            perm = torch.as_tensor(TOK.complement_map(onehot.shape[-1]), device=onehot.device)
+            logits = 0.5 * (logits + strand(onehot.flip(1)[..., perm]))
+        return logits.log_softmax(-1)[:, self.target]
+
     @torch.no_grad()
     def score(self, x: Tensor) -> Tensor:
         outs = []
