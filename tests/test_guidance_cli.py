@@ -103,3 +103,16 @@ def test_design_print_config(model, capsys):
                  "--out", "x.fa", "--print-config"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["method"] == "smc" and printed["option"] == {"particles": 8}
+
+
+def test_rc_symmetric_design_reports_the_strand_averaged_reward(model, tmp_path):
+    torch.set_num_threads(1)
+    out = tmp_path / "rc.fa"
+    assert main(["design", model, "--reward", "motif:ACG", "--method", "svdd", "--option", "candidates=2",
+                 "--rc-symmetric", "--num", "2", "--length", "16", "--steps", "3", "--out", str(out)]) == 0
+    stats = json.loads(out.with_suffix(".json").read_text())
+    x = torch.tensor([TOK.encode(s) for _, s in read_fasta(out)])
+    r = build_reward("motif:ACG")
+    want = 0.5 * (r(x) + r(torch.tensor(TOK.reverse_complement(x))))
+    assert stats["reward"] == "rc(motif:ACG)" and stats["rc_symmetric"] is True
+    assert torch.allclose(torch.tensor([v["reward"] for v in stats["rewards"]], dtype=torch.float64), want)
