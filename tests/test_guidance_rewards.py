@@ -113,7 +113,9 @@ def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
                "train.epochs=1", "model.noisy=true", "--out", str(out), "--no-progress"])
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
-    model, meta = load_classifier_dir(res["classifier_dir"])
+    assert res["classifier_dir"] == "classifier"  # relative to the output folder
+    clf_dir = str(out / res["classifier_dir"])
+    model, meta = load_classifier_dir(clf_dir)
     assert meta["classes"] == res["classes"] and meta["run"] == "lr0.003/seed0" and meta["noisy"] is True
     root = resolve_benchmark(res["dataset"])
     test_all = load_benchmark_split(root, "test", TOK)
@@ -125,13 +127,13 @@ def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
     assert acc == pytest.approx(res["runs"][0]["test"]["accuracy"], abs=1e-9)
     # as a reward: log-probabilities of the named class
     target = res["classes"][0]
-    reward = build_reward(f"classifier:{res['classifier_dir']}", target=target)
+    reward = build_reward(f"classifier:{clf_dir}", target=target)
     seqs = torch.stack([ds[i]["input_ids"] for i in range(4)])
     want = model(seqs).double().log_softmax(-1)[:, 0]
     assert torch.allclose(reward(seqs), want, atol=1e-5) and bool((reward(seqs) <= 0).all())
     assert reward.noise_aware
     with pytest.raises(DnadiffError, match="knows the classes"):
-        build_reward(f"classifier:{res['classifier_dir']}", target="nope")
+        build_reward(f"classifier:{clf_dir}", target="nope")
 
 
 @pytest.mark.parametrize("backbone,preset", [("hyena", "tiny"), ("caduceus", "tiny-ph")])
