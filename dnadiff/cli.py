@@ -13,7 +13,7 @@ import sys
 from dnadiff.errors import DnadiffError
 
 # name -> module under dnadiff.commands (a missing module means the command is not built yet)
-SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs"]
+SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design"]
 
 
 def build_parser() -> argparse.ArgumentParser:

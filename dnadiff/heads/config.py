@@ -48,6 +48,7 @@ class FinetuneModelConfig:
     rc_aug: bool = True  # reverse-complement augmentation in training (p = 0.5)
     dropout: float = 0.0
     freeze_backbone: bool = False  # linear probe: train the head only
+    noisy: bool = False  # noise-aware classifier (guidance): train on masked inputs z_t, t ~ U(0, 1) (Schiff et al. 2024)
 
     def __post_init__(self):
         _check(self.pooling in ("mean", "first", "last"), "model.pooling",

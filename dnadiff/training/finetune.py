@@ -32,13 +32,27 @@ from dnadiff.training.optim import build_optimizer, build_scheduler
 from dnadiff.training.run import resolve_precision
 
 
+def noisy_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, mask_id: int,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """z_t of masked diffusion at a random time per sequence: each real position is replaced by the
+    mask with probability t, t ~ U(0, 1) (1 - α_t under the log-linear schedule). What a
+    noise-aware classifier for guidance is trained on (Schiff et al. 2024, arXiv 2412.10193, §3.2)."""
+    B, L = input_ids.shape
+    t = torch.rand(B, 1, generator=generator, device=input_ids.device)  # (B, 1)
+    hit = torch.rand(B, L, generator=generator, device=input_ids.device) < t  # (B, L)
+    if attention_mask is not None:
+        hit &= attention_mask.bool()
+    return torch.where(hit, torch.full_like(input_ids, mask_id), input_ids)
+
+
 class ClassifierModule(L.LightningModule):
     """Cross-entropy training of a SequenceClassifier; validation accuracy picks the best epoch."""
 
     def __init__(self, model: SequenceClassifier, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.999),
-                 warmup_steps: int = 0, total_steps: int = 1):
+                 warmup_steps: int = 0, total_steps: int = 1, noisy: bool = False, mask_id: int = 3):
         super().__init__()
         self.model = model
+        self.noisy, self.mask_id = bool(noisy), int(mask_id)  # noisy: train on z_t (validation stays clean)
         self.lr, self.weight_decay, self.betas = lr, weight_decay, tuple(betas)
         self.warmup_steps, self.total_steps = warmup_steps, max(1, total_steps)
         self.best_acc = -math.inf
@@ -53,7 +67,10 @@ class ClassifierModule(L.LightningModule):
         return self.model(input_ids, attention_mask)
 
     def training_step(self, batch, batch_idx):
-        logits = self.model(batch["input_ids"], batch["attention_mask"])  # (B, C)
+        ids = batch["input_ids"]
+        if self.noisy:
+            ids = noisy_inputs(ids, batch["attention_mask"], self.mask_id)
+        logits = self.model(ids, batch["attention_mask"])  # (B, C)
         if "loss_weight" in batch:  # a rank's slice of a global batch: weights W / global size (0: filler)
             loss = (F.cross_entropy(logits.float(), batch["labels"], reduction="none") * batch["loss_weight"]).sum()
         else:
@@ -267,7 +284,7 @@ def fit_classifier(
         steps_per_epoch = min(steps_per_epoch, tc.max_steps_per_epoch)
     total = tc.epochs * steps_per_epoch
     warmup = int(round(tc.warmup_frac * total))
-    module = ClassifierModule(model, lr, tc.weight_decay, tc.betas, warmup, total)
+    module = ClassifierModule(model, lr, tc.weight_decay, tc.betas, warmup, total, noisy=cfg.model.noisy)
     logger = CSVLogger(log_root, name="logs", version=run) if log_root else False
     trainer = L.Trainer(
         max_epochs=tc.epochs,

@@ -189,6 +189,7 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
 
 
 RUNS_DIR = "runs"  # out_dir/runs/lr{lr}/{run}.json: one finished run (restart-safe resume)
+BEST_DIR = "best_classifiers"  # out_dir/best_classifiers/lr{lr}/: that lr's best run so far (copied to out_dir/classifier)
 
 
 def _config_fingerprint(cfg: FinetuneConfig) -> str:
@@ -255,7 +256,13 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
     if limit and longest > limit:
         raise DnadiffError(f"sequences of up to {longest} bases exceed the backbone's l_max {limit} "
                            "(set data.max_len to truncate, or use a longer model)")
-    make = classifier_factory(cfg, template, num_classes)
+    make_fresh = classifier_factory(cfg, template, num_classes)
+    made: list = []
+
+    def make():  # remembers the last classifier built: fit_classifier leaves its best weights in it
+        made.append(make_fresh())
+        return made[-1]
+
     runs = protocol_runs(cfg, train_labels)
     # several processes (train.devices > 1): every rank runs the protocol in step (each fit is one DDP
     # fit), rank 0 alone writes files and prints; the other ranks' runs are the same runs
@@ -270,10 +277,12 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         out.mkdir(parents=True, exist_ok=True)
         for stale in [*out.glob(".*.tmp"), *out.glob(f"{RUNS_DIR}/*/.*.tmp")]:  # half-written files of a killed job
             stale.unlink(missing_ok=True)
-        if not resume and (out / RUNS_DIR).is_dir():
+        if not resume:
             import shutil
 
-            shutil.rmtree(out / RUNS_DIR)  # a fresh job never reuses earlier runs
+            for folder in (RUNS_DIR, BEST_DIR):  # a fresh job never reuses earlier runs
+                if (out / folder).is_dir():
+                    shutil.rmtree(out / folder)
         save_config(cfg, out / "config.yaml")
     echo(f"{root.name}: {len(train_keep)} train / {len(test_keep)} test, classes {train_all.classes}; "
          f"{cfg.protocol.name} protocol, {len(runs)} runs x {len(cfg.train.lr_grid)} lr")
@@ -288,6 +297,11 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
             res = _cached_run(record, fingerprint) if resume else None
             if res is None:
                 res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}", str(out))
+                if writer:  # the lr's best run so far, on disk (a resumed job finds it there)
+                    keep_best_classifier(out / BEST_DIR / f"lr{lr:g}", made[-1], res, train_all.classes,
+                                         {"lr": lr, "dataset": str(root), "max_len": cfg.data.max_len,
+                                          "noisy": cfg.model.noisy})
+                made.clear()
                 if writer:
                     write_json(record, {"fingerprint": fingerprint, "result": res.to_dict()})
             else:
@@ -313,7 +327,7 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         "protocol": cfg.protocol.name,
         "init_from": cfg.model.init_from,
         "backbone": type(template).__name__,
-        "num_parameters": int(sum(p.numel() for p in make().parameters())),
+        "num_parameters": int(sum(p.numel() for p in make_fresh().parameters())),
         "lr_grid": list(cfg.train.lr_grid),
         "val_acc_by_lr": {f"{lr:g}": v for lr, v in val_means.items()},
         "selected_lr": chosen,
@@ -323,10 +337,34 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         "machine": _machine(),
         "config": to_dict(cfg),
     }
+    best_dir = out / BEST_DIR / f"lr{chosen:g}"
+    if writer and (best_dir / "classifier.json").is_file():
+        # the best-validation run of the chosen lr, as a loadable directory (`--reward classifier:DIR`)
+        import shutil
+
+        tmp = out / ".classifier.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(best_dir, tmp)
+        shutil.rmtree(out / "classifier", ignore_errors=True)
+        os.replace(tmp, out / "classifier")
+        result["classifier_dir"] = "classifier"  # relative to the output folder
     if writer:
         write_json(out / "results.json", result)
         atomic_write(out / "results.md", results_markdown(result) + "\n")
     return result
+
+
+def keep_best_classifier(path: Path, model, res, classes, info: dict[str, Any]) -> None:
+    """Save `model` (a run's best-epoch classifier) to `path` if its validation accuracy beats the
+    one saved there (ties: the earlier run stays, as the lr choice's order)."""
+    import json
+
+    from dnadiff.heads.saved import save_classifier_dir
+
+    meta = path / "classifier.json"
+    if meta.is_file() and not res.val_acc > json.loads(meta.read_text()).get("val_acc", -1.0):
+        return
+    save_classifier_dir(path, model, list(classes), {"run": res.run, "val_acc": res.val_acc, **info})
 
 
 def _silent(*args, **kwargs) -> None:

@@ -1,0 +1,133 @@
+"""Shared pieces of the guidance methods: call counting, expanded random streams, the base class.
+
+Every method wraps a masked-diffusion sampler (dnadiff/samplers: ancestral, analytic, remdm,
+first_hitting, ...; not the composite semi_ar or the autoregressive one) and has the sampler call
+
+    x = method.generate(denoiser, schedule, mask_id, (B, L), template=None, generator=seed)
+    method.last_stats   # {"denoiser_calls", "denoiser_rows", "reward_calls", "nfe_per_sequence",
+                        #  "reward_evals_per_sequence", "steps"}
+    method.last_rewards # Float64[B]: reward of each returned sequence (not counted in reward_calls)
+
+NFE is reported two ways: `denoiser_calls` (batched forward passes) and `denoiser_rows` (sequences
+pushed through the network, summed over calls); `nfe_per_sequence` = rows / B is the compute
+each designed sequence cost, the budget best-of-N is matched on. Reward evaluations are counted
+separately (rows scored).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from dnadiff.diffusion.subs import subs_log_probs
+from dnadiff.errors import DnadiffError
+from dnadiff.samplers.base import Sampler, SamplerState
+from dnadiff.samplers.rng import RandomStream, SeedStream, SharedStream, make_stream
+
+NOT_WRAPPABLE = ("semi_ar", "autoregressive")
+
+
+class RowCounter:
+    """Wraps a denoiser: counts forward calls and rows (sequences) evaluated."""
+
+    def __init__(self, denoiser: Callable):
+        self.denoiser = denoiser
+        self.calls = 0
+        self.rows = 0
+
+    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
+        self.calls += 1
+        self.rows += int(x_t.shape[0])
+        return self.denoiser(x_t, t)
+
+    @property
+    def time_conditioned(self) -> bool:
+        return bool(getattr(self.denoiser, "time_conditioned", True))
+
+
+def expand_stream(stream: RandomStream, factor: int, *key: int) -> RandomStream:
+    """A stream for `factor` copies of each row (row r's copy j is row r·factor + j), keyed apart
+    from the parent's draws. Counter-based streams stay independent of the batch layout."""
+    if isinstance(stream, SeedStream):
+        return SeedStream(stream.seed, stream.first_row * factor, stream.n * factor, stream.device,
+                          stream.float32_draws, stream.key + tuple(key))
+    if isinstance(stream, SharedStream):
+        return SharedStream(stream.generator, stream.n * factor, stream.device, stream.float32_draws)
+    raise DnadiffError(f"cannot expand a {type(stream).__name__}")
+
+
+def greedy_fill(logits: Tensor, x: Tensor, mask_id: int) -> Tensor:
+    """The predicted clean sequence x̂0(x_t): masked positions filled by argmax p_θ(x0 | x_t) (SUBS).
+    SVDD's posterior-mean value approximation (Li et al. 2024, arXiv 2408.08252, §4.2) uses r(x̂0)."""
+    fill = subs_log_probs(logits, x, mask_id).argmax(dim=-1)
+    return torch.where(x == mask_id, fill, x)
+
+
+class GuidedMethod:
+    """Base of the guidance methods: checks the inner sampler, keeps the counters."""
+
+    name = "guided"
+
+    def __init__(self, sampler: Sampler, reward: Callable[[Tensor], Tensor]):
+        if getattr(sampler, "name", None) in NOT_WRAPPABLE:
+            raise DnadiffError(f"guidance method {self.name!r}: sampler {sampler.name!r} cannot be wrapped "
+                               "(use ancestral, analytic, remdm, confidence or first_hitting)")
+        self.sampler = sampler
+        self.reward = reward
+        self.last_stats: dict = {}
+        self.last_rewards: Tensor | None = None
+
+    def score(self, x: Tensor) -> Tensor:
+        """Counted reward evaluation -> Float64[B]."""
+        self._reward_rows += int(x.shape[0])
+        return torch.as_tensor(self.reward(x), dtype=torch.float64, device=x.device).reshape(-1)
+
+    @torch.no_grad()
+    def generate(self, denoiser, schedule, mask_id: int, shape: tuple[int, int], template: Tensor | None = None,
+                 generator=None) -> Tensor:
+        B, L = int(shape[0]), int(shape[1])
+        if B < 1 or L < 1:
+            raise DnadiffError(f"guidance {self.name!r}: shape must be positive, got {tuple(shape)}")
+        device = template.device if isinstance(template, Tensor) else torch.device("cpu")
+        x = self.sampler.initial_state(int(mask_id), (B, L), template, device)
+        stream = make_stream(generator, B, device, self.sampler.float32_draws)
+        counter = RowCounter(denoiser)
+        self._reward_rows = 0
+        out, steps = self._generate(counter, schedule, int(mask_id), x, stream)
+        rows_before = self._reward_rows
+        self.last_rewards = self.score(out)
+        self._reward_rows = rows_before  # the report's scores are not part of the method's cost
+        self.last_stats = {
+            "method": self.name, "denoiser_calls": counter.calls, "denoiser_rows": counter.rows,
+            "reward_calls": self._reward_rows, "nfe_per_sequence": counter.rows / B,
+            "reward_evals_per_sequence": self._reward_rows / B, "steps": steps,
+        }
+        return out
+
+    def _generate(self, denoiser: RowCounter, schedule, mask_id: int, x: Tensor, stream: RandomStream):
+        raise NotImplementedError
+
+    # ---- helpers for step-wise methods ----------------------------------------------------------
+    def logits_of(self, denoiser, state: SamplerState) -> Tensor:
+        """The counted denoiser output (with the sampler's guidance hooks) for `state` at its model time."""
+        t = self.sampler.model_time(state)
+        if t is None:
+            t = state.t
+        return self.sampler.model_output(denoiser, state, t)
+
+    def finish(self, state: SamplerState, logits: Tensor | None) -> Tensor:
+        """Noise removal without another call: positions still masked take the argmax of the last
+        denoiser output (the sampler's argmax noise removal, made at the state's time)."""
+        if logits is None or not bool(state.masked.any()):
+            return state.x
+        return greedy_fill(logits, state.x, state.mask_id)
+
+
+def group_argmax(values: Tensor) -> Tensor:
+    """Long[B]: argmax over the last axis of Float[B, M] (first on ties)."""
+    return values.argmax(dim=-1)
+
+
+__all__ = ["RowCounter", "GuidedMethod", "expand_stream", "greedy_fill", "group_argmax", "NOT_WRAPPABLE"]

@@ -1,0 +1,76 @@
+"""A fine-tuned classifier as a loadable directory (what `dnadiff finetune` keeps of its best run).
+
+    save_classifier_dir(path, classifier, classes, info)      # classifier.json + classifier.pt
+    model, meta = load_classifier_dir(path)                   # SequenceClassifier in eval mode
+
+Layout (no Lightning, no run config needed to load):
+  classifier.json  {"format": "dnadiff-classifier", "backbone": registry name, "backbone_config": {...},
+                    "num_classes", "classes", "pooling", "conjoin", "noisy", ...info}
+  classifier.pt    the SequenceClassifier state_dict (best-validation weights)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dnadiff.errors import DnadiffError
+
+FORMAT = "dnadiff-classifier"
+
+
+def save_classifier_dir(path: str | os.PathLike, classifier, classes: list[str], info: dict[str, Any] | None = None) -> Path:
+    """Write `classifier` (a SequenceClassifier) to directory `path` atomically per file."""
+    from dnadiff.backbones import BACKBONES
+    from dnadiff.utils import atomic_write
+
+    backbone = classifier.backbone
+    name = next((n for n in BACKBONES.names() if type(backbone) is BACKBONES.get(n)), None)
+    if name is None:
+        raise DnadiffError(f"cannot save a classifier over an unregistered backbone {type(backbone).__name__}")
+    meta = {
+        "format": FORMAT, "backbone": name, "backbone_config": dataclasses.asdict(backbone.config),
+        "num_classes": int(classifier.num_classes), "classes": list(classes), "pooling": classifier.pooling,
+        "conjoin": classifier.conjoin, "noisy": False, **(info or {}),
+    }
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in classifier.state_dict().items()}, buf)
+    atomic_write(out / "classifier.pt", buf.getvalue())
+    atomic_write(out / "classifier.json", json.dumps(meta, indent=2, default=str) + "\n")
+    return out
+
+
+def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu"):
+    """(SequenceClassifier in eval mode, metadata dict) from a directory written by save_classifier_dir."""
+    from dnadiff.backbones import build_backbone_from_config
+    from dnadiff.heads.classifier import SequenceClassifier
+
+    folder = Path(path)
+    meta_path, weights = folder / "classifier.json", folder / "classifier.pt"
+    if not folder.is_dir():
+        raise DnadiffError(f"{path}: no such classifier directory")
+    if not meta_path.is_file() or not weights.is_file():
+        raise DnadiffError(f"{path}: not a classifier directory (needs classifier.json and classifier.pt; "
+                           "`dnadiff finetune` writes one as OUT/classifier)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DnadiffError(f"{meta_path}: invalid JSON ({exc.msg})") from None
+    if meta.get("format") != FORMAT:
+        raise DnadiffError(f"{meta_path}: format is {meta.get('format')!r}, expected {FORMAT!r}")
+    backbone = build_backbone_from_config(meta["backbone"], dict(meta["backbone_config"]))
+    model = SequenceClassifier(backbone, int(meta["num_classes"]), pooling=meta["pooling"], conjoin=meta["conjoin"])
+    state = torch.load(weights, map_location=map_location, weights_only=True)
+    model.load_state_dict(state)
+    return model.to(map_location).eval(), meta
+
+
+__all__ = ["save_classifier_dir", "load_classifier_dir", "FORMAT"]
