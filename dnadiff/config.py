@@ -149,45 +149,96 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    max_steps: int = 1000
+class TrainerConfig:
+    """The training fields `dnadiff train` (TrainConfig) and `dnadiff finetune` (FinetuneTrainConfig)
+    share: same names, same checks (the values the Lightning Trainer and AdamW get)."""
+
     batch_size: int = 32
-    accumulate: int = 1  # gradient accumulation (effective batch = batch_size * accumulate * devices)
-    lr: float = 3e-4
     betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | 32 | bf16-mixed | 16-mixed
+    accelerator: str = "auto"  # runtime: not recorded in model directories
+    devices: Any = "auto"  # runtime
+    progress: bool = True  # runtime
+    threads: Optional[int] = None  # runtime: torch CPU threads; null: the physical cores of the process
+
+    def __post_init__(self):
+        _check(self.batch_size > 0, "train.batch_size", f"must be > 0, got {self.batch_size}")
+        _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
+        check_trainer_values(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig(TrainerConfig):
+    max_steps: int = 1000
+    accumulate: int = 1  # gradient accumulation (effective batch = batch_size * accumulate * devices)
+    lr: float = 3e-4
     lr_schedule: str = "constant"  # constant (after warmup) | cosine
     warmup_steps: int = 0
     min_lr_ratio: float = 0.0  # cosine floor
-    grad_clip: float = 1.0
     ema: float = 0.9999  # 0 disables EMA; decay min(ema, (1+n)/(10+n))
-    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | 32 | bf16-mixed | 16-mixed
     seed: int = 0
     val_every: int = 500
     val_batches: int = 8
     ckpt_every: int = 500
     log_every: int = 10
-    accelerator: str = "auto"
-    devices: Any = "auto"
-    num_nodes: int = 1
-    strategy: str = "auto"  # auto | ddp | fsdp
-    progress: bool = True
-    threads: Optional[int] = None  # torch CPU threads; null: the physical cores of the process (recorded in the run)
+    num_nodes: int = 1  # runtime
+    strategy: str = "auto"  # runtime: auto | ddp | fsdp
 
     def __post_init__(self):
         _check(self.max_steps > 0, "train.max_steps", f"must be > 0, got {self.max_steps}")
-        _check(self.batch_size > 0, "train.batch_size", f"must be > 0, got {self.batch_size}")
         _check(self.accumulate > 0, "train.accumulate", f"must be > 0, got {self.accumulate}")
         _check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
         _check(0.0 <= self.ema < 1.0, "train.ema", f"must be in [0, 1), got {self.ema}")
-        _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
         _check(self.lr_schedule in ("constant", "cosine"), "train.lr_schedule",
                f"must be constant or cosine, got {self.lr_schedule!r}")
         _check(self.strategy in ("auto", "ddp", "fsdp", "ddp_spawn", "deepspeed"), "train.strategy",
                f"must be auto, ddp or fsdp, got {self.strategy!r}")
         for name in ("val_every", "ckpt_every", "log_every"):
             _check(getattr(self, name) > 0, f"train.{name}", f"must be > 0, got {getattr(self, name)}")
-        check_trainer_values(self)
+        super().__post_init__()
+
+
+@dataclass(frozen=True)
+class FinetuneTrainConfig(TrainerConfig):
+    """`dnadiff finetune`'s training section (Caduceus Genomic Benchmarks recipe, heads/config.py)."""
+
+    batch_size: int = 256
+    weight_decay: float = 0.1
+    devices: Any = 1
+    epochs: int = 10
+    eval_batch_size: Optional[int] = None  # default: batch_size
+    lr_grid: list[float] = field(default_factory=lambda: [1e-3, 2e-3])  # chosen per model on validation accuracy
+    warmup_frac: float = 0.01  # linear warmup over this fraction of the steps, then cosine to 0
+    max_steps_per_epoch: Optional[int] = None  # cap (quick checks)
+    deterministic: bool = True
+
+    def __post_init__(self):
+        _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
+        _check(self.eval_batch_size is None or self.eval_batch_size > 0, "train.eval_batch_size", "must be > 0")
+        _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid), "train.lr_grid",
+               f"needs one or more positive learning rates, got {self.lr_grid}")
+        _check(0.0 <= self.warmup_frac < 1.0, "train.warmup_frac", f"must be in [0, 1), got {self.warmup_frac}")
+        _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
+               "must be > 0 or null")
+        super().__post_init__()
+
+
+# Choices of the machine a run happens on, not of the model: a model directory records their
+# defaults (its config.yaml rebuilds the network anywhere; the run directory keeps what was used).
+RUNTIME_TRAIN_KEYS = ("accelerator", "devices", "progress", "threads", "num_nodes", "strategy")
+RUNTIME_BACKBONE_KEYS = ("scan_impl",)
+
+
+def without_runtime(cfg: Any) -> Any:
+    """`cfg` with the runtime choices (threads, devices, scan kernel, ...) back at their defaults."""
+    defaults = type(cfg.train)()
+    changes = {f"train.{k}": getattr(defaults, k) for k in RUNTIME_TRAIN_KEYS if hasattr(defaults, k)}
+    overrides = getattr(cfg.model, "overrides", None)
+    if overrides:
+        changes["model.overrides"] = {k: v for k, v in overrides.items() if k not in RUNTIME_BACKBONE_KEYS}
+    return replace(cfg, **changes)
 
 
 @dataclass(frozen=True)
@@ -525,8 +576,41 @@ def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] 
     for layer in layers:
         _merge_into(node, layer, "")
     _merge_into(node, given, "")
-    obj = _to_object(cls, node)
+    obj = check_options(_to_object(cls, node))
     return _resolve_data_paths(obj, given) if resolve_paths else obj
+
+
+def check_options(obj: Any) -> Any:
+    """The per-registry option mappings checked against the schema their registry declares
+    (`model.overrides`: the backbone's Config; `objective.options`, `sample.options`: the
+    objective's / sampler's constructor; `data.text`: data.text.TextOptions), values converted
+    to their types. A typo fails here, at load time, listing the valid keys. Imports the
+    registries (torch) only when a mapping is non-empty."""
+    changes: dict[str, Any] = {}
+    model = getattr(obj, "model", None)
+    if getattr(model, "overrides", None) and not model.init_from:  # init_from: checked against the loaded network
+        import dnadiff.backbones  # noqa: F401  (registers the families)
+        from dnadiff.backbones.base import BACKBONES
+
+        changes["model.overrides"] = BACKBONES.check_options(model.backbone, model.overrides, "model.overrides")
+    objective = getattr(obj, "objective", None)
+    if getattr(objective, "options", None):
+        from dnadiff.diffusion import OBJECTIVES
+
+        changes["objective.options"] = OBJECTIVES.check_options(objective.name, objective.options,
+                                                                "objective.options", exclude=("schedule",))
+    sample = getattr(obj, "sample", None)
+    if getattr(sample, "options", None):
+        from dnadiff.samplers import SAMPLERS
+
+        changes["sample.options"] = SAMPLERS.check_options(sample.sampler, sample.options, "sample.options")
+    data = getattr(obj, "data", None)
+    if isinstance(getattr(data, "text", None), dict) and data.text:
+        from dnadiff.data.text import TextOptions
+
+        opts = from_dict(TextOptions, data.text, prefix="data.text.")
+        changes["data.text"] = {k: getattr(opts, k) for k in data.text}
+    return replace(obj, **changes) if changes else obj
 
 
 # ----------------------------------------------------------------------------- data root
