@@ -99,13 +99,15 @@ class Registry:
                 self._schemas[name] = dataclasses.make_dataclass(f"{self.kind}_{name}_options", fields)
         return self._schemas[name]
 
-    def describe(self, name: str) -> str:
+    def describe(self, name: str, exclude: tuple[str, ...] = ()) -> str:
         """'steps (int, default 128), temperature (float, default 1.0), ...' for messages."""
         ctor = self.get(name)
         schema = self.option_schema(name)
         params, _ = _init_params(ctor)
         out = []
         for f in dataclasses.fields(schema):
+            if f.name in exclude:
+                continue
             ann, default = params.get(f.name, (f.type, f.default))
             ann = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
             if default is dataclasses.MISSING or default is inspect.Parameter.empty:
@@ -114,29 +116,31 @@ class Registry:
                 out.append(f"{f.name} ({ann}, default {default!r})")
         return ", ".join(out)
 
-    def check_options(self, name: str, options: dict[str, Any], key: str,
-                      exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    def check_options(self, name: str, options: dict[str, Any], key: str, exclude: tuple[str, ...] = (),
+                      sep: str = ".", label: str | None = None) -> dict[str, Any]:
         """`options` checked against `name`'s schema: an unknown key or a wrong type is one line
-        naming `key.option` and the valid options; returns the values converted to their types."""
+        naming `key.option` (`key{sep}option`) and the valid options with their types and defaults;
+        returns the values converted to their types."""
         from omegaconf import OmegaConf
         from omegaconf.errors import OmegaConfBaseException
 
         schema = self.option_schema(name)
         valid = [f.name for f in dataclasses.fields(schema) if f.name not in exclude]
+        label = label or f"{self.kind} {name!r}"
         node = OmegaConf.structured(schema, flags={"readonly": False})
         out: dict[str, Any] = {}
         for k, v in (options or {}).items():
             if k not in valid:
-                raise DnadiffError(f"{key}.{k}: not an option of {self.kind} {name!r}; "
-                                   f"valid options: {', '.join(sorted(valid))}")
+                raise DnadiffError(f"{key}{sep}{k}: not an option of {label}; "
+                                   f"valid options: {self.describe(name, exclude)}")
             try:
                 node.merge_with({k: v})
                 out[k] = OmegaConf.to_container(node, resolve=True)[k]
             except OmegaConfBaseException:
                 tp = _init_params(self.get(name))[0].get(k, ({f.name: f.type for f in dataclasses.fields(schema)}[k],))[0]
                 tp = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-                raise DnadiffError(f"{key}.{k}={v!r}: {self.kind} {name!r} expects {tp}; "
-                                   f"valid options: {self.describe(name)}") from None
+                raise DnadiffError(f"{key}{sep}{k}={v!r}: {label} expects {tp}; "
+                                   f"valid options: {self.describe(name, exclude)}") from None
         return out
 
     def build(self, name: str, **kwargs: Any) -> Any:
