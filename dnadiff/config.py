@@ -17,7 +17,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from dnadiff.data_root import (  # noqa: F401  (re-exported: the data root of relative config paths)
+    BUNDLED_DATA, DATA_ENV, _resolve_data_paths, bundled_data_root, data_root, data_root_hint)
 from dnadiff.errors import DnadiffError
+from dnadiff.yaml_safe import MAX_CONFIG_BYTES, MAX_CONFIG_NODES, _bounded_safe_load  # noqa: F401
 
 # ----------------------------------------------------------------------------- schema
 
@@ -269,8 +272,6 @@ class RunConfig:
 # here its exceptions become one line naming the dotted key, and the result is built back into the
 # frozen dataclasses (whose __post_init__ checks the ranges).
 
-MAX_CONFIG_BYTES = 1 << 20  # a config is a page of keys; 1 MiB is generous
-MAX_CONFIG_NODES = 100_000  # YAML nodes after expanding aliases (a "billion laughs" bomb expands to 10^9)
 MAX_STRING = 4096  # the longest path a file system accepts
 
 
@@ -382,46 +383,6 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): to_dict(v) for k, v in obj.items()}
     return obj
-
-
-def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
-    """Nodes of the document once aliases are expanded, counted on the shared graph (linear time)."""
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    memo[key] = 1  # a recursive alias counts once (PyYAML refuses recursion when constructing anyway)
-    value = node.value
-    total = 1
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, tuple):  # mapping: (key node, value node)
-                total += _expanded_nodes(item[0], memo) + _expanded_nodes(item[1], memo)
-            else:
-                total += _expanded_nodes(item, memo)
-            if total > MAX_CONFIG_NODES:
-                break
-    memo[key] = total
-    return total
-
-
-def _bounded_safe_load(text: str, where: str) -> Any:
-    """yaml.safe_load with a bound on the document size and on alias expansion."""
-    import yaml
-
-    size = len(text.encode("utf-8", errors="replace"))
-    if size > MAX_CONFIG_BYTES:
-        raise DnadiffError(f"{where}: {size:,} bytes is too large for a config (at most {MAX_CONFIG_BYTES:,})")
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)  # aliases stay shared here: cheap
-    except yaml.YAMLError as exc:
-        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
-    if node is not None and _expanded_nodes(node, {}) > MAX_CONFIG_NODES:
-        raise DnadiffError(f"{where}: YAML aliases expand to more than {MAX_CONFIG_NODES:,} values "
-                           "(an alias bomb?); write the values out instead")
-    try:
-        return yaml.safe_load(text)  # safe: no Python object tags
-    except yaml.YAMLError as exc:
-        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
 
 
 _RESOLVER = re.compile(r"\$\{[^}]*:")  # ${name:args}: an OmegaConf resolver call (oc.env, oc.decode, ...)
@@ -611,73 +572,6 @@ def check_options(obj: Any) -> Any:
         opts = from_dict(TextOptions, data.text, prefix="data.text.")
         changes["data.text"] = {k: getattr(opts, k) for k in data.text}
     return replace(obj, **changes) if changes else obj
-
-
-# ----------------------------------------------------------------------------- data root
-
-DATA_ENV = "DNADIFF_DATA"
-BUNDLED_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
-_PATH_KEYS = ("fasta", "bed", "benchmark", "dataset")  # data.* keys holding a file or folder
-_TEXT_PATH_KEYS = ("path", "train", "valid", "test")  # data.text.* keys holding files or folders
-
-
-def bundled_data_root() -> str:
-    """The data shipped inside the package: chr22_sample/ and benchmarks/ (small real sets)."""
-    return BUNDLED_DATA
-
-
-def data_root(root: str | os.PathLike | None = None) -> str:
-    """The folder a config's relative data paths resolve against, as an absolute path:
-    `data.root` when set, else the environment variable DNADIFF_DATA, else the bundled data.
-
-    The shipped configs name their data with the layout of the project's data folder
-    (hg19_chr22_subset/, benchmarks/NAME, text/fortunes), so DNADIFF_DATA=/path/to/that/folder
-    makes every shipped config use it, from any current directory. A relative root is taken
-    from the current directory."""
-    chosen = root or os.environ.get(DATA_ENV) or BUNDLED_DATA
-    return os.path.abspath(os.path.expanduser(str(chosen)))
-
-
-def data_root_hint(path: str | os.PathLike) -> str:
-    """For a not-found message: how a missing path under a data root came about, and the fix."""
-    p = os.path.abspath(os.path.expanduser(str(path)))
-    for root, how in ((os.environ.get(DATA_ENV), "$DNADIFF_DATA"), (BUNDLED_DATA, "the data bundled with the package")):
-        if root and p.startswith(os.path.abspath(os.path.expanduser(root)) + os.sep):
-            return (f" (the config's relative data paths resolve against the data root, here {how}; "
-                    "point DNADIFF_DATA or data.root=DIR at the folder that holds them)")
-    return ""
-
-
-def _under(root: str, value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_under(root, v) for v in value]
-    if not isinstance(value, str) or not value:
-        return value
-    value = os.path.expanduser(value)
-    return value if os.path.isabs(value) else os.path.normpath(os.path.join(root, value))
-
-
-def _resolve_data_paths(obj: Any, given: dict[str, Any]) -> Any:
-    """Relative data paths not given on the command line -> absolute paths under the data root."""
-    data = getattr(obj, "data", None)
-    if not dataclasses.is_dataclass(data) or not hasattr(data, "root"):
-        return obj
-    typed = given.get("data") if isinstance(given.get("data"), dict) else {}
-    root = data_root(data.root)
-    changes: dict[str, Any] = {"root": root}
-    for key in _PATH_KEYS:
-        value = getattr(data, key, None)
-        if value is None or key in typed:
-            continue
-        if key == "dataset" and "/" not in value and os.sep not in value:
-            continue  # a bare name is a Genomic Benchmarks set (~/.genomic_benchmarks/NAME)
-        changes[key] = _under(root, value)
-    text = getattr(data, "text", None)
-    if isinstance(text, dict) and text:
-        typed_text = typed.get("text") if isinstance(typed.get("text"), dict) else {}
-        changes["text"] = {k: (_under(root, v) if k in _TEXT_PATH_KEYS and k not in typed_text else v)
-                           for k, v in text.items()}
-    return dataclasses.replace(obj, data=dataclasses.replace(data, **changes))
 
 
 def save_config(obj: Any, path: str | os.PathLike) -> None:
