@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from dnadiff.config import RunConfig, from_dict, load_config, replace, to_dict
+from dnadiff.config import RunConfig, from_dict, load_config, replace, to_dict, without_runtime
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel, recorded_config
 from dnadiff.utils import atomic_path, os_error, public_mode, write_json
@@ -55,8 +55,12 @@ def save_model_dir(
 ) -> Path:
     """Write a model directory atomically: built in a temporary folder, then renamed into place."""
     path = Path(path)
-    cfg = replace(recorded_config(config, tokenizer),
-                  **{"model.overrides": _full_backbone_config(backbone), "model.init_from": None})
+    from dnadiff.backbones.base import BACKBONES
+
+    name = BACKBONES.name_of(backbone) or config.model.backbone  # the family of the weights written
+    cfg = without_runtime(replace(recorded_config(config, tokenizer),  # no threads, devices, scan kernel
+                                  **{"model.backbone": name, "model.overrides": _full_backbone_config(backbone),
+                                     "model.init_from": None}))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))

@@ -17,7 +17,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from dnadiff.data_root import (  # noqa: F401  (re-exported: the data root of relative config paths)
+    BUNDLED_DATA, DATA_ENV, _resolve_data_paths, bundled_data_root, data_root, data_root_hint)
 from dnadiff.errors import DnadiffError
+from dnadiff.yaml_safe import MAX_CONFIG_BYTES, MAX_CONFIG_NODES, _bounded_safe_load  # noqa: F401
 
 # ----------------------------------------------------------------------------- schema
 
@@ -149,45 +152,96 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    max_steps: int = 1000
+class TrainerConfig:
+    """The training fields `dnadiff train` (TrainConfig) and `dnadiff finetune` (FinetuneTrainConfig)
+    share: same names, same checks (the values the Lightning Trainer and AdamW get)."""
+
     batch_size: int = 32
-    accumulate: int = 1  # gradient accumulation (effective batch = batch_size * accumulate * devices)
-    lr: float = 3e-4
     betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | 32 | bf16-mixed | 16-mixed
+    accelerator: str = "auto"  # runtime: not recorded in model directories
+    devices: Any = "auto"  # runtime
+    progress: bool = True  # runtime
+    threads: Optional[int] = None  # runtime: torch CPU threads; null: the physical cores of the process
+
+    def __post_init__(self):
+        _check(self.batch_size > 0, "train.batch_size", f"must be > 0, got {self.batch_size}")
+        _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
+        check_trainer_values(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig(TrainerConfig):
+    max_steps: int = 1000
+    accumulate: int = 1  # gradient accumulation (effective batch = batch_size * accumulate * devices)
+    lr: float = 3e-4
     lr_schedule: str = "constant"  # constant (after warmup) | cosine
     warmup_steps: int = 0
     min_lr_ratio: float = 0.0  # cosine floor
-    grad_clip: float = 1.0
     ema: float = 0.9999  # 0 disables EMA; decay min(ema, (1+n)/(10+n))
-    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | 32 | bf16-mixed | 16-mixed
     seed: int = 0
     val_every: int = 500
     val_batches: int = 8
     ckpt_every: int = 500
     log_every: int = 10
-    accelerator: str = "auto"
-    devices: Any = "auto"
-    num_nodes: int = 1
-    strategy: str = "auto"  # auto | ddp | fsdp
-    progress: bool = True
-    threads: Optional[int] = None  # torch CPU threads; null: the physical cores of the process (recorded in the run)
+    num_nodes: int = 1  # runtime
+    strategy: str = "auto"  # runtime: auto | ddp | fsdp
 
     def __post_init__(self):
         _check(self.max_steps > 0, "train.max_steps", f"must be > 0, got {self.max_steps}")
-        _check(self.batch_size > 0, "train.batch_size", f"must be > 0, got {self.batch_size}")
         _check(self.accumulate > 0, "train.accumulate", f"must be > 0, got {self.accumulate}")
         _check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
         _check(0.0 <= self.ema < 1.0, "train.ema", f"must be in [0, 1), got {self.ema}")
-        _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
         _check(self.lr_schedule in ("constant", "cosine"), "train.lr_schedule",
                f"must be constant or cosine, got {self.lr_schedule!r}")
         _check(self.strategy in ("auto", "ddp", "fsdp", "ddp_spawn", "deepspeed"), "train.strategy",
                f"must be auto, ddp or fsdp, got {self.strategy!r}")
         for name in ("val_every", "ckpt_every", "log_every"):
             _check(getattr(self, name) > 0, f"train.{name}", f"must be > 0, got {getattr(self, name)}")
-        check_trainer_values(self)
+        super().__post_init__()
+
+
+@dataclass(frozen=True)
+class FinetuneTrainConfig(TrainerConfig):
+    """`dnadiff finetune`'s training section (Caduceus Genomic Benchmarks recipe, heads/config.py)."""
+
+    batch_size: int = 256
+    weight_decay: float = 0.1
+    devices: Any = 1
+    epochs: int = 10
+    eval_batch_size: Optional[int] = None  # default: batch_size
+    lr_grid: list[float] = field(default_factory=lambda: [1e-3, 2e-3])  # chosen per model on validation accuracy
+    warmup_frac: float = 0.01  # linear warmup over this fraction of the steps, then cosine to 0
+    max_steps_per_epoch: Optional[int] = None  # cap (quick checks)
+    deterministic: bool = True
+
+    def __post_init__(self):
+        _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
+        _check(self.eval_batch_size is None or self.eval_batch_size > 0, "train.eval_batch_size", "must be > 0")
+        _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid), "train.lr_grid",
+               f"needs one or more positive learning rates, got {self.lr_grid}")
+        _check(0.0 <= self.warmup_frac < 1.0, "train.warmup_frac", f"must be in [0, 1), got {self.warmup_frac}")
+        _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
+               "must be > 0 or null")
+        super().__post_init__()
+
+
+# Choices of the machine a run happens on, not of the model: a model directory records their
+# defaults (its config.yaml rebuilds the network anywhere; the run directory keeps what was used).
+RUNTIME_TRAIN_KEYS = ("accelerator", "devices", "progress", "threads", "num_nodes", "strategy")
+RUNTIME_BACKBONE_KEYS = ("scan_impl",)
+
+
+def without_runtime(cfg: Any) -> Any:
+    """`cfg` with the runtime choices (threads, devices, scan kernel, ...) back at their defaults."""
+    defaults = type(cfg.train)()
+    changes = {f"train.{k}": getattr(defaults, k) for k in RUNTIME_TRAIN_KEYS if hasattr(defaults, k)}
+    overrides = getattr(cfg.model, "overrides", None)
+    if overrides:
+        changes["model.overrides"] = {k: v for k, v in overrides.items() if k not in RUNTIME_BACKBONE_KEYS}
+    return replace(cfg, **changes)
 
 
 @dataclass(frozen=True)
@@ -213,91 +267,111 @@ class RunConfig:
 
 
 # ----------------------------------------------------------------------------- machinery
+# OmegaConf does the work: the schema comes from the dataclasses (`OmegaConf.structured`), files and
+# overrides are merged onto it (`merge`, `from_dotlist`), which type-checks and converts every value;
+# here its exceptions become one line naming the dotted key, and the result is built back into the
+# frozen dataclasses (whose __post_init__ checks the ranges).
+
+MAX_STRING = 4096  # the longest path a file system accepts
 
 
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _coerce(tp: Any, value: Any, key: str) -> Any:
-    """Check `value` against annotation `tp` (and build nested dataclasses)."""
+def _expected(tp: Any) -> str:
+    """'an integer', 'true/false', ... for annotation `tp` (the wording of the one-line errors)."""
     origin = typing.get_origin(tp)
-    if tp is Any:
-        return value
     if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(arg, value, key)
-            except DnadiffError as exc:
-                errors.append(str(exc))
-        raise DnadiffError(errors[0] if len(errors) == 1 else f"{key}: expected {_type_name(tp)}, got {value!r}")
-    if dataclasses.is_dataclass(tp):
-        if isinstance(value, tp):
-            return value
-        if not isinstance(value, dict):
-            raise DnadiffError(f"{key}: expected a mapping, got {value!r}")
-        return from_dict(tp, value, prefix=key + ".")
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _expected(args[0]) if len(args) == 1 else " or ".join(_expected(a) for a in args)
+    if dataclasses.is_dataclass(tp) or origin is dict:
+        return "a mapping"
+    if origin is tuple and typing.get_args(tp) and typing.get_args(tp)[-1] is not Ellipsis:
+        return f"a list of {len(typing.get_args(tp))} values"
     if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise DnadiffError(f"{key}: expected a list, got {value!r}")
-        args = typing.get_args(tp)
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            if len(value) != len(args):
-                raise DnadiffError(f"{key}: expected {len(args)} values, got {len(value)}")
-            return tuple(_coerce(a, v, f"{key}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-        item = args[0] if args else Any
-        out = [_coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
-        return tuple(out) if origin is tuple else out
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise DnadiffError(f"{key}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise DnadiffError(f"{key}: expected true/false, got {value!r}")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise DnadiffError(f"{key}: expected an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise DnadiffError(f"{key}: expected a number, got {value!r}")
-    if tp is str:
-        if isinstance(value, str):
-            _check(len(value) <= MAX_STRING, key, f"a {len(value):,}-character string (at most {MAX_STRING:,})")
-            return value
-        if isinstance(value, int) and not isinstance(value, bool):  # YAML reads `precision: 32` as a number
-            return str(value)
-        raise DnadiffError(f"{key}: expected a string, got {value!r}")
-    return value
+        return "a list"
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(tp, str(tp))
+
+
+def _schema(cls: type) -> Any:
+    from omegaconf import OmegaConf
+
+    from omegaconf import DictConfig
+
+    def writable(n: Any) -> None:  # the dataclasses are frozen; their schema is filled in first
+        OmegaConf.set_readonly(n, False)
+        for k in n.keys():
+            child = n._get_node(k)
+            if isinstance(child, DictConfig):
+                writable(child)
+            elif OmegaConf.is_config(child):
+                OmegaConf.set_readonly(child, False)
+
+    node = OmegaConf.structured(cls)
+    writable(node)
+    return node
+
+
+def _merge_into(node: Any, data: Any, key: str) -> None:
+    """Merge plain `data` into the structured OmegaConf `node` (in place); errors name the key."""
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+    cls = OmegaConf.get_type(node)
+    if not isinstance(data, dict):
+        raise DnadiffError(f"{key or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls) if dataclasses.is_dataclass(cls) else {}
+    for k, v in data.items():
+        full = f"{key}.{k}" if key else str(k)
+        if hints and k not in hints:
+            raise DnadiffError(f"unknown config key {full} (valid keys here: {', '.join(sorted(hints))})")
+        _check_strings(v, full)
+        child = node._get_node(k) if k in node else None
+        if isinstance(child, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(child)) and v is not None:
+            _merge_into(child, v, full)
+            continue
+        try:
+            node.merge_with({k: v})
+        except ConfigKeyError as exc:  # a key nested in a mapping-typed field
+            raise DnadiffError(f"unknown config key {exc.full_key or full}") from None
+        except OmegaConfBaseException:
+            tp = hints.get(k, Any)
+            raise DnadiffError(f"{full}: expected {_expected(tp)}, got {v!r}") from None
+
+
+def _check_strings(value: Any, key: str) -> None:
+    if isinstance(value, str):
+        _check(len(value) <= MAX_STRING, key, f"a {len(value):,}-character string (at most {MAX_STRING:,})")
+        _check(not _RESOLVER.search(value), key,
+               f"resolver interpolation {value!r} is not allowed (only ${{a.b}} references)")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_strings(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_strings(v, f"{key}[{i}]")
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    """Plain (validated, converted) dict -> frozen dataclass `cls`, nested sections included."""
+    hints = typing.get_type_hints(cls)
+    return cls(**{k: _build(hints[k], v) if dataclasses.is_dataclass(hints[k]) else v for k, v in data.items()})
+
+
+def _to_object(cls: type, node: Any) -> Any:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        data = OmegaConf.to_container(node, resolve=True)  # ${a.b} references between keys
+    except OmegaConfBaseException as exc:
+        where = f"{exc.full_key}: " if getattr(exc, "full_key", None) else ""
+        raise DnadiffError(f"{where}{str(exc).splitlines()[0]}") from None
+    return _build(cls, data)
 
 
 def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     """Build dataclass `cls` from a plain dict; unknown keys and wrong types raise DnadiffError."""
-    if not isinstance(data, dict):
-        raise DnadiffError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = [k for k in data if k not in names]
-    if unknown:
-        raise DnadiffError(
-            f"unknown config key {prefix}{unknown[0]!s} (valid keys here: {', '.join(sorted(names))})"
-        )
-    kwargs = {k: _coerce(hints[k], v, prefix + k) for k, v in data.items()}
-    return cls(**kwargs)
+    node = _schema(cls)
+    _merge_into(node, data, prefix.rstrip("."))
+    return _to_object(cls, node)
 
 
 def to_dict(obj: Any) -> Any:
@@ -311,118 +385,34 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-MAX_CONFIG_BYTES = 1 << 20  # a config is a page of keys; 1 MiB is generous
-MAX_CONFIG_NODES = 100_000  # YAML nodes after expanding aliases (a "billion laughs" bomb expands to 10^9)
-MAX_STRING = 4096  # the longest path a file system accepts
-
-
-def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
-    """Nodes of the document once aliases are expanded, counted on the shared graph (linear time)."""
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    memo[key] = 1  # a recursive alias counts once (PyYAML refuses recursion when constructing anyway)
-    value = node.value
-    total = 1
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, tuple):  # mapping: (key node, value node)
-                total += _expanded_nodes(item[0], memo) + _expanded_nodes(item[1], memo)
-            else:
-                total += _expanded_nodes(item, memo)
-            if total > MAX_CONFIG_NODES:
-                break
-    memo[key] = total
-    return total
-
-
-def _bounded_safe_load(text: str, where: str) -> Any:
-    """yaml.safe_load with a bound on the document size and on alias expansion."""
-    import yaml
-
-    size = len(text.encode("utf-8", errors="replace"))
-    if size > MAX_CONFIG_BYTES:
-        raise DnadiffError(f"{where}: {size:,} bytes is too large for a config (at most {MAX_CONFIG_BYTES:,})")
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)  # aliases stay shared here: cheap
-    except yaml.YAMLError as exc:
-        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
-    if node is not None and _expanded_nodes(node, {}) > MAX_CONFIG_NODES:
-        raise DnadiffError(f"{where}: YAML aliases expand to more than {MAX_CONFIG_NODES:,} values "
-                           "(an alias bomb?); write the values out instead")
-    try:
-        return yaml.safe_load(text)  # safe: no Python object tags
-    except yaml.YAMLError as exc:
-        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
-
-
-def _parse_yaml(text: str, where: str) -> dict[str, Any]:
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    raw = _bounded_safe_load(text, where)
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise DnadiffError(f"{where}: the top level must be a mapping of keys")
-    _refuse_resolvers(raw, where)
-    try:
-        return OmegaConf.to_container(OmegaConf.create(raw), resolve=True)  # ${a.b} references only
-    except OmegaConfBaseException as exc:
-        raise DnadiffError(f"{where}: {str(exc).splitlines()[0]}") from None
-
-
 _RESOLVER = re.compile(r"\$\{[^}]*:")  # ${name:args}: an OmegaConf resolver call (oc.env, oc.decode, ...)
 
 
-def _refuse_resolvers(node: Any, where: str, key: str = "") -> None:
-    """Only ${a.b} references between keys: resolver calls (environment, decoding) are refused."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            _refuse_resolvers(v, where, f"{key}.{k}" if key else str(k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            _refuse_resolvers(v, where, f"{key}[{i}]")
-    elif isinstance(node, str) and _RESOLVER.search(node):
-        raise DnadiffError(f"{where}: {key}: resolver interpolation {node!r} is not allowed (only ${{a.b}} references)")
-
-
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
-    """['train.lr=1e-3', 'model.preset=tiny'] -> nested dict (values parsed as YAML scalars)."""
-    import yaml
+    """['train.lr=1e-3', 'model.preset=tiny'] -> nested dict (OmegaConf.from_dotlist: YAML values)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    out: dict[str, Any] = {}
+    out = OmegaConf.create({})
     for item in overrides:
         if "=" not in item:
             raise DnadiffError(f"override {item!r}: expected key=value")
         key, _, value = item.partition("=")
         key = key.strip()
-        if not key:
+        if not key or any(not part for part in key.split(".")):
             raise DnadiffError(f"override {item!r}: empty key")
+        if value.strip():
+            try:
+                _bounded_safe_load(value, f"override {key}")
+            except DnadiffError as exc:
+                if "invalid YAML" not in str(exc):
+                    raise
+                value = repr(value)  # not YAML: the text as typed
         try:
-            parsed = _bounded_safe_load(value, f"override {key}") if value.strip() else ""
-        except DnadiffError as exc:
-            if "invalid YAML" not in str(exc):
-                raise
-            parsed = value
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise DnadiffError(f"override {item!r}: {part} is not a section")
-        node[parts[-1]] = parsed
-    return out
-
-
-def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in update.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = deep_merge(out[k], v)
-        else:
-            out[k] = v
-    return out
+            out.merge_with(OmegaConf.from_dotlist([f"{key}={value}"]))
+        except OmegaConfBaseException:
+            raise DnadiffError(f"override {item!r}: {key.rpartition('.')[0]} is not a section") from None
+    return OmegaConf.to_container(out)
 
 
 CONFIG_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
@@ -439,15 +429,7 @@ def resolve_config_path(path: str | os.PathLike) -> str:
     raise DnadiffError(f"{path}: config file not found")
 
 
-def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Read a YAML config, first merging the files listed under its `defaults:` key.
-
-    `defaults: [model/caduceus_467k, data/chr22_cpu]` names files relative to the shipped configs/
-    folder (or the including file's folder); later entries and the file itself win.
-    """
-    path = resolve_config_path(path)
-    if path in _seen:
-        raise DnadiffError(f"{path}: `defaults` include cycle")
+def _read_yaml(path: str) -> dict[str, Any]:
     try:
         if os.path.getsize(path) > MAX_CONFIG_BYTES:  # refuse before reading a huge file into memory
             raise DnadiffError(f"{path}: {os.path.getsize(path):,} bytes is too large for a config "
@@ -458,101 +440,138 @@ def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = ()) -> dict
         raise DnadiffError(f"{path}: not a text (UTF-8) YAML file") from None
     except OSError as exc:
         raise DnadiffError(f"{path}: cannot read ({exc.strerror})") from None
-    data = _parse_yaml(text, path)
+    data = _bounded_safe_load(text, path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise DnadiffError(f"{path}: the top level must be a mapping of keys")
+    try:
+        _check_strings(data, "")
+    except DnadiffError as exc:
+        raise DnadiffError(f"{path}: {exc}") from None
+    return data
+
+
+def _group_file(group: str, name: str, near: str | None) -> str:
+    """`model=caduceus_tiny` -> configs/model/caduceus_tiny.yaml (beside the config's folder first)."""
+    roots = ([os.path.dirname(os.path.dirname(os.path.abspath(near)))] if near else []) + [CONFIG_ROOT]
+    for root in roots:
+        for candidate in (os.path.join(root, group, name), os.path.join(root, group, name + ".yaml")):
+            if os.path.isfile(candidate):
+                return candidate
+    choices = sorted(f[:-5] for f in os.listdir(os.path.join(CONFIG_ROOT, group)) if f.endswith(".yaml"))
+    raise DnadiffError(f"{group}={name}: no config {group}/{name}.yaml (choose one of: {', '.join(choices)})")
+
+
+def config_groups() -> list[str]:
+    """The config group folders (`model`, `objective`, `data`, `train`, `sampler`, ...)."""
+    return sorted(d for d in os.listdir(CONFIG_ROOT) if os.path.isdir(os.path.join(CONFIG_ROOT, d)))
+
+
+def _default_group(entry: str) -> str:
+    return os.path.basename(os.path.dirname(os.path.normpath(str(entry))))
+
+
+def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = (),
+                   groups: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """A YAML config as the list of mappings to merge, in order: the files listed under its
+    `defaults:` key (names relative to the file's folder or the shipped configs/), then the file.
+
+    `groups` ({"model": "caduceus_tiny"}, the command line's group selections) replaces the
+    defaults of the same group folder and goes after the file itself."""
+    path = resolve_config_path(path)
+    if path in _seen:
+        raise DnadiffError(f"{path}: `defaults` include cycle")
+    data = _read_yaml(path)
     defaults = data.pop("defaults", None) or []
     if not isinstance(defaults, list):
         raise DnadiffError(f"{path}: `defaults` must be a list of config names")
-    merged: dict[str, Any] = {}
+    layers: list[dict[str, Any]] = []
     for name in defaults:
+        if groups and _default_group(name) in groups:
+            continue  # replaced by the command line's selection
         local = os.path.join(os.path.dirname(path), str(name))
         target = local if os.path.isfile(local) or os.path.isfile(local + ".yaml") else str(name)
         if not os.path.isfile(target) and os.path.isfile(target + ".yaml"):
             target += ".yaml"
-        merged = deep_merge(merged, load_yaml_tree(target, _seen + (path,)))
-    return deep_merge(merged, data)
+        layers += load_yaml_tree(target, _seen + (path,))
+    layers.append(data)
+    for group, name in (groups or {}).items():
+        layers += load_yaml_tree(_group_file(group, name, path), _seen + (path,))
+    return layers
+
+
+def _split_groups(overrides: list[str]) -> tuple[dict[str, str], list[str]]:
+    """`model=caduceus_tiny` (a group folder name = a config name) apart from dotted overrides."""
+    groups: dict[str, str] = {}
+    rest: list[str] = []
+    names = set(config_groups())
+    for item in overrides:
+        key, eq, value = item.partition("=")
+        if eq and key.strip() in names and value.strip() and not value.strip().startswith(("{", "[")):
+            groups[key.strip()] = value.strip()
+        else:
+            rest.append(item)
+    return groups, rest
 
 
 def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] | None = None,
                 resolve_paths: bool = True) -> Any:
-    """YAML file (or none) + overrides -> frozen dataclass `cls`.
+    """YAML file (or none) + group selections + overrides -> frozen dataclass `cls`.
 
+    `model=caduceus_tiny` (a folder of the shipped configs/ = a file in it) merges that file after
+    the config (replacing a default of the same group); dotted `key=value` overrides come last.
     With `resolve_paths`, the relative data paths of the config file (and of the defaults) are
     made absolute against the data root (see `data_root`); paths given as overrides stay relative
     to the current directory, like any path typed on a command line.
     """
-    data: dict[str, Any] = load_yaml_tree(path) if path is not None else {}
-    if path is not None and not data:  # an empty file is a mistake, not "all defaults" (a 1000-step run)
-        raise DnadiffError(f"{path}: empty config file (no keys)")
-    given = parse_overrides(list(overrides or []))
-    obj = from_dict(cls, deep_merge(data, given))
+    groups, dotted = _split_groups(list(overrides or []))
+    given = parse_overrides(dotted)
+    if path is not None:
+        layers = load_yaml_tree(path, groups=groups)
+        if not any(layers):  # an empty file is a mistake, not "all defaults" (a 1000-step run)
+            raise DnadiffError(f"{path}: empty config file (no keys)")
+    else:
+        layers = [layer for g, n in groups.items() for layer in load_yaml_tree(_group_file(g, n, None))]
+    node = _schema(cls)
+    for layer in layers:
+        _merge_into(node, layer, "")
+    _merge_into(node, given, "")
+    obj = check_options(_to_object(cls, node))
     return _resolve_data_paths(obj, given) if resolve_paths else obj
 
 
-# ----------------------------------------------------------------------------- data root
+def check_options(obj: Any) -> Any:
+    """The per-registry option mappings checked against the schema their registry declares
+    (`model.overrides`: the backbone's Config; `objective.options`, `sample.options`: the
+    objective's / sampler's constructor; `data.text`: data.text.TextOptions), values converted
+    to their types. A typo fails here, at load time, listing the valid keys. Imports the
+    registries (torch) only when a mapping is non-empty."""
+    changes: dict[str, Any] = {}
+    model = getattr(obj, "model", None)
+    if getattr(model, "overrides", None) and not model.init_from:  # init_from: checked against the loaded network
+        import dnadiff.backbones  # noqa: F401  (registers the families)
+        from dnadiff.backbones.base import BACKBONES
 
-DATA_ENV = "DNADIFF_DATA"
-BUNDLED_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
-_PATH_KEYS = ("fasta", "bed", "benchmark", "dataset")  # data.* keys holding a file or folder
-_TEXT_PATH_KEYS = ("path", "train", "valid", "test")  # data.text.* keys holding files or folders
+        changes["model.overrides"] = BACKBONES.check_options(model.backbone, model.overrides, "model.overrides")
+    objective = getattr(obj, "objective", None)
+    if getattr(objective, "options", None):
+        from dnadiff.diffusion import OBJECTIVES
 
+        changes["objective.options"] = OBJECTIVES.check_options(objective.name, objective.options,
+                                                                "objective.options", exclude=("schedule",))
+    sample = getattr(obj, "sample", None)
+    if getattr(sample, "options", None):
+        from dnadiff.samplers import SAMPLERS
 
-def bundled_data_root() -> str:
-    """The data shipped inside the package: chr22_sample/ and benchmarks/ (small real sets)."""
-    return BUNDLED_DATA
-
-
-def data_root(root: str | os.PathLike | None = None) -> str:
-    """The folder a config's relative data paths resolve against, as an absolute path:
-    `data.root` when set, else the environment variable DNADIFF_DATA, else the bundled data.
-
-    The shipped configs name their data with the layout of the project's data folder
-    (hg19_chr22_subset/, benchmarks/NAME, text/fortunes), so DNADIFF_DATA=/path/to/that/folder
-    makes every shipped config use it, from any current directory. A relative root is taken
-    from the current directory."""
-    chosen = root or os.environ.get(DATA_ENV) or BUNDLED_DATA
-    return os.path.abspath(os.path.expanduser(str(chosen)))
-
-
-def data_root_hint(path: str | os.PathLike) -> str:
-    """For a not-found message: how a missing path under a data root came about, and the fix."""
-    p = os.path.abspath(os.path.expanduser(str(path)))
-    for root, how in ((os.environ.get(DATA_ENV), "$DNADIFF_DATA"), (BUNDLED_DATA, "the data bundled with the package")):
-        if root and p.startswith(os.path.abspath(os.path.expanduser(root)) + os.sep):
-            return (f" (the config's relative data paths resolve against the data root, here {how}; "
-                    "point DNADIFF_DATA or data.root=DIR at the folder that holds them)")
-    return ""
-
-
-def _under(root: str, value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_under(root, v) for v in value]
-    if not isinstance(value, str) or not value:
-        return value
-    value = os.path.expanduser(value)
-    return value if os.path.isabs(value) else os.path.normpath(os.path.join(root, value))
-
-
-def _resolve_data_paths(obj: Any, given: dict[str, Any]) -> Any:
-    """Relative data paths not given on the command line -> absolute paths under the data root."""
+        changes["sample.options"] = SAMPLERS.check_options(sample.sampler, sample.options, "sample.options")
     data = getattr(obj, "data", None)
-    if not dataclasses.is_dataclass(data) or not hasattr(data, "root"):
-        return obj
-    typed = given.get("data") if isinstance(given.get("data"), dict) else {}
-    root = data_root(data.root)
-    changes: dict[str, Any] = {"root": root}
-    for key in _PATH_KEYS:
-        value = getattr(data, key, None)
-        if value is None or key in typed:
-            continue
-        if key == "dataset" and "/" not in value and os.sep not in value:
-            continue  # a bare name is a Genomic Benchmarks set (~/.genomic_benchmarks/NAME)
-        changes[key] = _under(root, value)
-    text = getattr(data, "text", None)
-    if isinstance(text, dict) and text:
-        typed_text = typed.get("text") if isinstance(typed.get("text"), dict) else {}
-        changes["text"] = {k: (_under(root, v) if k in _TEXT_PATH_KEYS and k not in typed_text else v)
-                           for k, v in text.items()}
-    return dataclasses.replace(obj, data=dataclasses.replace(data, **changes))
+    if isinstance(getattr(data, "text", None), dict) and data.text:
+        from dnadiff.data.text import TextOptions
+
+        opts = from_dict(TextOptions, data.text, prefix="data.text.")
+        changes["data.text"] = {k: getattr(opts, k) for k in data.text}
+    return replace(obj, **changes) if changes else obj
 
 
 def save_config(obj: Any, path: str | os.PathLike) -> None:

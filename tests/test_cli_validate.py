@@ -139,7 +139,7 @@ def test_long_string_value_is_refused(tmp_path, capsys):
 
 def test_override_alias_bomb_is_bounded():
     value = "[" + ",".join(["&a [1,1,1,1,1,1,1,1,1,1]"] + ["*a"] * 5) + "]"
-    load_config(RunConfig, "experiments/tiny_dna_mdlm", [f"data.text={{k: {value}}}"])  # small: fine
+    load_config(RunConfig, "experiments/tiny_dna_mdlm", [f"data.text={{train: {value}}}"])  # small: fine (a typed key)
     bomb = _bomb().replace("\n", ", ").rstrip(", ")
     with pytest.raises(DnadiffError, match="aliases expand"):
         load_config(RunConfig, "experiments/tiny_dna_mdlm", ["data.text={" + bomb + "}"])

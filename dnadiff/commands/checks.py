@@ -7,7 +7,6 @@ as Python internals ("__init__() got an unexpected keyword argument").
 
 from __future__ import annotations
 
-import inspect
 import os
 from typing import Any
 
@@ -16,77 +15,16 @@ from dnadiff.errors import DnadiffError
 # ------------------------------------------------------------------------------------ samplers
 
 
-def _annotation(param: inspect.Parameter) -> str:
-    ann = param.annotation
-    if ann is inspect.Parameter.empty:
-        return type(param.default).__name__ if param.default not in (None, inspect.Parameter.empty) else "any"
-    return ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
-
-
-def sampler_options(name: str) -> dict[str, tuple[str, Any]]:
-    """{option: (type as written in the signature, default)} of a registered sampler, base class included."""
+def check_sampler_options(name: str | None, options: dict[str, Any], autoregressive: bool = False) -> None:
+    """Refuse unknown option names and values of the wrong type against the sampler's declared
+    option schema (registry.py), naming the valid options, their types and defaults."""
     from dnadiff.samplers import SAMPLERS
 
-    cls = SAMPLERS.get(name)  # unknown names: one line listing the registered samplers
-    return _init_options(cls)
-
-
-def _init_options(cls: type) -> dict[str, tuple[str, Any]]:
-    out: dict[str, tuple[str, Any]] = {}
-    for klass in getattr(cls, "__mro__", (cls,)):
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        for pname, param in inspect.signature(init).parameters.items():
-            if pname == "self" or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL) or pname in out:
-                continue
-            out[pname] = (_annotation(param), param.default)
-    return out
-
-
-def autoregressive_options() -> dict[str, tuple[str, Any]]:
-    from dnadiff.samplers.autoregressive import AutoregressiveSampler
-
-    opts = _init_options(AutoregressiveSampler)
-    opts.pop("first_token_ids", None)  # set from the tokenizer, not by the user
-    return opts
-
-
-def _value_fits(value: Any, annotation: str) -> bool:
-    kinds = {k.strip() for k in annotation.replace("Optional[", "").replace("]", "").replace("|", ",").split(",")}
-    if "any" in kinds or "Any" in kinds:
-        return True
-    checks = {
-        "None": lambda v: v is None,
-        "bool": lambda v: isinstance(v, bool),
-        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        "str": lambda v: isinstance(v, str),
-        "dict": lambda v: isinstance(v, dict),
-        "list": lambda v: isinstance(v, list),
-    }
-    known = [checks[k] for k in kinds if k in checks]
-    if not known:  # a type this check does not know: the sampler validates it itself
-        return True
-    return any(check(value) for check in known)
-
-
-def describe_options(opts: dict[str, tuple[str, Any]]) -> str:
-    return ", ".join(f"{k} ({ann}, default {default!r})" for k, (ann, default) in opts.items())
-
-
-def check_sampler_options(name: str | None, options: dict[str, Any], autoregressive: bool = False) -> None:
-    """Refuse unknown option names and values of the wrong type, naming the valid options and types."""
-    if autoregressive:
-        opts, label = autoregressive_options(), "autoregressive sampling"
+    if autoregressive:  # first_token_ids: set from the tokenizer, not by the user
+        SAMPLERS.check_options("autoregressive", options, "--option", exclude=("first_token_ids",), sep=" ",
+                               label="autoregressive sampling")
     else:
-        opts, label = sampler_options(name or "ancestral"), f"sampler {name!r}"
-    for key, value in options.items():
-        if key not in opts:
-            raise DnadiffError(f"--option {key}: not an option of {label}; valid options: {describe_options(opts)}")
-        ann = opts[key][0]
-        if not _value_fits(value, ann):
-            raise DnadiffError(f"--option {key}={value!r}: {label} expects {ann}; valid options: {describe_options(opts)}")
+        SAMPLERS.check_options(name or "ancestral", options, "--option", sep=" ")
 
 
 # ------------------------------------------------------------------------------------ training inputs

@@ -219,8 +219,6 @@ def run(args: argparse.Namespace) -> int:
             samples.append(x.cpu())
             nfe += smp.last_nfe
             steps_used = max(steps_used, smp.last_steps)
-    except TypeError as exc:
-        raise DnadiffError(f"sampler option: {exc}") from None
     finally:
         hook.remove()
         if bar is not None:

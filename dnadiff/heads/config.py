@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dnadiff.config import _check, check_trainer_values, load_config
+from dnadiff.config import FinetuneTrainConfig, _check, load_config  # the train section lives beside TrainConfig
 
 PROTOCOLS = ("paper", "kfold")
 
@@ -72,39 +72,6 @@ class ProtocolConfig:
         _check(self.folds >= 2, "protocol.folds", f"must be >= 2, got {self.folds}")
         _check(0.0 < self.valid_frac < 1.0, "protocol.valid_frac", f"must be in (0, 1), got {self.valid_frac}")
         _check(self.max_runs is None or self.max_runs > 0, "protocol.max_runs", f"must be > 0, got {self.max_runs}")
-
-
-@dataclass(frozen=True)
-class FinetuneTrainConfig:
-    epochs: int = 10
-    batch_size: int = 256
-    eval_batch_size: Optional[int] = None  # default: batch_size
-    lr_grid: list[float] = field(default_factory=lambda: [1e-3, 2e-3])  # chosen per model on validation accuracy
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.999)
-    warmup_frac: float = 0.01  # linear warmup over this fraction of the steps, then cosine to 0
-    grad_clip: float = 1.0
-    max_steps_per_epoch: Optional[int] = None  # cap (quick checks)
-    precision: str = "auto"  # auto (bf16-mixed on GPU, 32 on CPU) | 32 | bf16-mixed | 16-mixed
-    accelerator: str = "auto"
-    devices: Any = 1
-    deterministic: bool = True
-    progress: bool = True
-    threads: Optional[int] = None  # torch CPU threads (None: the physical cores available to the process)
-
-    def __post_init__(self):
-        _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
-        _check(self.batch_size > 0, "train.batch_size", f"must be > 0, got {self.batch_size}")
-        _check(self.eval_batch_size is None or self.eval_batch_size > 0, "train.eval_batch_size", "must be > 0")
-        _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid), "train.lr_grid",
-               f"needs one or more positive learning rates, got {self.lr_grid}")
-        _check(self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {self.weight_decay}")
-        _check(0.0 <= self.warmup_frac < 1.0, "train.warmup_frac", f"must be in [0, 1), got {self.warmup_frac}")
-        _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
-        _check(self.threads is None or self.threads > 0, "train.threads", f"must be > 0 or null, got {self.threads}")
-        _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
-               "must be > 0 or null")
-        check_trainer_values(self)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,72 @@
+"""The data root: the folder a config's relative data paths resolve against (`data.root`, else
+$DNADIFF_DATA, else the data bundled in the package). No torch here; dnadiff.config re-exports it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+DATA_ENV = "DNADIFF_DATA"
+BUNDLED_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
+_PATH_KEYS = ("fasta", "bed", "benchmark", "dataset")  # data.* keys holding a file or folder
+_TEXT_PATH_KEYS = ("path", "train", "valid", "test")  # data.text.* keys holding files or folders
+
+
+def bundled_data_root() -> str:
+    """The data shipped inside the package: chr22_sample/ and benchmarks/ (small real sets)."""
+    return BUNDLED_DATA
+
+
+def data_root(root: str | os.PathLike | None = None) -> str:
+    """The folder a config's relative data paths resolve against, as an absolute path:
+    `data.root` when set, else the environment variable DNADIFF_DATA, else the bundled data.
+
+    The shipped configs name their data with the layout of the project's data folder
+    (hg19_chr22_subset/, benchmarks/NAME, text/fortunes), so DNADIFF_DATA=/path/to/that/folder
+    makes every shipped config use it, from any current directory. A relative root is taken
+    from the current directory."""
+    chosen = root or os.environ.get(DATA_ENV) or BUNDLED_DATA
+    return os.path.abspath(os.path.expanduser(str(chosen)))
+
+
+def data_root_hint(path: str | os.PathLike) -> str:
+    """For a not-found message: how a missing path under a data root came about, and the fix."""
+    p = os.path.abspath(os.path.expanduser(str(path)))
+    for root, how in ((os.environ.get(DATA_ENV), "$DNADIFF_DATA"), (BUNDLED_DATA, "the data bundled with the package")):
+        if root and p.startswith(os.path.abspath(os.path.expanduser(root)) + os.sep):
+            return (f" (the config's relative data paths resolve against the data root, here {how}; "
+                    "point DNADIFF_DATA or data.root=DIR at the folder that holds them)")
+    return ""
+
+
+def _under(root: str, value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_under(root, v) for v in value]
+    if not isinstance(value, str) or not value:
+        return value
+    value = os.path.expanduser(value)
+    return value if os.path.isabs(value) else os.path.normpath(os.path.join(root, value))
+
+
+def _resolve_data_paths(obj: Any, given: dict[str, Any]) -> Any:
+    """Relative data paths not given on the command line -> absolute paths under the data root."""
+    data = getattr(obj, "data", None)
+    if not dataclasses.is_dataclass(data) or not hasattr(data, "root"):
+        return obj
+    typed = given.get("data") if isinstance(given.get("data"), dict) else {}
+    root = data_root(data.root)
+    changes: dict[str, Any] = {"root": root}
+    for key in _PATH_KEYS:
+        value = getattr(data, key, None)
+        if value is None or key in typed:
+            continue
+        if key == "dataset" and "/" not in value and os.sep not in value:
+            continue  # a bare name is a Genomic Benchmarks set (~/.genomic_benchmarks/NAME)
+        changes[key] = _under(root, value)
+    text = getattr(data, "text", None)
+    if isinstance(text, dict) and text:
+        typed_text = typed.get("text") if isinstance(typed.get("text"), dict) else {}
+        changes["text"] = {k: (_under(root, v) if k in _TEXT_PATH_KEYS and k not in typed_text else v)
+                           for k, v in text.items()}
+    return dataclasses.replace(obj, data=dataclasses.replace(data, **changes))

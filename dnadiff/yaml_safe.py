@@ -1,0 +1,50 @@
+"""Bounded, safe YAML reading for configs: no Python tags, a size bound, an alias-expansion bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dnadiff.errors import DnadiffError
+
+MAX_CONFIG_BYTES = 1 << 20  # a config is a page of keys; 1 MiB is generous
+MAX_CONFIG_NODES = 100_000  # YAML nodes after expanding aliases (a "billion laughs" bomb expands to 10^9)
+
+
+def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
+    """Nodes of the document once aliases are expanded, counted on the shared graph (linear time)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a recursive alias counts once (PyYAML refuses recursion when constructing anyway)
+    value = node.value
+    total = 1
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, tuple):  # mapping: (key node, value node)
+                total += _expanded_nodes(item[0], memo) + _expanded_nodes(item[1], memo)
+            else:
+                total += _expanded_nodes(item, memo)
+            if total > MAX_CONFIG_NODES:
+                break
+    memo[key] = total
+    return total
+
+
+def _bounded_safe_load(text: str, where: str) -> Any:
+    """yaml.safe_load with a bound on the document size and on alias expansion."""
+    import yaml
+
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_CONFIG_BYTES:
+        raise DnadiffError(f"{where}: {size:,} bytes is too large for a config (at most {MAX_CONFIG_BYTES:,})")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)  # aliases stay shared here: cheap
+    except yaml.YAMLError as exc:
+        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    if node is not None and _expanded_nodes(node, {}) > MAX_CONFIG_NODES:
+        raise DnadiffError(f"{where}: YAML aliases expand to more than {MAX_CONFIG_NODES:,} values "
+                           "(an alias bomb?); write the values out instead")
+    try:
+        return yaml.safe_load(text)  # safe: no Python object tags
+    except yaml.YAMLError as exc:
+        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
