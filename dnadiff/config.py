@@ -549,7 +549,11 @@ def check_options(obj: Any) -> Any:
     registries (torch) only when a mapping is non-empty."""
     changes: dict[str, Any] = {}
     model = getattr(obj, "model", None)
-    if getattr(model, "overrides", None) and not model.init_from:  # init_from: checked against the loaded network
+    if getattr(model, "backbone", None) == "kmer_lr":  # the k-mer LR baseline is no network: its own options
+        from dnadiff.baselines.kmer_lr import kmer_options
+
+        kmer_options(dict(model.overrides))  # a typo fails at load time, listing the known options
+    elif getattr(model, "overrides", None) and not model.init_from:  # init_from: checked against the loaded network
         import dnadiff.backbones  # noqa: F401  (registers the families)
         from dnadiff.backbones.base import BACKBONES
 

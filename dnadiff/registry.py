@@ -127,7 +127,8 @@ class Registry:
         schema = self.option_schema(name)
         valid = [f.name for f in dataclasses.fields(schema) if f.name not in exclude]
         label = label or f"{self.kind} {name!r}"
-        node = OmegaConf.structured(schema, flags={"readonly": False})
+        node = OmegaConf.structured(schema)
+        OmegaConf.set_readonly(node, False)  # a frozen Config dataclass (e.g. markov's) is read-only otherwise
         out: dict[str, Any] = {}
         for k, v in (options or {}).items():
             if k not in valid:

@@ -2,6 +2,8 @@
 sample.options or data.text fails at load time listing the valid keys; Registry.build refuses
 unknown keywords but lets a constructor's own TypeError through (a bug, not a user error)."""
 
+import json
+
 import pytest
 
 from dnadiff.config import RunConfig, load_config
@@ -88,7 +90,7 @@ def test_model_directory_records_no_runtime_choices(tmp_path):
                                         "train.accelerator=cpu", "train.lr=0.01"])
     bb = build_backbone("caduceus", "tiny", scan_impl="ref")
     save_model_dir(tmp_path / "m", cfg, bb)
-    saved = yaml.safe_load((tmp_path / "m" / "config.yaml").read_text())
+    saved = json.loads((tmp_path / "m" / "config.json").read_text())  # a Hugging Face-style model folder
     assert "scan_impl" not in saved["model"]["overrides"] and saved["model"]["overrides"]["d_model"] == 32
     assert (saved["train"]["threads"], saved["train"]["devices"], saved["train"]["accelerator"]) == (None, "auto", "auto")
     assert saved["train"]["lr"] == 0.01  # a training choice stays
