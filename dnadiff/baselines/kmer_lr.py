@@ -93,10 +93,8 @@ def _truncate(seqs: list[str], max_len: int | None) -> list[str]:
 def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> dict[str, Any]:
     """The k-mer LR row of tab. 7 under `dnadiff finetune`'s protocol; writes config.yaml, results.json/.md."""
     from dnadiff.config import save_config, to_dict
-    from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
     from dnadiff.eval.classification import METRICS, classification_metrics, summarize
-    from dnadiff.tokenizers.dna import DNATokenizer
-    from dnadiff.training.finetune_protocol import _machine, protocol_runs, stratified_subsample
+    from dnadiff.training.finetune_protocol import _machine, protocol_data, protocol_runs
     from dnadiff.utils import atomic_write, write_json
 
     t0 = time.time()
@@ -104,11 +102,7 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
         raise DnadiffError("model.init_from: the k-mer LR baseline has no pretrained weights; leave it empty")
     opts = kmer_options(dict(cfg.model.overrides))
     out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
-    root = resolve_benchmark(cfg.data.dataset, download=cfg.data.download)
-    tok = DNATokenizer()
-    train_all, test_all = load_benchmark_split(root, "train", tok), load_benchmark_split(root, "test", tok)
-    train_keep = stratified_subsample(train_all.labels, cfg.data.max_train, cfg.data.subsample_seed)
-    test_keep = stratified_subsample(test_all.labels, cfg.data.max_test, cfg.data.subsample_seed + 1)
+    root, _, train_all, test_all, train_keep, test_keep = protocol_data(cfg)  # the neural rows' data
     train_labels = np.asarray(train_all.labels)[train_keep]
     test_labels = np.asarray(test_all.labels)[test_keep]
     num_classes = len(train_all.classes)

@@ -227,19 +227,28 @@ def _cached_run(path: Path, fingerprint: str):
         return None
 
 
-def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> dict[str, Any]:
-    from dnadiff.data.benchmarks import SequenceClassificationDataset, load_benchmark_split, pad_batch, resolve_benchmark
+def protocol_data(cfg: FinetuneConfig):
+    """(benchmark root, tokenizer, train split, test split, kept train indices, kept test indices):
+    the data every row of the protocol sees (neural heads and the k-mer LR baseline alike)."""
+    from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
     from dnadiff.tokenizers.dna import DNATokenizer
-    from dnadiff.training.finetune import fit_classifier
-    from dnadiff.utils import atomic_write, write_json
 
-    t0 = time.time()
-    out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
     root = resolve_benchmark(cfg.data.dataset, download=cfg.data.download)
     tok = DNATokenizer()
     train_all, test_all = load_benchmark_split(root, "train", tok), load_benchmark_split(root, "test", tok)
     train_keep = stratified_subsample(train_all.labels, cfg.data.max_train, cfg.data.subsample_seed)
     test_keep = stratified_subsample(test_all.labels, cfg.data.max_test, cfg.data.subsample_seed + 1)
+    return root, tok, train_all, test_all, train_keep, test_keep
+
+
+def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> dict[str, Any]:
+    from dnadiff.data.benchmarks import SequenceClassificationDataset, pad_batch
+    from dnadiff.training.finetune import fit_classifier
+    from dnadiff.utils import atomic_write, write_json
+
+    t0 = time.time()
+    out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
+    root, tok, train_all, test_all, train_keep, test_keep = protocol_data(cfg)
     train_ds = SequenceClassificationDataset(train_all, tok, cfg.data.max_len)
     test_ds = Subset(SequenceClassificationDataset(test_all, tok, cfg.data.max_len), test_keep.tolist())
     train_labels = np.asarray(train_all.labels)[train_keep]
