@@ -537,45 +537,10 @@ def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] 
     for layer in layers:
         _merge_into(node, layer, "")
     _merge_into(node, given, "")
+    from dnadiff.config_options import check_options  # the registries' option schemas
+
     obj = check_options(_to_object(cls, node))
     return _resolve_data_paths(obj, given) if resolve_paths else obj
-
-
-def check_options(obj: Any) -> Any:
-    """The per-registry option mappings checked against the schema their registry declares
-    (`model.overrides`: the backbone's Config; `objective.options`, `sample.options`: the
-    objective's / sampler's constructor; `data.text`: data.text.TextOptions), values converted
-    to their types. A typo fails here, at load time, listing the valid keys. Imports the
-    registries (torch) only when a mapping is non-empty."""
-    changes: dict[str, Any] = {}
-    model = getattr(obj, "model", None)
-    if getattr(model, "backbone", None) == "kmer_lr":  # the k-mer LR baseline is no network: its own options
-        from dnadiff.baselines.kmer_lr import kmer_options
-
-        kmer_options(dict(model.overrides))  # a typo fails at load time, listing the known options
-    elif getattr(model, "overrides", None) and not model.init_from:  # init_from: checked against the loaded network
-        import dnadiff.backbones  # noqa: F401  (registers the families)
-        from dnadiff.backbones.base import BACKBONES
-
-        changes["model.overrides"] = BACKBONES.check_options(model.backbone, model.overrides, "model.overrides")
-    objective = getattr(obj, "objective", None)
-    if getattr(objective, "options", None):
-        from dnadiff.diffusion import OBJECTIVES
-
-        changes["objective.options"] = OBJECTIVES.check_options(objective.name, objective.options,
-                                                                "objective.options", exclude=("schedule",))
-    sample = getattr(obj, "sample", None)
-    if getattr(sample, "options", None):
-        from dnadiff.samplers import SAMPLERS
-
-        changes["sample.options"] = SAMPLERS.check_options(sample.sampler, sample.options, "sample.options")
-    data = getattr(obj, "data", None)
-    if isinstance(getattr(data, "text", None), dict) and data.text:
-        from dnadiff.data.text import TextOptions
-
-        opts = from_dict(TextOptions, data.text, prefix="data.text.")
-        changes["data.text"] = {k: getattr(opts, k) for k in data.text}
-    return replace(obj, **changes) if changes else obj
 
 
 def save_config(obj: Any, path: str | os.PathLike) -> None:
