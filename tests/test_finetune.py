@@ -9,7 +9,8 @@ import pytest
 from dnadiff.config import CONFIG_ROOT
 from dnadiff.errors import DnadiffError
 from dnadiff.heads.config import FinetuneConfig, load_finetune_config
-from dnadiff.training.finetune_protocol import kfold_splits, paper_splits, protocol_runs, stratified_subsample
+from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
+from dnadiff.training.finetune_protocol import protocol_runs
 
 
 def test_paper_splits_disjoint_90_10_deterministic():

@@ -105,7 +105,7 @@ def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
     from dnadiff.data.benchmarks import SequenceClassificationDataset, load_benchmark_split, pad_batch, resolve_benchmark
     from dnadiff.heads.saved import load_classifier_dir
     from dnadiff.training.finetune import predict_logits
-    from dnadiff.training.finetune_protocol import stratified_subsample
+    from dnadiff.data.splits import stratified_subsample
 
     out = tmp_path / "ft"
     rc = main(["finetune", "experiments/tiny_finetune", "model.backbone=hyena", "protocol.seeds=[0]",

@@ -24,61 +24,10 @@ import numpy as np
 from torch.utils.data import Subset
 
 from dnadiff.config import replace, save_config, to_dict
+from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.classification import METRICS, RANGE_LABEL, format_range, summarize
 from dnadiff.heads.config import FinetuneConfig
-
-# ----------------------------------------------------------------------------- splits
-
-
-def paper_splits(n: int, seeds: list[int], valid_frac: float = 0.1) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per seed: a random round(valid_frac·n) of 0..n-1 for validation, the rest for training
-    (scikit-learn's train_test_split with random_state=seed); both sorted."""
-    from sklearn.model_selection import train_test_split
-
-    if n < 2:
-        raise DnadiffError(f"the train set needs at least 2 examples for a validation split, got {n}")
-    n_valid = min(n - 1, max(1, int(round(valid_frac * n))))
-    out = []
-    for seed in seeds:
-        train, valid = train_test_split(np.arange(n), test_size=n_valid, random_state=seed, shuffle=True)
-        out.append((np.sort(train), np.sort(valid)))
-    return out
-
-
-def kfold_splits(labels, k: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Stratified k folds (scikit-learn's StratifiedKFold, shuffled with random_state=seed): per class,
-    fold counts differ by at most one, and so do fold sizes. Returns k (train, valid) index pairs."""
-    from sklearn.model_selection import StratifiedKFold
-
-    labels = np.asarray(labels)
-    if k < 2:
-        raise DnadiffError(f"protocol.folds must be >= 2, got {k}")
-    if len(labels) < k:
-        raise DnadiffError(f"{k}-fold CV needs at least {k} train examples, got {len(labels)}")
-    folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
-    import warnings
-
-    with warnings.catch_warnings():  # a class rarer than k: sklearn warns, the folds are still valid
-        warnings.simplefilter("ignore", UserWarning)
-        return [(np.sort(tr), np.sort(va)) for tr, va in folds.split(np.zeros(len(labels)), labels)]
-
-
-def stratified_subsample(labels, n: int | None, seed: int = 0) -> np.ndarray:
-    """At most n indices keeping the class proportions (largest remainders), sorted; all if n is None."""
-    labels = np.asarray(labels)
-    if n is None or n >= len(labels):
-        return np.arange(len(labels))
-    rng = np.random.default_rng(seed)
-    classes, counts = np.unique(labels, return_counts=True)
-    exact = counts * n / len(labels)
-    take = np.floor(exact).astype(int)
-    for i in np.argsort(-(exact - take))[: n - take.sum()]:
-        take[i] += 1
-    take = np.maximum(take, 1)  # keep every class
-    chosen = [rng.permutation(np.flatnonzero(labels == c))[:t] for c, t in zip(classes, take)]
-    return np.sort(np.concatenate(chosen))
-
 
 def protocol_runs(cfg: FinetuneConfig, train_labels) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
     """(run name, training seed, train indices, valid indices) for the configured protocol."""
