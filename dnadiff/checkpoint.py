@@ -32,7 +32,7 @@ import torch
 from dnadiff.config import RunConfig, from_dict, load_config, replace, to_dict, without_runtime
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel, recorded_config
-from dnadiff.utils import atomic_path, os_error, public_mode, write_json
+from dnadiff.utils import os_error, public_mode, write_json
 
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.json", "model.safetensors", "metrics.json", "tokenizer"
 LEGACY_CONFIG_FILE = "config.yaml"  # model directories written before config.json
@@ -72,20 +72,7 @@ def save_model_dir(
             tokenizer.save(tmp / TOKENIZER_DIR)
             cfg = replace(cfg, **{"tokenizer.path": TOKENIZER_DIR})
         write_json(tmp / CONFIG_FILE, config_json(cfg))
-        state = state_dict if state_dict is not None else backbone.state_dict()
-        # safetensors refuses aliased storage: store each tensor once, contiguous, on the CPU.
-        seen: dict[tuple, str] = {}
-        tensors, aliases = {}, {}
-        for k, v in state.items():
-            # the same view of the same storage (tied weights), not merely the same shape
-            kid = (v.device.type, v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), v.stride(), v.dtype)
-            if kid in seen and v.numel() > 0:
-                aliases[k] = seen[kid]
-                continue
-            seen[kid] = k
-            tensors[k] = v.detach().to("cpu").contiguous().clone()
-        (tmp / WEIGHTS_FILE).write_bytes(
-            safetensors_bytes(tensors, {"format": "pt", "aliases": json.dumps(aliases, sort_keys=True)}))
+        write_weights(tmp / WEIGHTS_FILE, backbone, state_dict)
         write_json(tmp / METRICS_FILE, metrics or {})
         if path.exists():
             old = path.with_name("." + path.name + ".old")
@@ -132,15 +119,29 @@ def is_model_dir(path: str | os.PathLike) -> bool:
     return path.is_dir() and (is_dnadiff_config(path) or (path / LEGACY_CONFIG_FILE).is_file())
 
 
-def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
-    """A safetensors file with a canonical header, so equal weights give byte-identical files.
+def write_weights(file: Path, backbone: torch.nn.Module, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """The backbone's weights (or `state_dict` in its layout, e.g. the EMA weights) as safetensors.
 
-    safetensors writes its metadata map in a per-process random order; the header (8-byte length,
-    then JSON padded with spaces) is re-serialised with sorted keys, keeping its length.
-    """
+    `safetensors.torch.save_model` stores tied (shared) tensors once and names the dropped keys in
+    the metadata; `load_model` re-ties them through the module. The header is then made canonical,
+    so equal weights give byte-identical files."""
+    import copy
+
     import safetensors.torch
 
-    data = safetensors.torch.save(tensors, metadata=metadata)
+    module = backbone
+    if state_dict is not None or any(p.device.type != "cpu" for p in backbone.state_dict().values()):
+        module = copy.deepcopy(backbone).to("cpu")  # the copy keeps the module's ties
+        if state_dict is not None:
+            module.load_state_dict({k: v.detach().to("cpu") for k, v in state_dict.items()})
+    safetensors.torch.save_model(module, str(file), metadata={"format": "pt"})
+    file.write_bytes(canonical_safetensors(file.read_bytes()))
+
+
+def canonical_safetensors(data: bytes) -> bytes:
+    """A safetensors file with a canonical header: safetensors writes its metadata map in a
+    per-process random order; the header (8-byte length, then JSON padded with spaces) is
+    re-serialised with sorted keys, keeping its length."""
     n = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + n])
     header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
@@ -151,7 +152,8 @@ def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]
 
 
 def read_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """safetensors -> state dict, re-creating the aliased (tied) entries."""
+    """safetensors -> state dict, re-creating the tied entries the file names under "aliases" (model
+    dirs written before `save_model`; its own dropped keys are loaded by `load_weights_file`)."""
     from safetensors import safe_open
     from safetensors.torch import load_file
 
@@ -272,6 +274,33 @@ def wrap_conditional(cfg: RunConfig, backbone):
     return ClassConditional(backbone, cfg.model.num_classes)
 
 
+def load_weights_file(backbone: torch.nn.Module, file: Path) -> None:
+    """A model directory's weights into its backbone: `safetensors.torch.load_model` (tied tensors,
+    stored once by `save_model`, are re-tied through the module), after checking every stored shape.
+    Directories written before `save_model` (an "aliases" metadata entry) load as before."""
+    from safetensors import safe_open
+    from safetensors.torch import load_model
+
+    where = str(file)
+    try:
+        with safe_open(where, framework="pt") as fh:
+            meta = fh.metadata() or {}
+            shapes = {k: tuple(fh.get_slice(k).get_shape()) for k in fh.keys()}
+    except Exception as exc:
+        raise DnadiffError(f"{where}: not a readable safetensors file ({str(exc).splitlines()[0][:120]})") from None
+    if "aliases" in meta:
+        load_state_into(backbone, read_weights(file), where)
+        return
+    own = backbone.state_dict()
+    for k, shape in shapes.items():
+        if k in own and shape != tuple(own[k].shape):
+            raise DnadiffError(f"{where}: weight {k} has shape {shape}, the config needs {tuple(own[k].shape)}")
+    missing, unexpected = load_model(backbone, where, strict=False)
+    if missing or unexpected:
+        detail = f"missing {sorted(missing)[:3]}" if missing else f"unexpected {sorted(unexpected)[:3]}"
+        raise DnadiffError(f"{where}: weights do not match the model config ({detail})")
+
+
 def load_state_into(backbone: torch.nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
     own = backbone.state_dict()
     missing = sorted(set(own) - set(state))
@@ -291,7 +320,7 @@ def load_model_dir(path: str | os.PathLike, map_location: str | torch.device = "
     try:
         tokenizer = _build_tokenizer(cfg, path)
         backbone = _build_backbone(cfg, tokenizer.vocab_size)
-        load_state_into(backbone, read_weights(path / WEIGHTS_FILE), str(path / WEIGHTS_FILE))
+        load_weights_file(backbone, path / WEIGHTS_FILE)
         backbone.to(map_location).eval()
         model = DiffusionModel(cfg, backbone, tokenizer)
     except DnadiffError as exc:  # e.g. an unknown backbone or a vocabulary that does not fit: name the model
@@ -426,3 +455,6 @@ def _load_mdlm(path: Path, map_location, tokenizer_name: str) -> DiffusionModel:
 def load_for_inference(path: str | os.PathLike) -> DiffusionModel:
     """`load(path)` on the GPU when there is one (eval, sample, metrics oracle)."""
     return load(path, map_location="cuda" if torch.cuda.is_available() else "cpu")
+
+
+__all__ = ["load", "load_backbone", "load_for_inference", "load_config_of", "load_model_dir", "save_model_dir", "official_kind", "read_metrics", "is_model_dir"]

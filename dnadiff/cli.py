@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 
 from dnadiff.errors import DnadiffError
 
-# name -> module under dnadiff.commands (a missing module means the command is not built yet)
+# name -> module under dnadiff.commands (every one must import: a broken command is an error)
 SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design"]
 
 
@@ -32,12 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("-v", "--verbose", action="count", default=0, help="more detail on stderr (debug messages)")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"dnadiff.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"dnadiff.commands.{name}":
-                continue
-            raise
+        module = importlib.import_module(f"dnadiff.commands.{name}")
         sub = subs.add_parser(
             name,
             help=module.HELP,

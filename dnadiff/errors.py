@@ -13,3 +13,6 @@ class DnadiffError(Exception):
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))
+
+
+__all__ = ["DnadiffError"]

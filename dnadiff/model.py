@@ -352,3 +352,6 @@ class DiffusionModel:
 
     def backbone_config(self) -> dict[str, Any]:
         return dataclasses.asdict(self.backbone.config)
+
+
+__all__ = ["DiffusionModel", "Denoiser", "SuppressTokens", "build_objective_for", "sigma_of"]

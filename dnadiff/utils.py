@@ -163,30 +163,6 @@ def cache_dir(*parts: str) -> str:
     return os.path.join(root, *parts)
 
 
-def available_cores() -> int:
-    """Physical cores among the CPUs this process may run on (its affinity mask, e.g. a cgroup/taskset).
-
-    Hyper-threads of one core share its floating-point units, so one torch thread per physical
-    core is the fast setting; more threads than that oversubscribe a shared machine.
-    """
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = list(range(os.cpu_count() or 1))
-    cores = set()
-    for cpu in cpus:
-        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
-        try:
-            with open(f"{base}/physical_package_id") as fh:
-                pkg = fh.read().strip()
-            with open(f"{base}/core_id") as fh:
-                core = fh.read().strip()
-            cores.add((pkg, core))
-        except OSError:
-            cores.add(("cpu", str(cpu)))  # no topology (containers, macOS): count logical CPUs
-    return max(1, len(cores))
-
-
 # ----------------------------------------------------------------------------- files written as one
 
 
@@ -198,12 +174,16 @@ def write_together(files: list[tuple[str | os.PathLike, str | bytes]]) -> None:
     """Write several files (samples + their statistics) so that a kill leaves all old or all new.
 
     Each is written to a fsynced temp file beside its target; then a journal listing the renames is
-    committed (temp + rename); then the renames run and the journal goes. A kill before the journal
-    leaves the old files (and temp files that `recover_together` removes); a kill after it is
-    rolled forward by `recover_together`, which every writer of these files calls first.
+    committed (temp + rename); then the renames run and the journal goes. The commit and the renames
+    run with the catchable kill signals (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) held back, so such a kill
+    lands before the commit (the old files stay; their temp files are removed now or by the next
+    run) or after the last rename (all new). Only an uncatchable kill (SIGKILL, power loss) can land
+    between two renames: the journal then says what to finish, and `recover_together`, which every
+    writer of these files calls first, rolls it forward.
     """
     paths = [os.fspath(p) for p, _ in files]
     temps: list[str] = []
+    committed = False  # after the journal, the temp files are the journal's: kept for the roll-forward
     try:
         for path, data in files:
             directory = os.path.dirname(os.path.abspath(path))
@@ -216,16 +196,38 @@ def write_together(files: list[tuple[str | os.PathLike, str | bytes]]) -> None:
                 os.fsync(fh.fileno())
             os.chmod(tmp, public_mode())
         pairs = list(zip(temps, [os.path.abspath(p) for p in paths]))
-        atomic_write(_journal(paths[0]), json.dumps(pairs))
-    except OSError as exc:
-        for tmp in temps:
-            _remove_quietly(tmp)
-        raise os_error(exc, exc.filename or paths[0]) from None
-    except BaseException:
-        for tmp in temps:
-            _remove_quietly(tmp)
+        with kill_signals_held():
+            atomic_write(_journal(paths[0]), json.dumps(pairs))
+            committed = True
+            _roll_forward(paths[0])
+    except BaseException as exc:
+        if not committed:
+            for tmp in temps:
+                _remove_quietly(tmp)
+        if isinstance(exc, OSError):
+            raise os_error(exc, exc.filename or paths[0]) from None
         raise
-    _roll_forward(paths[0])
+
+
+_KILL_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+
+
+@contextmanager
+def kill_signals_held() -> Iterator[None]:
+    """Hold back the catchable kill signals for a short critical section; one that arrives meanwhile
+    is delivered when it ends. A no-op off the main thread and where signal masks do not exist."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {getattr(signal, name) for name in _KILL_SIGNALS if hasattr(signal, name)}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _roll_forward(first: str) -> None:
@@ -254,3 +256,6 @@ def recover_together(paths: list[str | os.PathLike]) -> None:
 
 def _remove_quietly_tmp_journal(first: str) -> None:
     clean_stale_temps(_journal(first))
+
+
+__all__ = ["atomic_path", "atomic_write", "write_json", "format_table", "markdown_table", "refuse_existing", "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]

@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import platform
 import shlex
 import sys
 import time
@@ -46,6 +44,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perplexity_baselines beside this file
+
+from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
 SCALES = {
     # CPU: tiny networks (~20-30K parameters), 128-bp windows of the shared 21.6 Mb chr22 subset.
@@ -106,10 +106,6 @@ DRY_RUN = {
 CPU_PAPER_SIZES = {"caduceus": "dna-467k", "mamba": "gb-d128", "hyena": "tiny-1k"}
 
 
-def machine() -> str:
-    return f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}"
-
-
 def summarize_rows(specs: list[dict], results: dict[str, list[dict]], budget: bool = False) -> list[dict]:
     """One table row per spec: mean over seeds and the range max − min (the paper's tab. 6 "±").
     A Markov row is one deterministic count fit (no seeds, no range); with a time budget the steps
@@ -142,13 +138,6 @@ def summarize_rows(specs: list[dict], results: dict[str, list[dict]], budget: bo
 
 RANGE_COLUMN = "range (max−min)"
 COLUMNS = ["model", "kind", "perplexity", RANGE_COLUMN, "bits/base", "seeds", "params", "steps"]
-
-
-def load_average() -> str:
-    try:
-        return "load average {:.2f}, {:.2f}, {:.2f} (1, 5, 15 min)".format(*os.getloadavg())
-    except OSError:
-        return "load average n/a"
 
 
 def versus_markov(table: list[dict], results: dict[str, list[dict]], scale: str, data_settings: list[str],
@@ -314,10 +303,10 @@ def run(args, command: str) -> int:
     import torch
 
     from dnadiff.checkpoint import load
-    from dnadiff.commands.eval import evaluate_model
+    from dnadiff.eval import evaluate_model
     from dnadiff.config import RunConfig, load_config
     from dnadiff.training import train
-    from dnadiff.training.data import build_split_dataset
+    from dnadiff.data import build_split_dataset
     from dnadiff.utils import format_table
     from perplexity_baselines import MARKOV_ORDERS, MAX_ORDER, budget_seconds, run_markov_rows, timer_callback
 
@@ -428,7 +417,7 @@ def run(args, command: str) -> int:
             tmp.cleanup()
         return 0
     versus = versus_markov(table, results, args.scale, scale["data"], results_dir, own_json=results_json)
-    summary = {"command": command, "wall_seconds": round(wall, 1), "machine": machine(), "scale": args.scale,
+    summary = {"command": command, "wall_seconds": round(wall, 1), "machine": describe_machine(), "scale": args.scale,
                "settings": {k: v for k, v in scale.items() if k != "presets"} | {"presets": scale["presets"]},
                "data": data, "seeds": seeds if prior is None else max((len(v) for v in results.values()), default=0),
                "rows": table, "runs": results, "load_average_at_end": load_average(), "versus_markov": versus,

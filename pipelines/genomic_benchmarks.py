@@ -49,7 +49,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import shlex
 import sys
 import time
@@ -57,6 +56,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
 SHARED_BENCHMARKS = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "benchmarks"  # the full sets
 PAPER_SETS = [
@@ -137,7 +138,7 @@ def cached_result(cell_dir: Path, cfg) -> dict | None:
 
 
 def _present(name: str) -> bool:
-    from dnadiff.data.benchmarks import resolve_benchmark
+    from dnadiff.data import resolve_benchmark
     from dnadiff.errors import DnadiffError
 
     try:
@@ -222,13 +223,6 @@ def kmer_note(cells: list[dict]) -> str:
             f"mean validation accuracy from 1e-4..10 ({chosen}); same subsamples, seeds and splits as the other rows")
 
 
-def load_average() -> str:
-    try:
-        a, b, c = os.getloadavg()
-        return f"load average {a:.2f}, {b:.2f}, {c:.2f} (1, 5, 15 min) on {os.cpu_count()} CPUs"
-    except OSError:
-        return "n/a"
-
 
 DRY_SETS = {"cpu": {"dry_run_two_classes": 2},
             "paper": {name: 3 if name == "human_ensembl_regulatory" else 2 for name in PAPER_SETS}}
@@ -270,13 +264,6 @@ def make_dry_run_inits(root: Path, scale: str) -> dict[str, str]:
 
 DRY_RUN_CAPS = ["protocol.max_runs=1", "train.epochs=1", "train.max_steps_per_epoch=1", "train.batch_size=4",
                 "train.progress=false"]
-
-
-def machine() -> str:
-    import torch
-
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
-    return f"{platform.node()} ({platform.machine()}, {dev}), torch {torch.__version__}, {torch.get_num_threads()} threads"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,8 +326,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args, argv, threads, dry_root: Path | None = None) -> int:
     from dnadiff.config import replace
     from dnadiff.errors import DnadiffError
-    from dnadiff.heads.config import load_finetune_config
-    from dnadiff.training.finetune_protocol import run_finetune
+    from dnadiff.heads import load_finetune_config
+    from dnadiff.training import run_finetune
 
     t0 = time.time()
     prior = None
@@ -430,7 +417,7 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
     settings = ("tab. 7 recipe (finetune/finetune_<set>.yaml)" if args.scale == "paper" else
                 f"paper protocol, {args.seeds} seeds, {args.epochs} epochs, {args.max_train} train / "
                 f"{args.max_test} test sequences (stratified subsamples), batch {args.batch_size}, lr {args.lr:g}")
-    payload = {"command": command, "wall_s": round(wall, 1), "machine": machine(), "scale": args.scale,
+    payload = {"command": command, "wall_s": round(wall, 1), "machine": describe_machine(), "scale": args.scale,
                "settings": settings, "inits": inits, "scratch_architecture": None if args.no_scratch else scratch_like,
                "datasets": [Path(d).name for d in datasets], "table": table, "cells": cells,
                "load_average": load_average()}
@@ -452,7 +439,7 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
 
 def render(payload: dict) -> str:
     """The markdown page of a run (also sets payload["note"]); ± is the range max − min over runs."""
-    from dnadiff.eval.classification import RANGE_LABEL, format_range
+    from dnadiff.eval import RANGE_LABEL, format_range
     from dnadiff.utils import markdown_table
 
     table, cells, ds_names = payload["table"], payload["cells"], payload["datasets"]
@@ -507,7 +494,7 @@ def write_outputs(payload: dict, md: str, out_stem: Path) -> None:
 
 def rerender(args, argv) -> int:
     """Rebuild the .md/.json of a finished run from its JSON: summaries recomputed from each cell's min/max."""
-    from dnadiff.eval.classification import summarize
+    from dnadiff.eval import summarize
 
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
     try:

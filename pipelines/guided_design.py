@@ -75,7 +75,7 @@ def split_halves(root: Path, out: Path) -> dict:
 
 
 def kmer_features(seqs: list[str], ks=(3, 4, 5)) -> np.ndarray:
-    from dnadiff.eval.dna_metrics import encode, kmer_codes, reverse_complement
+    from dnadiff.eval import encode, kmer_codes, reverse_complement
 
     cols = []
     for k in ks:
@@ -98,7 +98,7 @@ def fit_oracle(pos: list[str], neg: list[str]):
 
 
 def evaluate(seqs: list[str], oracle, reward_fn, real_coding: list[str], train: list[str]) -> dict:
-    from dnadiff.eval.dna_metrics import gc_content, js_divergence, kmer_counts, longest_matches
+    from dnadiff.eval import gc_content, js_divergence, kmer_counts, longest_matches
 
     arr = np.array([list(s) for s in seqs])
     ham = [float((arr[i] != arr[j]).mean()) for i, j in itertools.combinations(range(len(seqs)), 2)]

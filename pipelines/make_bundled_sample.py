@@ -13,7 +13,7 @@ import argparse
 import os
 from pathlib import Path
 
-from dnadiff.data.slices import write_masked_slice
+from dnadiff.data import write_masked_slice
 
 
 TARGET = {"train": 1_200_000, "valid": 150_000, "test": 150_000}

@@ -39,7 +39,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -51,6 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from dnadiff.config import RunConfig, load_config, replace  # noqa: E402
 from dnadiff.errors import DnadiffError  # noqa: E402
+from dnadiff.machine import describe_machine, machine_info  # noqa: E402
 
 FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"  # the full corpus
 T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")
@@ -60,11 +60,12 @@ def log(msg: str) -> None:
     print(f"[text_lm {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def machine_info(threads: int) -> dict:
-    return {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
-            "cpu_count": os.cpu_count(), "torch_threads": threads, "cuda": torch.cuda.is_available(),
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+def machine_line(m: dict) -> str:
+    """The machine of a payload: `machine_info()`'s dict, or the keys of JSONs written before it."""
+    if "physical_cores" in m:
+        return f"{describe_machine(m)}, {m['platform']}, load average at start {m['load_average']}"
+    return (f"{m['platform']}, {m['cpu_count']} CPUs, torch {m['torch']} ({m['torch_threads']} threads), "
+            f"GPU: {m['gpu']}, load average at start {m['load_average_at_start']}")
 
 
 def pick_threads(requested: int | None) -> int:
@@ -99,7 +100,7 @@ def train_row(config: str, overrides: list[str], out_dir: Path, resume: bool) ->
 
 
 def test_blocks(model, data_cfg, split: str = "test", max_items: int | None = None):
-    from dnadiff.data.text import build_text_datasets
+    from dnadiff.data import build_text_datasets
 
     ds = build_text_datasets(data_cfg, model.tokenizer)[split]
     n = len(ds) if max_items is None else min(len(ds), max_items)
@@ -193,7 +194,7 @@ def train_scorer(tok_path: str, ds, out_dir: Path, seconds: float, steps: int, b
 def sample_eval(rows: dict, args, out_dir: Path) -> dict:
     """Tab. 5-style generation: samples, seconds/sequence, gen PPL and entropy."""
     import dnadiff
-    from dnadiff.eval.genppl import decode_samples, generative_perplexity, load_scorer
+    from dnadiff.eval import decode_samples, generative_perplexity, load_scorer
 
     res: dict = {}
     mdlm = dnadiff.load(rows["mdlm"]["model_dir"], map_location=args.device)
@@ -259,7 +260,7 @@ def prepare_dry_run(out_dir: Path) -> list[str]:
     """A small corpus of made-up sentences (train/valid/test.jsonl) and both tokenizer kinds trained on it."""
     import random
 
-    from dnadiff.data.tokenizer_training import train_tokenizer
+    from dnadiff.data import train_tokenizer
 
     rng = random.Random(0)
     corpus = out_dir / "corpus"
@@ -277,7 +278,7 @@ def prepare_dry_run(out_dir: Path) -> list[str]:
 def count_parameters(config: str, overrides: list[str]) -> int:
     """Parameters of a row's backbone at its configured size, built on the meta device (no memory)."""
     from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.training.run import build_backbone_for
+    from dnadiff.training import build_backbone_for
 
     cfg = load_config(RunConfig, config, overrides)
     with torch.device("meta"):
@@ -311,7 +312,7 @@ def settings_for(args) -> list[dict]:
 
 
 def prepare_cpu(args, out_dir: Path) -> list[str]:
-    from dnadiff.data.tokenizer_training import train_tokenizer
+    from dnadiff.data import train_tokenizer
 
     train_file = FORTUNES / "train.jsonl"
     if not train_file.is_file():
@@ -334,9 +335,7 @@ def write_results(payload: dict, base: Path) -> None:
     atomic_write(base.with_suffix(".json"), json.dumps(payload, indent=1, default=str))
     lines = [f"# Text language modelling ({payload['scale']})", "",
              f"Command: `{payload['command']}`  ", f"Wall time: {payload['wall_seconds']:.0f} s  ",
-             f"Machine: {payload['machine']['platform']}, {payload['machine']['cpu_count']} CPUs, "
-             f"torch {payload['machine']['torch']} ({payload['machine']['torch_threads']} threads), "
-             f"GPU: {payload['machine']['gpu']}, load average at start {payload['machine']['load_average_at_start']}", ""]
+             f"Machine: {machine_line(payload['machine'])}", ""]
     if payload.get("table_rendered_by"):
         lines += [f"Table re-rendered without training from the JSON: `{payload['table_rendered_by']}`", ""]
     for st in payload["settings"]:
@@ -452,7 +451,7 @@ def _run(args, command: str, dry_root: Path | None) -> int:
     out_dir = dry_root or Path(args.out_dir or f"runs/text_{args.scale}").resolve()
     start = time.time()
     payload = {"scale": args.scale, "command": command,
-               "machine": machine_info(threads), "settings": [], "notes": [], "num_samples": args.num_samples}
+               "machine": machine_info(), "settings": [], "notes": [], "num_samples": args.num_samples}
     try:
         common = prepare_dry_run(out_dir) if dry_root else prepare_cpu(args, out_dir) if args.scale == "cpu" else []
         common += [f"train.max_steps={args.steps}"] if args.steps else []
@@ -477,7 +476,7 @@ def _run(args, command: str, dry_root: Path | None) -> int:
                 entry["samples"] = sample_eval(entry["rows"], args, out_dir / st["setting"])
             if args.zeroshot_root and "mdlm" in entry["rows"]:
                 import dnadiff
-                from dnadiff.eval.zeroshot import zero_shot_eval
+                from dnadiff.eval import zero_shot_eval
 
                 m = dnadiff.load(entry["rows"]["mdlm"]["model_dir"], map_location=args.device)
                 entry["zeroshot"] = zero_shot_eval(m, args.zeroshot_root, seq_len=m.config.data.seq_len, log=log)

@@ -201,3 +201,35 @@ def test_next_sample_run_cleans_stale_temps(model, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fa", "x.json"]
     stats = json.loads((tmp_path / "x.json").read_text())
     assert stats["num"] == len(read_fasta(out)) == 2
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_kill_signal_between_the_renames_waits_until_both_are_new(tmp_path, signame):
+    """A real kill signal (Ctrl-C, `kill PID`) arriving between the two renames is held until both
+    files are new: the process dies with old+old or new+new, never new samples beside old statistics."""
+    import signal
+    import subprocess
+    import sys
+
+    fa, js = tmp_path / "x.fa", tmp_path / "x.json"
+    fa.write_text("old fa")
+    js.write_text("old json")
+    script = f"""
+import os, signal, time
+from dnadiff import utils
+real = os.replace
+def replace(src, dst):
+    real(src, dst)
+    if str(dst) == {str(fa)!r}:  # the samples are renamed: now the kill arrives
+        os.kill(os.getpid(), signal.{signame})
+        time.sleep(0.5)
+os.replace = replace
+utils.write_together([({str(fa)!r}, "new fa"), ({str(js)!r}, "new json")])
+print("survived")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "survived" not in out.stdout  # the signal did kill it, after the renames
+    if signame == "SIGTERM":
+        assert out.returncode == -signal.SIGTERM
+    assert fa.read_text() == "new fa" and js.read_text() == "new json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fa", "x.json"]

@@ -28,7 +28,7 @@ def test_training_progress_counts_steps_and_is_quiet(tmp_path):
     assert "Epoch 0/-2" not in err and "it/s" not in err
     for noise in ("Tip", "litmodels", "LeafSpec", "GPU available", "TPU available", "LOCAL_RANK", "Warning"):
         assert noise not in err, noise
-    from dnadiff.utils import available_cores
+    from dnadiff.machine import available_cores
 
     n = available_cores()
     assert f"{n} CPU thread" in err  # said at start ...
@@ -50,7 +50,7 @@ def test_threads_default_is_the_physical_cores_of_the_affinity(monkeypatch):
     import os
 
     from dnadiff.training.run import resolve_threads
-    from dnadiff.utils import available_cores
+    from dnadiff.machine import available_cores
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert available_cores() == 1

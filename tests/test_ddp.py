@@ -127,7 +127,7 @@ def test_losses_and_model_equal_single_process_with_accumulation(runs):
     assert dloss < 1e-5, dloss
     a = read_weights(runs.root / "cli" / "model" / "model.safetensors")
     b = read_weights(runs.single.model_dir / "model.safetensors")
-    assert a.keys() == b.keys()
+    assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
     dw = max(float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].numel())
     assert dw < 1e-5, dw
     print(f"\nDDP (2x4) vs 1 process (accumulate 2x4): max |dloss| {dloss:.3g}, max |dweight| {dw:.3g}")

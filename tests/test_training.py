@@ -8,7 +8,7 @@ from dnadiff.checkpoint import read_weights
 from dnadiff.config import RunConfig, load_config
 from dnadiff.errors import DnadiffError
 from dnadiff.training import train
-from dnadiff.training.data import build_split_dataset
+from dnadiff.data.datasets import build_split_dataset
 
 FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=2", "train.val_batches=1", "train.ckpt_every=2",
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "sample.length=32", "sample.steps=4"]
@@ -46,7 +46,7 @@ def test_model_dir_round_trip_and_eval_equals_objective(tmp_path):
     x = torch.randint(7, 11, (2, 32))
     assert torch.equal(model.denoiser(x, torch.full((2,), 0.5)), again.denoiser(x, torch.full((2,), 0.5)))
     # the bound of `dnadiff eval` is the objective's mean nll on the same batch and generator
-    from dnadiff.commands.eval import evaluate_model
+    from dnadiff.eval import evaluate_model
 
     items = build_split_dataset(model.config, model.tokenizer, "test")
     subset = [items[i] for i in range(4)]

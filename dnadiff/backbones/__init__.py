@@ -1,16 +1,8 @@
 """Networks: DiT, Mamba, Caduceus (BiMamba + RCPS), HyenaDNA. They know nothing of masking."""
 
-import importlib
-
+# Each family registers itself in BACKBONES on import.
+from dnadiff.backbones import caduceus, dit, hf_mlm, hyena, mamba  # noqa: F401
 from dnadiff.backbones.base import BACKBONES, Backbone, build_backbone, build_backbone_from_config
-
-# Each family registers itself on import; a family whose file is not there yet is skipped.
-for _mod in ("dit", "mamba", "caduceus", "hyena", "hf_mlm"):
-    try:
-        importlib.import_module(f"dnadiff.backbones.{_mod}")
-    except ModuleNotFoundError as _exc:
-        if _exc.name != f"dnadiff.backbones.{_mod}":
-            raise
-importlib.import_module("dnadiff.baselines.markov")  # the classical order-k baseline, registered as "markov"
+from dnadiff.baselines import markov  # noqa: F401  (the classical order-k baseline, registered as "markov")
 
 __all__ = ["BACKBONES", "Backbone", "build_backbone", "build_backbone_from_config"]

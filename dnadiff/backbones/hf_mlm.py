@@ -27,7 +27,6 @@ import dataclasses
 import json
 from typing import Any, Optional
 
-import torch
 from torch import Tensor, nn
 
 from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask

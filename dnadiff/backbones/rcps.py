@@ -22,8 +22,7 @@ from torch import Tensor, nn
 
 from dnadiff.backbones.base import flip_length, padding_mask, reverse_index
 
-# Caduceus / HyenaDNA character tokenizer: [CLS]0 [SEP]1 [BOS]2 [MASK]3 [PAD]4 [RESERVED]5 [UNK]6 A7 C8 G9 T10 N11
-DNA_COMPLEMENT = (0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7, 11)
+from dnadiff.tokenizers.dna import DNA_COMPLEMENT  # the tokenizer's complement table (ids 0..11)
 
 
 def complement_table(vocab_size: int, complement_map: Sequence[int] | None = None) -> list[int]:

@@ -50,12 +50,13 @@ def kmer_features(seqs: Sequence[str], ks: Sequence[int] = (3, 4, 5, 6), both_st
     from scipy import sparse
 
     from dnadiff.eval.dna_metrics import encode, kmer_codes
+    from dnadiff.tokenizers.dna import complement_codes
 
     offsets = np.cumsum([0] + [4**k for k in ks])
     rows, cols, vals = [], [], []
     for i, s in enumerate(seqs):
         fwd = encode(s)
-        strands = [fwd, np.where(fwd >= 0, 3 - fwd, fwd)[::-1]] if both_strands else [fwd]
+        strands = [fwd, complement_codes(fwd)[::-1]] if both_strands else [fwd]
         for b, k in enumerate(ks):
             codes = np.concatenate([kmer_codes(c, k) for c in strands])
             if codes.size == 0:
@@ -94,7 +95,8 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
     """The k-mer LR row of tab. 7 under `dnadiff finetune`'s protocol; writes config.yaml, results.json/.md."""
     from dnadiff.config import save_config, to_dict
     from dnadiff.eval.classification import METRICS, classification_metrics, summarize
-    from dnadiff.training.finetune_protocol import _machine, protocol_data, protocol_runs
+    from dnadiff.machine import describe_machine
+    from dnadiff.training.finetune_protocol import protocol_data, protocol_runs
     from dnadiff.utils import atomic_write, write_json
 
     t0 = time.time()
@@ -142,7 +144,7 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
         "backbone": "kmer_lr", "kmer_options": opts, "num_parameters": int(coef),
         "lr_grid": opts["c_grid"], "hyperparameter": "C (inverse L2 strength; the `lr` fields hold C)",
         "val_acc_by_lr": {f"{c:g}": v for c, v in val_means.items()}, "selected_lr": chosen, "selected_C": chosen,
-        "runs": chosen_runs, "summary": summary, "wall_s": round(time.time() - t0, 1), "machine": _machine(),
+        "runs": chosen_runs, "summary": summary, "wall_s": round(time.time() - t0, 1), "machine": describe_machine(),
         "config": to_dict(cfg),
     }
     write_json(out / "results.json", result)

@@ -42,6 +42,7 @@ from torch import Tensor, nn
 
 from dnadiff.backbones.base import BACKBONES, Backbone
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.dna import complement_codes
 
 BASE_IDS = (7, 8, 9, 10)  # A C G T in the DNA tokenizer (DESIGN.md §2)
 NEG_INF = -1e6  # the SUBS constant: exp() is exactly 0 in float32, sums with 0 stay finite
@@ -96,8 +97,7 @@ def count_ngrams(tiles: np.ndarray, max_n: int, counts: list[np.ndarray] | None 
 
 def reverse_complement_codes(tiles: np.ndarray) -> np.ndarray:
     """Reverse complement of code tiles (A<->T, C<->G; breaks stay breaks)."""
-    tiles = np.asarray(tiles)
-    return np.where(tiles >= 0, 3 - tiles, tiles)[:, ::-1]
+    return complement_codes(tiles)[:, ::-1]
 
 
 # ----------------------------------------------------------------------------- smoothing

@@ -31,7 +31,7 @@ def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
     """Token-id tiles Int64[T, seq_len] of one split (the tail of an interval right-padded with PAD),
     in chunks of at most `chunk` tiles: the windows GenomeWindows(mode="tile", stride=seq_len) gives."""
     from dnadiff.data.fasta import Genome, read_bed
-    from dnadiff.training.data import genome_paths
+    from dnadiff.data.datasets import genome_paths
 
     if cfg.data.kind != "genome":
         raise DnadiffError(f"data.kind: a Markov chain is fitted on a genome + BED, got {cfg.data.kind!r}")

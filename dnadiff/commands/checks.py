@@ -39,7 +39,7 @@ def check_train_inputs(cfg) -> None:
     """Data files, tokenizer and init_from of a RunConfig exist (before Lightning starts)."""
     data = cfg.data
     if data.kind == "genome":
-        from dnadiff.training.data import genome_paths  # the data layer's own path resolution
+        from dnadiff.data.datasets import genome_paths  # the data layer's own path resolution
 
         fasta, bed = genome_paths(cfg)
         _need_file(fasta, "data.fasta", "genome FASTA")

@@ -29,7 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import math
     import shutil
 
@@ -64,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.checkpoint import load
     from dnadiff.commands.eval import evaluate_model
     from dnadiff.training import train
-    from dnadiff.training.data import build_split_dataset
+    from dnadiff.data.datasets import build_split_dataset
 
     log.info(f"\n[2/4] training a tiny Caduceus MDLM ({cfg.train.max_steps} steps, batch {cfg.train.batch_size}, "
           f"{cfg.data.seq_len} bp windows) ...")

@@ -64,7 +64,8 @@ def parse_options(items: list[str]) -> dict:
 def check_args(args: argparse.Namespace) -> dict:
     """Everything the user typed, checked before any model is loaded; returns the method options."""
     from dnadiff.errors import DnadiffError
-    from dnadiff.guidance.methods import METHODS
+    from dnadiff.commands.sample import check_prefix_suffix
+    from dnadiff.guidance.methods import check_method_options
 
     if args.num <= 0:
         raise DnadiffError(f"--num must be positive, got {args.num}")
@@ -75,11 +76,10 @@ def check_args(args: argparse.Namespace) -> dict:
         raise DnadiffError("--prefix/--suffix: empty sequence")
     if args.template_fasta and (args.prefix or args.suffix):
         raise DnadiffError("--template-fasta excludes --prefix/--suffix")
-    if args.method not in METHODS:
-        raise DnadiffError(f"--method {args.method!r}: unknown; choose from {', '.join(METHODS)}")
+    check_prefix_suffix(args)
     if args.sampler in ("semi_ar", "autoregressive"):
         raise DnadiffError(f"--sampler {args.sampler}: guidance wraps a single-window masked-diffusion sampler")
-    return parse_options(args.option)
+    return check_method_options(args.method, parse_options(args.option))
 
 
 def summarize(values) -> dict:
@@ -97,13 +97,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from dnadiff.checkpoint import load_config_of, load_for_inference, official_kind
-    from dnadiff.commands.sample import build_template, format_samples, output_paths
+    from dnadiff.commands.sample import format_samples, output_paths
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
     from dnadiff.guidance import build_method, build_reward, rc_averaged
     from dnadiff.logs import log
     from dnadiff.model import SuppressTokens
-    from dnadiff.samplers import SeedStream, rc_symmetric
+    from dnadiff.samplers import SeedStream, build_template, rc_symmetric
     from dnadiff.utils import _json_default, format_table, recover_together, refuse_existing, write_together
 
     options = check_args(args)
@@ -128,14 +128,11 @@ def run(args: argparse.Namespace) -> int:
     if args.method in ("cg", "cg_grad"):
         options.setdefault("token_ids", list(tok.nucleotide_ids))
     sampler = model.build_sampler(args.sampler, args.steps)
-    try:
-        method = build_method(args.method, sampler, reward, **options)
-    except TypeError as exc:
-        raise DnadiffError(f"--option: {exc}") from None
+    method = build_method(args.method, sampler, reward, **options)  # unknown options: checked by name there
     if args.method == "cg_grad" and not hasattr(reward, "soft"):
         raise DnadiffError(f"--method cg_grad needs a differentiable reward (gc, gc:T, motif, classifier), not {args.reward}")
     length = args.length or model.config.sample.length
-    template = build_template(tok, args.num, length, args.prefix, args.suffix, args.template_fasta, template_records)
+    template = build_template(tok, args.num, length, args.prefix, args.suffix, template_records, source=args.template_fasta)
     denoiser = model.denoiser
     if args.rc_symmetric:
         denoiser = rc_symmetric(denoiser, tok.complement_map(), mask_id=tok.mask_id)

@@ -36,28 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
 
 
-def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batch_size=32, seed=0, progress=True):
-    """Bound of a loaded model over a list/data set of {input_ids, attention_mask} items."""
-    import torch
-
-    from dnadiff.errors import DnadiffError
-    from dnadiff.eval.perplexity import evaluate_bound
-    from dnadiff.model import build_objective_for
-
-    objective = model.objective
-    if T is not None:
-        if model.config.objective.name not in ("mdlm", "d3pm"):
-            raise DnadiffError(f"--T needs an mdlm or d3pm model, not {model.config.objective.name!r}")
-        from dnadiff.config import replace
-
-        _, objective = build_objective_for(replace(model.config, **{"objective.T": T}), model.tokenizer)
-    loader = torch.utils.data.DataLoader(items, batch_size=batch_size, shuffle=False)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    model.backbone.eval()
-    return evaluate_bound(model.denoiser, objective, loader, num_samples=num_samples, generator=gen,
-                          quadrature=quadrature, progress=progress, device=model.device)
-
-
 def run(args: argparse.Namespace) -> int:
     import math
 
@@ -68,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.config import replace
     from dnadiff.data.records import read_fasta, tile_records
     from dnadiff.errors import DnadiffError
-    from dnadiff.training.data import build_split_dataset
+    from dnadiff.data.datasets import build_split_dataset
+    from dnadiff.eval.perplexity import evaluate_model
     from dnadiff.data.fasta import read_bed
     from dnadiff.logs import log, progress_enabled
     from dnadiff.utils import format_table, refuse_existing, write_json

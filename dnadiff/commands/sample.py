@@ -48,40 +48,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
 
 
-def build_template(tokenizer, num: int, length: int, prefix: str | None, suffix: str | None, template_fasta: str | None,
-                   records: list[tuple[str, str]] | None = None):
-    """Long[num, length] with fixed tokens and mask_id elsewhere, or None.
+def check_prefix_suffix(args: argparse.Namespace) -> None:
+    """--prefix/--suffix are DNA (N: a position to fill), checked before any model is loaded."""
+    from dnadiff.tokenizers import DNATokenizer
 
-    N marks a position to fill, in --template-fasta records and in --prefix/--suffix alike."""
-    import torch
-
-    from dnadiff.data.records import read_fasta
-    from dnadiff.errors import DnadiffError
-
-    if template_fasta and (prefix or suffix):
-        raise DnadiffError("--template-fasta excludes --prefix/--suffix")
-    if not (prefix or suffix or template_fasta):
-        return None
-    tmpl = torch.full((num, length), tokenizer.mask_id, dtype=torch.long)
-    if template_fasta:
-        records = records if records is not None else read_fasta(template_fasta, tokenizer)
-        for i in range(num):
-            name, seq = records[i % len(records)]
-            if len(seq) != length:
-                raise DnadiffError(f"{template_fasta}: template {name!r} has length {len(seq)}, --length is {length}")
-            ids = torch.tensor(tokenizer.encode(seq))
-            tmpl[i] = torch.where(ids == tokenizer.n_id, torch.tensor(tokenizer.mask_id), ids)
-        return tmpl
-    pre = tokenizer.encode(prefix, where="--prefix") if prefix else []
-    suf = tokenizer.encode(suffix, where="--suffix") if suffix else []
-    if len(pre) + len(suf) > length:
-        raise DnadiffError(f"--prefix and --suffix ({len(pre) + len(suf)} bases) do not fit in --length {length}")
-    n_id = getattr(tokenizer, "n_id", None)
-    if pre:
-        tmpl[:, : len(pre)] = torch.tensor([tokenizer.mask_id if i == n_id else i for i in pre])
-    if suf:
-        tmpl[:, length - len(suf):] = torch.tensor([tokenizer.mask_id if i == n_id else i for i in suf])
-    return tmpl
+    for flag, seq in (("--prefix", args.prefix), ("--suffix", args.suffix)):
+        if seq:
+            DNATokenizer().encode_array(seq, where=flag)
 
 
 def output_paths(out: str | None, kind: str) -> tuple[str | None, str | None]:
@@ -105,18 +78,12 @@ def output_paths(out: str | None, kind: str) -> tuple[str | None, str | None]:
 
 def format_samples(records: list[tuple[str, str]], kind: str, path: str | None) -> str:
     """FASTA for DNA; for text, JSONL (stdout or .jsonl) or plain text blocks (.txt)."""
-    import io
     import json
 
     if kind == "dna":
-        from Bio import SeqIO
-        from Bio.Seq import Seq
-        from Bio.SeqRecord import SeqRecord
+        from dnadiff.data.records import format_fasta
 
-        buf = io.StringIO()
-        recs = [SeqRecord(Seq(seq), id=name.partition(" ")[0], description=name.partition(" ")[2]) for name, seq in records]
-        SeqIO.FastaIO.FastaWriter(buf, wrap=60).write_file(recs)
-        return buf.getvalue()
+        return format_fasta(records)
     if path is not None and path.lower().endswith(".txt"):
         return "".join(f"### {name}\n{text}\n\n" for name, text in records)
     return "".join(json.dumps({"id": name.partition(" ")[0], "description": name.partition(" ")[2], "text": text},
@@ -125,7 +92,6 @@ def format_samples(records: list[tuple[str, str]], kind: str, path: str | None) 
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import os
     import sys
     import time
 
@@ -138,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
     from dnadiff.logs import log, progress_enabled
+    from dnadiff.samplers import build_template
     from dnadiff.utils import format_table, recover_together, refuse_existing, write_together
 
     # ---- everything the user typed is checked before the model is loaded
@@ -173,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         build_sampler(sampler_name, **options, **({"steps": args.steps} if args.steps else {}))
     if (args.prefix or args.suffix or args.template_fasta) and kind != "dna":
         raise DnadiffError("--prefix/--suffix/--template-fasta need a DNA model")
+    check_prefix_suffix(args)
     template_records = read_fasta(args.template_fasta) if args.template_fasta else None
 
     model = load_for_inference(args.model_dir)
@@ -182,8 +150,8 @@ def run(args: argparse.Namespace) -> int:
     max_len = getattr(model.backbone.config, "l_max", None) or getattr(model.backbone.config, "max_seq_len", None)
     if max_len and length > max_len and (args.sampler or model.config.sample.sampler) != "semi_ar":
         raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler semi_ar")
-    template = build_template(model.tokenizer, args.num, length, args.prefix, args.suffix, args.template_fasta,
-                              template_records)
+    template = build_template(model.tokenizer, args.num, length, args.prefix, args.suffix, template_records,
+                              source=args.template_fasta)
     if args.rc_symmetric:
         if model.tokenizer.kind != "dna":
             raise DnadiffError("--rc-symmetric needs a DNA model")

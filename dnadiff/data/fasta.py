@@ -169,7 +169,6 @@ def seekable_genome(path: str) -> str:
     """`path` itself when pyfaidx can index it (plain or bgzip); a cached plain copy for stdin (`-`)
     or a plain-gzip file, keyed by content (stdin) or by path, size and mtime (gzip)."""
     import hashlib
-    import shutil
     import sys
     import tempfile
 

@@ -54,8 +54,9 @@ def read_fasta(path: str | os.PathLike, tokenizer: DNATokenizer | None = None) -
     return records
 
 
-def write_fasta(path: str | os.PathLike, records: Iterable[tuple[str, str]], line_width: int = 60) -> None:
-    """Write [(id_or_description, sequence)] atomically (temp name + rename)."""
+def format_fasta(records: Iterable[tuple[str, str]], line_width: int = 60) -> str:
+    """FASTA text of [(header, sequence)]: the header's first word is the id, the rest its description;
+    sequences wrapped at `line_width` (Biopython's FastaWriter). dnadiff's one FASTA writer."""
     from Bio import SeqIO
     from Bio.Seq import Seq
     from Bio.SeqRecord import SeqRecord
@@ -65,9 +66,13 @@ def write_fasta(path: str | os.PathLike, records: Iterable[tuple[str, str]], lin
         rid, _, desc = str(name).partition(" ")
         recs.append(SeqRecord(Seq(seq), id=rid, description=desc))
     buf = io.StringIO()
-    writer = SeqIO.FastaIO.FastaWriter(buf, wrap=line_width)
-    writer.write_file(recs)
-    atomic_write(path, buf.getvalue())
+    SeqIO.FastaIO.FastaWriter(buf, wrap=line_width).write_file(recs)
+    return buf.getvalue()
+
+
+def write_fasta(path: str | os.PathLike, records: Iterable[tuple[str, str]], line_width: int = 60) -> None:
+    """Write [(header, sequence)] atomically (temp name + rename)."""
+    atomic_write(path, format_fasta(records, line_width))
 
 
 def tile_records(

@@ -23,10 +23,10 @@ def write_masked_slice(fa_path: str | os.PathLike, bed_path: str | os.PathLike, 
     seq = "".join(pieces)
     if len(seq) != length:
         raise ValueError(f"intervals overlap or run past {length}: assembled {len(seq)} bases")
+    from dnadiff.data.records import format_fasta
+
     with bgzf.BgzfWriter(str(fa_path), "wb") as fh:
-        fh.write(f">{chrom}\n".encode())
-        for i in range(0, length, 60):  # 60 bases per line
-            fh.write((seq[i : i + 60] + "\n").encode())
+        fh.write(format_fasta([(chrom, seq)]).encode())  # 60 bases per line
     with open(bed_path, "w") as fh:
         for c, s, e, split in chosen:
             fh.write(f"{c}\t{s}\t{e}\t{split}\n")

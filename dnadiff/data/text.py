@@ -50,6 +50,7 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from dnadiff.config import data_root_hint
 from dnadiff.data.detokenizers import get_detokenizer
+from dnadiff.data.documents import iter_documents
 from dnadiff.data.tokenizer_training import tokenizer_digest
 from dnadiff.errors import DnadiffError
 
@@ -104,38 +105,7 @@ class TextOptions:
         return opts
 
 
-# ----------------------------------------------------------------------------- document sources
-
-
-def _read_local_docs(path: str, field_name: str, txt_unit: str) -> Iterator[str]:
-    p = Path(path)
-    with open(p, encoding="utf-8") as fh:
-        if p.suffix == ".jsonl":
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    raise DnadiffError(f"{p}:{n}: not valid JSON") from None
-                if not isinstance(rec, dict) or field_name not in rec:
-                    raise DnadiffError(f"{p}:{n}: no {field_name!r} field (set data.text.field)")
-                yield str(rec[field_name])
-        elif txt_unit == "line":
-            for line in fh:
-                line = line.rstrip("\n")
-                if line.strip():
-                    yield line
-        else:  # paragraphs separated by blank lines
-            buf: list[str] = []
-            for line in fh:
-                if line.strip():
-                    buf.append(line.rstrip("\n"))
-                elif buf:
-                    yield "\n".join(buf)
-                    buf = []
-            if buf:
-                yield "\n".join(buf)
+# ----------------------------------------------------------------------------- document sources (data/documents.py)
 
 
 @dataclass
@@ -164,7 +134,7 @@ class DocSource:
     def count_raw(self) -> int:
         if self.hf is not None:
             return _hf_len(self.hf, self.opts)
-        return sum(1 for f in self.files for _ in _read_local_docs(f, self.opts.field, self.opts.txt_unit))
+        return sum(1 for f in self.files for _ in iter_documents(f, self.opts.field, self.opts.txt_unit, field_hint="set data.text.field"))
 
     def bounds(self) -> tuple[int, Optional[int]]:
         """[start, stop) document indices of this split (stop None = to the end)."""
@@ -187,7 +157,7 @@ class DocSource:
             return
         i = 0
         for f in self.files:
-            for text in _read_local_docs(f, self.opts.field, self.opts.txt_unit):
+            for text in iter_documents(f, self.opts.field, self.opts.txt_unit, field_hint="set data.text.field"):
                 if stop is not None and i >= stop:
                     return
                 if i >= start:

@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from dnadiff.data.documents import iter_documents
 from dnadiff.errors import DnadiffError
 
 KINDS = ("bert-like", "gpt2-like")
@@ -40,26 +41,9 @@ def iter_corpus_texts(paths: Sequence[str | os.PathLike], field: str = "text") -
     """Texts of local files: `.jsonl` (one JSON object per line, text under `field`) or plain
     text (one text per non-empty line)."""
     for path in paths:
-        path = Path(path)
-        if not path.is_file():
+        if not Path(path).is_file():
             raise DnadiffError(f"{path}: corpus file not found")
-        with open(path, encoding="utf-8") as fh:
-            if path.suffix == ".jsonl" or path.name.endswith(".jsonl.txt"):
-                for n, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError:
-                        raise DnadiffError(f"{path}:{n}: not valid JSON") from None
-                    if not isinstance(record, dict) or field not in record:
-                        raise DnadiffError(f"{path}:{n}: no {field!r} field")
-                    yield str(record[field])
-            else:
-                for line in fh:
-                    line = line.rstrip("\n")
-                    if line.strip():
-                        yield line
+        yield from iter_documents(path, field)
 
 
 def _corpus_fingerprint(paths: Sequence[str | os.PathLike]) -> list[dict]:

@@ -18,7 +18,6 @@ too, as before, dropped every base after an N from AR's bits/base while MDLM cou
 from __future__ import annotations
 
 import torch
-from torch import Tensor
 
 from dnadiff.diffusion.base import OBJECTIVES, LossOutput, Objective, gather_token, real_mask, reduce_loss
 from dnadiff.errors import DnadiffError

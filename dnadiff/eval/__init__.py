@@ -1,1 +1,22 @@
-"""dnadiff.eval"""
+"""Evaluation: likelihood bounds (perplexity.py), DNA sample statistics (dna_metrics.py), generative
+perplexity (genppl.py), zero-shot text perplexity (zeroshot.py), classification metrics and the
+mean ± range summaries of the tables (classification.py), figures (plots.py). Plain PyTorch, no Lightning.
+
+    from dnadiff.eval import evaluate_model
+    res = evaluate_model(dnadiff.load("runs/x/model"), windows, batch_size=32)   # res["bits_per_token"]
+"""
+
+from dnadiff.lazy import lazy_exports
+
+_EXPORTS = {
+    "evaluate_bound": "perplexity", "evaluate_model": "perplexity",
+    "dna_metrics": "dna_metrics", "summary_rows": "dna_metrics", "gc_content": "dna_metrics",
+    "kmer_counts": "dna_metrics", "kmer_codes": "dna_metrics", "encode": "dna_metrics",
+    "js_divergence": "dna_metrics", "longest_matches": "dna_metrics", "reverse_complement": "dna_metrics",
+    "generative_perplexity": "genppl", "decode_samples": "genppl", "load_scorer": "genppl",
+    "zero_shot_eval": "zeroshot",
+    "classification_metrics": "classification", "summarize": "classification", "format_range": "classification",
+    "RANGE_LABEL": "classification", "METRICS": "classification",
+}
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

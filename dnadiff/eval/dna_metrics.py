@@ -32,9 +32,10 @@ from typing import Sequence
 import numpy as np
 
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.dna import BASES, reverse_complement_str
 
 _CODE = np.full(256, -1, dtype=np.int8)
-for _i, _b in enumerate("ACGT"):
+for _i, _b in enumerate(BASES):  # the tokenizer's 2-bit code order
     _CODE[ord(_b)] = _i
     _CODE[ord(_b.lower())] = _i
 
@@ -44,8 +45,7 @@ def encode(seq: str) -> np.ndarray:
     return _CODE[np.frombuffer(seq.encode("ascii", "replace"), dtype=np.uint8)]
 
 
-def reverse_complement(seq: str) -> str:
-    return seq.translate(str.maketrans("ACGTacgt", "TGCAtgca"))[::-1]
+reverse_complement = reverse_complement_str  # the tokenizer's complement table
 
 
 # ---- k-mer spectra ------------------------------------------------------------------------------

@@ -135,3 +135,22 @@ def evaluate_bound(
         "T": getattr(objective, "T", None),
         "quadrature": (len(nodes[0]) if nodes else None),
     }
+
+
+def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batch_size=32, seed=0, progress=True):
+    """`evaluate_bound` of a loaded model (`dnadiff.load`) over a list/data set of {input_ids,
+    attention_mask} items, in eval mode, batches in order; T: the discrete-time bound instead.
+    What `dnadiff eval` and the demo report."""
+    from dnadiff.config import replace
+    from dnadiff.model import build_objective_for
+
+    objective = model.objective
+    if T is not None:
+        if model.config.objective.name not in ("mdlm", "d3pm"):
+            raise DnadiffError(f"--T needs an mdlm or d3pm model, not {model.config.objective.name!r}")
+        _, objective = build_objective_for(replace(model.config, **{"objective.T": T}), model.tokenizer)
+    loader = torch.utils.data.DataLoader(items, batch_size=batch_size, shuffle=False)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    model.backbone.eval()
+    return evaluate_bound(model.denoiser, objective, loader, num_samples=num_samples, generator=gen,
+                          quadrature=quadrature, progress=progress, device=model.device)

@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import torch
 
 from dnadiff.data.detokenizers import get_detokenizer
+from dnadiff.data.documents import iter_documents
 from dnadiff.errors import DnadiffError
 
 
@@ -80,23 +81,10 @@ def read_set(path: Path, spec: ZeroShotSet, max_docs: int | None = None) -> list
     """Documents of a local file, detokenised."""
     detok = get_detokenizer(spec.detokenizer)
     texts: list[str] = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if max_docs is not None and len(texts) >= max_docs:
-                break
-            if path.suffix == ".jsonl":
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    raise DnadiffError(f"{path}:{n}: not valid JSON") from None
-                if spec.field not in rec:
-                    raise DnadiffError(f"{path}:{n}: no {spec.field!r} field")
-                text = str(rec[spec.field])
-            else:
-                text = line  # newline kept
-            texts.append(detok(text) if detok is not None else text)
+    for text in iter_documents(path, spec.field, unit="record"):
+        if max_docs is not None and len(texts) >= max_docs:
+            break
+        texts.append(detok(text) if detok is not None else text)
     return texts
 
 

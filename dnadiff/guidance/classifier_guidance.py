@@ -25,6 +25,8 @@ reward: then the tilt is exp(γ r)); γ = `scale`.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import Tensor
 
@@ -83,7 +85,8 @@ class ClassifierGuidance(GuidedMethod):
 
     name = "cg"
 
-    def __init__(self, sampler, reward, scale: float = 1.0, gradient: bool = False, token_ids=None):
+    def __init__(self, sampler, reward, scale: float = 1.0, gradient: bool = False,
+                 token_ids: Optional[list[int]] = None):
         super().__init__(sampler, reward)
         if not scale >= 0:
             raise DnadiffError(f"classifier guidance: scale must be >= 0, got {scale}")
@@ -111,3 +114,10 @@ class ClassifierGuidance(GuidedMethod):
 
 
 __all__ = ["ClassifierGuidance", "exact_guidance_logits", "gradient_guidance_logits"]
+
+
+class FirstOrderClassifierGuidance(ClassifierGuidance):
+    """`cg_grad`: classifier guidance with the first-order (gradient) approximation of the reward."""
+
+    def __init__(self, sampler, reward, scale: float = 1.0, token_ids: Optional[list[int]] = None):
+        super().__init__(sampler, reward, scale=scale, gradient=True, token_ids=token_ids)

@@ -10,12 +10,15 @@ smc (particles, alpha, ess_threshold, output), cg / cg_grad (scale, token_ids).
 
 from __future__ import annotations
 
+from typing import Any
+
 from dnadiff.errors import DnadiffError
 from dnadiff.guidance.best_of_n import BestOfN
-from dnadiff.guidance.classifier_guidance import ClassifierGuidance
+from dnadiff.guidance.classifier_guidance import ClassifierGuidance, FirstOrderClassifierGuidance
 from dnadiff.guidance.common import GuidedMethod
 from dnadiff.guidance.smc import SMC
 from dnadiff.guidance.svdd import SVDD
+from dnadiff.registry import Registry
 
 
 class Unguided(GuidedMethod):
@@ -28,26 +31,24 @@ class Unguided(GuidedMethod):
         return state.x, state.step
 
 
-METHODS = {
-    "none": (Unguided, ()),
-    "best_of_n": (BestOfN, ("n",)),
-    "svdd": (SVDD, ("candidates", "alpha")),
-    "smc": (SMC, ("particles", "alpha", "ess_threshold", "output")),
-    "cg": (ClassifierGuidance, ("scale", "token_ids")),
-    "cg_grad": (ClassifierGuidance, ("scale", "token_ids")),
-}
+# Each method's options are its constructor's typed keywords (after sampler and reward).
+METHODS = Registry("guidance method")
+for _name, _cls in (("none", Unguided), ("best_of_n", BestOfN), ("svdd", SVDD), ("smc", SMC),
+                    ("cg", ClassifierGuidance), ("cg_grad", FirstOrderClassifierGuidance)):
+    METHODS.register(_name)(_cls)
+_NOT_OPTIONS = ("sampler", "reward", "gradient")
+
+
+def check_method_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """`--option` values checked against the method's typed options (an unknown key or a wrong type
+    is one line listing the valid ones) and converted to their types."""
+    if name not in METHODS:
+        raise DnadiffError(f"--method {name!r}: unknown; choose from {', '.join(METHODS.names())}")
+    return METHODS.check_options(name, options, "--option", sep=" ", exclude=_NOT_OPTIONS, label=f"--method {name}")
 
 
 def build_method(name: str, sampler, reward, **options) -> GuidedMethod:
-    if name not in METHODS:
-        raise DnadiffError(f"--method {name!r}: unknown; choose from {', '.join(METHODS)}")
-    cls, allowed = METHODS[name]
-    bad = sorted(set(options) - set(allowed))
-    if bad:
-        raise DnadiffError(f"--method {name}: unknown option(s) {', '.join(bad)}; it takes {', '.join(allowed) or 'none'}")
-    if name == "cg_grad":
-        options["gradient"] = True
-    return cls(sampler, reward, **options)
+    return METHODS.get(name)(sampler, reward, **check_method_options(name, options))
 
 
-__all__ = ["METHODS", "Unguided", "build_method"]
+__all__ = ["METHODS", "Unguided", "build_method", "check_method_options"]

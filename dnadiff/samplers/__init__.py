@@ -11,7 +11,7 @@ each file for its options; base.py for the shared ones and the step contract: `i
 stream for the batch) or an int seed / `SeedStream` (per-sequence counter-based draws: samples do
 not depend on the batch size). Denoiser wrappers: `rc_symmetric(denoiser,
 complement_ids, mask_id)` (strand-averaged predictions) and `guided(cond, uncond, scale, mask_id)`
-(classifier-free guidance).
+(classifier-free guidance). Templates (prefix/suffix prompts, infilling): `build_template`.
 """
 
 from dnadiff.samplers import (  # noqa: F401
@@ -25,6 +25,7 @@ from dnadiff.samplers import (  # noqa: F401
     semi_ar,
 )
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, SeedStream, draw_categorical, shape_probs
+from dnadiff.samplers.templates import build_template
 from dnadiff.samplers.wrappers import guided, rc_symmetric
 
 
@@ -33,4 +34,5 @@ def build_sampler(name: str = "ancestral", **options) -> Sampler:
     return SAMPLERS.build(name, **options)
 
 
-__all__ = ["SAMPLERS", "Sampler", "SamplerState", "SeedStream", "build_sampler", "draw_categorical", "shape_probs", "guided", "rc_symmetric"]
+__all__ = ["SAMPLERS", "Sampler", "SamplerState", "SeedStream", "build_sampler", "build_template", "draw_categorical",
+           "shape_probs", "guided", "rc_symmetric"]

@@ -4,7 +4,10 @@
 
 so official checkpoints load unchanged. Input is upper-cased (soft-masked genomes are lower
 case); IUPAC ambiguity codes (R Y K M S W B D H V) become N, or raise under `strict=True`.
-The complement map sends A<->T, C<->G and every other id (N, specials, padded model ids) to itself.
+`COMPLEMENT` is dnadiff's one complement table: the id map (`complement_map`, `DNA_COMPLEMENT`),
+string reverse complements (`reverse_complement_str`) and the 2-bit base codes A0 C1 G2 T3 of the
+k-mer statistics and baselines (`complement_codes`) all derive from it. A<->T, C<->G; N and every
+other id (specials, padded model ids) map to themselves.
 """
 
 from __future__ import annotations
@@ -19,7 +22,22 @@ from dnadiff.errors import DnadiffError
 SPECIAL_TOKENS = ["[CLS]", "[SEP]", "[BOS]", "[MASK]", "[PAD]", "[RESERVED]", "[UNK]"]
 NUCLEOTIDES = "ACGTN"
 IUPAC_AMBIGUOUS = "RYKMSWBDHV"
-_COMPLEMENT_BASE = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N"}
+COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N"}
+BASES = "ACGT"  # order of the 2-bit codes A0 C1 G2 T3
+_RC_TRANSLATION = str.maketrans("".join(COMPLEMENT) + "".join(COMPLEMENT).lower(),
+                                "".join(COMPLEMENT.values()) + "".join(COMPLEMENT.values()).lower())
+_CODE_COMPLEMENT = np.array([BASES.index(COMPLEMENT[b]) for b in BASES], dtype=np.int8)
+
+
+def reverse_complement_str(seq: str) -> str:
+    """Reverse complement of a DNA string; case is kept (soft-masking), other characters stay."""
+    return seq.translate(_RC_TRANSLATION)[::-1]
+
+
+def complement_codes(codes: np.ndarray) -> np.ndarray:
+    """Complement of 2-bit base codes (A0 C1 G2 T3); negative codes (N, breaks) stay."""
+    codes = np.asarray(codes)
+    return np.where(codes >= 0, _CODE_COMPLEMENT[np.clip(codes, 0, 3)], codes).astype(codes.dtype)
 
 
 class DNATokenizer:
@@ -58,8 +76,8 @@ class DNATokenizer:
         """complement_map()[i] is the complement id of i; ids >= 12 (model padding) map to themselves."""
         size = size or self.vocab_size
         cmap = list(range(size))
-        cmap[self.a_id], cmap[self.t_id] = self.t_id, self.a_id
-        cmap[self.c_id], cmap[self.g_id] = self.g_id, self.c_id
+        for base, comp in COMPLEMENT.items():
+            cmap[self.token_to_id[base]] = self.token_to_id[comp]
         return cmap
 
     # ----------------------------------------------------------------- encode / decode
@@ -119,9 +137,11 @@ class DNATokenizer:
             return comp[..., ::-1].copy()
         return comp[::-1]
 
-    @staticmethod
-    def reverse_complement_str(seq: str) -> str:
-        return "".join(_COMPLEMENT_BASE.get(b, b) for b in reversed(seq.upper()))
+    reverse_complement_str = staticmethod(reverse_complement_str)
 
     def __repr__(self) -> str:
         return f"DNATokenizer(vocab_size={self.vocab_size}, strict={self.strict})"
+
+
+# complement id of each id of the 12-token vocabulary (what official Caduceus configs store)
+DNA_COMPLEMENT = tuple(DNATokenizer().complement_map())

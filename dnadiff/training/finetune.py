@@ -210,7 +210,7 @@ class _FinetuneData(L.LightningDataModule):
                           num_workers=self.nw, persistent_workers=self.nw > 0, generator=self.gen)
 
     def val_dataloader(self) -> DataLoader:
-        from dnadiff.training.data import rank_batches
+        from dnadiff.data.streams import rank_batches
 
         rank, world = self._rank()
         if world == 1:

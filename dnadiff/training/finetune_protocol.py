@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import functools
 import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.classification import METRICS, RANGE_LABEL, format_range, summarize
 from dnadiff.heads.config import FinetuneConfig
+from dnadiff.machine import describe_machine
 
 def protocol_runs(cfg: FinetuneConfig, train_labels) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
     """(run name, training seed, train indices, valid indices) for the configured protocol."""
@@ -106,13 +106,6 @@ def classifier_factory(cfg: FinetuneConfig, template, num_classes: int):
 # ----------------------------------------------------------------------------- runner
 
 
-def _machine() -> str:
-    import torch
-
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores visible)"
-    return f"{platform.node()} {platform.machine()} {dev}, torch {torch.__version__}"
-
-
 def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, echo=print,
                  resume: bool = False) -> dict[str, Any]:
     """Run the protocol over the lr grid; write config.yaml, results.json, results.md under out_dir.
@@ -127,7 +120,7 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
         return run_kmer_lr(cfg, out_dir, echo)
     import torch
 
-    from dnadiff.utils import available_cores
+    from dnadiff.machine import available_cores
 
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.train.threads or available_cores())  # null: the physical cores this process may use
@@ -292,7 +285,7 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         "runs": [r.to_dict() for r in chosen_runs],
         "summary": summary,
         "wall_s": round(time.time() - t0, 1),
-        "machine": _machine(),
+        "machine": describe_machine(),
         "config": to_dict(cfg),
     }
     best_dir = out / BEST_DIR / f"lr{chosen:g}"

@@ -58,7 +58,10 @@ def build_optimizer(model: nn.Module, lr: float, betas=(0.9, 0.999), weight_deca
 
 
 def lr_lambda(schedule: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0):
-    """Multiplier of the base lr at optimiser step n: linear warmup, then constant or cosine decay."""
+    """Multiplier of the base lr at optimiser step n: linear warmup, then constant or cosine decay.
+
+    Not `transformers.get_scheduler`: its warmup is n/W (a first step at lr 0, wasted) where this is
+    (n+1)/W, and its cosine has no `min_lr_ratio` floor; the shapes differ, and tests pin these."""
 
     def fn(step: int) -> float:
         if warmup_steps > 0 and step < warmup_steps:

@@ -47,7 +47,7 @@ def resolve_threads(cfg: RunConfig) -> RunConfig:
     """
     if cfg.train.threads:
         return cfg
-    from dnadiff.utils import available_cores
+    from dnadiff.machine import available_cores
 
     devices = cfg.train.devices
     per_node = devices if isinstance(devices, int) and devices > 1 else 1  # processes sharing this node's cores
@@ -174,7 +174,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
     from dnadiff.training.csv_log import SessionCSVLogger
     from dnadiff.training.progress import StartMessage, StepProgressBar
-    from dnadiff.training.data import StreamDataModule
+    from dnadiff.training.datamodule import StreamDataModule
     from dnadiff.training.export import ExportModelDir, read_export_metrics
     from dnadiff.training.module import DiffusionLitModule
 
