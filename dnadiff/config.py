@@ -65,7 +65,7 @@ def check_trainer_values(section: Any, key: str = "train") -> None:
         _check(section.val_batches >= 0, f"{key}.val_batches", f"must be >= 0, got {section.val_batches}")
     if hasattr(section, "seed"):
         _check(0 <= section.seed < 2**32, f"{key}.seed", f"must be in [0, 2^32), got {section.seed}")
-    if hasattr(section, "warmup_steps"):
+    if getattr(section, "warmup_steps", None) is not None:  # finetune: null = warmup_frac of the steps
         _check(section.warmup_steps >= 0, f"{key}.warmup_steps", f"must be >= 0, got {section.warmup_steps}")
     _check(section.threads is None or section.threads > 0, f"{key}.threads", f"must be > 0 or null, got {section.threads}")
     _check(all(0.0 <= b < 1.0 for b in section.betas), f"{key}.betas", f"must be in [0, 1), got {list(section.betas)}")
@@ -212,7 +212,9 @@ class FinetuneTrainConfig(TrainerConfig):
     devices: Any = 1
     epochs: int = 10
     eval_batch_size: Optional[int] = None  # default: batch_size
+    lr: Optional[float] = None  # one learning rate (as in `train`); null: sweep lr_grid
     lr_grid: list[float] = field(default_factory=lambda: [1e-3, 2e-3])  # chosen per model on validation accuracy
+    warmup_steps: Optional[int] = None  # linear warmup steps (as in `train`); null: warmup_frac of the steps
     warmup_frac: float = 0.01  # linear warmup over this fraction of the steps, then cosine to 0
     max_steps_per_epoch: Optional[int] = None  # cap (quick checks)
     deterministic: bool = True
@@ -223,9 +225,18 @@ class FinetuneTrainConfig(TrainerConfig):
         _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid), "train.lr_grid",
                f"needs one or more positive learning rates, got {self.lr_grid}")
         _check(0.0 <= self.warmup_frac < 1.0, "train.warmup_frac", f"must be in [0, 1), got {self.warmup_frac}")
+        _check(self.lr is None or self.lr > 0, "train.lr", f"must be > 0 (or null to sweep lr_grid), got {self.lr}")
         _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
                "must be > 0 or null")
         super().__post_init__()
+
+    def learning_rates(self) -> list[float]:
+        """The learning rates the protocol tries: `lr` alone when set, else `lr_grid`."""
+        return [float(self.lr)] if self.lr is not None else [float(x) for x in self.lr_grid]
+
+    def warmup(self, total_steps: int) -> int:
+        """Warmup steps of a run of `total_steps`: `warmup_steps` when set, else warmup_frac of them."""
+        return int(self.warmup_steps) if self.warmup_steps is not None else int(round(self.warmup_frac * total_steps))
 
 
 # Choices of the machine a run happens on, not of the model: a model directory records their

@@ -80,6 +80,21 @@ def test_finetune_and_train_share_the_trainer_fields():
     assert load_finetune_config("experiments/tiny_finetune").train.threads == 1
 
 
+def test_finetune_takes_trains_lr_and_warmup_steps():
+    """`train.lr` and `train.warmup_steps` mean in `finetune` what they mean in `train`."""
+    from dnadiff.heads.config import load_finetune_config
+
+    base = load_finetune_config("experiments/tiny_finetune")
+    assert base.train.lr is None and base.train.learning_rates() == [3e-3]  # the config's lr_grid
+    assert base.train.warmup(1000) == 10  # warmup_frac 0.01
+    one = load_finetune_config("experiments/tiny_finetune", ["train.lr=5e-4", "train.warmup_steps=7"])
+    assert one.train.learning_rates() == [5e-4] and one.train.warmup(1000) == 7
+    assert load_config(RunConfig, None, ["train.lr=5e-4", "train.warmup_steps=7"]).train.warmup_steps == 7
+    for bad, key in (("train.lr=-1", "train.lr"), ("train.warmup_steps=-2", "train.warmup_steps")):
+        with pytest.raises(DnadiffError, match=key):
+            load_finetune_config("experiments/tiny_finetune", [bad])
+
+
 def test_model_directory_records_no_runtime_choices(tmp_path):
     import yaml
 

@@ -82,7 +82,7 @@ def test_config_errors_name_the_key():
     with pytest.raises(DnadiffError, match="train.lr_grid"):
         load_finetune_config(None, ["train.lr_grid=[]"])
     with pytest.raises(DnadiffError, match="unknown config key"):
-        load_finetune_config(None, ["train.lr=1e-3"])
+        load_finetune_config(None, ["train.learning_rate=1e-3"])  # train.lr is a key (as in `dnadiff train`)
 
 
 def test_cli_bad_dataset_is_a_one_line_error(tmp_path, capsys):

@@ -19,8 +19,9 @@ The backbone is `model.init_from` (a dnadiff model directory or an official Cadu
 Hugging Face directory) or, when that is empty, a fresh `model.backbone` at `model.preset`.
 
 Protocols: `paper` (one random 90/10 train/valid split per seed, best validation accuracy epoch
-scored on the test set) and `kfold` (stratified k-fold CV). The learning rate is chosen from
-train.lr_grid on validation accuracy only.
+scored on the test set) and `kfold` (stratified k-fold CV). The learning rate is train.lr when
+set (the key `dnadiff train` uses), else chosen from train.lr_grid on validation accuracy only;
+warmup is train.warmup_steps when set, else train.warmup_frac of the steps.
 
 Examples:
   dnadiff finetune experiments/tiny_finetune

@@ -283,7 +283,7 @@ def fit_classifier(
     if tc.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, tc.max_steps_per_epoch)
     total = tc.epochs * steps_per_epoch
-    warmup = int(round(tc.warmup_frac * total))
+    warmup = tc.warmup(total)
     module = ClassifierModule(model, lr, tc.weight_decay, tc.betas, warmup, total, noisy=cfg.model.noisy)
     logger = CSVLogger(log_root, name="logs", version=run) if log_root else False
     trainer = L.Trainer(

@@ -5,7 +5,7 @@
   validation-accuracy epoch; evaluate it on the official test set.
 - `kfold`: true stratified k-fold cross-validation of the train set (every train example is in
   exactly one validation fold), same early stopping, each fold's model evaluated on the test set.
-The learning rate is chosen per model from `train.lr_grid` by mean best validation accuracy
+The learning rate is `train.lr`, or chosen per model from `train.lr_grid` by mean best validation accuracy
 over the runs (test scores never enter the choice). Runs are reported as mean ± range, the range
 being max − min over the runs (the paper's tab. 7 "±").
 """
@@ -236,10 +236,10 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
                     shutil.rmtree(out / folder)
         save_config(cfg, out / "config.yaml")
     echo(f"{root.name}: {len(train_keep)} train / {len(test_keep)} test, classes {train_all.classes}; "
-         f"{cfg.protocol.name} protocol, {len(runs)} runs x {len(cfg.train.lr_grid)} lr")
+         f"{cfg.protocol.name} protocol, {len(runs)} runs x {len(cfg.train.learning_rates())} lr")
 
     grid: dict[float, list] = {}
-    for lr in cfg.train.lr_grid:
+    for lr in cfg.train.learning_rates():
         grid[lr] = []
         for name, seed, tr, va in runs:
             tr_set = Subset(train_ds, train_keep[tr].tolist())
@@ -262,7 +262,8 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
                  f"test acc {res.test['accuracy']:.4f}, mcc {res.test['mcc']:.4f} ({res.wall_s:.0f} s)")
     # lr chosen on validation only: the highest mean best-validation accuracy (ties: first in the grid)
     val_means = {lr: float(np.mean([r.val_acc for r in rs])) for lr, rs in grid.items()}
-    chosen = max(cfg.train.lr_grid, key=lambda lr: (val_means[lr], -cfg.train.lr_grid.index(lr)))
+    lrs = cfg.train.learning_rates()
+    chosen = max(lrs, key=lambda lr: (val_means[lr], -lrs.index(lr)))
     chosen_runs = grid[chosen]
     summary = {m: summarize([r.test[m] for r in chosen_runs]) for m in METRICS}
     summary["val_acc"] = summarize([r.val_acc for r in chosen_runs])
@@ -279,7 +280,7 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         "init_from": cfg.model.init_from,
         "backbone": type(template).__name__,
         "num_parameters": int(sum(p.numel() for p in make_fresh().parameters())),
-        "lr_grid": list(cfg.train.lr_grid),
+        "lr_grid": cfg.train.learning_rates(),
         "val_acc_by_lr": {f"{lr:g}": v for lr, v in val_means.items()},
         "selected_lr": chosen,
         "runs": [r.to_dict() for r in chosen_runs],
