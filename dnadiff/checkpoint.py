@@ -72,7 +72,7 @@ def save_model_dir(
             tokenizer.save(tmp / TOKENIZER_DIR)
             cfg = replace(cfg, **{"tokenizer.path": TOKENIZER_DIR})
         write_json(tmp / CONFIG_FILE, config_json(cfg))
-        write_weights(tmp / WEIGHTS_FILE, backbone, state_dict)
+        write_weights(tmp / WEIGHTS_FILE, cfg, backbone, state_dict, getattr(tokenizer, "vocab_size", None))
         write_json(tmp / METRICS_FILE, metrics or {})
         if path.exists():
             old = path.with_name("." + path.name + ".old")
@@ -119,21 +119,23 @@ def is_model_dir(path: str | os.PathLike) -> bool:
     return path.is_dir() and (is_dnadiff_config(path) or (path / LEGACY_CONFIG_FILE).is_file())
 
 
-def write_weights(file: Path, backbone: torch.nn.Module, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-    """The backbone's weights (or `state_dict` in its layout, e.g. the EMA weights) as safetensors.
+def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module, state_dict: dict[str, torch.Tensor] | None = None,
+                  vocab_size: int | None = None) -> None:
+    """The backbone's weights (or `state_dict` in its layout, e.g. the EMA weights or a gathered
+    sharded state) as safetensors.
 
     `safetensors.torch.save_model` stores tied (shared) tensors once and names the dropped keys in
-    the metadata; `load_model` re-ties them through the module. The header is then made canonical,
-    so equal weights give byte-identical files."""
-    import copy
-
+    the metadata; `load_model` re-ties them through the module. Weights given apart from a plain CPU
+    module are loaded first into the network `load` builds from `cfg` (on the CPU, whatever wrapped
+    the trained one: DDP, FSDP, EMA), so the file holds exactly what loading expects. The header is
+    then made canonical, so equal weights give byte-identical files."""
     import safetensors.torch
 
     module = backbone
-    if state_dict is not None or any(p.device.type != "cpu" for p in backbone.state_dict().values()):
-        module = copy.deepcopy(backbone).to("cpu")  # the copy keeps the module's ties
-        if state_dict is not None:
-            module.load_state_dict({k: v.detach().to("cpu") for k, v in state_dict.items()})
+    if state_dict is not None or any(v.device.type != "cpu" for v in backbone.state_dict().values()):
+        module = _build_backbone(cfg, vocab_size)
+        state = state_dict if state_dict is not None else backbone.state_dict()
+        module.load_state_dict({k: v.detach().to("cpu") for k, v in state.items()})
     safetensors.torch.save_model(module, str(file), metadata={"format": "pt"})
     file.write_bytes(canonical_safetensors(file.read_bytes()))
 
@@ -457,4 +459,5 @@ def load_for_inference(path: str | os.PathLike) -> DiffusionModel:
     return load(path, map_location="cuda" if torch.cuda.is_available() else "cpu")
 
 
-__all__ = ["load", "load_backbone", "load_for_inference", "load_config_of", "load_model_dir", "save_model_dir", "official_kind", "read_metrics", "is_model_dir"]
+__all__ = ["load", "load_backbone", "load_for_inference", "load_config_of", "load_model_dir",
+           "save_model_dir", "official_kind", "read_metrics", "is_model_dir"]

@@ -580,4 +580,7 @@ def replace(obj: Any, **changes: Any) -> Any:
     return dataclasses.replace(obj, **kwargs)
 
 
-__all__ = ["RunConfig", "TrainConfig", "FinetuneTrainConfig", "TrainerConfig", "ModelConfig", "ObjectiveConfig", "DataConfig", "SampleConfig", "ScheduleConfig", "TokenizerConfig", "CONFIG_ROOT", "load_config", "save_config", "replace", "to_dict", "from_dict", "parse_overrides", "resolve_config_path", "config_groups", "without_runtime"]
+__all__ = ["RunConfig", "TrainConfig", "FinetuneTrainConfig", "TrainerConfig", "ModelConfig",
+           "ObjectiveConfig", "DataConfig", "SampleConfig", "ScheduleConfig", "TokenizerConfig",
+           "CONFIG_ROOT", "load_config", "save_config", "replace", "to_dict", "from_dict", "parse_overrides",
+           "resolve_config_path", "config_groups", "without_runtime"]

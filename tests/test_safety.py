@@ -93,10 +93,11 @@ def test_interrupted_model_dir_save_keeps_the_old_model(tmp_path, monkeypatch):
     save_model_dir(tmp_path / "model", cfg, old, tok, {"v": 1})
     new = build_backbone("caduceus", preset="tiny", vocab_size=tok.vocab_size)
 
-    def broken_save(tensors, metadata=None):
+    def broken_save(model, filename, metadata=None, force_contiguous=True):
+        open(filename, "wb").write(b"half")  # a partial weights file in the temporary folder
         raise Boom("killed while serialising the weights")
 
-    monkeypatch.setattr(safetensors.torch, "save", broken_save)
+    monkeypatch.setattr(safetensors.torch, "save_model", broken_save)
     with pytest.raises(Boom):
         save_model_dir(tmp_path / "model", cfg, new, tok, {"v": 2})
     monkeypatch.undo()
