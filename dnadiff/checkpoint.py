@@ -138,6 +138,7 @@ def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module, state_d
         module.load_state_dict({k: v.detach().to("cpu") for k, v in state.items()})
     safetensors.torch.save_model(module, str(file), metadata={"format": "pt"})
     file.write_bytes(canonical_safetensors(file.read_bytes()))
+    os.chmod(file, public_mode())  # safetensors creates its files 0600 whatever the umask
 
 
 def canonical_safetensors(data: bytes) -> bytes:
