@@ -26,6 +26,22 @@ def test_demo_summary(tmp_path):
     assert 0.35 < splits["train"]["gc"] < 0.6
 
 
+def test_demo_runs_end_to_end(tmp_path):
+    """The README's main command, shortened (3 steps, 32-bp windows): train, evaluate, sample, write."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "dnadiff", "demo", "--out", str(tmp_path), "--steps", "3", "--num-samples", "2", "-q",
+         "data.seq_len=32", "sample.length=32", "sample.steps=4", "train.val_every=1000"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "eval_test.json").read_text())
+    bound = res["bound"]
+    assert bound["objective"] == "mdlm" and bound["num_tokens"] > 100_000 and 1.0 < bound["bits_per_token"] < 8.0
+    records = [line for line in (tmp_path / "samples.fa").read_text().splitlines() if line.startswith(">")]
+    assert len(records) == 2
+    assert (tmp_path / "tiny_dna_mdlm" / "model" / "model.safetensors").is_file()
+
+
 def test_error_is_one_line_exit_2(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "dnadiff", "demo", "--out", str(tmp_path), "--seq-len", "0", "--summary-only"],

@@ -61,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     from dnadiff.checkpoint import load
-    from dnadiff.commands.eval import evaluate_model
+    from dnadiff.eval import evaluate_model
     from dnadiff.training import train
-    from dnadiff.data.datasets import build_split_dataset
+    from dnadiff.data import build_split_dataset
 
     log.info(f"\n[2/4] training a tiny Caduceus MDLM ({cfg.train.max_steps} steps, batch {cfg.train.batch_size}, "
           f"{cfg.data.seq_len} bp windows) ...")
