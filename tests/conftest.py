@@ -30,6 +30,15 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Every test starts with one torch thread, whatever an earlier test's run set (train.threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
 def _bare_data_root(monkeypatch):
     monkeypatch.delenv("DNADIFF_DATA", raising=False)
 

@@ -27,14 +27,6 @@ def _model(name, preset):
     return m
 
 
-@pytest.fixture(autouse=True)
-def _threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.mark.parametrize("name,preset", CAUSAL)
 def test_step_logits_equal_full_forward(name, preset):
     m = _model(name, preset)

@@ -101,22 +101,25 @@ def test_training_on_a_full_disk_is_one_line_and_leaves_no_run(tmp_path, capsys,
 # ----------------------------------------------------------------------------- item 15
 
 
-def _small_genome(folder):
-    fasta, _ = bundled_genome()
-    seq = gzip.open(fasta, "rt").read().split("\n", 1)[1].replace("\n", "").upper()
-    start = seq.index("ACGT" if "ACGT" in seq else "A")
-    seq = seq[start:start + 60_000]  # real bases, not the N gap at the chromosome start
-    path = folder / "g.fa"
-    path.write_text(">chr22\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
-    return path
+@pytest.fixture
+def small_genome(tmp_path, monkeypatch):
+    """(data folder, its 60-kb FASTA g.fa of real chr22 bases, the cache folder DNADIFF_CACHE points at)."""
+    from dnadiff.data import format_fasta
 
-
-def test_eval_with_a_malformed_bed_leaves_no_file(model, tmp_path, capsys, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("DNADIFF_CACHE", str(cache))
     data = tmp_path / "data"
     data.mkdir()
-    genome = _small_genome(data)
+    fasta, _ = bundled_genome()
+    seq = gzip.open(fasta, "rt").read().split("\n", 1)[1].replace("\n", "").upper()
+    start = seq.index("ACGT" if "ACGT" in seq else "A")
+    path = data / "g.fa"  # real bases, not the N gap at the chromosome start
+    path.write_text(format_fasta([("chr22", seq[start:start + 60_000])]))
+    return data, path, cache
+
+
+def test_eval_with_a_malformed_bed_leaves_no_file(model, small_genome, tmp_path, capsys):
+    data, genome, cache = small_genome
     bed = data / "bad.bed"
     bed.write_text("chr22\t100\tnotanumber\ttest\n")
     assert main(["eval", model, "--fasta", str(genome), "--bed", str(bed), "--out", str(tmp_path / "e.json")]) == 2
@@ -125,12 +128,8 @@ def test_eval_with_a_malformed_bed_leaves_no_file(model, tmp_path, capsys, monke
     assert not cache.exists() and not (tmp_path / "e.json").exists()
 
 
-def test_genome_index_goes_to_the_cache_not_beside_the_genome(model, tmp_path, capsys, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("DNADIFF_CACHE", str(cache))
-    data = tmp_path / "data"
-    data.mkdir()
-    genome = _small_genome(data)
+def test_genome_index_goes_to_the_cache_not_beside_the_genome(model, small_genome, capsys):
+    data, genome, cache = small_genome
     (data / "r.bed").write_text("chr22\t0\t20000\ttrain\nchr22\t20000\t40000\ttest\n")
     os.chmod(data, 0o555)  # a read-only data folder (root ignores the bits; the listing below is the check)
     try:

@@ -3,7 +3,6 @@ back eval-mode models, and Lightning only switches the LightningModule itself, s
 (HyenaDNA's embedding dropout) used to stay off in 41 of 42 modules."""
 
 import lightning as L
-import pytest
 
 from dnadiff.backbones import build_backbone
 from dnadiff.checkpoint import save_model_dir
@@ -46,12 +45,3 @@ def test_init_from_official_dir_trains_in_train_mode(tmp_path):
     for eval_modules in _fit(tmp_path / "run", d, "objective.name=ar"):
         assert eval_modules == []
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

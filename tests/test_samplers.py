@@ -35,14 +35,6 @@ N_SAMPLES = 20_000
 SCHED = build_schedule("loglinear", eps=1e-3)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: threads only add overhead on the shared machine
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def target():
     p = random_joint(3, 3, seed=1)
