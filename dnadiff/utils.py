@@ -44,13 +44,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         from dnadiff.errors import DnadiffError
 
         raise DnadiffError(f"{path}: is a directory, expected a file name")
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-        os.close(fd)
-        os.chmod(tmp, public_mode())
+        tmp = _temp_beside(path)
     except OSError as exc:
         raise os_error(exc, path) from None
     try:
@@ -64,6 +59,17 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     except BaseException:
         _remove_quietly(tmp)
         raise
+
+
+def _temp_beside(path: str) -> str:
+    """An empty `.NAME.*.tmp` file beside `path` (its folder made if needed) with the mode an
+    ordinary open() would give it: mkstemp's 0600 would otherwise leak through the rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    os.close(fd)
+    os.chmod(tmp, public_mode())
+    return tmp
 
 
 def _remove_quietly(path: str | None) -> None:
@@ -186,15 +192,11 @@ def write_together(files: list[tuple[str | os.PathLike, str | bytes]]) -> None:
     committed = False  # after the journal, the temp files are the journal's: kept for the roll-forward
     try:
         for path, data in files:
-            directory = os.path.dirname(os.path.abspath(path))
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-            temps.append(tmp)
-            with os.fdopen(fd, "wb") as fh:
+            temps.append(_temp_beside(os.fspath(path)))
+            with open(temps[-1], "wb") as fh:
                 fh.write(data.encode("utf-8") if isinstance(data, str) else data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp, public_mode())
         pairs = list(zip(temps, [os.path.abspath(p) for p in paths]))
         with kill_signals_held():
             atomic_write(_journal(paths[0]), json.dumps(pairs))
@@ -249,13 +251,9 @@ def recover_together(paths: list[str | os.PathLike]) -> None:
             _roll_forward(paths[0])
         except (OSError, ValueError):
             _remove_quietly(journal)  # an unreadable journal: its temp files are stale ones (removed below)
-    for path in paths:
+    for path in [*paths, journal]:  # the journal's own temp file too
         clean_stale_temps(path)
-    _remove_quietly_tmp_journal(paths[0])
 
 
-def _remove_quietly_tmp_journal(first: str) -> None:
-    clean_stale_temps(_journal(first))
-
-
-__all__ = ["atomic_path", "atomic_write", "write_json", "format_table", "markdown_table", "refuse_existing", "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]
+__all__ = ["atomic_path", "atomic_write", "write_json", "format_table", "markdown_table", "refuse_existing",
+           "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]
