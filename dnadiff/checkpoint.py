@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from dnadiff.config import RunConfig, from_dict, load_config, replace, to_dict, without_runtime
+from dnadiff.config import RUNTIME_BACKBONE_KEYS, RunConfig, from_dict, load_config, replace, to_dict, without_runtime
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel, recorded_config
 from dnadiff.utils import os_error, public_mode, write_json
@@ -260,7 +260,9 @@ def _build_backbone(cfg: RunConfig, vocab_size: int):
     cls = BACKBONES.get(cfg.model.backbone)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
     overrides = dict(cfg.model.overrides)
-    if set(overrides) == fields:  # a saved model: every field present
+    # a saved model: every field present but the runtime ones `without_runtime` left out (their
+    # defaults fill in), so the network never depends on a preset's current definition
+    if fields - set(RUNTIME_BACKBONE_KEYS) <= set(overrides) <= fields:
         backbone = build_backbone_from_config(cfg.model.backbone, overrides)
     else:
         overrides.setdefault("vocab_size", vocab_size)
@@ -318,7 +320,9 @@ def load_state_into(backbone: torch.nn.Module, state: dict[str, torch.Tensor], w
 
 
 def load_model_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> DiffusionModel:
-    path = Path(path)
+    from dnadiff.hub import resolve_model_path
+
+    path = resolve_model_path(path)  # a Hub id: config, tokenizer and weights all from its cache folder
     cfg = load_config_of(path)
     try:
         tokenizer = _build_tokenizer(cfg, path)

@@ -344,3 +344,26 @@ def test_mdlm_dir_loads_as_a_text_model_and_saves_as_dnadiff(tmp_path):
         from dnadiff.backbones.convert_mdlm import mdlm_tokenizer
 
         mdlm_tokenizer(tmp_path / "mdlm-owt", "gpt2", V + 3)
+
+
+@pytest.mark.parametrize("backbone", ["caduceus", "mamba"])
+def test_saved_model_does_not_depend_on_its_preset(tmp_path, backbone):
+    """config.json holds every backbone field (the runtime `scan_impl` is left out): the network is
+    rebuilt from them, not from the preset, whose definition may change or vanish."""
+    d, bb = _model_dir(tmp_path / "m", backbone)
+    cfg = json.loads((d / "config.json").read_text())
+    assert "scan_impl" not in cfg["model"]["overrides"]
+    cfg["model"]["preset"] = "a-preset-that-no-longer-exists"
+    (d / "config.json").write_text(json.dumps(cfg))
+    torch.testing.assert_close(_logits(dnadiff.load(d)), _logits_of(bb), rtol=0, atol=0)
+
+
+def test_load_model_dir_takes_a_hub_id_like_load(tmp_path, hf_cache, monkeypatch):
+    from dnadiff.checkpoint import load_model_dir
+
+    d, bb = _model_dir(tmp_path / "m")
+    snap = _fake_hf_cache(hf_cache, "someone/tiny-dna-dit", d)
+    monkeypatch.chdir(tmp_path)
+    model = load_model_dir("someone/tiny-dna-dit")
+    assert Path(model.path) == snap
+    torch.testing.assert_close(_logits(model), _logits_of(bb), rtol=0, atol=0)
