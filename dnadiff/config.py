@@ -401,6 +401,7 @@ _RESOLVER = re.compile(r"\$\{[^}]*:")  # ${name:args}: an OmegaConf resolver cal
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     """['train.lr=1e-3', 'model.preset=tiny'] -> nested dict (OmegaConf.from_dotlist: YAML values)."""
+    import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -423,6 +424,8 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
             out.merge_with(OmegaConf.from_dotlist([f"{key}={value}"]))
         except OmegaConfBaseException:
             raise DnadiffError(f"override {item!r}: {key.rpartition('.')[0]} is not a section") from None
+        except yaml.YAMLError as exc:  # OmegaConf's YAML loader is stricter (e.g. duplicate keys)
+            raise DnadiffError(f"override {item!r}: invalid YAML ({str(exc).splitlines()[0]})") from None
     return OmegaConf.to_container(out)
 
 

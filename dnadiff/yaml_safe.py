@@ -37,14 +37,14 @@ def _bounded_safe_load(text: str, where: str) -> Any:
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_CONFIG_BYTES:
         raise DnadiffError(f"{where}: {size:,} bytes is too large for a config (at most {MAX_CONFIG_BYTES:,})")
+    loader = yaml.SafeLoader(text)  # safe: no Python object tags
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)  # aliases stay shared here: cheap
+        node = loader.get_single_node()  # the node graph: aliases stay shared here, cheap to count
+        if node is not None and _expanded_nodes(node, {}) > MAX_CONFIG_NODES:
+            raise DnadiffError(f"{where}: YAML aliases expand to more than {MAX_CONFIG_NODES:,} values "
+                               "(an alias bomb?); write the values out instead")
+        return None if node is None else loader.construct_document(node)  # what safe_load returns
     except yaml.YAMLError as exc:
         raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
-    if node is not None and _expanded_nodes(node, {}) > MAX_CONFIG_NODES:
-        raise DnadiffError(f"{where}: YAML aliases expand to more than {MAX_CONFIG_NODES:,} values "
-                           "(an alias bomb?); write the values out instead")
-    try:
-        return yaml.safe_load(text)  # safe: no Python object tags
-    except yaml.YAMLError as exc:
-        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    finally:
+        loader.dispose()

@@ -26,6 +26,7 @@ def test_defaults_and_overrides():
         ("train.progress=maybe", "train.progress: expected true/false"),
         ("train.lr_schedule=linear", "train.lr_schedule: must be"),
         ("train", "expected key=value"),
+        ("train.lr={a: 1, a: 2}", "override 'train.lr={a: 1, a: 2}': invalid YAML"),  # a traceback before
     ],
 )
 def test_bad_overrides(override, message):
