@@ -72,7 +72,7 @@ def save_model_dir(
             tokenizer.save(tmp / TOKENIZER_DIR)
             cfg = replace(cfg, **{"tokenizer.path": TOKENIZER_DIR})
         write_json(tmp / CONFIG_FILE, config_json(cfg))
-        write_weights(tmp / WEIGHTS_FILE, cfg, backbone, state_dict, getattr(tokenizer, "vocab_size", None))
+        write_weights(tmp / WEIGHTS_FILE, cfg, backbone, state_dict)
         write_json(tmp / METRICS_FILE, metrics or {})
         if path.exists():
             old = path.with_name("." + path.name + ".old")
@@ -119,8 +119,8 @@ def is_model_dir(path: str | os.PathLike) -> bool:
     return path.is_dir() and (is_dnadiff_config(path) or (path / LEGACY_CONFIG_FILE).is_file())
 
 
-def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module, state_dict: dict[str, torch.Tensor] | None = None,
-                  vocab_size: int | None = None) -> None:
+def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module,
+                  state_dict: dict[str, torch.Tensor] | None = None) -> None:
     """The backbone's weights (or `state_dict` in its layout, e.g. the EMA weights or a gathered
     sharded state) as safetensors.
 
@@ -133,7 +133,7 @@ def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module, state_d
 
     module = backbone
     if state_dict is not None or any(v.device.type != "cpu" for v in backbone.state_dict().values()):
-        module = _build_backbone(cfg, vocab_size)
+        module = _build_backbone(cfg, vocab_size=None)  # cfg records every backbone field
         state = state_dict if state_dict is not None else backbone.state_dict()
         module.load_state_dict({k: v.detach().to("cpu") for k, v in state.items()})
     safetensors.torch.save_model(module, str(file), metadata={"format": "pt"})
@@ -198,11 +198,11 @@ def _pad_policy_of_old_dirs(data: Any) -> list[str]:
 
 
 def _legacy_yaml(config_file: Path) -> Any:
-    import yaml
+    from dnadiff.config import _read_yaml  # the bounded reader every config goes through
 
     try:
-        return yaml.safe_load(config_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return _read_yaml(str(config_file))
+    except DnadiffError:
         return None  # load_config reports the problem
 
 
@@ -254,7 +254,7 @@ def _build_tokenizer(cfg: RunConfig, model_dir: Path):
     return build_tokenizer(cfg.tokenizer.kind, tok_path, cfg.tokenizer.strict)
 
 
-def _build_backbone(cfg: RunConfig, vocab_size: int):
+def _build_backbone(cfg: RunConfig, vocab_size: int | None):
     from dnadiff.backbones import BACKBONES, build_backbone, build_backbone_from_config
 
     cls = BACKBONES.get(cfg.model.backbone)

@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(sub)
         sub.add_argument("--print-config", action="store_true",
                          help="print the fully resolved config (YAML: file, defaults, overrides, data root) and exit")
-        sub.set_defaults(_run=module.run, _resolved=getattr(module, "resolved_config", None))
+        sub.set_defaults(_run=module.run, _resolved=getattr(module, "resolved_config", None), _parser=sub)
     return parser
 
 
@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if hasattr(args, "config") and args.config is None:  # train/finetune: an optional positional, explained here
-        subparser = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
-        subparser.error("CONFIG is required: a YAML file or a shipped config name (e.g. experiments/tiny_dna_mdlm); "
+        args._parser.error("CONFIG is required: a YAML file or a shipped config name (e.g. experiments/tiny_dna_mdlm); "
                         "key=value overrides after it are optional")
     from dnadiff.logs import setup_logging
 

@@ -50,28 +50,6 @@ def _devices_ok(devices: Any) -> bool:
     return False
 
 
-def check_trainer_values(section: Any, key: str = "train") -> None:
-    """Every value handed to the Lightning Trainer, checked here so a bad one is one line, not a traceback."""
-    _check(section.accelerator in ACCELERATORS, f"{key}.accelerator",
-           f"must be one of {', '.join(ACCELERATORS)}, got {section.accelerator!r}")
-    _check(_devices_ok(section.devices), f"{key}.devices",
-           f"must be auto, a positive number of devices (-1: all), a list of device indices or '0,1', "
-           f"got {section.devices!r}")
-    _check(str(section.precision) in PRECISIONS, f"{key}.precision",
-           f"must be one of {', '.join(PRECISIONS)}, got {section.precision!r}")
-    if hasattr(section, "num_nodes"):
-        _check(section.num_nodes >= 1, f"{key}.num_nodes", f"must be >= 1, got {section.num_nodes}")
-    if hasattr(section, "val_batches"):
-        _check(section.val_batches >= 0, f"{key}.val_batches", f"must be >= 0, got {section.val_batches}")
-    if hasattr(section, "seed"):
-        _check(0 <= section.seed < 2**32, f"{key}.seed", f"must be in [0, 2^32), got {section.seed}")
-    if getattr(section, "warmup_steps", None) is not None:  # finetune: null = warmup_frac of the steps
-        _check(section.warmup_steps >= 0, f"{key}.warmup_steps", f"must be >= 0, got {section.warmup_steps}")
-    _check(section.threads is None or section.threads > 0, f"{key}.threads", f"must be > 0 or null, got {section.threads}")
-    _check(all(0.0 <= b < 1.0 for b in section.betas), f"{key}.betas", f"must be in [0, 1), got {list(section.betas)}")
-    _check(section.weight_decay >= 0, f"{key}.weight_decay", f"must be >= 0, got {section.weight_decay}")
-
-
 @dataclass(frozen=True)
 class TokenizerConfig:
     kind: str = "dna"  # dna | text
@@ -167,9 +145,21 @@ class TrainerConfig:
     threads: Optional[int] = None  # runtime: torch CPU threads; null: the physical cores of the process
 
     def __post_init__(self):
+        # every value handed to the Lightning Trainer and AdamW: a bad one is one line, not a traceback
         _check(self.batch_size > 0, "train.batch_size", f"must be > 0, got {self.batch_size}")
         _check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0, got {self.grad_clip}")
-        check_trainer_values(self)
+        _check(self.accelerator in ACCELERATORS, "train.accelerator",
+               f"must be one of {', '.join(ACCELERATORS)}, got {self.accelerator!r}")
+        _check(_devices_ok(self.devices), "train.devices",
+               f"must be auto, a positive number of devices (-1: all), a list of device indices or '0,1', "
+               f"got {self.devices!r}")
+        _check(str(self.precision) in PRECISIONS, "train.precision",
+               f"must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        warmup = getattr(self, "warmup_steps", None)  # finetune: null = warmup_frac of the steps
+        _check(warmup is None or warmup >= 0, "train.warmup_steps", f"must be >= 0, got {warmup}")
+        _check(self.threads is None or self.threads > 0, "train.threads", f"must be > 0 or null, got {self.threads}")
+        _check(all(0.0 <= b < 1.0 for b in self.betas), "train.betas", f"must be in [0, 1), got {list(self.betas)}")
+        _check(self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {self.weight_decay}")
 
 
 @dataclass(frozen=True)
@@ -200,6 +190,9 @@ class TrainConfig(TrainerConfig):
                f"must be auto, ddp or fsdp, got {self.strategy!r}")
         for name in ("val_every", "ckpt_every", "log_every"):
             _check(getattr(self, name) > 0, f"train.{name}", f"must be > 0, got {getattr(self, name)}")
+        _check(self.num_nodes >= 1, "train.num_nodes", f"must be >= 1, got {self.num_nodes}")
+        _check(self.val_batches >= 0, "train.val_batches", f"must be >= 0, got {self.val_batches}")
+        _check(0 <= self.seed < 2**32, "train.seed", f"must be in [0, 2^32), got {self.seed}")
         super().__post_init__()
 
 

@@ -271,7 +271,7 @@ class DiffusionModel:
         """The sampler for this model: `sampler` (default: the config's; `autoregressive` for AR
         models) with the config's options, then `options`, then this model's defaults
         (`sampler_defaults`). An explicit `steps` beats the config's."""
-        from dnadiff.samplers import SAMPLERS, build_sampler
+        from dnadiff.samplers import build_sampler
 
         if self.config.objective.name == "mlm":
             raise DnadiffError("an MLM-trained model is not a generator: fine-tune it with the mdlm objective first")
@@ -297,8 +297,7 @@ class DiffusionModel:
         if "eps" in opts and name != "autoregressive" and float(opts["eps"]) < self.sampling_eps:
             raise DnadiffError(f"sampler option eps={opts['eps']} is below the model's training t_min "
                                f"{self.sampling_eps} (objective.t_min): it would query times the model never saw")
-        SAMPLERS.get(name)  # unknown names: a one-line error before anything else
-        return build_sampler(name, **opts)
+        return build_sampler(name, **opts)  # an unknown name: the registry's one-line error
 
     def sampler_defaults(self, name: str) -> dict[str, Any]:
         """Options a sampler gets from this model: the smallest time is the training t_min (a model

@@ -50,7 +50,7 @@ def _init_params(ctor: Callable[..., Any]) -> tuple[dict[str, tuple[Any, Any]], 
     return params, True
 
 
-def _omegaconf_type(tp: Any, default: Any) -> Any:
+def _omegaconf_type(tp: Any) -> Any:
     """Optional[`tp`] where OmegaConf can type-check it, else Any (tensors, callables, mixed unions)."""
     from omegaconf import OmegaConf
 
@@ -95,7 +95,7 @@ class Registry:
                 self._schemas[name] = declared
             else:
                 params, _ = _init_params(ctor)
-                fields = [(p, _omegaconf_type(tp, d), dataclasses.field(default=None)) for p, (tp, d) in params.items()]
+                fields = [(p, _omegaconf_type(tp), dataclasses.field(default=None)) for p, (tp, _) in params.items()]
                 self._schemas[name] = dataclasses.make_dataclass(f"{self.kind}_{name}_options", fields)
         return self._schemas[name]
 

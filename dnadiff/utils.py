@@ -133,13 +133,13 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None,
 # ----------------------------------------------------------------------------- outputs, caches, threads
 
 
-def refuse_existing(paths: list[str | os.PathLike], force: bool, flag: str = "--force") -> None:
+def refuse_existing(paths: list[str | os.PathLike], force: bool) -> None:
     """The one overwrite rule of every writing command: an existing output is kept unless --force."""
     from dnadiff.errors import DnadiffError
 
     for path in paths:
         if path is not None and os.path.lexists(path) and not force:
-            raise DnadiffError(f"{os.fspath(path)}: exists (use {flag} to overwrite it)")
+            raise DnadiffError(f"{os.fspath(path)}: exists (use --force to overwrite it)")
 
 
 def clean_stale_temps(path: str | os.PathLike) -> list[str]:
