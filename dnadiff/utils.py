@@ -86,8 +86,13 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
             fh.write(data)
 
 
+def json_text(obj: Any) -> str:
+    """The JSON text dnadiff writes (indented; numpy/torch scalars and arrays as numbers and lists)."""
+    return json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+    atomic_write(path, json_text(obj))
 
 
 def _json_default(obj: Any) -> Any:
@@ -255,5 +260,5 @@ def recover_together(paths: list[str | os.PathLike]) -> None:
         clean_stale_temps(path)
 
 
-__all__ = ["atomic_path", "atomic_write", "write_json", "format_table", "markdown_table", "refuse_existing",
+__all__ = ["atomic_path", "atomic_write", "json_text", "write_json", "format_table", "markdown_table", "refuse_existing",
            "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]

@@ -52,18 +52,14 @@ def check_train_inputs(cfg) -> None:
         raise DnadiffError(f"data.kind: must be genome, text or benchmark, got {data.kind!r}")
     if cfg.tokenizer.kind not in ("dna", "text"):
         raise DnadiffError(f"tokenizer.kind: must be dna or text, got {cfg.tokenizer.kind!r}")
-    if cfg.model.init_from:
-        from dnadiff.hub import looks_like_repo_id
+    if cfg.model.init_from:  # a local folder, or a Hub id that must be in the local Hugging Face cache
+        from dnadiff.hub import resolve_model_path
 
-        if not (looks_like_repo_id(cfg.model.init_from) and not os.path.exists(cfg.model.init_from)):
-            _need_file(cfg.model.init_from, "model.init_from", "model directory")
-        else:  # a Hub id: it must be in the local Hugging Face cache
-            from dnadiff.hub import resolve_model_path
-
-            try:
-                resolve_model_path(cfg.model.init_from)
-            except DnadiffError as exc:
-                raise DnadiffError(f"model.init_from: {exc}") from None
+        try:
+            path = resolve_model_path(cfg.model.init_from)
+        except DnadiffError as exc:
+            raise DnadiffError(f"model.init_from: {exc}") from None
+        _need_file(str(path), "model.init_from", "model directory")
     import dnadiff.backbones  # noqa: F401  (registers the backbones)
     from dnadiff.backbones.base import BACKBONES
     from dnadiff.diffusion import OBJECTIVES, SCHEDULES

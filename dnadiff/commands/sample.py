@@ -91,7 +91,6 @@ def format_samples(records: list[tuple[str, str]], kind: str, path: str | None) 
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import sys
     import time
 
@@ -216,9 +215,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         log.info("%s", table)
         return 0
-    from dnadiff.utils import _json_default
+    from dnadiff.utils import json_text
 
-    write_together([(out, body), (stats_path, json.dumps(stats, indent=2, default=_json_default) + "\n")])
+    write_together([(out, body), (stats_path, json_text(stats))])
     log.info("%s", table)
     log.info("\nwrote %s and %s", out, stats_path)
     return 0
