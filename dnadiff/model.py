@@ -95,23 +95,22 @@ class SuppressTokens(nn.Module):
     def time_conditioned(self) -> bool:
         return bool(getattr(self.denoiser, "time_conditioned", False))
 
-    def forward(self, x_t: Tensor, t: Tensor | None = None, **kw) -> Tensor:
+    def _suppress(self, logits: Tensor) -> Tensor:
         from dnadiff.diffusion.subs import NEG_INF
 
-        logits = self.denoiser(x_t, t, **kw).clone()  # kw: attention_mask when the caller has one
+        logits = logits.clone()
         logits[..., self.banned.to(logits.device)] = NEG_INF
         return logits
+
+    def forward(self, x_t: Tensor, t: Tensor | None = None, **kw) -> Tensor:
+        return self._suppress(self.denoiser(x_t, t, **kw))  # kw: attention_mask when the caller has one
 
     def allocate_cache(self, batch_size: int, max_length: int):
         alloc = getattr(self.denoiser, "allocate_cache", None)
         return alloc(batch_size, max_length) if callable(alloc) else None
 
     def step(self, input_ids: Tensor, cache) -> Tensor:
-        from dnadiff.diffusion.subs import NEG_INF
-
-        logits = self.denoiser.step(input_ids, cache).clone()  # (B, V)
-        logits[..., self.banned.to(logits.device)] = NEG_INF
-        return logits
+        return self._suppress(self.denoiser.step(input_ids, cache))  # (B, V)
 
 
 def default_ar_bos(tokenizer) -> int | None:
