@@ -61,8 +61,9 @@ class SMC(GuidedMethod):
         self.last_resamples = 0
 
     def _lookahead(self, denoiser, state):
-        """(logits or None, r̂(x)) of a particle state."""
-        if not bool(state.masked.any()):
+        """(logits or None, r̂(x)) of a particle state. The model is queried while the sampler runs
+        (ReMDM keeps stepping with nothing masked) or to fill a finished state's leftover masks."""
+        if state.done and not bool(state.masked.any()):
             return None, self.score(state.x)
         logits = self.logits_of(denoiser, state)
         return logits, self.score(greedy_fill(logits, state.x, state.mask_id))

@@ -51,7 +51,10 @@ class SVDD(GuidedMethod):
         while not state.done:
             expand = rows.repeat_interleave(M)  # (B·M,)
             cands = smp.step(state.select(expand), logits[expand], cand_stream.at(state.step))
-            c_logits = self.logits_of(denoiser, cands) if bool(cands.masked.any()) else None
+            # the next step needs a model output while the sampler runs (ReMDM keeps stepping with
+            # nothing masked); a finished state needs one only to fill leftover masks
+            needed = not cands.done or bool(cands.masked.any())
+            c_logits = self.logits_of(denoiser, cands) if needed else None
             x_hat = cands.x if c_logits is None else greedy_fill(c_logits, cands.x, mask_id)
             values = self.score(x_hat).view(B, M)  # (B, M)
             keep = rows * M + select_candidates(values, self.alpha, pick_stream.at(state.step))
