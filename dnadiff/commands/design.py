@@ -143,7 +143,12 @@ def run(args: argparse.Namespace) -> int:
     start = time.time()
     for i in range(0, args.num, chunk):
         n = min(chunk, args.num - i)
-        tmpl = template[i : i + n].to(device) if template is not None else None
+        # the method puts its state where the template lives (the denoiser's parameters are hidden
+        # behind the SuppressTokens/RC wrappers): an all-mask template on the model's device
+        if template is not None:
+            tmpl = template[i : i + n].to(device)
+        else:
+            tmpl = torch.full((n, length), tok.mask_id, dtype=torch.long, device=device)
         x = method.generate(denoiser, model.schedule, tok.mask_id, (n, length), template=tmpl,
                             generator=SeedStream(args.seed, first_row=i))
         xs.append(x.cpu())

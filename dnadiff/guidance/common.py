@@ -23,7 +23,7 @@ from torch import Tensor
 
 from dnadiff.diffusion.subs import subs_log_probs
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import Sampler, SamplerState
+from dnadiff.samplers.base import Sampler, SamplerState, _device_of
 from dnadiff.samplers.rng import RandomStream, SeedStream, SharedStream, make_stream
 
 NOT_WRAPPABLE = ("semi_ar", "autoregressive")
@@ -90,7 +90,7 @@ class GuidedMethod:
         B, L = int(shape[0]), int(shape[1])
         if B < 1 or L < 1:
             raise DnadiffError(f"guidance {self.name!r}: shape must be positive, got {tuple(shape)}")
-        device = template.device if isinstance(template, Tensor) else torch.device("cpu")
+        device = _device_of(denoiser, template, generator)  # Sampler.generate's rule
         x = self.sampler.initial_state(int(mask_id), (B, L), template, device)
         stream = make_stream(generator, B, device, self.sampler.float32_draws)
         counter = RowCounter(denoiser)
