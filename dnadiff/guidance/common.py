@@ -21,30 +21,11 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from dnadiff.diffusion.subs import subs_log_probs
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import Sampler, SamplerState, _device_of
+from dnadiff.samplers.base import CountingDenoiser, Sampler, SamplerState, _device_of, greedy_fill
 from dnadiff.samplers.rng import RandomStream, SeedStream, SharedStream, make_stream
 
 NOT_WRAPPABLE = ("semi_ar", "autoregressive")
-
-
-class RowCounter:
-    """Wraps a denoiser: counts forward calls and rows (sequences) evaluated."""
-
-    def __init__(self, denoiser: Callable):
-        self.denoiser = denoiser
-        self.calls = 0
-        self.rows = 0
-
-    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
-        self.calls += 1
-        self.rows += int(x_t.shape[0])
-        return self.denoiser(x_t, t)
-
-    @property
-    def time_conditioned(self) -> bool:
-        return bool(getattr(self.denoiser, "time_conditioned", True))
 
 
 def expand_stream(stream: RandomStream, factor: int, *key: int) -> RandomStream:
@@ -56,13 +37,6 @@ def expand_stream(stream: RandomStream, factor: int, *key: int) -> RandomStream:
     if isinstance(stream, SharedStream):
         return SharedStream(stream.generator, stream.n * factor, stream.device, stream.float32_draws)
     raise DnadiffError(f"cannot expand a {type(stream).__name__}")
-
-
-def greedy_fill(logits: Tensor, x: Tensor, mask_id: int) -> Tensor:
-    """The predicted clean sequence x̂0(x_t): masked positions filled by argmax p_θ(x0 | x_t) (SUBS).
-    SVDD's posterior-mean value approximation (Li et al. 2024, arXiv 2408.08252, §4.2) uses r(x̂0)."""
-    fill = subs_log_probs(logits, x, mask_id).argmax(dim=-1)
-    return torch.where(x == mask_id, fill, x)
 
 
 class GuidedMethod:
@@ -93,7 +67,7 @@ class GuidedMethod:
         device = _device_of(denoiser, template, generator)  # Sampler.generate's rule
         x = self.sampler.initial_state(int(mask_id), (B, L), template, device)
         stream = make_stream(generator, B, device, self.sampler.float32_draws)
-        counter = RowCounter(denoiser)
+        counter = CountingDenoiser(denoiser)
         self._reward_rows = 0
         out, steps = self._generate(counter, schedule, int(mask_id), x, stream)
         rows_before = self._reward_rows
@@ -106,7 +80,7 @@ class GuidedMethod:
         }
         return out
 
-    def _generate(self, denoiser: RowCounter, schedule, mask_id: int, x: Tensor, stream: RandomStream):
+    def _generate(self, denoiser: CountingDenoiser, schedule, mask_id: int, x: Tensor, stream: RandomStream):
         raise NotImplementedError
 
     # ---- helpers for step-wise methods ----------------------------------------------------------
@@ -125,9 +99,4 @@ class GuidedMethod:
         return greedy_fill(logits, state.x, state.mask_id)
 
 
-def group_argmax(values: Tensor) -> Tensor:
-    """Long[B]: argmax over the last axis of Float[B, M] (first on ties)."""
-    return values.argmax(dim=-1)
-
-
-__all__ = ["RowCounter", "GuidedMethod", "expand_stream", "greedy_fill", "group_argmax", "NOT_WRAPPABLE"]
+__all__ = ["GuidedMethod", "expand_stream", "NOT_WRAPPABLE"]

@@ -23,7 +23,8 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod, expand_stream, greedy_fill
+from dnadiff.guidance.common import GuidedMethod, expand_stream
+from dnadiff.samplers.base import greedy_fill
 
 
 def effective_sample_size(log_w: Tensor) -> Tensor:

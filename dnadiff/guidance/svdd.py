@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod, expand_stream, greedy_fill
+from dnadiff.guidance.common import GuidedMethod, expand_stream
+from dnadiff.samplers.base import greedy_fill
 from dnadiff.samplers.rng import StepRandom
 
 
