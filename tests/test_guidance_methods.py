@@ -19,7 +19,6 @@ from dnadiff.diffusion import build_schedule
 from dnadiff.guidance import build_method
 from dnadiff.guidance.best_of_n import budget_n
 from dnadiff.guidance.classifier_guidance import exact_guidance_logits, gradient_guidance_logits
-from dnadiff.guidance.common import expand_stream
 from dnadiff.guidance.svdd import select_candidates
 from dnadiff.samplers import SeedStream, build_sampler
 from dnadiff.samplers.rng import make_stream
@@ -197,7 +196,7 @@ def test_best_of_n_keeps_its_best_candidate_at_n_times_the_cost(setup):
     one.generate(den, SCHED, MASK, (35, L), generator=0)
     assert st["nfe_per_sequence"] <= 5 * 5 and st["reward_evals_per_sequence"] == 5
     # the candidates, regenerated from the same expanded stream: the output is each group's best
-    cand = smp.run(den, SCHED, MASK, torch.full((35, L), MASK), expand_stream(SeedStream(11).bind(7, "cpu", False), 5, 11)).x
+    cand = smp.run(den, SCHED, MASK, torch.full((35, L), MASK), SeedStream(11).bind(7, "cpu", False).expand(5, 11)).x
     best = reward(cand).view(7, 5).argmax(1)
     assert torch.equal(x, cand.view(7, 5, L)[torch.arange(7), best])
     assert budget_n(st["nfe_per_sequence"], st["nfe_per_sequence"] / 5) == 5

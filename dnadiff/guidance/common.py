@@ -1,4 +1,4 @@
-"""Shared pieces of the guidance methods: call counting, expanded random streams, the base class.
+"""Shared pieces of the guidance methods: the base class (checks, counters, the shared helpers).
 
 Every method wraps a masked-diffusion sampler (dnadiff/samplers: ancestral, analytic, remdm,
 first_hitting, ...; not the composite semi_ar or the autoregressive one) and has the sampler call
@@ -23,20 +23,9 @@ from torch import Tensor
 
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import CountingDenoiser, Sampler, SamplerState, _device_of, greedy_fill
-from dnadiff.samplers.rng import RandomStream, SeedStream, SharedStream, make_stream
+from dnadiff.samplers.rng import RandomStream, make_stream
 
 NOT_WRAPPABLE = ("semi_ar", "autoregressive")
-
-
-def expand_stream(stream: RandomStream, factor: int, *key: int) -> RandomStream:
-    """A stream for `factor` copies of each row (row r's copy j is row r·factor + j), keyed apart
-    from the parent's draws. Counter-based streams stay independent of the batch layout."""
-    if isinstance(stream, SeedStream):
-        return SeedStream(stream.seed, stream.first_row * factor, stream.n * factor, stream.device,
-                          stream.float32_draws, stream.key + tuple(key))
-    if isinstance(stream, SharedStream):
-        return SharedStream(stream.generator, stream.n * factor, stream.device, stream.float32_draws)
-    raise DnadiffError(f"cannot expand a {type(stream).__name__}")
 
 
 class GuidedMethod:
@@ -99,4 +88,4 @@ class GuidedMethod:
         return greedy_fill(logits, state.x, state.mask_id)
 
 
-__all__ = ["GuidedMethod", "expand_stream", "NOT_WRAPPABLE"]
+__all__ = ["GuidedMethod", "NOT_WRAPPABLE"]

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod, expand_stream
+from dnadiff.guidance.common import GuidedMethod
 from dnadiff.samplers.base import greedy_fill
 
 
@@ -71,7 +71,7 @@ class SMC(GuidedMethod):
 
     def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, stream):
         smp, K, B = self.sampler, self.k, x.shape[0]
-        part_stream = expand_stream(stream, K, 31)  # particle k of sequence r: row r·K + k
+        part_stream = stream.expand(K, 31)  # particle k of sequence r: row r·K + k
         res_stream = stream.child(32)
         base = torch.arange(B, device=x.device).repeat_interleave(K) * K  # (B·K,) first row of each group
         state = smp.init_state(denoiser, schedule, mask_id, x.repeat_interleave(K, dim=0))

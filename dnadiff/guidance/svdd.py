@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod, expand_stream
+from dnadiff.guidance.common import GuidedMethod
 from dnadiff.samplers.base import greedy_fill
 from dnadiff.samplers.rng import StepRandom
 
@@ -44,7 +44,7 @@ class SVDD(GuidedMethod):
 
     def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, stream):
         smp, M, B = self.sampler, self.m, x.shape[0]
-        cand_stream = expand_stream(stream, M, 21)  # candidate m of sequence r: row r·M + m
+        cand_stream = stream.expand(M, 21)  # candidate m of sequence r: row r·M + m
         pick_stream = stream.child(22)
         state = smp.init_state(denoiser, schedule, mask_id, x)
         logits = None if state.done else self.logits_of(denoiser, state)  # (B, L, V)
