@@ -253,6 +253,11 @@ class Sampler:
         self.guidance.append(hook)
         return self
 
+    def remove_guidance(self, hook: Callable[[SamplerState, Tensor], Tensor]) -> "Sampler":
+        """Unregister a hook given to `add_guidance` (a guidance method's hook, after its run). Returns self."""
+        self.guidance.remove(hook)
+        return self
+
     @torch.no_grad()
     def generate(
         self,

@@ -56,6 +56,10 @@ class SemiARSampler(Sampler):
         self.inner.add_guidance(hook)  # the inner loop makes the calls
         return self
 
+    def remove_guidance(self, hook):
+        self.inner.remove_guidance(hook)
+        return self
+
     def run(self, denoiser, schedule, mask_id: int, x: Tensor, rng) -> SamplerState:
         """Composite: the inner sampler's loop once per window (window k draws from rng.child(k))."""
         B, total = x.shape
