@@ -75,11 +75,10 @@ class StepRandom:
         """Long[B]: one uniform integer in [0, high) per row."""
         raise NotImplementedError
 
-    def categorical(self, probs: Tensor, float32: bool | None = None) -> Tensor:
+    def categorical(self, probs: Tensor) -> Tensor:
         """One draw per row of weights probs [B, ..., V] (float64 unless float32 draws)."""
-        f32 = self.float32_draws if float32 is None else float32
         shape = tuple(probs.shape[1:])
-        if f32:
+        if self.float32_draws:
             p = probs.float()
             return _exp_race_f32(p, self.rand(shape, torch.float32))
         return _exp_race(probs.double(), self.rand(shape, torch.float64))
