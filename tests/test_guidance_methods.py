@@ -19,7 +19,6 @@ from dnadiff.diffusion import build_schedule
 from dnadiff.guidance import build_method
 from dnadiff.guidance.best_of_n import budget_n
 from dnadiff.guidance.classifier_guidance import exact_guidance_logits, gradient_guidance_logits
-from dnadiff.guidance.common import expand_stream
 from dnadiff.guidance.svdd import select_candidates
 from dnadiff.samplers import SeedStream, build_sampler
 from dnadiff.samplers.rng import make_stream
@@ -197,8 +196,23 @@ def test_best_of_n_keeps_its_best_candidate_at_n_times_the_cost(setup):
     one.generate(den, SCHED, MASK, (35, L), generator=0)
     assert st["nfe_per_sequence"] <= 5 * 5 and st["reward_evals_per_sequence"] == 5
     # the candidates, regenerated from the same expanded stream: the output is each group's best
-    cand = smp.run(den, SCHED, MASK, torch.full((35, L), MASK), expand_stream(SeedStream(11).bind(7, "cpu", False), 5, 11)).x
+    cand = smp.run(den, SCHED, MASK, torch.full((35, L), MASK), SeedStream(11).bind(7, "cpu", False).expand(5, 11)).x
     best = reward(cand).view(7, 5).argmax(1)
     assert torch.equal(x, cand.view(7, 5, L)[torch.arange(7), best])
     assert budget_n(st["nfe_per_sequence"], st["nfe_per_sequence"] / 5) == 5
     assert budget_n(40.0, 4.0) == 10 and budget_n(3.0, 4.0) == 1
+
+
+@pytest.mark.parametrize("name,opts", [("svdd", {"candidates": 2}), ("smc", {"particles": 2})])
+def test_step_methods_keep_calling_the_model_while_remdm_runs_with_nothing_masked(setup, name, opts):
+    """ReMDM keeps stepping after every token is revealed (it may remask): the methods must query
+    the denoiser until the sampler's state is done, not until nothing is masked (was: logits=None
+    passed to the step, a crash). Rows: the first call, then one per candidate per step but the last."""
+    den, p, table, reward, target = setup
+    method = build_method(name, build_sampler("remdm", steps=64, eps=1e-3), reward, **opts)
+    x = method.generate(den, SCHED, MASK, (2, L), generator=3)
+    assert x.shape == (2, L) and not bool((x == MASK).any())
+    assert method.last_stats["steps"] == 64
+    first = 2 * (2 if name == "smc" else 1)  # SMC's first call is on its K particles per sequence
+    assert method.last_stats["denoiser_rows"] == first + 63 * 2 * 2
+    assert torch.allclose(method.last_rewards, reward(x))

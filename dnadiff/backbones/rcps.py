@@ -43,9 +43,12 @@ def rc_hidden(x: Tensor, rev: Tensor | None = None) -> Tensor:
     return flip_length(x, rev).flip(-1)
 
 
-def reverse_complement_ids(input_ids: Tensor, complement: Tensor) -> Tensor:
-    """RC of token ids (B, L): complement every id, reverse the sequence."""
-    return complement[input_ids.flip(-1)]
+def reverse_complement_ids(input_ids: Tensor, complement: Tensor, rev: Tensor | None = None) -> Tensor:
+    """RC of token ids (B, L): complement every id, reverse the sequence; with `rev` (reverse_index
+    of a right-padded batch) each row's real bases only, the pads staying on the right."""
+    if rev is None:
+        return complement[input_ids.flip(-1)]
+    return complement[flip_length(input_ids, rev)]
 
 
 class RCPSEmbedding(nn.Module):
@@ -133,7 +136,7 @@ def rc_conjoin(fn: Callable[[Tensor], Tensor], input_ids: Tensor, complement: Te
     real = padding_mask(input_ids, attention_mask)
     rev = None if real is None else reverse_index(real)
     out = fn(input_ids)
-    out_rc = flip_length(fn(complement[flip_length(input_ids, rev)]), rev)
+    out_rc = flip_length(fn(reverse_complement_ids(input_ids, complement, rev)), rev)
     if permute_last:
         out_rc = out_rc[..., complement[: out_rc.shape[-1]]]
     return 0.5 * (out + out_rc)

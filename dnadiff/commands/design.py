@@ -45,20 +45,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_options(items: list[str]) -> dict:
-    import yaml
-
+    """`--option KEY=VALUE` items -> {key: value}, values parsed as `dnadiff sample --option` does."""
+    from dnadiff.config import parse_overrides
     from dnadiff.errors import DnadiffError
 
-    out = {}
     for item in items:
-        key, sep, value = item.partition("=")
+        key, sep, _ = item.partition("=")
         if not sep or not key.strip():
             raise DnadiffError(f"--option {item!r}: expected KEY=VALUE")
-        try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise DnadiffError(f"--option {item!r}: value is not a valid scalar") from None
-    return out
+    return parse_overrides(items)
 
 
 def check_args(args: argparse.Namespace) -> dict:
@@ -118,8 +113,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_existing([out, stats_path], args.force)
     template_records = read_fasta(args.template_fasta) if args.template_fasta else None
 
-    model = load_for_inference(args.model_dir)
-    model.backbone.eval()
+    model = load_for_inference(args.model_dir)  # in eval mode (every loader sets it)
     device = model.device
     reward = build_reward(args.reward, target=args.target, device=device)
     if args.rc_symmetric:
@@ -143,7 +137,12 @@ def run(args: argparse.Namespace) -> int:
     start = time.time()
     for i in range(0, args.num, chunk):
         n = min(chunk, args.num - i)
-        tmpl = template[i : i + n].to(device) if template is not None else None
+        # the method puts its state where the template lives (the denoiser's parameters are hidden
+        # behind the SuppressTokens/RC wrappers): an all-mask template on the model's device
+        if template is not None:
+            tmpl = template[i : i + n].to(device)
+        else:
+            tmpl = torch.full((n, length), tok.mask_id, dtype=torch.long, device=device)
         x = method.generate(denoiser, model.schedule, tok.mask_id, (n, length), template=tmpl,
                             generator=SeedStream(args.seed, first_row=i))
         xs.append(x.cpu())

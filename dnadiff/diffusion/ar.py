@@ -18,9 +18,16 @@ too, as before, dropped every base after an N from AR's bits/base while MDLM cou
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from dnadiff.diffusion.base import OBJECTIVES, LossOutput, Objective, gather_token, real_mask, reduce_loss
 from dnadiff.errors import DnadiffError
+
+
+def ar_inputs(x: Tensor, bos_id: int) -> Tensor:
+    """Long[B, L]: the AR model's input [BOS, x[:, :-1]] for tokens x Long[B, L], so input
+    position i predicts x[:, i] (training and decoding feed the same layout)."""
+    return torch.cat([torch.full_like(x[:, :1], bos_id), x[:, :-1]], dim=1)
 
 
 @OBJECTIVES.register("ar")
@@ -43,8 +50,7 @@ class ARObjective(Objective):
         real = real_mask(x0, attention_mask)
         t0 = torch.zeros(x0.shape[0], device=x0.device)
         if self.bos_id is not None:
-            bos = torch.full_like(x0[:, :1], self.bos_id)
-            logits = denoiser(torch.cat([bos, x0[:, :-1]], dim=1), t0)  # (B, L, V): position i predicts x0[:, i]
+            logits = denoiser(ar_inputs(x0, self.bos_id), t0)  # (B, L, V): position i predicts x0[:, i]
             targets, scored = x0, real
         else:
             logits = denoiser(x0, t0)[:, :-1]  # (B, L-1, V): predictions for positions 1..L-1

@@ -138,6 +138,18 @@ def sliding_windows(n: int, ctx: int, stride: int) -> list[tuple[int, int, int]]
     return out
 
 
+def scoring_window(model, max_length: int | None = None, stride: int | None = None) -> tuple[int, int]:
+    """(window, stride) of the sliding-window scoring: the scorer's context (capped by max_length)
+    and the stride, default half the window, checked to be in [1, window // 2]."""
+    ctx = min(max_length or _context_size(model), _context_size(model))
+    if ctx < 2:
+        raise DnadiffError(f"generative perplexity: context {ctx} is too short")
+    stride = max(1, ctx // 2) if stride is None else int(stride)
+    if not 1 <= stride <= max(1, ctx // 2):
+        raise DnadiffError(f"generative perplexity: stride must be in [1, {max(1, ctx // 2)}] (half the window {ctx}), got {stride}")
+    return ctx, stride
+
+
 def score_token_ids(model, sequences: list[list[int]], bos_id: int, eos_id: int, pad_id: int | None = None,
                     batch_size: int = 8, max_length: int | None = None, device=None,
                     stride: int | None = None) -> list[list[float]]:
@@ -145,12 +157,7 @@ def score_token_ids(model, sequences: list[list[int]], bos_id: int, eos_id: int,
     for all its tokens (masking happens in the caller). Long sequences: sliding windows of the
     scorer's context with `stride` <= context // 2 (module docstring)."""
     device = device if device is not None else next(model.parameters()).device
-    ctx = min(max_length or _context_size(model), _context_size(model))
-    if ctx < 2:
-        raise DnadiffError(f"generative perplexity: context {ctx} is too short")
-    stride = max(1, ctx // 2) if stride is None else int(stride)
-    if not 1 <= stride <= max(1, ctx // 2):
-        raise DnadiffError(f"generative perplexity: stride must be in [1, {max(1, ctx // 2)}] (half the window {ctx}), got {stride}")
+    ctx, stride = scoring_window(model, max_length, stride)
     pad_id = eos_id if pad_id is None else pad_id
     jobs: list[tuple[int, list[int], int]] = []  # (sequence index, window, predicted tokens to skip)
     for si, seq in enumerate(sequences):
@@ -208,7 +215,7 @@ def generative_perplexity(
         seqs.append(ids)
     model.eval()
     nlls = score_token_ids(model, seqs, bos, eos, pad, batch_size, max_length, device, stride)
-    window = min(max_length or _context_size(model), _context_size(model))
+    window, stride = scoring_window(model, max_length, stride)
     per_sample, total_nll, total_tok = [], 0.0, 0
     for ids, nll in zip(seqs, nlls):
         if not ids:
@@ -227,7 +234,7 @@ def generative_perplexity(
         "scorer": str(name),
         "stop_at_first_eos": stop_at_first_eos,
         "window": window,
-        "stride": max(1, window // 2) if stride is None else int(stride),
+        "stride": stride,
         "gen_ppl": math.exp(total_nll / total_tok),
         "nll_per_token": total_nll / total_tok,
         "num_tokens": total_tok,

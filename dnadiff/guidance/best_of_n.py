@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod, expand_stream
+from dnadiff.guidance.common import GuidedMethod
 
 
 def budget_n(nfe_per_sequence: float, unguided_nfe_per_sequence: float) -> int:
@@ -37,7 +37,7 @@ class BestOfN(GuidedMethod):
 
     def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, stream):
         B, N = x.shape[0], self.n
-        cand_stream = expand_stream(stream, N, 11)
+        cand_stream = stream.expand(N, 11)
         xs = x.repeat_interleave(N, dim=0)  # (B·N, L): candidates of output r are rows r·N..r·N+N-1
         smp = self.sampler
         state = smp.run(denoiser, schedule, mask_id, xs, cand_stream)

@@ -35,6 +35,14 @@ from dnadiff.errors import DnadiffError
 from dnadiff.guidance.common import GuidedMethod
 
 
+def tilt_masked(lp: Tensor, shift: Tensor, masked: Tensor) -> Tensor:
+    """Guided log-probs Float64[B, L, V]: at masked positions (Bool[B, L]) log p_θ + shift,
+    renormalised (shift NEG_INF: a token the position may not take); elsewhere lp unchanged."""
+    m = masked.unsqueeze(-1)
+    guided = torch.where(m, (lp + shift).clamp_min(NEG_INF), lp)
+    return torch.where(m, guided.log_softmax(-1), guided)
+
+
 def exact_guidance_logits(logits: Tensor, x: Tensor, mask_id: int, reward, scale: float, token_ids: list[int],
                           chunk: int = 4096) -> tuple[Tensor, int]:
     """(guided log-probs Float64[B, L, V], reward rows used). Masked positions: log p_θ(v) +
@@ -53,9 +61,7 @@ def exact_guidance_logits(logits: Tensor, x: Tensor, mask_id: int, reward, scale
                         for i in range(0, cand.shape[0], chunk)]).view(-1, U)  # (P, U)
     shift = torch.full_like(lp, NEG_INF)
     shift[b[:, None], l[:, None], ids[None, :]] = scale * scores
-    guided = torch.where(masked.unsqueeze(-1), (lp + shift).clamp_min(NEG_INF), lp)
-    guided = torch.where(masked.unsqueeze(-1), guided.log_softmax(-1), guided)
-    return guided, int(cand.shape[0])
+    return tilt_masked(lp, shift, masked), int(cand.shape[0])
 
 
 def gradient_guidance_logits(logits: Tensor, x: Tensor, mask_id: int, reward, scale: float,
@@ -73,26 +79,23 @@ def gradient_guidance_logits(logits: Tensor, x: Tensor, mask_id: int, reward, sc
     ids = torch.as_tensor(token_ids, device=x.device)
     shift = torch.full_like(lp, NEG_INF)
     shift[..., ids] = scale * shift_all[..., ids]
-    masked = x == mask_id
-    guided = torch.where(masked.unsqueeze(-1), (lp + shift).clamp_min(NEG_INF), lp)
-    return torch.where(masked.unsqueeze(-1), guided.log_softmax(-1), guided)
+    return tilt_masked(lp, shift, x == mask_id)
 
 
 class ClassifierGuidance(GuidedMethod):
-    """`ClassifierGuidance(sampler, reward, scale=1.0, gradient=False, token_ids=None)`.
+    """`cg`: `ClassifierGuidance(sampler, reward, scale=1.0, token_ids=None)`, exact over the vocabulary.
 
     token_ids: the tokens a masked position may take (DNA: A, C, G, T); None: every id but the mask."""
 
     name = "cg"
+    gradient = False  # the first-order variant: FirstOrderClassifierGuidance (cg_grad)
 
-    def __init__(self, sampler, reward, scale: float = 1.0, gradient: bool = False,
-                 token_ids: Optional[list[int]] = None):
+    def __init__(self, sampler, reward, scale: float = 1.0, token_ids: Optional[list[int]] = None):
         super().__init__(sampler, reward)
         if not scale >= 0:
             raise DnadiffError(f"classifier guidance: scale must be >= 0, got {scale}")
-        self.scale, self.gradient = float(scale), bool(gradient)
+        self.scale = float(scale)
         self.token_ids = None if token_ids is None else [int(i) for i in token_ids]
-        self.name = "cg_grad" if gradient else "cg"
 
     def hook(self, state, logits: Tensor) -> Tensor:
         ids = self.token_ids if self.token_ids is not None else [v for v in range(logits.shape[-1]) if v != state.mask_id]
@@ -105,19 +108,20 @@ class ClassifierGuidance(GuidedMethod):
 
     def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, stream):
         smp = self.sampler
-        smp.guidance.append(self.hook)
+        smp.add_guidance(self.hook)
         try:
             state = smp.run(denoiser, schedule, mask_id, x, stream)
         finally:
-            smp.guidance.remove(self.hook)
+            smp.remove_guidance(self.hook)
         return state.x, state.step
-
-
-__all__ = ["ClassifierGuidance", "exact_guidance_logits", "gradient_guidance_logits"]
 
 
 class FirstOrderClassifierGuidance(ClassifierGuidance):
     """`cg_grad`: classifier guidance with the first-order (gradient) approximation of the reward."""
 
-    def __init__(self, sampler, reward, scale: float = 1.0, token_ids: Optional[list[int]] = None):
-        super().__init__(sampler, reward, scale=scale, gradient=True, token_ids=token_ids)
+    name = "cg_grad"
+    gradient = True
+
+
+__all__ = ["ClassifierGuidance", "FirstOrderClassifierGuidance", "exact_guidance_logits", "gradient_guidance_logits",
+           "tilt_masked"]

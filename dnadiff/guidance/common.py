@@ -1,4 +1,4 @@
-"""Shared pieces of the guidance methods: call counting, expanded random streams, the base class.
+"""Shared pieces of the guidance methods: the base class (checks, counters, the shared helpers).
 
 Every method wraps a masked-diffusion sampler (dnadiff/samplers: ancestral, analytic, remdm,
 first_hitting, ...; not the composite semi_ar or the autoregressive one) and has the sampler call
@@ -21,48 +21,11 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from dnadiff.diffusion.subs import subs_log_probs
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import Sampler, SamplerState
-from dnadiff.samplers.rng import RandomStream, SeedStream, SharedStream, make_stream
+from dnadiff.samplers.base import CountingDenoiser, Sampler, SamplerState, _device_of, greedy_fill
+from dnadiff.samplers.rng import RandomStream, make_stream
 
 NOT_WRAPPABLE = ("semi_ar", "autoregressive")
-
-
-class RowCounter:
-    """Wraps a denoiser: counts forward calls and rows (sequences) evaluated."""
-
-    def __init__(self, denoiser: Callable):
-        self.denoiser = denoiser
-        self.calls = 0
-        self.rows = 0
-
-    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
-        self.calls += 1
-        self.rows += int(x_t.shape[0])
-        return self.denoiser(x_t, t)
-
-    @property
-    def time_conditioned(self) -> bool:
-        return bool(getattr(self.denoiser, "time_conditioned", True))
-
-
-def expand_stream(stream: RandomStream, factor: int, *key: int) -> RandomStream:
-    """A stream for `factor` copies of each row (row r's copy j is row r·factor + j), keyed apart
-    from the parent's draws. Counter-based streams stay independent of the batch layout."""
-    if isinstance(stream, SeedStream):
-        return SeedStream(stream.seed, stream.first_row * factor, stream.n * factor, stream.device,
-                          stream.float32_draws, stream.key + tuple(key))
-    if isinstance(stream, SharedStream):
-        return SharedStream(stream.generator, stream.n * factor, stream.device, stream.float32_draws)
-    raise DnadiffError(f"cannot expand a {type(stream).__name__}")
-
-
-def greedy_fill(logits: Tensor, x: Tensor, mask_id: int) -> Tensor:
-    """The predicted clean sequence x̂0(x_t): masked positions filled by argmax p_θ(x0 | x_t) (SUBS).
-    SVDD's posterior-mean value approximation (Li et al. 2024, arXiv 2408.08252, §4.2) uses r(x̂0)."""
-    fill = subs_log_probs(logits, x, mask_id).argmax(dim=-1)
-    return torch.where(x == mask_id, fill, x)
 
 
 class GuidedMethod:
@@ -90,10 +53,10 @@ class GuidedMethod:
         B, L = int(shape[0]), int(shape[1])
         if B < 1 or L < 1:
             raise DnadiffError(f"guidance {self.name!r}: shape must be positive, got {tuple(shape)}")
-        device = template.device if isinstance(template, Tensor) else torch.device("cpu")
+        device = _device_of(denoiser, template, generator)  # Sampler.generate's rule
         x = self.sampler.initial_state(int(mask_id), (B, L), template, device)
         stream = make_stream(generator, B, device, self.sampler.float32_draws)
-        counter = RowCounter(denoiser)
+        counter = CountingDenoiser(denoiser)
         self._reward_rows = 0
         out, steps = self._generate(counter, schedule, int(mask_id), x, stream)
         rows_before = self._reward_rows
@@ -106,7 +69,7 @@ class GuidedMethod:
         }
         return out
 
-    def _generate(self, denoiser: RowCounter, schedule, mask_id: int, x: Tensor, stream: RandomStream):
+    def _generate(self, denoiser: CountingDenoiser, schedule, mask_id: int, x: Tensor, stream: RandomStream):
         raise NotImplementedError
 
     # ---- helpers for step-wise methods ----------------------------------------------------------
@@ -125,9 +88,4 @@ class GuidedMethod:
         return greedy_fill(logits, state.x, state.mask_id)
 
 
-def group_argmax(values: Tensor) -> Tensor:
-    """Long[B]: argmax over the last axis of Float[B, M] (first on ties)."""
-    return values.argmax(dim=-1)
-
-
-__all__ = ["RowCounter", "GuidedMethod", "expand_stream", "greedy_fill", "group_argmax", "NOT_WRAPPABLE"]
+__all__ = ["GuidedMethod", "NOT_WRAPPABLE"]

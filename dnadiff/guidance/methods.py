@@ -36,7 +36,7 @@ METHODS = Registry("guidance method")
 for _name, _cls in (("none", Unguided), ("best_of_n", BestOfN), ("svdd", SVDD), ("smc", SMC),
                     ("cg", ClassifierGuidance), ("cg_grad", FirstOrderClassifierGuidance)):
     METHODS.register(_name)(_cls)
-_NOT_OPTIONS = ("sampler", "reward", "gradient")
+_NOT_OPTIONS = ("sampler", "reward")
 
 
 def check_method_options(name: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from dnadiff.backbones.rcps import reverse_complement_ids
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
 
@@ -197,7 +198,7 @@ class RCAveraged(Reward):
             self.soft = self._soft
 
     def score(self, x: Tensor) -> Tensor:
-        rc = self.complement.to(x.device)[x].flip(1)
+        rc = reverse_complement_ids(x, self.complement.to(x.device))
         return 0.5 * (self.inner(x).double() + self.inner(rc).double())
 
     def _soft(self, onehot: Tensor) -> Tensor:

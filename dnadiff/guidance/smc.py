@@ -23,7 +23,8 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod, expand_stream, greedy_fill
+from dnadiff.guidance.common import GuidedMethod
+from dnadiff.samplers.base import greedy_fill
 
 
 def effective_sample_size(log_w: Tensor) -> Tensor:
@@ -61,15 +62,16 @@ class SMC(GuidedMethod):
         self.last_resamples = 0
 
     def _lookahead(self, denoiser, state):
-        """(logits or None, r̂(x)) of a particle state."""
-        if not bool(state.masked.any()):
+        """(logits or None, r̂(x)) of a particle state. The model is queried while the sampler runs
+        (ReMDM keeps stepping with nothing masked) or to fill a finished state's leftover masks."""
+        if state.done and not bool(state.masked.any()):
             return None, self.score(state.x)
         logits = self.logits_of(denoiser, state)
         return logits, self.score(greedy_fill(logits, state.x, state.mask_id))
 
     def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, stream):
         smp, K, B = self.sampler, self.k, x.shape[0]
-        part_stream = expand_stream(stream, K, 31)  # particle k of sequence r: row r·K + k
+        part_stream = stream.expand(K, 31)  # particle k of sequence r: row r·K + k
         res_stream = stream.child(32)
         base = torch.arange(B, device=x.device).repeat_interleave(K) * K  # (B·K,) first row of each group
         state = smp.init_state(denoiser, schedule, mask_id, x.repeat_interleave(K, dim=0))

@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod, expand_stream, greedy_fill
+from dnadiff.guidance.common import GuidedMethod
+from dnadiff.samplers.base import greedy_fill
 from dnadiff.samplers.rng import StepRandom
 
 
@@ -43,7 +44,7 @@ class SVDD(GuidedMethod):
 
     def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, stream):
         smp, M, B = self.sampler, self.m, x.shape[0]
-        cand_stream = expand_stream(stream, M, 21)  # candidate m of sequence r: row r·M + m
+        cand_stream = stream.expand(M, 21)  # candidate m of sequence r: row r·M + m
         pick_stream = stream.child(22)
         state = smp.init_state(denoiser, schedule, mask_id, x)
         logits = None if state.done else self.logits_of(denoiser, state)  # (B, L, V)
@@ -51,7 +52,10 @@ class SVDD(GuidedMethod):
         while not state.done:
             expand = rows.repeat_interleave(M)  # (B·M,)
             cands = smp.step(state.select(expand), logits[expand], cand_stream.at(state.step))
-            c_logits = self.logits_of(denoiser, cands) if bool(cands.masked.any()) else None
+            # the next step needs a model output while the sampler runs (ReMDM keeps stepping with
+            # nothing masked); a finished state needs one only to fill leftover masks
+            needed = not cands.done or bool(cands.masked.any())
+            c_logits = self.logits_of(denoiser, cands) if needed else None
             x_hat = cands.x if c_logits is None else greedy_fill(c_logits, cands.x, mask_id)
             values = self.score(x_hat).view(B, M)  # (B, M)
             keep = rows * M + select_candidates(values, self.alpha, pick_stream.at(state.step))

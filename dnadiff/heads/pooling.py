@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.backbones.base import reverse_index  # noqa: F401  (per-row reversal; re-exported here)
+from dnadiff.backbones.rcps import reverse_complement_ids
 from dnadiff.errors import DnadiffError
 
 POOLINGS = ("mean", "first", "last")
@@ -44,9 +45,7 @@ def pool(hidden: Tensor, mask: Tensor | None = None, mode: str = "mean") -> Tens
 
 def reverse_complement_padded(input_ids: Tensor, mask: Tensor | None, complement: Tensor) -> Tensor:
     """RC of each row's real bases; pads stay on the right (the batch keeps its attention_mask)."""
-    if mask is None:
-        return complement[input_ids.flip(-1)]
-    return complement[input_ids.gather(1, reverse_index(mask))]
+    return reverse_complement_ids(input_ids, complement, None if mask is None else reverse_index(mask))
 
 
 def complement_tensor(vocab_size: int = 16, device=None) -> Tensor:

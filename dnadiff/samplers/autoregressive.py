@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from dnadiff.diffusion.ar import ar_inputs
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, StepRandom, shape_probs
 
@@ -63,7 +64,7 @@ class AutoregressiveSampler(Sampler):
         """Float[B, V]: logits for position state.step given tokens [0, step)."""
         i, cache, x = state.step, state.extra["cache"], state.x
         if self.bos_id is not None:  # the model reads [BOS] + x (L tokens, as in training)
-            x = torch.cat([torch.full_like(x[:, :1], self.bos_id), x[:, :-1]], dim=1)  # (B, L)
+            x = ar_inputs(x, self.bos_id)  # (B, L)
             i = i + 1  # input position i predicts token i: feed inputs [0, i]
         if cache is None:
             logits = self.denoise_call(denoiser, x, t)[:, i - 1]  # (B, V): the whole prefix re-run

@@ -171,14 +171,17 @@ class SamplerState:
 
 
 class CountingDenoiser:
-    """Wraps a denoiser and counts its calls (the NFE), incremental `step` calls included."""
+    """Wraps a denoiser and counts its calls (the NFE), incremental `step` calls included, and the
+    rows (sequences) pushed through it, summed over calls (guidance reports both)."""
 
     def __init__(self, denoiser: Denoiser):
         self.denoiser = denoiser
         self.calls = 0
+        self.rows = 0
 
     def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
         self.calls += 1
+        self.rows += int(x_t.shape[0])
         return self.denoiser(x_t, t)
 
     @property
@@ -191,6 +194,7 @@ class CountingDenoiser:
 
     def step(self, input_ids: Tensor, cache) -> Tensor:
         self.calls += 1
+        self.rows += int(input_ids.shape[0])
         return self.denoiser.step(input_ids, cache)
 
 
@@ -247,6 +251,11 @@ class Sampler:
         """Register `hook(state, logits) -> logits`, applied to every denoiser output in the loop
         (before SUBS and the step): classifier guidance, constraints, reweighting. Returns self."""
         self.guidance.append(hook)
+        return self
+
+    def remove_guidance(self, hook: Callable[[SamplerState, Tensor], Tensor]) -> "Sampler":
+        """Unregister a hook given to `add_guidance` (a guidance method's hook, after its run). Returns self."""
+        self.guidance.remove(hook)
         return self
 
     @torch.no_grad()
@@ -325,9 +334,8 @@ class Sampler:
         t = torch.full((state.x.shape[0],), self.eps, dtype=torch.float64, device=state.x.device)
         logits = self.model_output(denoiser, state, t)
         if self.noise_removal == "argmax":
-            fill = subs_log_probs(logits, state.x, state.mask_id).argmax(dim=-1)
-        else:
-            fill = rng.categorical(self.x0_probs(logits, state.x, state.mask_id))
+            return state.replace(x=greedy_fill(logits, state.x, state.mask_id))
+        fill = rng.categorical(self.x0_probs(logits, state.x, state.mask_id))
         return state.replace(x=torch.where(masked, fill, state.x))
 
     # ---- the step contract (subclasses) --------------------------------------------------------
@@ -398,6 +406,14 @@ def _device_of(denoiser, template, generator) -> torch.device:
     return torch.device("cpu")
 
 
+def greedy_fill(logits: Tensor, x: Tensor, mask_id: int) -> Tensor:
+    """The predicted clean sequence x̂0(x_t): masked positions of x Long[B, L] filled by the argmax
+    of p_θ(x0 | x_t) under SUBS (logits Float[B, L, V]); the argmax noise removal, and SVDD's
+    posterior-mean value approximation (Li et al. 2024, arXiv 2408.08252, §4.2) scores r(x̂0)."""
+    fill = subs_log_probs(logits, x, mask_id).argmax(dim=-1)
+    return torch.where(x == mask_id, fill, x)
+
+
 def log_of(probs: Tensor) -> Tensor:
     """log with NEG_INF instead of -inf (keeps SUBS-style finite logits)."""
     return torch.where(probs > 0, probs.clamp_min(1e-300).log(), torch.full_like(probs, NEG_INF))
@@ -413,6 +429,7 @@ __all__ = [
     "CountingDenoiser",
     "carry_over",
     "draw_categorical",
+    "greedy_fill",
     "make_stream",
     "shape_probs",
     "splitmix64",

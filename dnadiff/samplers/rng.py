@@ -75,11 +75,10 @@ class StepRandom:
         """Long[B]: one uniform integer in [0, high) per row."""
         raise NotImplementedError
 
-    def categorical(self, probs: Tensor, float32: bool | None = None) -> Tensor:
+    def categorical(self, probs: Tensor) -> Tensor:
         """One draw per row of weights probs [B, ..., V] (float64 unless float32 draws)."""
-        f32 = self.float32_draws if float32 is None else float32
         shape = tuple(probs.shape[1:])
-        if f32:
+        if self.float32_draws:
             p = probs.float()
             return _exp_race_f32(p, self.rand(shape, torch.float32))
         return _exp_race(probs.double(), self.rand(shape, torch.float64))
@@ -128,6 +127,11 @@ class RandomStream:
         """A stream for a sub-loop (e.g. semi_ar's window `key`)."""
         raise NotImplementedError
 
+    def expand(self, factor: int, *key: int) -> "RandomStream":
+        """A stream for `factor` copies of each row (row r's copy j is row r·factor + j), keyed
+        apart from the parent's draws (guidance's candidates and particles)."""
+        raise DnadiffError(f"cannot expand a {type(self).__name__}")
+
 
 class SharedStream(RandomStream):
     """One torch.Generator for the whole batch: draws depend on the batch layout (legacy)."""
@@ -143,6 +147,9 @@ class SharedStream(RandomStream):
 
     def child(self, *key):
         return self
+
+    def expand(self, factor, *key):
+        return SharedStream(self.generator, self.n * factor, self.device, self.float32_draws)
 
 
 class SeedStream(RandomStream):
@@ -168,6 +175,11 @@ class SeedStream(RandomStream):
 
     def child(self, *key):
         return SeedStream(self.seed, self.first_row, self.n, self.device, self.float32_draws, self.key + tuple(key))
+
+    def expand(self, factor, *key):
+        # counter-based: copy j of sequence r is global row r·factor + j, independent of the batch layout
+        return SeedStream(self.seed, self.first_row * factor, self.n * factor, self.device, self.float32_draws,
+                          self.key + tuple(key))
 
 
 def make_stream(generator, rows: int, device, float32_draws: bool = False) -> RandomStream:

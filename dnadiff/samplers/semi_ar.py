@@ -45,7 +45,7 @@ class SemiARSampler(Sampler):
         if not 0 < int(stride) < int(window):
             raise DnadiffError(f"sampler 'semi_ar': need 0 < stride < window, got stride={stride}, window={window}")
         self.window, self.stride = int(window), int(stride)
-        opts = {} if inner == "first_hitting" else {"steps": steps}
+        opts = {"steps": steps}  # first_hitting accepts and ignores it
         opts.update({k: v for k, v in options.items() if k in _SHARED})
         opts.update(inner_options or {})
         from dnadiff.samplers import build_sampler
@@ -54,6 +54,10 @@ class SemiARSampler(Sampler):
 
     def add_guidance(self, hook):
         self.inner.add_guidance(hook)  # the inner loop makes the calls
+        return self
+
+    def remove_guidance(self, hook):
+        self.inner.remove_guidance(hook)
         return self
 
     def run(self, denoiser, schedule, mask_id: int, x: Tensor, rng) -> SamplerState:
