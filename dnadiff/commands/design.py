@@ -86,7 +86,6 @@ def summarize(values) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import time
 
     import torch
@@ -99,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.logs import log
     from dnadiff.model import SuppressTokens
     from dnadiff.samplers import SeedStream, build_template, rc_symmetric
-    from dnadiff.utils import _json_default, format_table, recover_together, refuse_existing, write_together
+    from dnadiff.utils import format_table, json_text, recover_together, refuse_existing, write_together
 
     options = check_args(args)
     cfg = None if official_kind(args.model_dir) else load_config_of(args.model_dir)
@@ -168,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         "out": out,
     }
     write_together([(out, format_samples(records, "dna", out)),
-                    (stats_path, json.dumps(stats, indent=2, default=_json_default) + "\n")])
+                    (stats_path, json_text(stats))])
     log.info("%s", format_table([summary]))
     log.info("\nwrote %s and %s", out, stats_path)
     return 0
