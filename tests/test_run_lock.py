@@ -102,3 +102,16 @@ def test_config_reaches_the_trainer(tmp_path, monkeypatch):
     assert trainer.num_nodes == 3 and trainer.num_devices == 4 and trainer.accumulate_grad_batches == 5
     assert type(trainer.strategy).__name__ == "DDPStrategy"
     assert trainer._accelerator_connector._layer_sync is None  # sync_batchnorm off
+
+
+def test_markov_train_into_a_locked_run_dir_is_refused(tmp_path, capsys):
+    """The Markov count fit takes the run-directory lock too (it wrote past a running train before)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("the run that is training now\n")
+    with RunDirLock(run):
+        rc = main(["train", "experiments/tiny_dna_markov", "model.overrides.max_order=1", "--run-dir", str(run),
+                   "--overwrite"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "in use by another dnadiff process" in err and "Traceback" not in err
+    assert (run / "config.yaml").read_text() == "the run that is training now\n"

@@ -150,12 +150,11 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
 
 
 def fit_markov_run(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir=None):
-    """`train(cfg)` for markov: writes runs/NAME/{config.yaml, metrics.json, model/} and returns a TrainResult."""
-    import shutil
-
+    """`train(cfg)` for markov: writes runs/NAME/{config.yaml, metrics.json, model/} and returns a TrainResult.
+    The caller holds the run directory's lock (training.run.train)."""
     from dnadiff.checkpoint import save_model_dir
     from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.training.run import TrainResult
+    from dnadiff.training.run import TrainResult, _prepare_run_dir, refuse_existing_run_dir
     from dnadiff.utils import write_json
 
     if resume:
@@ -166,15 +165,12 @@ def fit_markov_run(cfg: RunConfig, resume: bool = False, overwrite: bool = False
     if cfg.model.init_from:
         raise DnadiffError("model.init_from: a Markov chain is fitted from counts, not initialised from a model")
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
-    if run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
-        raise DnadiffError(f"{run_dir}: run directory exists (use --overwrite to replace it)")
+    refuse_existing_run_dir(run_dir, overwrite, hint="use --overwrite to replace it")
     tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
     if getattr(tokenizer, "kind", "dna") != "dna":
         raise DnadiffError("tokenizer.kind: a Markov chain over A/C/G/T needs the DNA tokenizer")
     chain, metrics = fit_markov(cfg, tokenizer)  # before touching run_dir: bad data leaves nothing behind
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    _prepare_run_dir(run_dir, resume=False, overwrite=True)  # refused above unless empty or --overwrite
     cfg = replace(cfg, **{"model.overrides": dataclasses.asdict(chain.config)})
     save_config(cfg, run_dir / "config.yaml")
     model_dir = save_model_dir(run_dir / "model", cfg, chain, tokenizer, metrics)

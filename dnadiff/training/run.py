@@ -127,12 +127,18 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, rank: int = 0
         return ckpt
     if rank > 0:  # rank 0 (which started this copy of the command) made the directory
         return None
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise DnadiffError(f"{run_dir}: run directory exists (use --resume to continue or --overwrite to replace it)")
+    refuse_existing_run_dir(run_dir, overwrite)
+    if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     return None
+
+
+def refuse_existing_run_dir(run_dir: Path, overwrite: bool, hint: str = "use --resume to continue or --overwrite "
+                            "to replace it") -> None:
+    """A new run may go into a missing or empty directory, or replace a full one with --overwrite."""
+    if run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
+        raise DnadiffError(f"{run_dir}: run directory exists ({hint})")
 
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir: str | os.PathLike | None = None,
@@ -142,13 +148,14 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
     the model directory, the other ranks train and return the same metrics."""
-    if cfg.model.backbone == "markov":  # a count fit, no Lightning: dnadiff/baselines/markov_fit.py
-        from dnadiff.baselines.markov_fit import fit_markov_run
-
-        return fit_markov_run(cfg, resume=resume, overwrite=overwrite, run_dir=run_dir)
     from dnadiff.training.rundir import RunDirLock, launch_rank
 
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
+    if cfg.model.backbone == "markov":  # a count fit, no Lightning: dnadiff/baselines/markov_fit.py
+        from dnadiff.baselines.markov_fit import fit_markov_run
+
+        with RunDirLock(where):  # it replaces the directory only after a good fit: no cleanup needed
+            return fit_markov_run(cfg, resume=resume, overwrite=overwrite, run_dir=where)
     rank = launch_rank()
     if rank > 0:
         return _train(cfg, resume, overwrite, where, callbacks, rank)
