@@ -224,14 +224,13 @@ class _FinetuneData(L.LightningDataModule):
 
 
 def quiet_lightning() -> None:
-    """Per-run Lightning banners (GPU available, tips) would repeat for every seed: keep warnings only."""
+    """Per-run Lightning banners (GPU available, tips) would repeat for every seed: keep warnings only
+    (and the LeafSpec deprecation warning raised from inside Lightning)."""
     import logging
 
     from dnadiff.logs import quiet_libraries
 
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "lightning_fabric"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    quiet_libraries(logging.WARNING)  # and the LeafSpec deprecation warning raised from inside Lightning
+    quiet_libraries(logging.WARNING)
 
 
 @dataclass

@@ -186,7 +186,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     from dnadiff.training.module import DiffusionLitModule
 
     start = time.time()
-    quiet_libraries()
+    quiet_libraries(log.getEffectiveLevel())  # -v (setup_logging) keeps Lightning's INFO messages
     ckpt_path = _prepare_run_dir(run_dir, resume, overwrite, rank)
     resume = ckpt_path is not None  # --resume of a run without a checkpoint starts afresh
     cfg = resolve_threads(cfg)
