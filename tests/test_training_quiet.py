@@ -47,3 +47,25 @@ def test_train_keeps_lightning_info_under_verbose(tmp_path, monkeypatch, restore
         run.train(cfg, run_dir=tmp_path / "run")
     assert logging.getLogger("lightning.pytorch").level == logging.WARNING
 
+
+def test_finetune_has_no_progress_bar_under_quiet(monkeypatch, restore_logging):
+    """`dnadiff -q finetune`: no progress bar even though train.progress is true."""
+    import lightning
+
+    from dnadiff.heads.config import load_finetune_config
+    from dnadiff.training.finetune import fit_classifier
+
+    seen = {}
+
+    def fake_trainer(**kwargs):
+        seen.update(kwargs)
+        raise _Stop
+
+    monkeypatch.setattr(lightning, "Trainer", fake_trainer)
+    cfg = load_finetune_config("experiments/tiny_finetune", ["train.progress=true"])
+    data = [{"input_ids": torch.tensor([7, 8]), "attention_mask": torch.tensor([1, 1]), "labels": 0}] * 4
+    for verbosity, bar in ((0, True), (-1, False)):
+        logs.setup_logging(verbosity)
+        with pytest.raises(_Stop):
+            fit_classifier(cfg, lambda: torch.nn.Linear(2, 2), data, data, data, list, 1e-3, 0, "r")
+        assert seen["enable_progress_bar"] is bar

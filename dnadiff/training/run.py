@@ -177,7 +177,6 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
 
     from dnadiff.data.tokenizer_training import ensure_tokenizer
     from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.logs import progress_enabled
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
     from dnadiff.training.csv_log import SessionCSVLogger
     from dnadiff.training.progress import StartMessage, StepProgressBar
@@ -219,9 +218,10 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     checkpointing = ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}", every_n_train_steps=t.ckpt_every,
                                     save_top_k=1, monitor="step", mode="max", save_last=True, auto_insert_metric_name=False)
     export = ExportModelDir(run_dir / "model", cfg, tokenizer, start)
-    show_bar = t.progress and progress_enabled()
+    settings = trainer_kwargs(cfg, run_dir)
+    show_bar = settings["enable_progress_bar"]  # train.progress, off under -q
     trainer = L.Trainer(
-        **trainer_kwargs(cfg, run_dir),
+        **settings,
         logger=[SessionCSVLogger(str(run_dir), resume_step=resume_step, name="logs", version=""),
                 TensorBoardLogger(str(run_dir), name="tb", version="")],
         callbacks=[checkpointing, export, *([StepProgressBar()] if show_bar else []),
