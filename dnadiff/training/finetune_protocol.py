@@ -120,10 +120,12 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
         return run_kmer_lr(cfg, out_dir, echo)
     import torch
 
-    from dnadiff.machine import available_cores
+    from dnadiff.training.run import resolve_threads
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.train.threads or available_cores())  # null: the physical cores this process may use
+    # null: the physical cores this process may use, shared among the node's processes (as `dnadiff train`);
+    # only applied, not recorded in cfg (the config's fingerprint, which resume compares, stays as it was)
+    torch.set_num_threads(resolve_threads(cfg).train.threads)
     try:
         return _run_finetune(cfg, out_dir, echo, resume)
     finally:

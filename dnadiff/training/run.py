@@ -40,7 +40,8 @@ def resolve_precision(precision: str) -> str:
 
 
 def resolve_threads(cfg: RunConfig) -> RunConfig:
-    """train.threads: null -> the physical cores this process may use (recorded in the run's config).
+    """train.threads: null -> the physical cores this process may use (recorded in the run's config);
+    `dnadiff finetune` applies the same count (cfg: a RunConfig or a FinetuneConfig).
 
     torch's own default (every logical CPU of the machine) oversubscribes a shared machine: one
     100-step run took 642 s that later took 65 s with threads matched to the free cores.
