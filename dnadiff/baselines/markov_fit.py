@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from dnadiff.baselines.markov import BASE_IDS, MarkovChain, count_ngrams, reverse_complement_codes, with_order
+from dnadiff.baselines.markov import MarkovChain, base_codes, count_ngrams, reverse_complement_codes, with_order
 from dnadiff.config import RunConfig, replace, save_config
 from dnadiff.errors import DnadiffError
 
@@ -60,20 +60,11 @@ def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
         yield np.concatenate(buf)
 
 
-def to_codes(ids: np.ndarray) -> np.ndarray:
-    """Token ids -> A0 C1 G2 T3, anything else -1 (a break)."""
-    ids = np.asarray(ids)
-    codes = np.full(ids.shape, -1, dtype=np.int64)
-    for code, tok in enumerate(BASE_IDS):
-        codes[ids == tok] = code
-    return codes
-
-
 def fit_counts(cfg: RunConfig, tokenizer, max_n: int, both_strands: bool) -> tuple[list[np.ndarray], int]:
     """n-gram counts (n = 1..max_n) of the train split, and the number of train bases counted."""
     counts, bases = None, 0
     for tiles in split_tiles(cfg, tokenizer, "train", cfg.data.max_n_frac):
-        codes = to_codes(tiles)
+        codes = base_codes(tiles)
         bases += int((codes >= 0).sum())
         counts = count_ngrams(codes, max_n, counts)
         if both_strands:
