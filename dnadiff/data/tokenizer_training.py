@@ -40,10 +40,8 @@ STAMP = "dnadiff_tokenizer.json"
 
 def iter_corpus_texts(paths: Sequence[str | os.PathLike], field: str = "text") -> Iterator[str]:
     """Texts of local files: `.jsonl` (one JSON object per line, text under `field`) or plain
-    text (one text per non-empty line)."""
+    text (one text per non-empty line). A missing file: iter_documents names it."""
     for path in paths:
-        if not Path(path).is_file():
-            raise DnadiffError(f"{path}: corpus file not found")
         yield from iter_documents(path, field)
 
 

@@ -68,7 +68,7 @@ def record_init_from(cfg: FinetuneConfig, template) -> tuple[FinetuneConfig, str
     path = cfg.model.init_from
     if not path:
         return cfg, None
-    name = next(n for n in BACKBONES.names() if type(template) is BACKBONES.get(n))
+    name = BACKBONES.name_of(template)
     cfg = replace(cfg, **{"model.backbone": name, "model.overrides": dataclasses.asdict(template.config)})
     kind = {"caduceus": "official Caduceus directory", "hyena": "official HyenaDNA directory"}.get(
         official_kind(path) or "", "dnadiff model directory")
