@@ -30,8 +30,9 @@ def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
                 chunk: int = 4096) -> Iterator[np.ndarray]:
     """Token-id tiles Int64[T, seq_len] of one split (the tail of an interval right-padded with PAD),
     in chunks of at most `chunk` tiles: the windows GenomeWindows(mode="tile", stride=seq_len) gives."""
-    from dnadiff.data.fasta import Genome, read_bed
     from dnadiff.data.datasets import genome_paths
+    from dnadiff.data.fasta import Genome, read_bed
+    from dnadiff.data.records import tile_array
 
     if cfg.data.kind != "genome":
         raise DnadiffError(f"data.kind: a Markov chain is fitted on a genome + BED, got {cfg.data.kind!r}")
@@ -44,12 +45,8 @@ def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
     buf: list[np.ndarray] = []
     for iv in intervals:
         ids = tokenizer.encode_array(genome.fetch(iv.chrom, iv.start, iv.end), where=f"{fasta}:{iv.chrom}")
-        n_tiles = -(-len(ids) // L)
-        padded = np.full(n_tiles * L, tokenizer.pad_id, dtype=np.int64)
-        padded[: len(ids)] = ids
-        tiles = padded.reshape(n_tiles, L)
+        tiles, lengths = tile_array(ids, L, tokenizer.pad_id)
         if max_n_frac < 1.0:
-            lengths = np.minimum(L, len(ids) - np.arange(n_tiles) * L)
             keep = (tiles == tokenizer.n_id).sum(axis=1) / lengths <= max_n_frac
             tiles = tiles[keep]
         buf.append(tiles)
