@@ -41,7 +41,7 @@ def progress_enabled() -> bool:
 def quiet_libraries(level: int = logging.INFO) -> None:
     """Silence what a user cannot act on: Lightning's tips and banners, torch's pytree deprecation."""
     for name in ("lightning", "lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero",
-                 "lightning.pytorch.accelerators.cuda", "pytorch_lightning"):
+                 "lightning.pytorch.accelerators.cuda", "pytorch_lightning", "lightning_fabric"):
         logging.getLogger(name).setLevel(max(level, logging.WARNING) if level > logging.DEBUG else logging.INFO)
     os.environ.setdefault("POSSIBLE_USER_WARNING", "off")  # Lightning's "consider num_workers" style tips
     # torch.utils._pytree: "LeafSpec is deprecated" (raised from inside Lightning, nothing to do for a user)

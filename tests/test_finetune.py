@@ -232,3 +232,21 @@ def test_finetune_metrics_do_not_depend_on_eval_batch_size_or_order(tmp_path, ba
     rev = torch.utils.data.Subset(test, list(range(len(test)))[::-1])
     many, _ = predict_logits(model, DataLoader(rev, batch_size=7, collate_fn=collate))
     torch.testing.assert_close(many.flip(0), one, rtol=0, atol=1e-5)
+
+
+def test_finetune_threads_are_split_between_its_processes(monkeypatch):
+    """train.threads null: the free cores divided among the node's processes, as `dnadiff train` does
+    (each of 2 DDP processes took every core before)."""
+    import torch
+
+    import dnadiff.machine
+    from dnadiff.training import finetune_protocol
+
+    seen = []
+    monkeypatch.setattr(dnadiff.machine, "available_cores", lambda: 8)
+    monkeypatch.setattr(finetune_protocol, "_run_finetune", lambda *a, **k: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    for devices in (1, 2):
+        finetune_protocol.run_finetune(load_finetune_config(None, [f"train.devices={devices}"]))
+    finetune_protocol.run_finetune(load_finetune_config(None, ["train.devices=2", "train.threads=3"]))
+    assert seen == [8, 4, 3] and torch.get_num_threads() == before

@@ -205,3 +205,12 @@ def test_cli_markov_needs_the_ar_objective(tmp_path):
     r = run_cli("train", "experiments/tiny_dna_markov", f"out_dir={tmp_path}", "model.overrides.smoothing=abc",
                 cwd=tmp_path)
     assert r.returncode == 2 and "smoothing" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_base_codes_agree_for_numpy_and_torch():
+    from dnadiff.baselines.markov import BASE_IDS, base_codes
+
+    assert BASE_IDS == tuple(TOK.nucleotide_ids)
+    ids = np.array([[TOK.a_id, TOK.c_id, TOK.g_id, TOK.t_id, TOK.n_id, TOK.pad_id, TOK.mask_id, 99]])
+    assert base_codes(ids).tolist() == [[0, 1, 2, 3, -1, -1, -1, -1]]
+    assert base_codes(torch.as_tensor(ids)).tolist() == base_codes(ids).tolist()

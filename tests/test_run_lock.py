@@ -102,3 +102,40 @@ def test_config_reaches_the_trainer(tmp_path, monkeypatch):
     assert trainer.num_nodes == 3 and trainer.num_devices == 4 and trainer.accumulate_grad_batches == 5
     assert type(trainer.strategy).__name__ == "DDPStrategy"
     assert trainer._accelerator_connector._layer_sync is None  # sync_batchnorm off
+
+
+def test_markov_train_into_a_locked_run_dir_is_refused(tmp_path, capsys):
+    """The Markov count fit takes the run-directory lock too (it wrote past a running train before)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("the run that is training now\n")
+    with RunDirLock(run):
+        rc = main(["train", "experiments/tiny_dna_markov", "model.overrides.max_order=1", "--run-dir", str(run),
+                   "--overwrite"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "in use by another dnadiff process" in err and "Traceback" not in err
+    assert (run / "config.yaml").read_text() == "the run that is training now\n"
+
+
+def test_file_lock_waits_or_refuses_and_names_its_holder(tmp_path):
+    """The one lock helper of the run directory (non-blocking) and tokenizer training (blocking)."""
+    import os
+    import threading
+
+    from dnadiff.data.file_lock import FileLock
+
+    path = tmp_path / "sub" / "x.lock"
+    first = FileLock(path)
+    assert first.acquire() and path.read_text() == str(os.getpid())
+    other = FileLock(path, blocking=False)
+    assert not other.acquire() and other.holder == str(os.getpid())
+    waiter = FileLock(path)
+    got = threading.Event()
+    thread = threading.Thread(target=lambda: waiter.acquire() and got.set())
+    thread.start()
+    assert not got.wait(0.3)  # blocking: still waiting for the holder
+    first.release()
+    thread.join(10)
+    assert got.is_set()
+    waiter.release()
+    assert path.read_text() == "" and FileLock(path, blocking=False).acquire()

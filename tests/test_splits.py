@@ -51,3 +51,16 @@ def test_kfold_covers_every_example_once():
     assert sorted(valid.tolist()) == list(range(20))
     for tr, va in folds:
         assert len(np.intersect1d(tr, va)) == 0 and abs(int((labels[va] == 1).sum()) - 7 / 4) < 1
+
+
+def test_select_on_validation_ties_go_to_the_first_in_the_grid():
+    from dnadiff.data.protocol import select_on_validation
+
+    test = {m: 0.5 for m in ("accuracy", "mcc", "f1_macro", "auroc")}
+    run = lambda v: {"val_acc": v, "test": {**test, "accuracy": v}}  # noqa: E731
+    grid = {1e-3: [run(0.6), run(0.8)], 1e-4: [run(0.7), run(0.7)], 1e-2: [run(0.5), run(0.9)]}
+    sel = select_on_validation(grid, [1e-3, 1e-4, 1e-2])
+    assert list(sel) == ["lr_grid", "val_acc_by_lr", "selected_lr", "runs", "summary"]
+    assert sel["selected_lr"] == 1e-3 and sel["val_acc_by_lr"] == {"0.001": 0.7, "0.0001": 0.7, "0.01": 0.7}
+    assert select_on_validation(grid, [1e-4, 1e-3, 1e-2])["selected_lr"] == 1e-4
+    assert sel["summary"]["val_acc"]["mean"] == pytest.approx(0.7) and sel["runs"] is grid[1e-3]

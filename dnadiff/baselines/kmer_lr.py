@@ -10,7 +10,7 @@ scaled to unit variance on the run's training part (scikit-learn StandardScaler 
 the features stay sparse). Classifier: scikit-learn LogisticRegression (L2, lbfgs) with inverse
 regularisation C from `c_grid`, chosen like the neural heads' learning rate: the C with the
 highest mean validation accuracy over the runs (test scores never enter the choice).
-Protocol: exactly `dnadiff finetune`'s (dnadiff/training/finetune_protocol.py): the same
+Protocol: exactly `dnadiff finetune`'s (dnadiff/data/protocol.py): the same
 stratified subsamples (data.max_train / max_test), the same runs (protocol.seeds x 90/10 split, or
 k-fold), data.max_len truncation, test metrics from dnadiff.eval.classification, summaries as
 mean ± spread from its `summarize`.
@@ -94,9 +94,9 @@ def _truncate(seqs: list[str], max_len: int | None) -> list[str]:
 def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> dict[str, Any]:
     """The k-mer LR row of tab. 7 under `dnadiff finetune`'s protocol; writes config.yaml, results.json/.md."""
     from dnadiff.config import save_config, to_dict
-    from dnadiff.eval.classification import METRICS, classification_metrics, summarize
+    from dnadiff.data.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
+    from dnadiff.eval.classification import classification_metrics
     from dnadiff.machine import describe_machine
-    from dnadiff.training.finetune_protocol import protocol_data, protocol_runs
     from dnadiff.utils import atomic_write, write_json
 
     t0 = time.time()
@@ -130,11 +130,7 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
                             "test": test, "num_train": int(len(tr)), "num_valid": int(len(va)), "steps": 0,
                             "wall_s": round(time.time() - t1, 2)})
             echo(f"  C {c:g} {name}: val acc {val_acc:.4f}, test acc {test['accuracy']:.4f}, mcc {test['mcc']:.4f}")
-    val_means = {c: float(np.mean([r["val_acc"] for r in rs])) for c, rs in grid.items()}
-    chosen = max(opts["c_grid"], key=lambda c: (val_means[c], -opts["c_grid"].index(c)))
-    chosen_runs = grid[chosen]
-    summary = {m: summarize([r["test"][m] for r in chosen_runs]) for m in METRICS}
-    summary["val_acc"] = summarize([r["val_acc"] for r in chosen_runs])
+    selection = select_on_validation(grid, opts["c_grid"])  # C chosen as the heads' lr (ties: first in the grid)
     coef = x_train.shape[1] * (1 if num_classes == 2 else num_classes) + (1 if num_classes == 2 else num_classes)
     result = {
         "name": cfg.name, "dataset": str(root), "classes": train_all.classes,
@@ -142,13 +138,10 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
         "majority_baseline": float(max(np.bincount(test_labels)) / len(test_labels)),
         "train_class_counts": train_all.counts(), "protocol": cfg.protocol.name, "init_from": None,
         "backbone": "kmer_lr", "kmer_options": opts, "num_parameters": int(coef),
-        "lr_grid": opts["c_grid"], "hyperparameter": "C (inverse L2 strength; the `lr` fields hold C)",
-        "val_acc_by_lr": {f"{c:g}": v for c, v in val_means.items()}, "selected_lr": chosen, "selected_C": chosen,
-        "runs": chosen_runs, "summary": summary, "wall_s": round(time.time() - t0, 1), "machine": describe_machine(),
-        "config": to_dict(cfg),
+        **selection,  # lr_grid, val_acc_by_lr, selected_lr, runs, summary: the `lr` keys hold C
+        "hyperparameter": "C (inverse L2 strength; the `lr` fields hold C)", "selected_C": selection["selected_lr"],
+        "wall_s": round(time.time() - t0, 1), "machine": describe_machine(), "config": to_dict(cfg),
     }
     write_json(out / "results.json", result)
-    from dnadiff.training.finetune_protocol import results_markdown
-
     atomic_write(out / "results.md", results_markdown(result).replace(" lr ", " C ", 1) + "\n")
     return result

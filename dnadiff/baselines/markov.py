@@ -42,9 +42,9 @@ from torch import Tensor, nn
 
 from dnadiff.backbones.base import BACKBONES, Backbone
 from dnadiff.errors import DnadiffError
-from dnadiff.tokenizers.dna import complement_codes
+from dnadiff.tokenizers.dna import DNATokenizer, complement_codes
 
-BASE_IDS = (7, 8, 9, 10)  # A C G T in the DNA tokenizer (DESIGN.md §2)
+BASE_IDS = (DNATokenizer.a_id, DNATokenizer.c_id, DNATokenizer.g_id, DNATokenizer.t_id)  # A C G T (DESIGN.md §2)
 NEG_INF = -1e6  # the SUBS constant: exp() is exactly 0 in float32, sums with 0 stay finite
 MAX_ORDER = 12  # 4^13 counts (537 MB as float64) is the most a model directory should hold
 
@@ -69,6 +69,19 @@ class MarkovConfig:
             raise DnadiffError(f"model.overrides.discount: must be <= 1, got {self.discount}")
         if self.vocab_size <= max(BASE_IDS):
             raise DnadiffError(f"model.overrides.vocab_size: the DNA vocabulary needs > {max(BASE_IDS)}")
+
+
+def base_codes(ids):
+    """Token ids -> 2-bit base codes A0 C1 G2 T3, anything else -1 (a break), Int64 of the same shape;
+    a torch tensor (on its device) or anything numpy reads."""
+    if isinstance(ids, Tensor):
+        codes = torch.full(ids.shape, -1, dtype=torch.long, device=ids.device)
+    else:
+        ids = np.asarray(ids)
+        codes = np.full(ids.shape, -1, dtype=np.int64)
+    for code, tok in enumerate(BASE_IDS):
+        codes[ids == tok] = code
+    return codes
 
 
 # ----------------------------------------------------------------------------- counting
@@ -219,9 +232,7 @@ class MarkovChain(Backbone):
             raise DnadiffError("markov: a Markov chain takes no conditioning vector")
         k = self.order
         x = input_ids.long()  # (B, L)
-        base = torch.full_like(x, -1)
-        for code, tok in enumerate(BASE_IDS):
-            base = torch.where(x == tok, torch.full_like(x, code), base)
+        base = base_codes(x)  # (B, L)
         valid = base >= 0
         pos = torch.arange(x.shape[1], device=x.device).expand_as(x)
         last_break = torch.cummax(torch.where(valid, torch.full_like(x, -1), pos), dim=1).values

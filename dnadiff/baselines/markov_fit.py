@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from dnadiff.baselines.markov import BASE_IDS, MarkovChain, count_ngrams, reverse_complement_codes, with_order
+from dnadiff.baselines.markov import MarkovChain, base_codes, count_ngrams, reverse_complement_codes, with_order
 from dnadiff.config import RunConfig, replace, save_config
 from dnadiff.errors import DnadiffError
 
@@ -30,8 +30,9 @@ def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
                 chunk: int = 4096) -> Iterator[np.ndarray]:
     """Token-id tiles Int64[T, seq_len] of one split (the tail of an interval right-padded with PAD),
     in chunks of at most `chunk` tiles: the windows GenomeWindows(mode="tile", stride=seq_len) gives."""
-    from dnadiff.data.fasta import Genome, read_bed
     from dnadiff.data.datasets import genome_paths
+    from dnadiff.data.fasta import Genome, read_bed
+    from dnadiff.data.records import tile_array
 
     if cfg.data.kind != "genome":
         raise DnadiffError(f"data.kind: a Markov chain is fitted on a genome + BED, got {cfg.data.kind!r}")
@@ -44,12 +45,8 @@ def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
     buf: list[np.ndarray] = []
     for iv in intervals:
         ids = tokenizer.encode_array(genome.fetch(iv.chrom, iv.start, iv.end), where=f"{fasta}:{iv.chrom}")
-        n_tiles = -(-len(ids) // L)
-        padded = np.full(n_tiles * L, tokenizer.pad_id, dtype=np.int64)
-        padded[: len(ids)] = ids
-        tiles = padded.reshape(n_tiles, L)
+        tiles, lengths = tile_array(ids, L, tokenizer.pad_id)
         if max_n_frac < 1.0:
-            lengths = np.minimum(L, len(ids) - np.arange(n_tiles) * L)
             keep = (tiles == tokenizer.n_id).sum(axis=1) / lengths <= max_n_frac
             tiles = tiles[keep]
         buf.append(tiles)
@@ -60,20 +57,11 @@ def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
         yield np.concatenate(buf)
 
 
-def to_codes(ids: np.ndarray) -> np.ndarray:
-    """Token ids -> A0 C1 G2 T3, anything else -1 (a break)."""
-    ids = np.asarray(ids)
-    codes = np.full(ids.shape, -1, dtype=np.int64)
-    for code, tok in enumerate(BASE_IDS):
-        codes[ids == tok] = code
-    return codes
-
-
 def fit_counts(cfg: RunConfig, tokenizer, max_n: int, both_strands: bool) -> tuple[list[np.ndarray], int]:
     """n-gram counts (n = 1..max_n) of the train split, and the number of train bases counted."""
     counts, bases = None, 0
     for tiles in split_tiles(cfg, tokenizer, "train", cfg.data.max_n_frac):
-        codes = to_codes(tiles)
+        codes = base_codes(tiles)
         bases += int((codes >= 0).sum())
         counts = count_ngrams(codes, max_n, counts)
         if both_strands:
@@ -150,12 +138,11 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
 
 
 def fit_markov_run(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir=None):
-    """`train(cfg)` for markov: writes runs/NAME/{config.yaml, metrics.json, model/} and returns a TrainResult."""
-    import shutil
-
+    """`train(cfg)` for markov: writes runs/NAME/{config.yaml, metrics.json, model/} and returns a TrainResult.
+    The caller holds the run directory's lock (training.run.train)."""
     from dnadiff.checkpoint import save_model_dir
     from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.training.run import TrainResult
+    from dnadiff.training.run import TrainResult, _prepare_run_dir, refuse_existing_run_dir
     from dnadiff.utils import write_json
 
     if resume:
@@ -166,15 +153,12 @@ def fit_markov_run(cfg: RunConfig, resume: bool = False, overwrite: bool = False
     if cfg.model.init_from:
         raise DnadiffError("model.init_from: a Markov chain is fitted from counts, not initialised from a model")
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
-    if run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
-        raise DnadiffError(f"{run_dir}: run directory exists (use --overwrite to replace it)")
+    refuse_existing_run_dir(run_dir, overwrite, hint="use --overwrite to replace it")
     tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
     if getattr(tokenizer, "kind", "dna") != "dna":
         raise DnadiffError("tokenizer.kind: a Markov chain over A/C/G/T needs the DNA tokenizer")
     chain, metrics = fit_markov(cfg, tokenizer)  # before touching run_dir: bad data leaves nothing behind
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    _prepare_run_dir(run_dir, resume=False, overwrite=True)  # refused above unless empty or --overwrite
     cfg = replace(cfg, **{"model.overrides": dataclasses.asdict(chain.config)})
     save_config(cfg, run_dir / "config.yaml")
     model_dir = save_model_dir(run_dir / "model", cfg, chain, tokenizer, metrics)

@@ -75,6 +75,20 @@ def write_fasta(path: str | os.PathLike, records: Iterable[tuple[str, str]], lin
     atomic_write(path, format_fasta(records, line_width))
 
 
+def tile_array(ids, seq_len: int, pad_id: int):
+    """Cut a 1-D id array into Int64[T, seq_len] tiles (stride seq_len, the tail right-padded with
+    pad_id) and each tile's real length Int64[T]: the windows of GenomeWindows(mode="tile",
+    stride=seq_len), shared by `tile_records` and the Markov count fit."""
+    import numpy as np
+
+    ids = np.asarray(ids)
+    n_tiles = -(-len(ids) // seq_len)
+    padded = np.full(n_tiles * seq_len, pad_id, dtype=np.int64)
+    padded[: len(ids)] = ids
+    lengths = np.minimum(seq_len, len(ids) - np.arange(n_tiles) * seq_len)
+    return padded.reshape(n_tiles, seq_len), lengths
+
+
 def tile_records(
     records: list[tuple[str, str]], seq_len: int, tokenizer: DNATokenizer | None = None, mask_n: bool = True
 ) -> list[dict]:
@@ -87,15 +101,10 @@ def tile_records(
     tokenizer = tokenizer or DNATokenizer()
     items = []
     for name, seq in records:
-        ids = tokenizer.encode_array(seq, where=f"record {name!r}")
-        for s in range(0, len(ids), seq_len):
-            chunk = ids[s : s + seq_len]
-            real = np.ones(len(chunk), dtype=np.int64)
-            if mask_n:
-                real[chunk == tokenizer.n_id] = 0
-            pad = seq_len - len(chunk)
-            if pad:
-                chunk = np.concatenate([chunk, np.full(pad, tokenizer.pad_id, dtype=np.int64)])
-                real = np.concatenate([real, np.zeros(pad, dtype=np.int64)])
-            items.append({"input_ids": torch.from_numpy(chunk), "attention_mask": torch.from_numpy(real)})
+        tiles, lengths = tile_array(tokenizer.encode_array(seq, where=f"record {name!r}"), seq_len, tokenizer.pad_id)
+        real = (np.arange(seq_len) < lengths[:, None]).astype(np.int64)  # (T, seq_len): 0 on the padding
+        if mask_n:
+            real[tiles == tokenizer.n_id] = 0
+        items.extend({"input_ids": torch.from_numpy(t), "attention_mask": torch.from_numpy(r)}
+                     for t, r in zip(tiles, real))
     return items

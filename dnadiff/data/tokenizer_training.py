@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from dnadiff.data.documents import iter_documents
+from dnadiff.data.file_lock import FileLock
 from dnadiff.errors import DnadiffError
 
 KINDS = ("bert-like", "gpt2-like")
@@ -39,10 +40,8 @@ STAMP = "dnadiff_tokenizer.json"
 
 def iter_corpus_texts(paths: Sequence[str | os.PathLike], field: str = "text") -> Iterator[str]:
     """Texts of local files: `.jsonl` (one JSON object per line, text under `field`) or plain
-    text (one text per non-empty line)."""
+    text (one text per non-empty line). A missing file: iter_documents names it."""
     for path in paths:
-        if not Path(path).is_file():
-            raise DnadiffError(f"{path}: corpus file not found")
         yield from iter_documents(path, field)
 
 
@@ -170,7 +169,7 @@ def ensure_tokenizer(cfg) -> None:
                            f"{opts.dataset!r}); give tokenizer.path of an existing tokenizer")
     files = split_sources(opts)["train"].files
     out.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(out.parent / f".{out.name}.lock"):
+    with FileLock(out.parent / f".{out.name}.lock"):  # waits for a run building it now
         fresh = not (out / STAMP).is_file()
         path = train_tokenizer(files, out, kind=tcfg.train, vocab_size=tcfg.train_vocab_size, field=opts.field)
     if fresh:
@@ -178,27 +177,6 @@ def ensure_tokenizer(cfg) -> None:
 
         print(f"built a {tcfg.train} tokenizer ({tcfg.train_vocab_size} pieces) from {', '.join(files)} into {path}",
               file=sys.stderr)
-
-
-class _locked:
-    """An exclusive advisory lock on a file (fcntl; a no-op where fcntl does not exist)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self):
-        self.fh = open(self.path, "a")
-        try:
-            import fcntl
-
-            fcntl.flock(self.fh.fileno(), fcntl.LOCK_EX)
-        except ImportError:  # pragma: no cover - Windows
-            pass
-        return self
-
-    def __exit__(self, *exc):
-        self.fh.close()  # closing releases the lock
-        return False
 
 
 def tokenizer_digest(hf_tokenizer) -> str:

@@ -31,7 +31,7 @@ def save_classifier_dir(path: str | os.PathLike, classifier, classes: list[str],
     from dnadiff.utils import atomic_write
 
     backbone = classifier.backbone
-    name = next((n for n in BACKBONES.names() if type(backbone) is BACKBONES.get(n)), None)
+    name = BACKBONES.name_of(backbone)
     if name is None:
         raise DnadiffError(f"cannot save a classifier over an unregistered backbone {type(backbone).__name__}")
     meta = {

@@ -224,14 +224,13 @@ class _FinetuneData(L.LightningDataModule):
 
 
 def quiet_lightning() -> None:
-    """Per-run Lightning banners (GPU available, tips) would repeat for every seed: keep warnings only."""
+    """Per-run Lightning banners (GPU available, tips) would repeat for every seed: keep warnings only
+    (and the LeafSpec deprecation warning raised from inside Lightning)."""
     import logging
 
     from dnadiff.logs import quiet_libraries
 
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "lightning_fabric"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    quiet_libraries(logging.WARNING)  # and the LeafSpec deprecation warning raised from inside Lightning
+    quiet_libraries(logging.WARNING)
 
 
 @dataclass
@@ -268,6 +267,8 @@ def fit_classifier(
     """Train one run and evaluate its best-validation-accuracy weights on the (shuffled) test set."""
     from lightning.pytorch.loggers import CSVLogger
 
+    from dnadiff.logs import progress_enabled
+
     quiet_lightning()
     t0 = time.time()
     tc = cfg.train
@@ -297,7 +298,7 @@ def fit_classifier(
         deterministic=tc.deterministic,
         logger=logger,
         enable_checkpointing=False,
-        enable_progress_bar=tc.progress,
+        enable_progress_bar=tc.progress and progress_enabled(),  # off under -q
         enable_model_summary=False,
         num_sanity_val_steps=0,
         log_every_n_steps=max(1, min(50, steps_per_epoch)),

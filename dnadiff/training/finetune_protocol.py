@@ -23,22 +23,13 @@ import numpy as np
 from torch.utils.data import Subset
 
 from dnadiff.config import replace, save_config, to_dict
-from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
+# the protocol's data side lives in data/ (the k-mer LR baseline shares it); importable from here as before
+from dnadiff.data.protocol import protocol_data, protocol_runs, results_markdown, run_rows, select_on_validation
 from dnadiff.errors import DnadiffError
-from dnadiff.eval.classification import METRICS, RANGE_LABEL, format_range, summarize
 from dnadiff.heads.config import FinetuneConfig
 from dnadiff.machine import describe_machine
 
-def protocol_runs(cfg: FinetuneConfig, train_labels) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
-    """(run name, training seed, train indices, valid indices) for the configured protocol."""
-    p = cfg.protocol
-    if p.name == "paper":
-        splits = paper_splits(len(train_labels), list(p.seeds), p.valid_frac)
-        runs = [(f"seed{s}", int(s), tr, va) for s, (tr, va) in zip(p.seeds, splits)]
-    else:
-        splits = kfold_splits(train_labels, p.folds, int(p.seeds[0]))
-        runs = [(f"fold{f}", int(p.seeds[0]) + f, tr, va) for f, (tr, va) in enumerate(splits)]
-    return runs[: p.max_runs] if p.max_runs else runs
+__all__ = ["protocol_data", "protocol_runs", "results_markdown", "run_rows", "run_finetune"]
 
 
 # ----------------------------------------------------------------------------- model
@@ -77,7 +68,7 @@ def record_init_from(cfg: FinetuneConfig, template) -> tuple[FinetuneConfig, str
     path = cfg.model.init_from
     if not path:
         return cfg, None
-    name = next(n for n in BACKBONES.names() if type(template) is BACKBONES.get(n))
+    name = BACKBONES.name_of(template)
     cfg = replace(cfg, **{"model.backbone": name, "model.overrides": dataclasses.asdict(template.config)})
     kind = {"caduceus": "official Caduceus directory", "hyena": "official HyenaDNA directory"}.get(
         official_kind(path) or "", "dnadiff model directory")
@@ -120,10 +111,12 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
         return run_kmer_lr(cfg, out_dir, echo)
     import torch
 
-    from dnadiff.machine import available_cores
+    from dnadiff.training.run import resolve_threads
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.train.threads or available_cores())  # null: the physical cores this process may use
+    # null: the physical cores this process may use, shared among the node's processes (as `dnadiff train`);
+    # only applied, not recorded in cfg (the config's fingerprint, which resume compares, stays as it was)
+    torch.set_num_threads(resolve_threads(cfg).train.threads)
     try:
         return _run_finetune(cfg, out_dir, echo, resume)
     finally:
@@ -167,20 +160,6 @@ def _cached_run(path: Path, fingerprint: str):
         return RunResult(**data["result"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def protocol_data(cfg: FinetuneConfig):
-    """(benchmark root, tokenizer, train split, test split, kept train indices, kept test indices):
-    the data every row of the protocol sees (neural heads and the k-mer LR baseline alike)."""
-    from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
-    from dnadiff.tokenizers.dna import DNATokenizer
-
-    root = resolve_benchmark(cfg.data.dataset, download=cfg.data.download)
-    tok = DNATokenizer()
-    train_all, test_all = load_benchmark_split(root, "train", tok), load_benchmark_split(root, "test", tok)
-    train_keep = stratified_subsample(train_all.labels, cfg.data.max_train, cfg.data.subsample_seed)
-    test_keep = stratified_subsample(test_all.labels, cfg.data.max_test, cfg.data.subsample_seed + 1)
-    return root, tok, train_all, test_all, train_keep, test_keep
 
 
 def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> dict[str, Any]:
@@ -261,12 +240,9 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
             echo(f"  lr {lr:g} {name}: best epoch {res.best_epoch}, val acc {res.val_acc:.4f}, "
                  f"test acc {res.test['accuracy']:.4f}, mcc {res.test['mcc']:.4f} ({res.wall_s:.0f} s)")
     # lr chosen on validation only: the highest mean best-validation accuracy (ties: first in the grid)
-    val_means = {lr: float(np.mean([r.val_acc for r in rs])) for lr, rs in grid.items()}
-    lrs = cfg.train.learning_rates()
-    chosen = max(lrs, key=lambda lr: (val_means[lr], -lrs.index(lr)))
-    chosen_runs = grid[chosen]
-    summary = {m: summarize([r.test[m] for r in chosen_runs]) for m in METRICS}
-    summary["val_acc"] = summarize([r.val_acc for r in chosen_runs])
+    selection = select_on_validation({lr: [r.to_dict() for r in rs] for lr, rs in grid.items()},
+                                     cfg.train.learning_rates())
+    chosen = selection["selected_lr"]
     counts = train_all.counts()
     result = {
         "name": cfg.name,
@@ -280,11 +256,7 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
         "init_from": cfg.model.init_from,
         "backbone": type(template).__name__,
         "num_parameters": int(sum(p.numel() for p in make_fresh().parameters())),
-        "lr_grid": cfg.train.learning_rates(),
-        "val_acc_by_lr": {f"{lr:g}": v for lr, v in val_means.items()},
-        "selected_lr": chosen,
-        "runs": [r.to_dict() for r in chosen_runs],
-        "summary": summary,
+        **selection,  # lr_grid, val_acc_by_lr, selected_lr, runs, summary
         "wall_s": round(time.time() - t0, 1),
         "machine": describe_machine(),
         "config": to_dict(cfg),
@@ -321,26 +293,3 @@ def keep_best_classifier(path: Path, model, res, classes, info: dict[str, Any]) 
 
 def _silent(*args, **kwargs) -> None:
     return None
-
-
-def run_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per-run rows plus a `mean ± range (max−min)` row, for the terminal and markdown tables."""
-    rows = []
-    for r in result["runs"]:
-        rows.append({"run": r["run"], "lr": f"{r['lr']:g}", "best_epoch": r["best_epoch"], "val_acc": r["val_acc"],
-                     **{m: r["test"][m] for m in METRICS}})
-    s = result["summary"]
-    rows.append({"run": f"mean ± {RANGE_LABEL}", "lr": f"{result['selected_lr']:g}", "best_epoch": "",
-                 "val_acc": format_range(s["val_acc"]), **{m: format_range(s[m]) for m in METRICS}})
-    return rows
-
-
-def results_markdown(result: dict[str, Any]) -> str:
-    from dnadiff.utils import markdown_table
-
-    head = (f"# {result['name']}: {Path(result['dataset']).name}\n\n"
-            f"{result['protocol']} protocol, {len(result['runs'])} runs, lr {result['selected_lr']:g} "
-            f"(chosen on validation from {result['lr_grid']}), {result['num_train']} train / "
-            f"{result['num_test']} test, majority baseline {result['majority_baseline']:.3f}, "
-            f"wall {result['wall_s']:.0f} s on {result['machine']}\n\n")
-    return head + markdown_table(run_rows(result))

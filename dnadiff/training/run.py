@@ -40,7 +40,8 @@ def resolve_precision(precision: str) -> str:
 
 
 def resolve_threads(cfg: RunConfig) -> RunConfig:
-    """train.threads: null -> the physical cores this process may use (recorded in the run's config).
+    """train.threads: null -> the physical cores this process may use (recorded in the run's config);
+    `dnadiff finetune` applies the same count (cfg: a RunConfig or a FinetuneConfig).
 
     torch's own default (every logical CPU of the machine) oversubscribes a shared machine: one
     100-step run took 642 s that later took 65 s with threads matched to the free cores.
@@ -127,12 +128,18 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, rank: int = 0
         return ckpt
     if rank > 0:  # rank 0 (which started this copy of the command) made the directory
         return None
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise DnadiffError(f"{run_dir}: run directory exists (use --resume to continue or --overwrite to replace it)")
+    refuse_existing_run_dir(run_dir, overwrite)
+    if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     return None
+
+
+def refuse_existing_run_dir(run_dir: Path, overwrite: bool, hint: str = "use --resume to continue or --overwrite "
+                            "to replace it") -> None:
+    """A new run may go into a missing or empty directory, or replace a full one with --overwrite."""
+    if run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
+        raise DnadiffError(f"{run_dir}: run directory exists ({hint})")
 
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir: str | os.PathLike | None = None,
@@ -142,13 +149,14 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
     the model directory, the other ranks train and return the same metrics."""
-    if cfg.model.backbone == "markov":  # a count fit, no Lightning: dnadiff/baselines/markov_fit.py
-        from dnadiff.baselines.markov_fit import fit_markov_run
-
-        return fit_markov_run(cfg, resume=resume, overwrite=overwrite, run_dir=run_dir)
     from dnadiff.training.rundir import RunDirLock, launch_rank
 
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
+    if cfg.model.backbone == "markov":  # a count fit, no Lightning: dnadiff/baselines/markov_fit.py
+        from dnadiff.baselines.markov_fit import fit_markov_run
+
+        with RunDirLock(where):  # it replaces the directory only after a good fit: no cleanup needed
+            return fit_markov_run(cfg, resume=resume, overwrite=overwrite, run_dir=where)
     rank = launch_rank()
     if rank > 0:
         return _train(cfg, resume, overwrite, where, callbacks, rank)
@@ -170,7 +178,6 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
 
     from dnadiff.data.tokenizer_training import ensure_tokenizer
     from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.logs import progress_enabled
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
     from dnadiff.training.csv_log import SessionCSVLogger
     from dnadiff.training.progress import StartMessage, StepProgressBar
@@ -179,7 +186,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     from dnadiff.training.module import DiffusionLitModule
 
     start = time.time()
-    quiet_libraries()
+    quiet_libraries(log.getEffectiveLevel())  # -v (setup_logging) keeps Lightning's INFO messages
     ckpt_path = _prepare_run_dir(run_dir, resume, overwrite, rank)
     resume = ckpt_path is not None  # --resume of a run without a checkpoint starts afresh
     cfg = resolve_threads(cfg)
@@ -212,9 +219,10 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     checkpointing = ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}", every_n_train_steps=t.ckpt_every,
                                     save_top_k=1, monitor="step", mode="max", save_last=True, auto_insert_metric_name=False)
     export = ExportModelDir(run_dir / "model", cfg, tokenizer, start)
-    show_bar = t.progress and progress_enabled()
+    settings = trainer_kwargs(cfg, run_dir)
+    show_bar = settings["enable_progress_bar"]  # train.progress, off under -q
     trainer = L.Trainer(
-        **trainer_kwargs(cfg, run_dir),
+        **settings,
         logger=[SessionCSVLogger(str(run_dir), resume_step=resume_step, name="logs", version=""),
                 TensorBoardLogger(str(run_dir), name="tb", version="")],
         callbacks=[checkpointing, export, *([StepProgressBar()] if show_bar else []),

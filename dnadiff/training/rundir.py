@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dnadiff.data.file_lock import FileLock
 from dnadiff.errors import DnadiffError
 
 # env variables that carry a process's rank, in the order launchers set them
@@ -49,43 +50,19 @@ class RunDirLock:
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.path = lock_path(self.run_dir)
-        self._fh = None
+        self._lock = FileLock(self.path, blocking=False)
 
     def acquire(self) -> "RunDirLock":
-        try:
-            import fcntl
-        except ImportError:  # Windows: no advisory locks; single-process use is still fine
-            return self
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip()
-            fh.close()
+        if not self._lock.acquire():
+            holder = self._lock.holder
             raise DnadiffError(
                 f"{self.run_dir}: run directory is in use by another dnadiff process"
                 f"{f' (pid {holder})' if holder else ''}; wait for it or choose another --run-dir"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        self._fh = fh
+            )
         return self
 
     def release(self) -> None:
-        if self._fh is not None:
-            import fcntl
-
-            try:
-                self._fh.seek(0)
-                self._fh.truncate()
-                fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
-            finally:
-                self._fh.close()
-                self._fh = None
+        self._lock.release()
 
     def __enter__(self) -> "RunDirLock":
         return self.acquire()
