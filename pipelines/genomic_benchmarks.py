@@ -55,7 +55,17 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# `python pipelines/genomic_benchmarks.py` puts this folder first on sys.path, where this script would
+# shadow the `genomic_benchmarks` package (its loc2seq downloads the sets: --download): drop it
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO))
+
+import importlib.util  # noqa: E402
+
+# pipelines/common.py and the sibling pipelines are loaded by their paths, never through sys.path
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
@@ -249,13 +259,9 @@ def make_dry_run_sets(root: Path, scale: str, per_class: tuple[int, int] = (8, 2
 
 def make_dry_run_inits(root: Path, scale: str) -> dict[str, str]:
     """Stand-ins for DEFAULT_INITS: the DNA perplexity pipeline's --dry-run models at this scale."""
-    import importlib.util
-
     from dnadiff.errors import DnadiffError
 
-    spec = importlib.util.spec_from_file_location("dna_perplexity", REPO / "pipelines" / "dna_perplexity.py")
-    dp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dp)
+    dp = common.load_sibling("dna_perplexity")
     if dp.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", ",".join(DEFAULT_INITS.values()),
                 "--no-markov"]):  # the models only
         raise DnadiffError("--dry-run: the DNA perplexity pipeline's dry run failed")

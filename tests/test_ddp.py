@@ -19,7 +19,6 @@ summation order differs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -35,11 +34,11 @@ from dnadiff.checkpoint import read_weights
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 
+from scripts import load_script
+
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "ddp_driver.py"
-_spec = importlib.util.spec_from_file_location("ddp_driver", DRIVER)
-driver = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(driver)
+driver = load_script(DRIVER, "ddp_driver")
 
 DDP = ["train.devices=2", "train.strategy=ddp"]
 

@@ -6,16 +6,15 @@ has its own tests); the slow test runs every check.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from scripts import load_script
+
 REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
-gpu_check = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gpu_check)
+gpu_check = load_script(REPO / "benchmarks" / "gpu_check.py", "gpu_check")
 
 
 def _run(tmp_path, checks: str) -> dict:

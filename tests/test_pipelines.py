@@ -4,21 +4,19 @@ re-render from their JSON. No test here reads ../shared/data."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
 
+from scripts import load_script
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def pipeline(name: str):
-    spec = importlib.util.spec_from_file_location(f"pipeline_{name}", REPO / "pipelines" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "pipelines" / f"{name}.py", f"pipeline_{name}")
 
 
 # ----------------------------------------------------------------------------- dry runs
