@@ -47,6 +47,12 @@ def sampler_options(name: str, steps: int, length: int) -> dict:
     return {"steps": steps}
 
 
+def _sync(device: str) -> None:
+    """Wait for queued CUDA kernels, so that a wall-clock interval covers the work it times."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 AR_BACKBONES = [("mamba", "tiny"), ("hyena", "tiny-causal"), ("dit", "tiny-causal")]
 
 
@@ -68,12 +74,10 @@ def ar_decoding(args) -> int:
             toks = {}
             for use_cache in (False, True):
                 smp = build_sampler("autoregressive", first_token_ids=[7, 8, 9, 10], use_cache=use_cache)
-                if args.device.startswith("cuda"):
-                    torch.cuda.synchronize()
+                _sync(args.device)
                 t0 = time.perf_counter()
                 x = smp.generate(den, schedule, MASK_ID, (args.num, L), generator=args.seed)
-                if args.device.startswith("cuda"):
-                    torch.cuda.synchronize()
+                _sync(args.device)
                 wall = time.perf_counter() - t0
                 toks[use_cache] = x
                 row["ms_per_token_" + ("cached" if use_cache else "rerun")] = 1e3 * wall / (L - 1)
@@ -82,12 +86,15 @@ def ar_decoding(args) -> int:
             ids = toks[True]
             with torch.no_grad():
                 cache = model.allocate_cache(args.num, L)
+                _sync(args.device)
                 t0 = time.perf_counter()
                 for i in range(L):
                     model.step(ids[:, i], cache)
+                _sync(args.device)  # CUDA kernels run asynchronously: time them finished
                 row["ms_per_token_step_only"] = 1e3 * (time.perf_counter() - t0) / L
                 t0 = time.perf_counter()
                 model(ids)
+                _sync(args.device)
                 row["ms_forward_full_L"] = 1e3 * (time.perf_counter() - t0)
             row["same_tokens"] = bool(torch.equal(toks[False], toks[True]))
             rows.append(row)
@@ -152,12 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.samplers.split(","):
         sampler = build_sampler(name, **sampler_options(name, args.steps, args.length))
         g = torch.Generator(device=args.device).manual_seed(args.seed)
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        _sync(args.device)
         t0 = time.perf_counter()
         x = sampler.generate(model, schedule, MASK_ID, (args.num, args.length), generator=g)
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        _sync(args.device)
         wall = time.perf_counter() - t0
         if name == "ancestral":
             changed = sampler.last_changed_steps
