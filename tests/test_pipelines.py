@@ -22,6 +22,11 @@ def pipeline(name: str):
 # ----------------------------------------------------------------------------- dry runs
 
 
+def _results_listing() -> list[Path]:
+    """What results/ holds now (the tables of finished runs): a dry run must leave it as it was."""
+    return sorted((REPO / "results").rglob("*")) if (REPO / "results").is_dir() else []
+
+
 def _params(model_dir: Path) -> int:
     return json.loads((model_dir / "metrics.json").read_text())["parameters"]
 
@@ -31,6 +36,7 @@ def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
     """Every row of tab. 6 at the scale's presets: trained one step, evaluated (the paper scale asked for
     a Mamba preset that did not exist, after four rows of training)."""
     dp = pipeline("dna_perplexity")
+    before = _results_listing()
     assert dp.main(["--scale", scale, "--dry-run", "--out-dir", str(tmp_path)]) == 0
     keys = [s["key"] for s in dp.row_specs(dp.SCALES[scale])]
     for key in keys:
@@ -44,7 +50,7 @@ def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
         assert _params(tmp_path / "caduceus_d3pm_seed0" / "model") == 470_702
         assert _params(tmp_path / "mamba_ar_seed0" / "model") == 468_608
         assert _params(tmp_path / "hyena_ar_seed0" / "model") == 436_096
-    assert not (tmp_path / "results").exists()
+    assert _results_listing() == before  # a dry run writes no table
 
 
 def test_dna_perplexity_only_takes_the_rows_it_starts_from(tmp_path, capsys):
@@ -79,14 +85,18 @@ def test_genomic_benchmarks_dry_run(scale, capsys):
 
 
 @pytest.mark.parametrize("scale", ["cpu", "paper", "gpu"])
-def test_text_lm_dry_run(scale, capsys):
+def test_text_lm_dry_run(scale, capsys, monkeypatch):
     """Both settings x mdlm/ar/sedd, eval, T sweep and samples on a corpus the pipeline writes; at paper
     scale the DiT-small rows are counted at full size on the meta device and a shrunken copy steps.
     `gpu` is the old name of `paper`."""
-    if scale == "gpu":  # the alias only: parse and map, via a re-render (no second dry run)
+    if scale == "gpu":  # the alias only: parse and map (the run itself is the paper row's; no second dry run)
         tl = pipeline("text_lm")
         assert tl.main(["--scale", "gpu", "--from-json", "/nonexistent.json"]) == 2
         assert "error: --from-json /nonexistent.json" in capsys.readouterr().err
+        seen = []
+        monkeypatch.setattr(tl, "_main", lambda args, command, dry_root=None: seen.append(args.scale) or 0)
+        assert tl.main(["--scale", "gpu"]) == 0
+        assert seen == ["paper"]
         return
     tl = pipeline("text_lm")
     assert tl.main(["--scale", scale, "--dry-run"]) == 0
