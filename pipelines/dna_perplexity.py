@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -52,6 +51,7 @@ common = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(common)
 baselines = common.load_sibling("perplexity_baselines")  # the Markov rows, beside this file
 
+from dnadiff.eval import RANGE_LABEL  # noqa: E402
 from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
 SCALES = {
@@ -143,7 +143,7 @@ def summarize_rows(specs: list[dict], results: dict[str, list[dict]], budget: bo
     return table
 
 
-RANGE_COLUMN = "range (max−min)"
+RANGE_COLUMN = RANGE_LABEL  # one name for the spread over seeds in every table
 COLUMNS = ["model", "kind", "perplexity", RANGE_COLUMN, "bits/base", "seeds", "params", "steps"]
 
 
@@ -270,8 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                          "d128 x 4 = 468,608 parameters, HyenaDNA tiny-1k)")
     ap.add_argument("--seq-len", type=int, default=None, help="cpu scale: window length (default 128)")
     args = ap.parse_args(argv)
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO),
-                                                            *(sys.argv[1:] if argv is None else argv)])
+    command = common.command_line(__file__, argv)
     from dnadiff.errors import DnadiffError
 
     try:

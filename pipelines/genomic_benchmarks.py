@@ -49,7 +49,6 @@ import argparse
 import dataclasses
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -404,10 +403,7 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
                 print(f"== {init} on {ds_name}" + (" (finished earlier: reusing its results.json)" if res else ""),
                       flush=True)
                 res = res or run_finetune(cfg, init_dir / ds_name)
-                s = res["summary"]
-                for v in s.values():  # a reused results.json may predate the `range` key (it had the half, `pm`)
-                    v.pop("pm", None)
-                    v["range"] = v["max"] - v["min"]
+                s = with_full_range(res["summary"])  # a reused results.json may predate the `range` key
                 table[init][ds_name] = {m: s[m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
                 cells.append({"init": init, "dataset": ds_name, "init_from": cfg.model.init_from,
                               "majority_baseline": res["majority_baseline"], "selected_lr": res["selected_lr"],
@@ -419,7 +415,7 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
         return 2
 
     wall = time.time() - t0
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
+    command = common.command_line(__file__, argv)
     settings = ("tab. 7 recipe (finetune/finetune_<set>.yaml)" if args.scale == "paper" else
                 f"paper protocol, {args.seeds} seeds, {args.epochs} epochs, {args.max_train} train / "
                 f"{args.max_test} test sequences (stratified subsamples), batch {args.batch_size}, lr {args.lr:g}")
@@ -498,17 +494,24 @@ def write_outputs(payload: dict, md: str, out_stem: Path) -> None:
     print(f"wrote {out_stem}.md and {out_stem}.json")
 
 
+def with_full_range(summary: dict[str, dict]) -> dict[str, dict]:
+    """Each metric's summary with `range` = max − min, in place: records written before the fix held
+    the half-range under `pm` (dropped here)."""
+    for v in summary.values():
+        v.pop("pm", None)
+        v["range"] = v["max"] - v["min"]
+    return summary
+
+
 def rerender(args, argv) -> int:
     """Rebuild the .md/.json of a finished run from its JSON: summaries recomputed from each cell's min/max."""
     from dnadiff.eval import summarize
 
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
+    command = common.command_line(__file__, argv)
     try:
         payload = json.loads(Path(args.from_json).read_text())
         for cell in payload["cells"]:
-            for m, s in cell["summary"].items():
-                s.pop("pm", None)  # the old half-range
-                s["range"] = s["max"] - s["min"]
+            with_full_range(cell["summary"])
             # the per-run test values are stored too: the summary must agree with them
             acc = summarize([r["test"]["accuracy"] for r in cell["runs"]])
             if abs(acc["mean"] - cell["summary"]["accuracy"]["mean"]) > 1e-12:

@@ -23,6 +23,7 @@ bundled 250-per-class subset.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import os
@@ -34,6 +35,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+# pipelines/common.py, loaded by its path (this folder never goes on sys.path)
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 SCALES = {"cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=16, num_cg=4, steps=16, length=200,
                       svdd_m=4, smc_k=4, smc_alpha=0.1)}
@@ -190,7 +196,7 @@ def run(args) -> dict:
         rows.append({"method": label, "num": len(seqs), **evaluate(seqs, oracle, reward_of, real_pos, train_all)})
     return {"rows": rows, "oracle_test_accuracy": oracle_acc, "guide_test_accuracy": guide_acc, "benchmark": str(root), "scale": args.scale,
             "wall_s": round(time.time() - t0, 1), "load_avg": os.getloadavg(), "cores": os.cpu_count(),
-            "command": " ".join(["python", *sys.argv])}
+            "command": common.command_line(__file__, None)}
 
 
 def markdown(res: dict) -> str:

@@ -250,3 +250,18 @@ def test_text_lm_rerender(tmp_path):
     assert tl.main(["--from-json", str(src)]) == 0
     md = (tmp_path / "text_lm_cpu.md").read_text()
     assert "| mdlm | 3 | 1 | 12.50 | 7 |" in md and "re-rendered without training" in md
+
+
+def test_pipelines_record_the_command_they_ran(monkeypatch):
+    """One recorder for every pipeline: the script relative to the repository, arguments shell-quoted;
+    main(argv) records argv, even an empty one (genomic_benchmarks recorded the process's own arguments
+    for main([]): pytest's, in a test), and main() the command line."""
+    common = load_script(REPO / "pipelines" / "common.py", "pipeline_common")
+    script = REPO / "pipelines" / "genomic_benchmarks.py"
+    monkeypatch.setattr("sys.argv", ["pipelines/genomic_benchmarks.py", "--scale", "cpu", "--out", "a b"])
+    assert common.command_line(script, []) == "python pipelines/genomic_benchmarks.py"
+    assert common.command_line(script, ["--seeds", "2"]) == "python pipelines/genomic_benchmarks.py --seeds 2"
+    assert common.command_line(script, None) == "python pipelines/genomic_benchmarks.py --scale cpu --out 'a b'"
+    for name in ("dna_perplexity", "genomic_benchmarks", "text_lm", "guided_design"):
+        src = (REPO / "pipelines" / f"{name}.py").read_text()
+        assert "common.command_line(__file__" in src and "sys.argv[1:]" not in src, name
