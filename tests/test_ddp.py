@@ -35,6 +35,7 @@ from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 
 from scripts import load_script
+from subprocess_env import child_env
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "ddp_driver.py"
@@ -44,10 +45,7 @@ DDP = ["train.devices=2", "train.strategy=ddp"]
 
 
 def _env() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "SLURM_PROCID", "MASTER_PORT"):
-        env.pop(var, None)
-    return env
+    return child_env()
 
 
 def _launch(cmd: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
