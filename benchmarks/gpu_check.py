@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -207,7 +206,7 @@ def markdown(results: dict) -> str:
     from dnadiff.utils import markdown_table
 
     lines = [f"# GPU check: {results['machine']}", "", f"device {results['device']}, tiny={results['tiny']}, "
-             f"wall {results['wall_s']} s, all pass: {results['all_pass']}", ""]
+             f"wall {results['wall_s']} s, all pass: {results['all_pass']}; {results.get('load_average', 'load not recorded')} at the end", ""]
     for kind in CHECKS:
         rows = [{k: v for k, v in r.items() if k != "check"} for r in results["checks"] if r["check"] == kind]
         if rows:
@@ -247,8 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             for row in rows:
                 print(json.dumps(row), flush=True)
             checks += rows
-    dev = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({os.cpu_count()} cores)"
-    results = {"device": args.device, "tiny": args.tiny, "checks_run": chosen, "machine": f"{platform.node()} {dev}, torch {torch.__version__}",
+    from dnadiff.machine import describe_machine, load_average
+
+    results = {"device": args.device, "tiny": args.tiny, "checks_run": chosen, "machine": describe_machine(),
+               "load_average": load_average(),
                "wall_s": round(time.time() - t0, 1), "all_pass": all(r["pass"] for r in checks), "checks": checks}
     from dnadiff.utils import atomic_write, write_json
 
