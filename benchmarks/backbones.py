@@ -59,7 +59,7 @@ def bench_registry(args: argparse.Namespace) -> list[dict]:
     x = torch.randint(7, 11, (args.batch, args.seq_len), generator=g)  # A/C/G/T ids
     t = torch.rand(args.batch, generator=g)
     for name in BACKBONES.names():
-        if not getattr(BACKBONES.get(name), "neural", True):  # the Markov baseline has no forward/backward to time
+        if not BACKBONES.get(name).neural:  # the Markov baseline has no forward/backward to time
             continue
         for preset in sorted(BACKBONES.get(name).PRESETS):
             if not _selected(name, preset, args.only, args.skip):

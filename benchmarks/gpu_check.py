@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -121,6 +120,12 @@ def check_ddp1(device: str, tiny: bool, out: Path) -> dict:
     return {"check": "ddp1", "max_abs_weight_diff": diff, "pass": diff < (1e-6 if device == "cpu" else 1e-3)}
 
 
+def nll_per_token(model, x: torch.Tensor) -> float:
+    """Mean over the batch of the model's NLL (bound) per token, nats: `model.nll` gives a LossOutput."""
+    out = model.nll(x)
+    return float((out.nll / out.num_tokens).mean())
+
+
 def check_fsdp1(device: str, tiny: bool, out: Path) -> dict:
     from dnadiff.errors import DnadiffError
     from dnadiff.training import train
@@ -143,7 +148,7 @@ def check_fsdp1(device: str, tiny: bool, out: Path) -> dict:
     res = train(more, resume=True)
     model = dnadiff.load(res.model_dir)
     x = torch.randint(7, 11, (2, 64))
-    nll = float(model.nll(x).mean()) if hasattr(model, "nll") else float("nan")
+    nll = nll_per_token(model, x)
     return {"check": "fsdp1", "sharded_checkpoint": sharded, "steps_after_resume": res.metrics["steps"],
             "reloaded_nll": nll, "pass": sharded and res.metrics["steps"] == 6 and nll == nll}
 
@@ -201,7 +206,7 @@ def markdown(results: dict) -> str:
     from dnadiff.utils import markdown_table
 
     lines = [f"# GPU check: {results['machine']}", "", f"device {results['device']}, tiny={results['tiny']}, "
-             f"wall {results['wall_s']} s, all pass: {results['all_pass']}", ""]
+             f"wall {results['wall_s']} s, all pass: {results['all_pass']}; {results.get('load_average', 'load not recorded')} at the end", ""]
     for kind in CHECKS:
         rows = [{k: v for k, v in r.items() if k != "check"} for r in results["checks"] if r["check"] == kind]
         if rows:
@@ -224,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("error: --device cuda but torch sees no CUDA device (use --device cpu --tiny)", file=sys.stderr)
         return 2
-    torch.set_num_threads(1 if args.device == "cpu" else torch.get_num_threads())
+    if args.device == "cpu":
+        torch.set_num_threads(1)
     t0 = time.time()
     checks: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
@@ -240,8 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             for row in rows:
                 print(json.dumps(row), flush=True)
             checks += rows
-    dev = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({os.cpu_count()} cores)"
-    results = {"device": args.device, "tiny": args.tiny, "checks_run": chosen, "machine": f"{platform.node()} {dev}, torch {torch.__version__}",
+    from dnadiff.machine import describe_machine, load_average
+
+    results = {"device": args.device, "tiny": args.tiny, "checks_run": chosen, "machine": describe_machine(),
+               "load_average": load_average(),
                "wall_s": round(time.time() - t0, 1), "all_pass": all(r["pass"] for r in checks), "checks": checks}
     from dnadiff.utils import atomic_write, write_json
 

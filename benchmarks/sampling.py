@@ -47,14 +47,19 @@ def sampler_options(name: str, steps: int, length: int) -> dict:
     return {"steps": steps}
 
 
+def _sync(device: str) -> None:
+    """Wait for queued CUDA kernels, so that a wall-clock interval covers the work it times."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 AR_BACKBONES = [("mamba", "tiny"), ("hyena", "tiny-causal"), ("dit", "tiny-causal")]
 
 
 def ar_decoding(args) -> int:
-    import platform
-    import subprocess
-
+    from dnadiff.machine import describe_machine, load_average, machine_info
     from dnadiff.model import Denoiser
+    from dnadiff.utils import markdown_table
 
     lengths = [int(v) for v in args.lengths.split(",")]
     schedule = build_schedule("loglinear", eps=1e-3)
@@ -68,12 +73,10 @@ def ar_decoding(args) -> int:
             toks = {}
             for use_cache in (False, True):
                 smp = build_sampler("autoregressive", first_token_ids=[7, 8, 9, 10], use_cache=use_cache)
-                if args.device.startswith("cuda"):
-                    torch.cuda.synchronize()
+                _sync(args.device)
                 t0 = time.perf_counter()
                 x = smp.generate(den, schedule, MASK_ID, (args.num, L), generator=args.seed)
-                if args.device.startswith("cuda"):
-                    torch.cuda.synchronize()
+                _sync(args.device)
                 wall = time.perf_counter() - t0
                 toks[use_cache] = x
                 row["ms_per_token_" + ("cached" if use_cache else "rerun")] = 1e3 * wall / (L - 1)
@@ -82,22 +85,21 @@ def ar_decoding(args) -> int:
             ids = toks[True]
             with torch.no_grad():
                 cache = model.allocate_cache(args.num, L)
+                _sync(args.device)
                 t0 = time.perf_counter()
                 for i in range(L):
                     model.step(ids[:, i], cache)
+                _sync(args.device)  # CUDA kernels run asynchronously: time them finished
                 row["ms_per_token_step_only"] = 1e3 * (time.perf_counter() - t0) / L
                 t0 = time.perf_counter()
                 model(ids)
+                _sync(args.device)
                 row["ms_forward_full_L"] = 1e3 * (time.perf_counter() - t0)
             row["same_tokens"] = bool(torch.equal(toks[False], toks[True]))
             rows.append(row)
             print(format_table([row]), flush=True)
-    try:
-        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        load = "unknown"
-    meta = {"settings": vars(args), "machine": platform.platform(), "processor": platform.processor(),
-            "torch": torch.__version__, "uptime": load}
+    load = load_average()
+    meta = {"settings": vars(args), "machine": machine_info(), "load_average": load}
     print()
     print(format_table(rows))
     print(load)
@@ -109,18 +111,18 @@ def ar_decoding(args) -> int:
             "",
             f"`python benchmarks/sampling.py --ar-decoding --num {args.num} --threads {args.threads} "
             f"--device {args.device} --out {args.out}`; tiny presets, randomly initialised; batch {args.num}.",
-            f"Machine: {platform.platform()}, torch {torch.__version__}; load at the end: `{load}`.",
+            f"Machine: {describe_machine(meta['machine'])}; at the end, {load}.",
             "",
             "Columns: the whole sampler (draws included) per generated token, with the full re-run and",
             "with the cache; then the backbone alone: one `step` call, and one full forward at length L",
             "(what the re-run pays for the last token).",
             "",
-            "| backbone | L | re-run ms/token | cached ms/token | speedup | step only ms | full forward at L ms | same tokens |",
-            "|---|---|---|---|---|---|---|---|",
+            markdown_table([{"backbone": r["backbone"], "L": r["L"], "re-run ms/token": f"{r['ms_per_token_rerun']:.3f}",
+                             "cached ms/token": f"{r['ms_per_token_cached']:.3f}", "speedup": f"{r['speedup']:.1f}",
+                             "step only ms": f"{r['ms_per_token_step_only']:.3f}",
+                             "full forward at L ms": f"{r['ms_forward_full_L']:.2f}", "same tokens": r["same_tokens"]}
+                            for r in rows]),
         ]
-        for r in rows:
-            lines.append(f"| {r['backbone']} | {r['L']} | {r['ms_per_token_rerun']:.3f} | {r['ms_per_token_cached']:.3f} "
-                         f"| {r['speedup']:.1f} | {r['ms_per_token_step_only']:.3f} | {r['ms_forward_full_L']:.2f} | {r['same_tokens']} |")
         from dnadiff.utils import atomic_write
 
         atomic_write(md, "\n".join(lines) + "\n")
@@ -152,12 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.samplers.split(","):
         sampler = build_sampler(name, **sampler_options(name, args.steps, args.length))
         g = torch.Generator(device=args.device).manual_seed(args.seed)
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        _sync(args.device)
         t0 = time.perf_counter()
         x = sampler.generate(model, schedule, MASK_ID, (args.num, args.length), generator=g)
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        _sync(args.device)
         wall = time.perf_counter() - t0
         if name == "ancestral":
             changed = sampler.last_changed_steps

@@ -37,14 +37,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # perplexity_baselines beside this file
+import importlib.util  # noqa: E402
 
+# pipelines/common.py, loaded by its path: this folder never goes on sys.path (a script here would
+# shadow an installed package of the same name: genomic_benchmarks.py)
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+baselines = common.load_sibling("perplexity_baselines")  # the Markov rows, beside this file
+
+from dnadiff.eval import RANGE_LABEL  # noqa: E402
 from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
 SCALES = {
@@ -136,7 +143,7 @@ def summarize_rows(specs: list[dict], results: dict[str, list[dict]], budget: bo
     return table
 
 
-RANGE_COLUMN = "range (max−min)"
+RANGE_COLUMN = RANGE_LABEL  # one name for the spread over seeds in every table
 COLUMNS = ["model", "kind", "perplexity", RANGE_COLUMN, "bits/base", "seeds", "params", "steps"]
 
 
@@ -144,7 +151,7 @@ def versus_markov(table: list[dict], results: dict[str, list[dict]], scale: str,
                   results_dir: str | Path, own_json: Path | None = None) -> list[str]:
     """The comparison of every neural row with the best-k Markov row: this run's, else (--no-markov)
     the one stored in results/dna_perplexity_SCALE.json when it was fitted on the same data settings."""
-    from perplexity_baselines import MARKOV_BEST, compare_with_markov
+    MARKOV_BEST, compare_with_markov = baselines.MARKOV_BEST, baselines.compare_with_markov
 
     lines = compare_with_markov(table, results)
     stored = Path(results_dir) / f"dna_perplexity_{scale}.json"
@@ -205,7 +212,7 @@ def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
 
 
 def all_specs(settings: dict) -> list[dict]:
-    from perplexity_baselines import markov_specs
+    markov_specs = baselines.markov_specs
 
     return row_specs(settings) + markov_specs()
 
@@ -263,8 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                          "d128 x 4 = 468,608 parameters, HyenaDNA tiny-1k)")
     ap.add_argument("--seq-len", type=int, default=None, help="cpu scale: window length (default 128)")
     args = ap.parse_args(argv)
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO),
-                                                            *(sys.argv[1:] if argv is None else argv)])
+    command = common.command_line(__file__, argv)
     from dnadiff.errors import DnadiffError
 
     try:
@@ -308,7 +314,8 @@ def run(args, command: str) -> int:
     from dnadiff.training import train
     from dnadiff.data import build_split_dataset
     from dnadiff.utils import format_table
-    from perplexity_baselines import MARKOV_ORDERS, MAX_ORDER, budget_seconds, run_markov_rows, timer_callback
+    MARKOV_ORDERS, MAX_ORDER, budget_seconds = baselines.MARKOV_ORDERS, baselines.MAX_ORDER, baselines.budget_seconds
+    run_markov_rows, timer_callback = baselines.run_markov_rows, baselines.timer_callback
 
     if args.dry_run and (args.only_baselines or args.budget_minutes is not None):
         raise DnadiffError("--dry-run does not combine with --only-baselines or --budget-minutes")
@@ -397,7 +404,7 @@ def run(args, command: str) -> int:
             print(f"[{time.time() - start:7.0f}s] {spec['row']:<34} seed {seed}: ppl {row['perplexity']:.4f} "
                   f"({row['bits_per_base']:.4f} bits/base, train {train_s:.0f}s, {row['steps_done']} steps)", flush=True)
     if not args.no_markov:  # the classical rows: same data settings, same test windows and scorer
-        from perplexity_baselines import markov_specs
+        markov_specs = baselines.markov_specs
 
         specs = specs + markov_specs(markov_orders, markov_max)
         results.update(run_markov_rows(data, out_dir, evaluate_dir, orders=markov_orders, max_order=markov_max,
@@ -408,7 +415,7 @@ def run(args, command: str) -> int:
     if args.dry_run:
         print(format_table([{"model": r["model"], "params": r["params"], "steps of the full run": r["steps"]}
                             for r in table]))
-        from perplexity_baselines import compare_with_markov
+        compare_with_markov = baselines.compare_with_markov
 
         print("\n".join(compare_with_markov(table, results)))  # this run's rows only: the data is the sample
         print(f"\ndry run ({args.scale}): {len(table)} rows built, stepped once (Markov rows: fitted) and evaluated "

@@ -49,13 +49,22 @@ import argparse
 import dataclasses
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# `python pipelines/genomic_benchmarks.py` puts this folder first on sys.path, where this script would
+# shadow the `genomic_benchmarks` package (its loc2seq downloads the sets: --download): drop it
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO))
+
+import importlib.util  # noqa: E402
+
+# pipelines/common.py and the sibling pipelines are loaded by their paths, never through sys.path
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
@@ -249,13 +258,9 @@ def make_dry_run_sets(root: Path, scale: str, per_class: tuple[int, int] = (8, 2
 
 def make_dry_run_inits(root: Path, scale: str) -> dict[str, str]:
     """Stand-ins for DEFAULT_INITS: the DNA perplexity pipeline's --dry-run models at this scale."""
-    import importlib.util
-
     from dnadiff.errors import DnadiffError
 
-    spec = importlib.util.spec_from_file_location("dna_perplexity", REPO / "pipelines" / "dna_perplexity.py")
-    dp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dp)
+    dp = common.load_sibling("dna_perplexity")
     if dp.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", ",".join(DEFAULT_INITS.values()),
                 "--no-markov"]):  # the models only
         raise DnadiffError("--dry-run: the DNA perplexity pipeline's dry run failed")
@@ -398,10 +403,7 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
                 print(f"== {init} on {ds_name}" + (" (finished earlier: reusing its results.json)" if res else ""),
                       flush=True)
                 res = res or run_finetune(cfg, init_dir / ds_name)
-                s = res["summary"]
-                for v in s.values():  # a reused results.json may predate the `range` key (it had the half, `pm`)
-                    v.pop("pm", None)
-                    v["range"] = v["max"] - v["min"]
+                s = with_full_range(res["summary"])  # a reused results.json may predate the `range` key
                 table[init][ds_name] = {m: s[m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
                 cells.append({"init": init, "dataset": ds_name, "init_from": cfg.model.init_from,
                               "majority_baseline": res["majority_baseline"], "selected_lr": res["selected_lr"],
@@ -413,7 +415,7 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
         return 2
 
     wall = time.time() - t0
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
+    command = common.command_line(__file__, argv)
     settings = ("tab. 7 recipe (finetune/finetune_<set>.yaml)" if args.scale == "paper" else
                 f"paper protocol, {args.seeds} seeds, {args.epochs} epochs, {args.max_train} train / "
                 f"{args.max_test} test sequences (stratified subsamples), batch {args.batch_size}, lr {args.lr:g}")
@@ -492,17 +494,24 @@ def write_outputs(payload: dict, md: str, out_stem: Path) -> None:
     print(f"wrote {out_stem}.md and {out_stem}.json")
 
 
+def with_full_range(summary: dict[str, dict]) -> dict[str, dict]:
+    """Each metric's summary with `range` = max − min, in place: records written before the fix held
+    the half-range under `pm` (dropped here)."""
+    for v in summary.values():
+        v.pop("pm", None)
+        v["range"] = v["max"] - v["min"]
+    return summary
+
+
 def rerender(args, argv) -> int:
     """Rebuild the .md/.json of a finished run from its JSON: summaries recomputed from each cell's min/max."""
     from dnadiff.eval import summarize
 
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
+    command = common.command_line(__file__, argv)
     try:
         payload = json.loads(Path(args.from_json).read_text())
         for cell in payload["cells"]:
-            for m, s in cell["summary"].items():
-                s.pop("pm", None)  # the old half-range
-                s["range"] = s["max"] - s["min"]
+            with_full_range(cell["summary"])
             # the per-run test values are stored too: the summary must agree with them
             acc = summarize([r["test"]["accuracy"] for r in cell["runs"]])
             if abs(acc["mean"] - cell["summary"]["accuracy"]["mean"]) > 1e-12:

@@ -23,6 +23,7 @@ bundled 250-per-class subset.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import os
@@ -34,6 +35,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+# pipelines/common.py, loaded by its path (this folder never goes on sys.path)
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+
+from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
 SCALES = {"cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=16, num_cg=4, steps=16, length=200,
                       svdd_m=4, smc_k=4, smc_alpha=0.1)}
@@ -48,8 +56,12 @@ def benchmark_root() -> Path:
     return Path(dnadiff.__file__).parent / "assets/benchmarks/leptospira_coding_vs_intergenic"
 
 
-def read_class(folder: Path) -> list[str]:
-    return [p.read_text().strip().upper() for p in sorted(folder.glob("*.txt"), key=lambda p: int(p.stem) if p.stem.isdigit() else p.stem)]
+def class_sequences(root: Path, split: str, cls: str) -> list[str]:
+    """The sequences of one class of a benchmark split, in file order (the package's benchmark reader)."""
+    from dnadiff.data import load_benchmark_split
+
+    data = load_benchmark_split(root, split)
+    return [s for s, y in zip(data.sequences, data.labels) if data.classes[y] == cls]
 
 
 def split_halves(root: Path, out: Path) -> dict:
@@ -135,8 +147,8 @@ def run(args) -> dict:
     guide = json.loads((clf_dir / "results.json").read_text())
     guide_acc = float(np.mean([r["test"]["accuracy"] for r in guide["runs"]]))
     oracle = fit_oracle(halves[("B", "coding")], halves[("B", "intergenic")])
-    real_pos = read_class(root / "test/coding")
-    real_neg = read_class(root / "test/intergenic")
+    real_pos = class_sequences(root, "test", "coding")
+    real_neg = class_sequences(root, "test", "intergenic")
     oracle_acc = float(((oracle(real_pos) > 0.5).sum() + (oracle(real_neg) <= 0.5).sum()) / (len(real_pos) + len(real_neg)))
     train_all = sum((v for v in halves.values()), [])
 
@@ -189,8 +201,8 @@ def run(args) -> dict:
     for label, seqs in (("real coding (test)", real_pos[: sc["num"] * 4]), ("real intergenic (test)", real_neg[: sc["num"] * 4])):
         rows.append({"method": label, "num": len(seqs), **evaluate(seqs, oracle, reward_of, real_pos, train_all)})
     return {"rows": rows, "oracle_test_accuracy": oracle_acc, "guide_test_accuracy": guide_acc, "benchmark": str(root), "scale": args.scale,
-            "wall_s": round(time.time() - t0, 1), "load_avg": os.getloadavg(), "cores": os.cpu_count(),
-            "command": " ".join(["python", *sys.argv])}
+            "wall_s": round(time.time() - t0, 1), "machine": describe_machine(), "load_average": load_average(),
+            "command": common.command_line(__file__, None)}
 
 
 def markdown(res: dict) -> str:
@@ -201,7 +213,7 @@ def markdown(res: dict) -> str:
     table = format_table([{c: r.get(c, "") for c in cols} for r in res["rows"]], cols)
     return (f"# Guided design toward `coding` (Leptospira), scale {res['scale']}\n\n"
             f"Command: `{res['command']}`  \nBenchmark: {res['benchmark']}  \n"
-            f"Wall time: {res['wall_s']} s; load average at the end {res['load_avg']} on {res['cores']} cores.  \n"
+            f"Wall time: {res['wall_s']} s on {res['machine']}; at the end, {res['load_average']}.  \n"
             f"Oracle (k-mer logistic regression on half B) test accuracy: {res['oracle_test_accuracy']:.3f}; the guide "
             f"is a noise-aware HyenaDNA classifier fine-tuned on half A (clean test accuracy "
             f"{res.get('guide_test_accuracy', float('nan')):.3f}, on a 200-sequence test subsample).\n\n```\n{table}\n```\n")
@@ -215,9 +227,9 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     res = run(args)
-    from dnadiff.utils import atomic_write
+    from dnadiff.utils import atomic_write, write_json
 
-    atomic_write(args.out + ".json", json.dumps(res, indent=2, default=str) + "\n")
+    write_json(args.out + ".json", res)
     atomic_write(args.out + ".md", markdown(res))
     print(markdown(res))
     return 0

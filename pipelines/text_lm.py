@@ -52,6 +52,13 @@ from dnadiff.config import RunConfig, load_config, replace  # noqa: E402
 from dnadiff.errors import DnadiffError  # noqa: E402
 from dnadiff.machine import describe_machine, machine_info  # noqa: E402
 
+import importlib.util  # noqa: E402
+
+# pipelines/common.py, loaded by its path (this folder never goes on sys.path)
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+
 FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"  # the full corpus
 T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")
 
@@ -411,7 +418,7 @@ def main(argv=None) -> int:
                    help="re-render the .md of a finished run from its JSON (no training)")
     args = p.parse_args(argv)
     args.scale = "paper" if args.scale == "gpu" else args.scale
-    command = "python " + " ".join([os.path.relpath(__file__, REPO)] + list(sys.argv[1:] if argv is None else argv))
+    command = common.command_line(__file__, argv)
     if args.from_json:
         try:
             payload = json.loads(Path(args.from_json).read_text())

@@ -6,16 +6,21 @@ from pathlib import Path
 
 import torch
 
+TINY_CONFIG = "experiments/tiny_dna_mdlm"
 
-def tiny_model_dir(folder: Path, seq_len: int = 32) -> str:
+
+def tiny_model_dir(folder: Path, seq_len: int = 32, overrides: list[str] | tuple[str, ...] = (),
+                   base: str | None = TINY_CONFIG, metrics: dict | None = None) -> str:
+    """FOLDER/model: the `base` config (None: the defaults) with `overrides`, seeded fresh weights.
+    `metrics` defaults to {"steps": 0}."""
     from dnadiff.backbones import build_backbone
     from dnadiff.checkpoint import save_model_dir
     from dnadiff.config import RunConfig, load_config
     from dnadiff.tokenizers import DNATokenizer
 
     torch.manual_seed(0)
-    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [f"data.seq_len={seq_len}", f"sample.length={seq_len}"])
+    cfg = load_config(RunConfig, base, [f"data.seq_len={seq_len}", f"sample.length={seq_len}", *overrides])
     tok = DNATokenizer()
     backbone = build_backbone(cfg.model.backbone, preset=cfg.model.preset, vocab_size=tok.vocab_size,
                               **cfg.model.overrides)
-    return str(save_model_dir(folder / "model", cfg, backbone, tok, {"steps": 0}))
+    return str(save_model_dir(folder / "model", cfg, backbone, tok, {"steps": 0} if metrics is None else metrics))

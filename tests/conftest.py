@@ -56,6 +56,15 @@ def benchmarks_dir() -> Path:
     return Path(bundled_data_root()) / "benchmarks"
 
 
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> str:
+    """A tiny untrained DNA model directory (tests/cli_model.py), one per test module: its tests only read it
+    (a module-local `model` fixture takes precedence)."""
+    from cli_model import tiny_model_dir
+
+    return tiny_model_dir(tmp_path_factory.mktemp("model"))
+
+
 @pytest.fixture(scope="session")
 def fortunes_dir() -> Path:
     return DATA / "text" / "fortunes"

@@ -24,7 +24,7 @@ def _cases() -> list[tuple[str, str, tuple[tuple[str, object], ...]]]:
     cases = []
     for name in BACKBONES.names():
         cls = BACKBONES.get(name)
-        if not getattr(cls, "neural", True):  # the Markov baseline: counts, tested in test_markov.py
+        if not cls.neural:  # the Markov baseline: counts, tested in test_markov.py
             continue
         presets = sorted(p for p in cls.PRESETS if p == "tiny" or (p.startswith("tiny-") and "1k" not in p))
         cases += [(name, p, ()) for p in presets]

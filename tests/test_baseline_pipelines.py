@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "pipelines"))
+from scripts import load_script
 
-import perplexity_baselines as pb  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
+pb = load_script(REPO / "pipelines" / "perplexity_baselines.py", "pipeline_perplexity_baselines")
 
 
 def test_budget_split_by_step_share():
@@ -54,7 +57,7 @@ def test_markov_rows_fit_on_the_same_data_and_pick_the_valid_best(tmp_path):
 
 
 def test_genomic_benchmarks_only_baselines_merges_the_kmer_row(tmp_path):
-    import genomic_benchmarks as gb
+    gb = load_script(REPO / "pipelines" / "genomic_benchmarks.py", "pipeline_genomic_benchmarks")
     from test_kmer_lr import make_benchmark
 
     bench = make_benchmark(tmp_path / "toy", n_train=30, n_test=10)
@@ -74,3 +77,31 @@ def test_genomic_benchmarks_only_baselines_merges_the_kmer_row(tmp_path):
     assert kmer["n"] == 2 and kmer["mean"] > 0.75
     md = Path(str(stem) + ".md").read_text()
     assert "| k-mer LR |" in md and "reused from the earlier run" in md and "mdlm vs k-mer LR" in md
+
+
+def test_genomic_benchmarks_script_does_not_shadow_the_package(tmp_path):
+    """`python pipelines/genomic_benchmarks.py` puts pipelines/ first on sys.path, where the script hid the
+    `genomic_benchmarks` package whose loc2seq --download uses. A stand-in package on PYTHONPATH must win
+    after the script ran the way the command line runs it (its folder first on sys.path)."""
+    pkg = tmp_path / "site" / "genomic_benchmarks"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "loc2seq.py").write_text("def download_dataset(*a, **k):\n    return 'the package'\n")
+    code = ("import runpy, sys\n"
+            f"sys.path[0] = {str(REPO / 'pipelines')!r}  # what `python pipelines/genomic_benchmarks.py` sets\n"
+            f"runpy.run_path({str(REPO / 'pipelines' / 'genomic_benchmarks.py')!r}, run_name='gb_cli')\n"
+            "from genomic_benchmarks.loc2seq import download_dataset\n"
+            "print(download_dataset())\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(REPO)]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "the package"
+
+
+def test_loading_the_pipelines_leaves_sys_path_alone():
+    """Tests load the pipelines by path: pipelines/ never lands on sys.path (where it shadowed packages)."""
+    before = list(sys.path)
+    load_script(REPO / "pipelines" / "dna_perplexity.py", "pipeline_dna_perplexity")
+    load_script(REPO / "pipelines" / "genomic_benchmarks.py", "pipeline_genomic_benchmarks")
+    assert str(REPO / "pipelines") not in sys.path and "genomic_benchmarks" not in sys.modules
+    assert [p for p in sys.path if p not in before] in ([], [str(REPO)])

@@ -16,13 +16,6 @@ from dnadiff.cli import main
 from dnadiff.data import bundled_genome, read_fasta
 import dnadiff.utils as utils
 
-from cli_model import tiny_model_dir
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return tiny_model_dir(tmp_path_factory.mktemp("files"))
-
 
 def _mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)

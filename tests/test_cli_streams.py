@@ -14,13 +14,6 @@ import pytest
 from dnadiff.cli import main
 from dnadiff.data import bundled_genome, read_fasta
 
-from cli_model import tiny_model_dir
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return tiny_model_dir(tmp_path_factory.mktemp("streams"))
-
 
 def test_sample_without_out_writes_fasta_to_stdout(model, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dnadiff", "sample", model, "-n", "3", "--length", "16", "--steps", "2"],

@@ -13,13 +13,6 @@ from dnadiff.cli import main
 from dnadiff.config import RunConfig, load_config
 from dnadiff.errors import DnadiffError
 
-from cli_model import tiny_model_dir
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return tiny_model_dir(tmp_path_factory.mktemp("validate"))
-
 
 def _no_model_load(monkeypatch):
     """Make any model load fail loudly: a check that passes this ran before the load."""

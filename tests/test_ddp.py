@@ -19,7 +19,6 @@ summation order differs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -35,20 +34,18 @@ from dnadiff.checkpoint import read_weights
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 
+from scripts import load_script
+from subprocess_env import child_env
+
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "ddp_driver.py"
-_spec = importlib.util.spec_from_file_location("ddp_driver", DRIVER)
-driver = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(driver)
+driver = load_script(DRIVER, "ddp_driver")
 
 DDP = ["train.devices=2", "train.strategy=ddp"]
 
 
 def _env() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "SLURM_PROCID", "MASTER_PORT"):
-        env.pop(var, None)
-    return env
+    return child_env()
 
 
 def _launch(cmd: list[str], timeout: int = 240) -> subprocess.CompletedProcess:

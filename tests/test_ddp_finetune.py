@@ -9,7 +9,6 @@ both ranks pick the same best epoch and learning rate. With no randomness inside
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,19 +19,19 @@ import pytest
 from dnadiff.heads.config import load_finetune_config
 from dnadiff.training.finetune_protocol import run_finetune
 
+from benchmark_files import write_benchmark
+from subprocess_env import child_env
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _benchmark(root: Path) -> Path:
     """A two-class benchmark in the genomic-benchmarks layout: A/T-rich vs G/C-rich 40-mers, noisy."""
     rng = np.random.default_rng(0)
-    for split, n in (("train", 36), ("test", 16)):
-        for label, probs in (("at_rich", [0.35, 0.15, 0.15, 0.35]), ("gc_rich", [0.2, 0.3, 0.3, 0.2])):
-            d = root / "toy" / split / label
-            d.mkdir(parents=True)
-            for i in range(n):
-                (d / f"{i}.txt").write_text("".join(rng.choice(list("ACGT"), size=40, p=probs)))
-    return root / "toy"
+    classes = (("at_rich", [0.35, 0.15, 0.15, 0.35]), ("gc_rich", [0.2, 0.3, 0.3, 0.2]))
+    return write_benchmark(root / "toy", {
+        split: {label: ["".join(rng.choice(list("ACGT"), size=40, p=probs)) for _ in range(n)] for label, probs in classes}
+        for split, n in (("train", 36), ("test", 16))})
 
 
 def test_finetune_two_processes_equal_one(tmp_path):
@@ -44,9 +43,7 @@ def test_finetune_two_processes_equal_one(tmp_path):
     cfg = load_finetune_config("experiments/tiny_finetune", overrides)
     single = run_finetune(cfg, tmp_path / "one", echo=lambda *a: None)
 
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_PORT"):
-        env.pop(var, None)
+    env = child_env()
     proc = subprocess.run([sys.executable, "-m", "dnadiff", "finetune", "experiments/tiny_finetune", *overrides,
                            "train.devices=2", "--out", str(tmp_path / "two")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

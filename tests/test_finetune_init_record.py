@@ -9,16 +9,15 @@ from dnadiff.backbones import build_backbone
 from dnadiff.checkpoint import save_model_dir
 from dnadiff.config import RunConfig, from_dict
 
+from benchmark_files import write_benchmark
+
 
 def _tiny_benchmark(root):
     rng = random.Random(0)
-    for split, n in (("train", 12), ("test", 6)):
-        for cls, alphabet in (("gc", "GGCCGCA"), ("at", "AATTATC")):
-            d = root / split / cls
-            d.mkdir(parents=True)
-            for i in range(n):
-                (d / f"{i}.txt").write_text("".join(rng.choice(alphabet) for _ in range(24)))
-    return root
+    return write_benchmark(root, {
+        split: {cls: ["".join(rng.choice(alphabet) for _ in range(24)) for _ in range(n)]
+                for cls, alphabet in (("gc", "GGCCGCA"), ("at", "AATTATC"))}
+        for split, n in (("train", 12), ("test", 6))})
 
 
 def test_finetune_config_names_the_loaded_backbone(tmp_path, capsys):

@@ -1,11 +1,12 @@
 """The tests' real-data fixtures: small, complete, and exactly what tests/data/make_fixtures.py makes
 from the full data (the regeneration check needs ../shared/data, so it is slow)."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -27,10 +28,7 @@ def test_fixtures_are_small_and_complete():
 
 
 def _make_fixtures_module():
-    spec = importlib.util.spec_from_file_location("make_fixtures", DATA / "make_fixtures.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(DATA / "make_fixtures.py", "make_fixtures")
 
 
 def test_make_fixtures_says_where_they_come_from():

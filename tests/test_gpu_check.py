@@ -6,16 +6,15 @@ has its own tests); the slow test runs every check.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from scripts import load_script
+
 REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
-gpu_check = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gpu_check)
+gpu_check = load_script(REPO / "benchmarks" / "gpu_check.py", "gpu_check")
 
 
 def _run(tmp_path, checks: str) -> dict:
@@ -48,3 +47,20 @@ def test_gpu_check_rejects_unknown_checks(tmp_path, capsys):
 def test_gpu_check_cpu_tiny_with_demo(tmp_path):
     res = _run(tmp_path, ",".join(gpu_check.CHECKS))
     assert [r for r in res["checks"] if r["check"] == "demo"][0]["returncode"] == 0
+
+
+def test_fsdp1_reload_nll_is_per_token_nats(tmp_path):
+    """The GPU-only fsdp1 check scores the reloaded model with `nll_per_token` (it called `.mean()` on the
+    LossOutput): on a tiny model it is the per-sequence NLL over the token count, finite and positive."""
+    import torch
+
+    import dnadiff
+    from cli_model import tiny_model_dir
+
+    model = dnadiff.load(tiny_model_dir(tmp_path))
+    x = torch.randint(7, 11, (2, 32))
+    torch.manual_seed(1)  # the bound draws its masking times from the global generator: same seed, same draw
+    got = gpu_check.nll_per_token(model, x)
+    torch.manual_seed(1)
+    out = model.nll(x)
+    assert got == pytest.approx(float((out.nll / out.num_tokens).mean())) and 0 < got < 20

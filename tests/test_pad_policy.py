@@ -24,6 +24,7 @@ import dnadiff.diffusion.base as dbase
 from dnadiff.diffusion import build_objective, build_schedule
 from dnadiff.errors import DnadiffError
 from exact_denoiser import ExactDenoiser
+from cli_model import tiny_model_dir
 from legacy_layout import to_legacy_layout
 
 A, B_, EOS, PAD, MASK, V = 0, 1, 2, 3, 4, 5
@@ -153,13 +154,9 @@ def test_config_key_reaches_the_objective():
 
 
 def _tiny_model_dir(tmp_path, overrides):
-    from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import save_model_dir
-    from dnadiff.config import RunConfig, load_config
-    from dnadiff.tokenizers.dna import DNATokenizer
-
-    cfg = load_config(RunConfig, None, ["model.backbone=caduceus", "model.preset=tiny", "data.seq_len=16", *overrides])
-    return save_model_dir(tmp_path / "model", cfg, build_backbone("caduceus", preset="tiny", vocab_size=12), DNATokenizer())
+    """An untrained tiny Caduceus on the default config (not the tiny experiment's), seq_len 16."""
+    return tiny_model_dir(tmp_path, seq_len=16, base=None,
+                          overrides=["model.backbone=caduceus", "model.preset=tiny", *overrides])
 
 
 def test_eval_json_and_table_name_the_pad_policy(tmp_path, capsys):

@@ -4,24 +4,27 @@ re-render from their JSON. No test here reads ../shared/data."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
 
+from scripts import load_script
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def pipeline(name: str):
-    spec = importlib.util.spec_from_file_location(f"pipeline_{name}", REPO / "pipelines" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "pipelines" / f"{name}.py", f"pipeline_{name}")
 
 
 # ----------------------------------------------------------------------------- dry runs
+
+
+def _results_listing() -> list[Path]:
+    """What results/ holds now (the tables of finished runs): a dry run must leave it as it was."""
+    return sorted((REPO / "results").rglob("*")) if (REPO / "results").is_dir() else []
 
 
 def _params(model_dir: Path) -> int:
@@ -33,6 +36,7 @@ def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
     """Every row of tab. 6 at the scale's presets: trained one step, evaluated (the paper scale asked for
     a Mamba preset that did not exist, after four rows of training)."""
     dp = pipeline("dna_perplexity")
+    before = _results_listing()
     assert dp.main(["--scale", scale, "--dry-run", "--out-dir", str(tmp_path)]) == 0
     keys = [s["key"] for s in dp.row_specs(dp.SCALES[scale])]
     for key in keys:
@@ -46,7 +50,7 @@ def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
         assert _params(tmp_path / "caduceus_d3pm_seed0" / "model") == 470_702
         assert _params(tmp_path / "mamba_ar_seed0" / "model") == 468_608
         assert _params(tmp_path / "hyena_ar_seed0" / "model") == 436_096
-    assert not (tmp_path / "results").exists()
+    assert _results_listing() == before  # a dry run writes no table
 
 
 def test_dna_perplexity_only_takes_the_rows_it_starts_from(tmp_path, capsys):
@@ -81,14 +85,18 @@ def test_genomic_benchmarks_dry_run(scale, capsys):
 
 
 @pytest.mark.parametrize("scale", ["cpu", "paper", "gpu"])
-def test_text_lm_dry_run(scale, capsys):
+def test_text_lm_dry_run(scale, capsys, monkeypatch):
     """Both settings x mdlm/ar/sedd, eval, T sweep and samples on a corpus the pipeline writes; at paper
     scale the DiT-small rows are counted at full size on the meta device and a shrunken copy steps.
     `gpu` is the old name of `paper`."""
-    if scale == "gpu":  # the alias only: parse and map, via a re-render (no second dry run)
+    if scale == "gpu":  # the alias only: parse and map (the run itself is the paper row's; no second dry run)
         tl = pipeline("text_lm")
         assert tl.main(["--scale", "gpu", "--from-json", "/nonexistent.json"]) == 2
         assert "error: --from-json /nonexistent.json" in capsys.readouterr().err
+        seen = []
+        monkeypatch.setattr(tl, "_main", lambda args, command, dry_root=None: seen.append(args.scale) or 0)
+        assert tl.main(["--scale", "gpu"]) == 0
+        assert seen == ["paper"]
         return
     tl = pipeline("text_lm")
     assert tl.main(["--scale", scale, "--dry-run"]) == 0
@@ -242,3 +250,18 @@ def test_text_lm_rerender(tmp_path):
     assert tl.main(["--from-json", str(src)]) == 0
     md = (tmp_path / "text_lm_cpu.md").read_text()
     assert "| mdlm | 3 | 1 | 12.50 | 7 |" in md and "re-rendered without training" in md
+
+
+def test_pipelines_record_the_command_they_ran(monkeypatch):
+    """One recorder for every pipeline: the script relative to the repository, arguments shell-quoted;
+    main(argv) records argv, even an empty one (genomic_benchmarks recorded the process's own arguments
+    for main([]): pytest's, in a test), and main() the command line."""
+    common = load_script(REPO / "pipelines" / "common.py", "pipeline_common")
+    script = REPO / "pipelines" / "genomic_benchmarks.py"
+    monkeypatch.setattr("sys.argv", ["pipelines/genomic_benchmarks.py", "--scale", "cpu", "--out", "a b"])
+    assert common.command_line(script, []) == "python pipelines/genomic_benchmarks.py"
+    assert common.command_line(script, ["--seeds", "2"]) == "python pipelines/genomic_benchmarks.py --seeds 2"
+    assert common.command_line(script, None) == "python pipelines/genomic_benchmarks.py --scale cpu --out 'a b'"
+    for name in ("dna_perplexity", "genomic_benchmarks", "text_lm", "guided_design"):
+        src = (REPO / "pipelines" / f"{name}.py").read_text()
+        assert "common.command_line(__file__" in src and "sys.argv[1:]" not in src, name

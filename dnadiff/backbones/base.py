@@ -86,6 +86,7 @@ class Backbone(nn.Module):
     PRESETS: dict[str, dict[str, Any]] = {}
     is_causal: bool = False
     time_conditioned: bool = False
+    neural: bool = True  # a network (forward/backward, features); False: a count model (the Markov baseline)
 
     @classmethod
     def from_preset(cls, preset: str = "tiny", **overrides: Any) -> "Backbone":
