@@ -17,10 +17,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from dnadiff.data_root import (  # noqa: F401  (re-exported: the data root of relative config paths)
-    BUNDLED_DATA, DATA_ENV, _resolve_data_paths, bundled_data_root, data_root, data_root_hint)
+from dnadiff.data_root import _resolve_data_paths
 from dnadiff.errors import DnadiffError
-from dnadiff.yaml_safe import MAX_CONFIG_BYTES, MAX_CONFIG_NODES, _bounded_safe_load  # noqa: F401
+from dnadiff.yaml_safe import MAX_CONFIG_BYTES, _bounded_safe_load
 
 # ----------------------------------------------------------------------------- schema
 

@@ -70,3 +70,6 @@ def _resolve_data_paths(obj: Any, given: dict[str, Any]) -> Any:
         changes["text"] = {k: (_under(root, v) if k in _TEXT_PATH_KEYS and k not in typed_text else v)
                            for k, v in text.items()}
     return dataclasses.replace(obj, data=dataclasses.replace(data, **changes))
+
+
+__all__ = ["DATA_ENV", "BUNDLED_DATA", "bundled_data_root", "data_root", "data_root_hint"]

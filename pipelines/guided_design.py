@@ -48,12 +48,11 @@ SCALES = {"cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=16, n
 
 
 def benchmark_root() -> Path:
-    data = os.environ.get("DNADIFF_DATA")
-    if data and (Path(data) / "benchmarks/leptospira_coding_vs_intergenic").is_dir():
-        return Path(data) / "benchmarks/leptospira_coding_vs_intergenic"
-    import dnadiff
+    """The leptospira set under the data root ($DNADIFF_DATA), else the copy bundled with the package."""
+    from dnadiff.data_root import bundled_data_root, data_root
 
-    return Path(dnadiff.__file__).parent / "assets/benchmarks/leptospira_coding_vs_intergenic"
+    sets = [Path(root) / "benchmarks/leptospira_coding_vs_intergenic" for root in (data_root(), bundled_data_root())]
+    return next((s for s in sets if s.is_dir()), sets[-1])
 
 
 def class_sequences(root: Path, split: str, cls: str) -> list[str]:
@@ -87,16 +86,10 @@ def split_halves(root: Path, out: Path) -> dict:
 
 
 def kmer_features(seqs: list[str], ks=(3, 4, 5)) -> np.ndarray:
-    from dnadiff.eval import encode, kmer_codes, reverse_complement
+    """k-mer frequencies on both strands (the k-mer LR baseline's features), as a dense matrix."""
+    from dnadiff.baselines import kmer_features as sparse_kmer_features
 
-    cols = []
-    for k in ks:
-        m = np.zeros((len(seqs), 4**k))
-        for i, s in enumerate(seqs):
-            for strand in (s, reverse_complement(s)):
-                m[i] += np.bincount(kmer_codes(encode(strand), k), minlength=4**k)
-        cols.append(m / np.maximum(1, m.sum(1, keepdims=True)))
-    return np.concatenate(cols, axis=1)
+    return sparse_kmer_features(seqs, ks=ks).toarray()
 
 
 def fit_oracle(pos: list[str], neg: list[str]):

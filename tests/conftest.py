@@ -51,7 +51,7 @@ def chr22() -> tuple[str, str]:
 
 @pytest.fixture(scope="session")
 def benchmarks_dir() -> Path:
-    from dnadiff.config import bundled_data_root
+    from dnadiff.data_root import bundled_data_root
 
     return Path(bundled_data_root()) / "benchmarks"
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from dnadiff.config import data_root_hint
+from dnadiff.data_root import data_root_hint
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
 
