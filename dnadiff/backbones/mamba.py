@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
 from dnadiff.backbones.layers.norms import build_norm
-from dnadiff.backbones.scan import selective_scan
+from dnadiff.backbones.scan import SCAN_IMPLS, selective_scan
 from dnadiff.errors import DnadiffError
 
 
@@ -189,15 +189,16 @@ class MambaConfig:
     initializer_range: float = 0.02
     rescale_prenorm_residual: bool = True
     cond_dim: int = 0
-    scan_impl: str = "auto"  # auto | chunked | ref | cuda
+    scan_impl: str = "auto"  # auto | compiled | chunked | ref | cuda (dnadiff.backbones.scan.SCAN_IMPLS)
 
     family = "mamba"  # (class attribute, not a field) names the config in error messages
 
     def __post_init__(self) -> None:
         if self.d_model < 1 or self.n_layer < 1 or self.vocab_size < 1:
             raise DnadiffError(f"{self.family} config: d_model, n_layer and vocab_size must be positive")
-        if self.scan_impl not in ("auto", "chunked", "ref", "cuda"):
-            raise DnadiffError(f"{self.family} config: scan_impl must be auto|chunked|ref|cuda, got {self.scan_impl!r}")
+        if self.scan_impl not in SCAN_IMPLS:
+            raise DnadiffError(f"{self.family} config: scan_impl must be {'|'.join(SCAN_IMPLS)}, "
+                               f"got {self.scan_impl!r}")
 
     def mixer_kwargs(self) -> dict:
         return dict(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, dt_rank=self.dt_rank,

@@ -8,15 +8,17 @@ Layout here is length-major: u, delta, z: (B, L, E); B, C: (B, L, N); A: (E, N);
 (mamba_ssm's `selective_scan_fn` uses (B, E, L) / (B, N, L); `selective_scan` transposes when it
 dispatches to that kernel.)
 
-Three implementations:
-- `selective_scan_ref`: the plain sequential loop (tests only: under autograd it is very slow).
-- `selective_scan_chunked` (the CPU default): a custom autograd Function. The forward walks the
-  sequence in chunks and solves each chunk with a two-level scan (sub-blocks scanned in parallel,
-  then a short recurrence across sub-blocks), so each Python step does whole (B, ·, E, N) blocks
-  of work. It keeps only the inputs and the (B, E, N) state at each chunk start: no (B, L, E, N)
-  activations. The backward recomputes a chunk's states and runs the adjoint (reverse) scan
+Implementations (`impl`):
+- `compiled` (the CPU default where numba is importable): `scan_compiled.selective_scan_compiled`,
+  forward and backward as compiled loops, one call each, no (B, L, E, N) tensor.
+- `chunked` (the fallback without numba, and the compiled scan's tested twin): a custom autograd
+  Function. The forward walks the sequence in chunks and solves each chunk with a two-level scan
+  (sub-blocks scanned in parallel, then a short recurrence across sub-blocks), so each Python step
+  does whole (B, ·, E, N) blocks of work. It keeps only the inputs and the (B, E, N) state at each
+  chunk start. The backward recomputes a chunk's states and runs the adjoint (reverse) scan
   g_t = C_t dy_t + exp(Δ_{t+1} A) g_{t+1} the same way, chunks in reverse order.
-- mamba_ssm's CUDA kernel, used automatically on CUDA tensors when mamba_ssm is importable.
+- `ref`: the plain sequential loop (tests only: under autograd it is very slow).
+- `cuda`: mamba_ssm's kernel, used by `auto` on CUDA tensors when mamba_ssm is importable.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["selective_scan", "selective_scan_ref", "selective_scan_chunked", "mamba_ssm_available"]
+from dnadiff.backbones import scan_compiled
+
+__all__ = ["selective_scan", "selective_scan_ref", "selective_scan_chunked", "mamba_ssm_available", "SCAN_IMPLS"]
+
+SCAN_IMPLS = ("auto", "compiled", "chunked", "ref", "cuda")
 
 
 def _no_autocast(device: torch.device):
@@ -157,10 +163,11 @@ class _ChunkedScan(torch.autograd.Function):
             h = hh.view(b, chunk, e, n)[:, -1].clone()
         ctx.c, ctx.chunk = c, chunk
         ctx.save_for_backward(u, delta, A, Bm, Cm, h_in)
-        return y
+        ctx.mark_non_differentiable(h)
+        return y, h  # h: the state after the last (padded: Δ = 0 leaves it unchanged) step
 
     @staticmethod
-    def backward(ctx, dy):
+    def backward(ctx, dy, _dh_last):
         with _no_autocast(dy.device):  # a backward called inside an autocast region
             return _ChunkedScan._backward(ctx, dy)
 
@@ -217,17 +224,19 @@ class _ChunkedScan(torch.autograd.Function):
 
 
 def selective_scan_chunked(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
-                           chunk=64, sub_block=8):
-    """Fast pure-PyTorch scan (same arguments and result as `selective_scan_ref`).
+                           return_last_state=False, chunk=64, sub_block=8):
+    """Pure-PyTorch scan (same arguments and result as `selective_scan_ref`).
 
     `chunk` steps per Python-level iteration, split into sub-blocks of `sub_block` steps.
     Computed in at least fp32, with autocast off (the backward too).
     """
     with _no_autocast(u.device):
-        return _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus, chunk, sub_block)
+        return _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state,
+                                       chunk, sub_block)
 
 
-def _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus, chunk, sub_block):
+def _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state, chunk,
+                            sub_block):
     dtype_in = u.dtype
     ct = torch.promote_types(u.dtype, torch.float32)
     delta = _prepare_delta(delta.to(ct), None if delta_bias is None else delta_bias.to(ct), delta_softplus)
@@ -239,12 +248,12 @@ def _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
     args = [uc, delta, B.to(ct), C.to(ct)]
     if pad:  # Δ = 0, x = 0 on the padding: states unchanged, outputs dropped
         args = [F.pad(t, (0, 0, 0, pad)) for t in args]
-    y = _ChunkedScan.apply(args[0].contiguous(), args[1].contiguous(), A, args[2].contiguous(),
-                           args[3].contiguous(), c, chunk)
+    y, last = _ChunkedScan.apply(args[0].contiguous(), args[1].contiguous(), A, args[2].contiguous(),
+                                 args[3].contiguous(), c, chunk)
     if pad:
         y = y[:, :length]
-    out = _finish(y, uc, None if D is None else D.to(ct), None if z is None else z.to(ct))
-    return out.to(dtype_in)
+    out = _finish(y, uc, None if D is None else D.to(ct), None if z is None else z.to(ct)).to(dtype_in)
+    return (out, last) if return_last_state else out
 
 
 _MAMBA_SSM = None
@@ -263,21 +272,26 @@ def mamba_ssm_available() -> bool:
     return _MAMBA_SSM is not False
 
 
-def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False, impl="auto"):
-    """Dispatch: mamba_ssm's kernel on CUDA when importable, else the chunked pure-PyTorch scan.
-
-    impl: "auto" | "chunked" | "ref" | "cuda".
-    """
+def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
+                   return_last_state=False, impl="auto"):
+    """Dispatch by `impl` (one of SCAN_IMPLS): "auto" takes mamba_ssm's kernel on CUDA tensors when
+    importable, else the compiled CPU scan where numba is importable, else the chunked scan.
+    `return_last_state=True` returns (out, h_L Float[B, E, N]) (the state for incremental decoding)."""
+    if impl not in SCAN_IMPLS:
+        raise ValueError(f"unknown selective scan impl {impl!r} (expected one of {', '.join(SCAN_IMPLS)})")
     if impl == "ref":
-        return selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
+        return selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
     if impl == "cuda" or (impl == "auto" and u.is_cuda and mamba_ssm_available()):
         if not mamba_ssm_available():
             raise RuntimeError("selective_scan(impl='cuda') needs mamba_ssm with its CUDA extension")
         out = _MAMBA_SSM(u.transpose(1, 2).contiguous(), delta.transpose(1, 2).contiguous(), A.contiguous(),
                          B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(),
                          None if D is None else D.float(), None if z is None else z.transpose(1, 2).contiguous(),
-                         None if delta_bias is None else delta_bias.float(), delta_softplus)
+                         None if delta_bias is None else delta_bias.float(), delta_softplus, return_last_state)
+        if return_last_state:
+            return out[0].transpose(1, 2), out[1]
         return out.transpose(1, 2)
-    if impl not in ("auto", "chunked", "cuda"):
-        raise ValueError(f"unknown selective scan impl {impl!r}")
-    return selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
+    if impl == "compiled" or (impl == "auto" and not u.is_cuda and scan_compiled.available()):
+        return scan_compiled.selective_scan_compiled(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
+                                                     return_last_state)
+    return selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
