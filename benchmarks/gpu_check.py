@@ -102,7 +102,7 @@ def check_train(device: str, tiny: bool, out: Path) -> list[dict]:
 
 
 def _weights(model_dir: Path) -> dict:
-    from dnadiff.checkpoint import read_weights
+    from dnadiff.weights import read_weights
 
     return read_weights(model_dir / "model.safetensors")
 

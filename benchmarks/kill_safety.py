@@ -141,7 +141,7 @@ class TrainJob:
         return {"unreadable": bad, "last_step": step, "leftover_tmp": tmp}
 
     def compare(self, ref: Path, out: Path) -> dict:
-        from dnadiff.checkpoint import read_weights
+        from dnadiff.weights import read_weights
 
         a, b = ref / "model" / "model.safetensors", out / "model" / "model.safetensors"
         if not b.is_file():

@@ -1,8 +1,7 @@
 """dnadiff: masked diffusion language models (MDLM, arXiv 2406.07524) for DNA and text."""
 
 from dnadiff.errors import DnadiffError
-
-__version__ = "0.1.0"
+from dnadiff.version import __version__
 __all__ = ["DnadiffError", "__version__", "load"]
 
 

@@ -19,7 +19,13 @@ from typing import Any, Optional, Union
 
 from dnadiff.data_root import _resolve_data_paths
 from dnadiff.errors import DnadiffError
+from dnadiff.registry import Registry
 from dnadiff.yaml_safe import MAX_CONFIG_BYTES, _bounded_safe_load
+
+# Checks of the option mappings (model.overrides, objective.options, ...) against the schemas the
+# registered classes declare. They need the registries, a layer above this one, so the module that
+# holds them registers them here; `load_config` runs every one.
+OPTION_CHECKS = Registry("config option check", providers=("dnadiff.config_options",))
 
 # ----------------------------------------------------------------------------- schema
 
@@ -543,9 +549,9 @@ def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] 
     for layer in layers:
         _merge_into(node, layer, "")
     _merge_into(node, given, "")
-    from dnadiff.config_options import check_options  # the registries' option schemas
-
-    obj = check_options(_to_object(cls, node))
+    obj = _to_object(cls, node)
+    for name in OPTION_CHECKS.names():  # the registries' option schemas (dnadiff.config_options)
+        obj = OPTION_CHECKS.get(name)(obj)
     return _resolve_data_paths(obj, given) if resolve_paths else obj
 
 

@@ -1,4 +1,4 @@
-"""Load-time check of the per-registry option mappings of a config (issue 13.3): `model.overrides`
+"""Load-time check of the per-registry option mappings of a config: `model.overrides`
 against the backbone's Config, `objective.options` / `sample.options` against the objective's /
 sampler's constructor, `data.text` against data.text.TextOptions. Kept apart from config.py
 because it reaches into the registries (and so imports torch, only when a mapping is non-empty)."""
@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dnadiff.config import from_dict, replace
+from dnadiff.config import OPTION_CHECKS, from_dict, replace
 
 
+@OPTION_CHECKS.register("registries")
 def check_options(obj: Any) -> Any:
     """`obj` with its option mappings checked and converted to their declared types; a typo fails
     here, at load time, with one line listing the valid keys."""
@@ -20,7 +21,6 @@ def check_options(obj: Any) -> Any:
 
         kmer_options(dict(model.overrides))  # a typo fails at load time, listing the known options
     elif getattr(model, "overrides", None) and not model.init_from:  # init_from: checked against the loaded network
-        import dnadiff.backbones  # noqa: F401  (registers the families)
         from dnadiff.backbones.base import BACKBONES
 
         changes["model.overrides"] = BACKBONES.check_options(model.backbone, model.overrides, "model.overrides")

@@ -1,12 +1,9 @@
-"""Hugging Face Hub: load a model by its Hub id from the local cache, and publish a model directory.
+"""Hugging Face Hub ids resolved to local folders: the first step of loading a model.
 
     model = dnadiff.load("org/name")            # the local HF cache only (no network)
     model = dnadiff.load("org/name", local_files_only=False)   # download when missing
-    model.push_to_hub("org/name")               # config.json + model.safetensors (+ tokenizer/) + README.md
 
-A dnadiff model directory already is a Hub model folder (config.json with `model_type: dnadiff`,
-model.safetensors), so publishing uploads the folder as written by `save_model_dir`, plus a
-model card naming the library. Cache lookups go through `huggingface_hub.snapshot_download`, which
+Publishing (`model.push_to_hub`) is dnadiff/hub_push.py. Cache lookups go through `huggingface_hub.snapshot_download`, which
 honours HF_HOME / HF_HUB_CACHE like every other Hugging Face library.
 """
 
@@ -14,10 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any
 
 from dnadiff.errors import DnadiffError
 
@@ -50,52 +44,3 @@ def resolve_model_path(path_or_id: str | os.PathLike, local_files_only: bool = T
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
         raise DnadiffError(f"{name}: could not get it from the Hugging Face Hub ({first})") from None
     return Path(folder)
-
-
-def model_card(config: Any, metrics: dict[str, Any], repo_id: str) -> str:
-    """README.md for the Hub: `library_name: dnadiff` metadata, how to load, the recorded metrics."""
-    lines = ["---", "library_name: dnadiff", "tags:", "- dnadiff", "- masked-diffusion",
-             f"- {config.model.backbone}", f"- {config.objective.name}", "---", "",
-             f"# {repo_id}", "",
-             f"A dnadiff model: `{config.model.backbone}` backbone, `{config.objective.name}` objective, "
-             f"`{config.tokenizer.kind}` tokenizer.", "",
-             "```python", "import dnadiff", "", f'model = dnadiff.load("{repo_id}")',
-             "x = model.generate(num=4, length=256)", "```", ""]
-    if metrics:
-        lines += ["## Metrics", "", "| metric | value |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in metrics.items() if isinstance(v, (int, float, str))]
-        lines.append("")
-    return "\n".join(lines)
-
-
-def push_to_hub(model_or_dir: Any, repo_id: str, *, private: bool | None = None, token: str | None = None,
-                commit_message: str | None = None, revision: str | None = None, api: Any = None):
-    """Upload a dnadiff model (a loaded model, or a model directory) to the Hub repository `repo_id`,
-    creating the repository when needed. The folder is staged in a temporary directory (a README.md
-    model card is added when there is none); returns the Hub's CommitInfo."""
-    from dnadiff.checkpoint import is_model_dir, load_config_of, read_metrics
-
-    if not looks_like_repo_id(repo_id):
-        raise DnadiffError(f"{repo_id!r}: not a Hub repository id (org/name)")
-    if api is None:
-        from huggingface_hub import HfApi
-
-        api = HfApi(token=token)
-    with tempfile.TemporaryDirectory(prefix="dnadiff-push-") as tmp:
-        stage = Path(tmp) / "model"
-        if isinstance(model_or_dir, (str, os.PathLike)):
-            if not is_model_dir(model_or_dir):
-                raise DnadiffError(f"{model_or_dir}: not a dnadiff model directory")
-            if not (Path(model_or_dir) / "config.json").is_file():  # an old config.yaml directory: rewrite it
-                from dnadiff.checkpoint import load_model_dir
-
-                load_model_dir(model_or_dir).save_pretrained(stage)
-            else:
-                shutil.copytree(model_or_dir, stage)
-        else:
-            model_or_dir.save_pretrained(stage)
-        if not (stage / "README.md").is_file():
-            (stage / "README.md").write_text(model_card(load_config_of(stage), read_metrics(stage), repo_id))
-        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-        return api.upload_folder(repo_id=repo_id, folder_path=str(stage), repo_type="model", revision=revision,
-                                 commit_message=commit_message or "Upload dnadiff model")

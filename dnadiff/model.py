@@ -21,11 +21,7 @@ from torch import Tensor, nn
 
 from dnadiff.config import RunConfig
 from dnadiff.errors import DnadiffError
-
-
-def resolve_time_input(value: str | None) -> str:
-    """`model.time_input` of a new model: sigma unless the config says otherwise."""
-    return value or "sigma"
+from dnadiff.model_dir import default_ar_bos, resolve_time_input, save_model_dir
 
 
 def sigma_of(schedule, t: Tensor) -> Tensor:
@@ -113,29 +109,6 @@ class SuppressTokens(nn.Module):
         return self._suppress(self.denoiser.step(input_ids, cache))  # (B, V)
 
 
-def default_ar_bos(tokenizer) -> int | None:
-    """The `ar` objective's context token for a new model: [BOS] for DNA, so that AR scores every
-    real base like the diffusion objectives (diffusion/ar.py); None (the reference's first-token-as-
-    context) for text, whose sequences start with their own [CLS]/BOS token."""
-    return tokenizer.bos_id if getattr(tokenizer, "kind", "dna") == "dna" else None
-
-
-def recorded_config(cfg: RunConfig, tokenizer) -> RunConfig:
-    """The config with the defaults that changed over time written out, as a model directory
-    records them: `model.time_input`, and the `ar` objective's `bos_id` (load_config_of reads a
-    missing one as the behaviour of the directories written before it existed)."""
-    from dnadiff.config import replace
-
-    cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
-    if tokenizer is None and cfg.tokenizer.kind == "dna":
-        from dnadiff.tokenizers import DNATokenizer
-
-        tokenizer = DNATokenizer()
-    if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options and tokenizer is not None:
-        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": default_ar_bos(tokenizer)}})
-    return cfg
-
-
 def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     """Keyword arguments of build_objective for a run config and its tokenizer."""
     name = cfg.objective.name
@@ -196,13 +169,11 @@ class DiffusionModel:
     def save_pretrained(self, path) -> "Path":
         """Write this model as a dnadiff model directory (config.json + model.safetensors ...):
         an imported official checkpoint becomes a plain dnadiff directory."""
-        from dnadiff.checkpoint import save_model_dir
-
         return save_model_dir(path, self.config, self.backbone, self.tokenizer, getattr(self, "metrics", None))
 
     def push_to_hub(self, repo_id: str, **kwargs: Any):
-        """Upload to the Hugging Face Hub (see dnadiff/hub.py: private, token, commit_message, revision)."""
-        from dnadiff.hub import push_to_hub
+        """Upload to the Hugging Face Hub (see dnadiff/hub_push.py: private, token, commit_message, revision)."""
+        from dnadiff.hub_push import push_to_hub  # huggingface_hub only when pushing
 
         return push_to_hub(self, repo_id, **kwargs)
 

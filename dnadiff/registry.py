@@ -7,6 +7,11 @@
 
     SCHEDULES.build("loglinear", eps=1e-3)
 
+A registry may name the modules that register its entries (`providers`): they are imported on
+the first lookup, so a registry never needs its package's __init__ (or a module of a higher layer,
+such as a baseline registered as a backbone) imported first, and those modules may import the
+registry's module freely without an import cycle.
+
 Each entry has an option schema: the dataclass it declares (`Config` on a backbone, `Options`
 elsewhere) or, by default, one derived from its constructor's signature (names, types, defaults;
 base-class constructors included). `check_options` validates user options against it (a typo
@@ -17,6 +22,7 @@ lets any other exception through: a TypeError inside a constructor is a bug, not
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
 import typing
 from typing import Any, Callable, TypeVar
@@ -62,13 +68,27 @@ def _omegaconf_type(tp: Any) -> Any:
         return Any
 
 
+def resolve_object(spec: str) -> Any:
+    """"package.module:attribute" -> the attribute: an extension point declared by name, imported when used."""
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 class Registry:
     """A named collection of constructors; names are unique."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, providers: tuple[str, ...] = ()):
         self.kind = kind
         self._items: dict[str, Callable[..., Any]] = {}
         self._schemas: dict[str, type] = {}
+        self._providers = tuple(providers)  # modules whose import registers the entries
+        self._loaded = not self._providers
+
+    def _load_providers(self) -> None:
+        if not self._loaded:
+            self._loaded = True  # first: a provider's own lookups must not re-enter
+            for module in self._providers:
+                importlib.import_module(module)
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
@@ -80,6 +100,7 @@ class Registry:
         return decorator
 
     def get(self, name: str) -> Callable[..., Any]:
+        self._load_providers()
         if name not in self._items:
             raise DnadiffError(
                 f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}"
@@ -155,10 +176,13 @@ class Registry:
 
     def name_of(self, obj: Any) -> str | None:
         """The registered name of the class `obj` is an instance of (None: not registered here)."""
+        self._load_providers()
         return next((n for n, ctor in self._items.items() if inspect.isclass(ctor) and type(obj) is ctor), None)
 
     def names(self) -> list[str]:
+        self._load_providers()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        self._load_providers()
         return name in self._items

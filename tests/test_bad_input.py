@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from legacy_layout import to_legacy_layout
 
 from dnadiff.cli import main as cli_main
-from legacy_layout import to_legacy_layout
 
 FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=100", "train.val_batches=1", "train.ckpt_every=1",
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "train.max_steps=2"]
@@ -38,8 +38,8 @@ CLEAN = "ACGTTGCAACGTAGCTAGCTAGGATCCGATCGATCGTAGCTAGCTAGCATCG" * 2  # 104 bp
 def ws(tmp_path_factory):
     """A workspace of good and bad files: model directories (no training: saved directly), FASTAs, benchmarks."""
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import save_model_dir
     from dnadiff.config import RunConfig, load_config
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     root = tmp_path_factory.mktemp("bad_input")

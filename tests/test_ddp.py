@@ -29,13 +29,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
-from dnadiff.checkpoint import read_weights
-from dnadiff.config import RunConfig, load_config
-from dnadiff.training import train
-
 from scripts import load_script
 from subprocess_env import child_env
+
+from dnadiff.config import RunConfig, load_config
+from dnadiff.training import train
+from dnadiff.weights import read_weights
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "ddp_driver.py"

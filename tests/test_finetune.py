@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from dnadiff.config import CONFIG_ROOT
+from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 from dnadiff.errors import DnadiffError
 from dnadiff.heads.config import FinetuneConfig, load_finetune_config
-from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 from dnadiff.training.finetune_protocol import protocol_runs
 
 
@@ -158,9 +158,12 @@ def test_init_from_model_dir_copies_weights_per_run(tmp_path):
     import torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import save_model_dir
     from dnadiff.config import RunConfig, from_dict
-    from dnadiff.training.finetune_protocol import build_backbone_template, classifier_factory
+    from dnadiff.model_dir import save_model_dir
+    from dnadiff.training.finetune_protocol import (
+        build_backbone_template,
+        classifier_factory,
+    )
 
     torch.manual_seed(0)
     bb = build_backbone("caduceus", preset="tiny", vocab_size=12)
@@ -204,9 +207,17 @@ def test_finetune_metrics_do_not_depend_on_eval_batch_size_or_order(tmp_path, ba
     import torch
     from torch.utils.data import DataLoader
 
-    from dnadiff.data.benchmarks import SequenceClassificationDataset, load_benchmark_split, pad_batch
+    from dnadiff.data.benchmarks import (
+        SequenceClassificationDataset,
+        load_benchmark_split,
+        pad_batch,
+    )
     from dnadiff.training.finetune import predict_logits
-    from dnadiff.training.finetune_protocol import build_backbone_template, classifier_factory, run_finetune
+    from dnadiff.training.finetune_protocol import (
+        build_backbone_template,
+        classifier_factory,
+        run_finetune,
+    )
 
     data = _variable_length_benchmark(tmp_path / "bench")
     results = []

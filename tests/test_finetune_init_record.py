@@ -4,12 +4,11 @@ config's default), and the console says what was loaded (issue 12 item 12)."""
 import random
 
 import yaml
+from benchmark_files import write_benchmark
 
 from dnadiff.backbones import build_backbone
-from dnadiff.checkpoint import save_model_dir
 from dnadiff.config import RunConfig, from_dict
-
-from benchmark_files import write_benchmark
+from dnadiff.model_dir import save_model_dir
 
 
 def _tiny_benchmark(root):

@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from legacy_layout import to_legacy_layout
 
 import dnadiff
 from dnadiff.backbones import build_backbone
-from dnadiff.checkpoint import load, load_backbone, official_kind, save_model_dir
+from dnadiff.checkpoint import load, load_backbone, official_kind
 from dnadiff.config import RunConfig, load_config
 from dnadiff.errors import DnadiffError
+from dnadiff.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
-from legacy_layout import to_legacy_layout
 
 X = torch.tensor([[7, 8, 9, 10, 3, 3, 7, 11], [10, 3, 9, 9, 8, 7, 3, 10]])
 
@@ -176,7 +177,7 @@ def test_push_to_hub_uploads_the_model_folder(tmp_path, monkeypatch):
     assert "| val_nll | 1.25 |" in api.card
     torch.testing.assert_close(api.logits, _logits_of(bb), rtol=0, atol=0)
     # a directory in the old config.yaml layout is uploaded as a config.json folder
-    from dnadiff.hub import push_to_hub
+    from dnadiff.hub_push import push_to_hub
 
     to_legacy_layout(d)
     api2 = FakeApi()

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from dnadiff.checkpoint import read_weights
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
+from dnadiff.weights import read_weights
 
 REPO = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("kill_safety", REPO / "benchmarks" / "kill_safety.py")

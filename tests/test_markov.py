@@ -7,14 +7,19 @@ import math
 import subprocess
 import sys
 from fractions import Fraction as F
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from dnadiff.baselines.markov import (MarkovChain, MarkovConfig, count_ngrams, estimate_discount, probability_tables,
-                                      reverse_complement_codes)
+from dnadiff.baselines.markov import (
+    MarkovChain,
+    MarkovConfig,
+    count_ngrams,
+    estimate_discount,
+    probability_tables,
+    reverse_complement_codes,
+)
 from dnadiff.diffusion import build_objective
 from dnadiff.tokenizers import DNATokenizer
 
@@ -162,8 +167,8 @@ def test_forward_matches_tables_position_by_position():
 
 def test_model_directory_round_trip_and_sampling(tmp_path):
     import dnadiff
-    from dnadiff.checkpoint import save_model_dir
     from dnadiff.config import RunConfig, from_dict
+    from dnadiff.model_dir import save_model_dir
 
     model = chain(["ACGTTGCAAC" * 5, "GGGTACCA"], 2, both_strands=False)
     cfg = from_dict(RunConfig, {"model": {"backbone": "markov", "preset": "auto"}, "objective": {"name": "ar"}})

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import pickle
 from pathlib import Path
 
@@ -12,7 +10,6 @@ import pytest
 import torch
 
 from dnadiff.cli import main as cli_main
-from dnadiff.errors import DnadiffError
 
 FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=100", "train.val_batches=1", "train.ckpt_every=1",
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "sample.length=32", "sample.steps=4"]
@@ -83,8 +80,9 @@ def test_interrupted_model_dir_save_keeps_the_old_model(tmp_path, monkeypatch):
     import safetensors.torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import load, save_model_dir
+    from dnadiff.checkpoint import load
     from dnadiff.config import RunConfig
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     cfg, tok = RunConfig(), DNATokenizer()
@@ -347,7 +345,7 @@ def test_model_files_are_byte_identical_for_equal_weights(tmp_path):
 
     import safetensors.torch
 
-    from dnadiff.checkpoint import canonical_safetensors
+    from dnadiff.weights import canonical_safetensors
 
     tensors = {"b.weight": torch.arange(6.0).reshape(2, 3), "a.bias": torch.ones(3)}
     meta = {"format": "pt", "c.weight": "b.weight"}  # what save_model records for a dropped tied key
@@ -363,8 +361,8 @@ def test_tied_weights_are_stored_once_and_re_tied_on_load(tmp_path):
 
     import dnadiff
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import save_model_dir
     from dnadiff.config import RunConfig, load_config
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     torch.manual_seed(0)

@@ -230,7 +230,8 @@ def test_zero_shot_eval_local_sets_and_skips(toks, tmp_path):
 def test_tokenizer_training_ids(corpus, tmp_path):
     from transformers import AutoTokenizer
 
-    from dnadiff.data.tokenizer_training import BERT_SPECIALS, tokenizer_digest
+    from dnadiff.data.tokenizer_training import BERT_SPECIALS
+    from dnadiff.tokenizers.text import tokenizer_digest
 
     # byte-level BPE: the same corpus gives the same tokenizer
     digests = {tokenizer_digest(AutoTokenizer.from_pretrained(

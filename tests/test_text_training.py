@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import dnadiff
-from dnadiff.checkpoint import read_weights
 from dnadiff.config import RunConfig, load_config
 from dnadiff.data.tokenizer_training import train_tokenizer
 from dnadiff.training import train
+from dnadiff.weights import read_weights
 
 WORDS = "the cat sat on a mat while dogs ran far and wide under skies of blue".split()
 

@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from legacy_layout import to_legacy_layout
 
 from dnadiff.backbones import build_backbone
-from dnadiff.checkpoint import load, save_model_dir
+from dnadiff.checkpoint import load
 from dnadiff.config import RunConfig, from_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
+from dnadiff.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
-from legacy_layout import to_legacy_layout
 
 EPS = 1e-3
 

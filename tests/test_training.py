@@ -4,11 +4,11 @@ import pytest
 import torch
 
 import dnadiff
-from dnadiff.checkpoint import read_weights
 from dnadiff.config import RunConfig, load_config
+from dnadiff.data.datasets import build_split_dataset
 from dnadiff.errors import DnadiffError
 from dnadiff.training import train
-from dnadiff.data.datasets import build_split_dataset
+from dnadiff.weights import read_weights
 
 FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=2", "train.val_batches=1", "train.ckpt_every=2",
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "sample.length=32", "sample.steps=4"]
@@ -81,7 +81,6 @@ def test_existing_run_dir_is_refused(tmp_path):
 
 
 def test_ema_weights_are_exported(tmp_path):
-    from dnadiff.training.module import DiffusionLitModule
 
     captured = {}
 

@@ -3,6 +3,5 @@
 # Each family registers itself in BACKBONES on import.
 from dnadiff.backbones import caduceus, dit, hf_mlm, hyena, mamba  # noqa: F401
 from dnadiff.backbones.base import BACKBONES, Backbone, build_backbone, build_backbone_from_config
-from dnadiff.baselines import markov  # noqa: F401  (the classical order-k baseline, registered as "markov")
 
 __all__ = ["BACKBONES", "Backbone", "build_backbone", "build_backbone_from_config"]

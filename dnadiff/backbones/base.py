@@ -43,7 +43,11 @@ from torch import Tensor, nn
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
-BACKBONES = Registry("backbone")
+BACKBONES = Registry("backbone", providers=(
+    "dnadiff.backbones.caduceus", "dnadiff.backbones.dit", "dnadiff.backbones.hf_mlm", "dnadiff.backbones.hyena",
+    "dnadiff.backbones.mamba",
+    "dnadiff.baselines.markov",  # the classical order-k baseline, registered as "markov"
+))
 
 
 def padding_mask(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:
@@ -87,6 +91,8 @@ class Backbone(nn.Module):
     is_causal: bool = False
     time_conditioned: bool = False
     neural: bool = True  # a network (forward/backward, features); False: a count model (the Markov baseline)
+    # a count model's own `dnadiff train` (no Lightning): "module:function" taking (cfg, resume, overwrite, run_dir)
+    fit_run: str | None = None
 
     @classmethod
     def from_preset(cls, preset: str = "tiny", **overrides: Any) -> "Backbone":
@@ -107,15 +113,11 @@ class Backbone(nn.Module):
 
 def build_backbone(name: str, preset: str = "tiny", **overrides: Any) -> Backbone:
     """`build_backbone("caduceus", preset="tiny", vocab_size=12)`."""
-    import dnadiff.backbones  # noqa: F401  (registers the families)
-
     return BACKBONES.get(name).from_preset(preset, **overrides)
 
 
 def build_backbone_from_config(name: str, config: dict[str, Any]) -> Backbone:
     """Rebuild from a saved config dict (the dataclass fields), as written beside the weights."""
-    import dnadiff.backbones  # noqa: F401
-
     cls = BACKBONES.get(name)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
     unknown = sorted(set(config) - fields)

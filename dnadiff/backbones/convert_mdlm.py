@@ -91,7 +91,7 @@ def convert_state_dict(src: dict[str, Tensor], where: str = "model.safetensors")
 
 def load_mdlm_pretrained(path: str | Path) -> DiT:
     """Official MDLM directory -> dnadiff `dit` backbone with its weights (eval mode)."""
-    from dnadiff.checkpoint import load_state_into, read_weights
+    from dnadiff.weights import load_state_into, read_weights
 
     path = Path(path)
     if not is_mdlm_dir(path):

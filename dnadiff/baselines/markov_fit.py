@@ -21,7 +21,13 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from dnadiff.baselines.markov import MarkovChain, base_codes, count_ngrams, reverse_complement_codes, with_order
+from dnadiff.baselines.markov import (
+    MarkovChain,
+    base_codes,
+    count_ngrams,
+    reverse_complement_codes,
+    with_order,
+)
 from dnadiff.config import RunConfig, replace, save_config
 from dnadiff.errors import DnadiffError
 
@@ -115,7 +121,7 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
     metrics: dict = {"train_bases": bases, "both_strands": both, "smoothing": mc.smoothing,
                      "count_seconds": round(time.time() - t0, 2)}
     if mc.order < 0:
-        from dnadiff.model import recorded_config
+        from dnadiff.model_dir import recorded_config
 
         # the positions `dnadiff eval` of the saved model directory scores: its recorded `ar` bos_id
         bos_id = recorded_config(cfg, tokenizer).objective.options.get("bos_id")
@@ -140,9 +146,13 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
 def fit_markov_run(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir=None):
     """`train(cfg)` for markov: writes runs/NAME/{config.yaml, metrics.json, model/} and returns a TrainResult.
     The caller holds the run directory's lock (training.run.train)."""
-    from dnadiff.checkpoint import save_model_dir
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.training.run import TrainResult, _prepare_run_dir, refuse_existing_run_dir
+    from dnadiff.training.run import (
+        TrainResult,
+        _prepare_run_dir,
+        refuse_existing_run_dir,
+    )
     from dnadiff.utils import write_json
 
     if resume:

@@ -58,8 +58,8 @@ def parse_options(items: list[str]) -> dict:
 
 def check_args(args: argparse.Namespace) -> dict:
     """Everything the user typed, checked before any model is loaded; returns the method options."""
-    from dnadiff.errors import DnadiffError
     from dnadiff.commands.sample import check_prefix_suffix
+    from dnadiff.errors import DnadiffError
     from dnadiff.guidance.methods import check_method_options
 
     if args.num <= 0:
@@ -90,15 +90,22 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dnadiff.checkpoint import load_config_of, load_for_inference, official_kind
+    from dnadiff.checkpoint import load_for_inference, official_kind
     from dnadiff.commands.sample import format_samples, output_paths
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
     from dnadiff.guidance import build_method, build_reward, rc_averaged
     from dnadiff.logs import log
     from dnadiff.model import SuppressTokens
+    from dnadiff.model_dir import load_config_of
     from dnadiff.samplers import SeedStream, build_template, rc_symmetric
-    from dnadiff.utils import format_table, json_text, recover_together, refuse_existing, write_together
+    from dnadiff.utils import (
+        format_table,
+        json_text,
+        recover_together,
+        refuse_existing,
+        write_together,
+    )
 
     options = check_args(args)
     cfg = None if official_kind(args.model_dir) else load_config_of(args.model_dir)

@@ -97,14 +97,20 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from tqdm.auto import tqdm
 
-    from dnadiff.checkpoint import load_config_of, load_for_inference, official_kind
+    from dnadiff.checkpoint import load_for_inference, official_kind
     from dnadiff.commands.checks import check_sampler_options
     from dnadiff.config import parse_overrides
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
     from dnadiff.logs import log, progress_enabled
+    from dnadiff.model_dir import load_config_of
     from dnadiff.samplers import build_template
-    from dnadiff.utils import format_table, recover_together, refuse_existing, write_together
+    from dnadiff.utils import (
+        format_table,
+        recover_together,
+        refuse_existing,
+        write_together,
+    )
 
     # ---- everything the user typed is checked before the model is loaded
     if args.num <= 0:

@@ -51,8 +51,8 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 from dnadiff.data_root import data_root_hint
 from dnadiff.data.detokenizers import get_detokenizer
 from dnadiff.data.documents import iter_documents
-from dnadiff.data.tokenizer_training import tokenizer_digest
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.text import tokenizer_digest
 
 CACHE_VERSION = 1
 SPLITS = ("train", "valid", "test")

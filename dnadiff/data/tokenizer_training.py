@@ -22,7 +22,6 @@ is reused (its `dnadiff_tokenizer.json` records what built it).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -177,16 +176,3 @@ def ensure_tokenizer(cfg) -> None:
 
         print(f"built a {tcfg.train} tokenizer ({tcfg.train_vocab_size} pieces) from {', '.join(files)} into {path}",
               file=sys.stderr)
-
-
-def tokenizer_digest(hf_tokenizer) -> str:
-    """A short hash of a Hugging Face tokenizer's identity: its vocabulary (token -> id, added
-    tokens included) and its special tokens. Two tokenizers with equal digests map text to
-    the same ids for all practical purposes (normaliser settings aside)."""
-    vocab = sorted(hf_tokenizer.get_vocab().items(), key=lambda kv: kv[1])
-    specials = {k: str(v) for k, v in sorted(hf_tokenizer.special_tokens_map.items())}
-    h = hashlib.sha256()
-    h.update(json.dumps(vocab, ensure_ascii=False).encode())
-    h.update(json.dumps(specials, sort_keys=True).encode())
-    h.update(type(hf_tokenizer).__name__.encode())
-    return h.hexdigest()[:16]

@@ -42,7 +42,8 @@ from dnadiff.diffusion.schedules import Schedule
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
-OBJECTIVES = Registry("objective")
+OBJECTIVES = Registry("objective", providers=tuple(f"dnadiff.diffusion.{m}"
+                                                  for m in ("ar", "d3pm", "mdlm", "mlm", "sedd")))
 
 PAD_POLICIES = ("reference", "score", "visible")
 

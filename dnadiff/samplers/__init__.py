@@ -24,14 +24,10 @@ from dnadiff.samplers import (  # noqa: F401
     remdm,
     semi_ar,
 )
-from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, SeedStream, draw_categorical, shape_probs
+from dnadiff.samplers.base import (SAMPLERS, Sampler, SamplerState, SeedStream, build_sampler, draw_categorical,
+                                   shape_probs)
 from dnadiff.samplers.templates import build_template
 from dnadiff.samplers.wrappers import guided, rc_symmetric
-
-
-def build_sampler(name: str = "ancestral", **options) -> Sampler:
-    """`build_sampler("ancestral", steps=128, temperature=1.0, top_p=1.0, ...)`."""
-    return SAMPLERS.build(name, **options)
 
 
 __all__ = ["SAMPLERS", "Sampler", "SamplerState", "SeedStream", "build_sampler", "build_template", "draw_categorical",

@@ -86,7 +86,13 @@ from dnadiff.samplers.rng import (  # noqa: F401  (re-exported: the samplers' dr
     splitmix64,
 )
 
-SAMPLERS = Registry("sampler")
+SAMPLERS = Registry("sampler", providers=tuple(f"dnadiff.samplers.{m}" for m in (
+    "analytic", "ancestral", "autoregressive", "cached", "confidence", "first_hitting", "remdm", "semi_ar")))
+
+
+def build_sampler(name: str = "ancestral", **options) -> "Sampler":
+    """`build_sampler("ancestral", steps=128, temperature=1.0, top_p=1.0, ...)`."""
+    return SAMPLERS.build(name, **options)
 
 Denoiser = Callable[[Tensor, Tensor], Tensor]
 

@@ -48,9 +48,7 @@ class SemiARSampler(Sampler):
         opts = {"steps": steps}  # first_hitting accepts and ignores it
         opts.update({k: v for k, v in options.items() if k in _SHARED})
         opts.update(inner_options or {})
-        from dnadiff.samplers import build_sampler
-
-        self.inner = build_sampler(inner, **opts)
+        self.inner = SAMPLERS.build(inner, **opts)
 
     def add_guidance(self, hook):
         self.inner.add_guidance(hook)  # the inner loop makes the calls

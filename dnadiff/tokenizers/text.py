@@ -6,6 +6,8 @@ differs from the mask id (the reference MDLM code aliases them for GPT-2; we add
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from typing import Sequence
 
@@ -86,3 +88,16 @@ class TextTokenizer:
 
     def __repr__(self) -> str:
         return f"TextTokenizer({self.name_or_path!r}, vocab_size={self.vocab_size})"
+
+
+def tokenizer_digest(hf_tokenizer) -> str:
+    """A short hash of a Hugging Face tokenizer's identity: its vocabulary (token -> id, added
+    tokens included) and its special tokens. Two tokenizers with equal digests map text to
+    the same ids for all practical purposes (normaliser settings aside)."""
+    vocab = sorted(hf_tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+    specials = {k: str(v) for k, v in sorted(hf_tokenizer.special_tokens_map.items())}
+    h = hashlib.sha256()
+    h.update(json.dumps(vocab, ensure_ascii=False).encode())
+    h.update(json.dumps(specials, sort_keys=True).encode())
+    h.update(type(hf_tokenizer).__name__.encode())
+    return h.hexdigest()[:16]

@@ -25,7 +25,7 @@ class ExportModelDir(L.Callback):
         self.metrics: dict[str, Any] | None = None
 
     def on_train_end(self, trainer: L.Trainer, pl_module) -> None:
-        from dnadiff.checkpoint import save_model_dir
+        from dnadiff.model_dir import save_model_dir
         from dnadiff.training.plots import plot_loss_curve
 
         metrics: dict[str, Any] = {

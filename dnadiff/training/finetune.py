@@ -29,7 +29,7 @@ from dnadiff.eval.classification import classification_metrics
 from dnadiff.heads.classifier import SequenceClassifier
 from dnadiff.heads.config import FinetuneConfig
 from dnadiff.training.optim import build_optimizer, build_scheduler
-from dnadiff.training.run import resolve_precision
+from dnadiff.training.strategy import resolve_precision
 
 
 def noisy_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, mask_id: int,

@@ -32,13 +32,6 @@ class TrainResult:
     metrics: dict[str, Any]
 
 
-def resolve_precision(precision: str) -> str:
-    """Lightning precision: "auto" = bf16 autocast on a GPU, fp32 on the CPU; short names expanded."""
-    if precision == "auto":
-        return "bf16-mixed" if torch.cuda.is_available() else "32-true"
-    return {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}.get(str(precision), str(precision))
-
-
 def resolve_threads(cfg: RunConfig) -> RunConfig:
     """train.threads: null -> the physical cores this process may use (recorded in the run's config);
     `dnadiff finetune` applies the same count (cfg: a RunConfig or a FinetuneConfig).
@@ -59,8 +52,13 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
     The returned config records `model.time_input` (a dnadiff init_from model passes its own on)."""
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import is_model_dir, load_backbone, load_config_of, official_kind, wrap_conditional
-    from dnadiff.model import resolve_time_input
+    from dnadiff.checkpoint import load_backbone, official_kind
+    from dnadiff.model_dir import (
+        is_model_dir,
+        load_config_of,
+        resolve_time_input,
+        wrap_conditional,
+    )
 
     if cfg.model.time_input is None and cfg.model.init_from and official_kind(cfg.model.init_from) is None \
             and is_model_dir(cfg.model.init_from):
@@ -149,14 +147,16 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
     the model directory, the other ranks train and return the same metrics."""
+    from dnadiff.backbones.base import BACKBONES
+    from dnadiff.registry import resolve_object
     from dnadiff.training.rundir import RunDirLock, launch_rank
 
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
-    if cfg.model.backbone == "markov":  # a count fit, no Lightning: dnadiff/baselines/markov_fit.py
-        from dnadiff.baselines.markov_fit import fit_markov_run
-
+    family = BACKBONES.get(cfg.model.backbone)
+    if not family.neural:  # a count model fits itself, no Lightning (the Markov baseline: baselines/markov_fit.py)
+        fit = resolve_object(family.fit_run)
         with RunDirLock(where):  # it replaces the directory only after a good fit: no cleanup needed
-            return fit_markov_run(cfg, resume=resume, overwrite=overwrite, run_dir=where)
+            return fit(cfg, resume=resume, overwrite=overwrite, run_dir=where)
     rank = launch_rank()
     if rank > 0:
         return _train(cfg, resume, overwrite, where, callbacks, rank)
@@ -180,10 +180,10 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     from dnadiff.tokenizers import build_tokenizer
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
     from dnadiff.training.csv_log import SessionCSVLogger
-    from dnadiff.training.progress import StartMessage, StepProgressBar
     from dnadiff.training.datamodule import StreamDataModule
     from dnadiff.training.export import ExportModelDir, read_export_metrics
     from dnadiff.training.module import DiffusionLitModule
+    from dnadiff.training.progress import StartMessage, StepProgressBar
 
     start = time.time()
     quiet_libraries(log.getEffectiveLevel())  # -v (setup_logging) keeps Lightning's INFO messages
@@ -241,7 +241,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
 def trainer_kwargs(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
     """The Trainer's settings from the config (everything but loggers, callbacks, plugins)."""
     from dnadiff.logs import progress_enabled
-    from dnadiff.training.strategy import build_strategy
+    from dnadiff.training.strategy import build_strategy, resolve_precision
 
     t = cfg.train
     return dict(

@@ -28,6 +28,13 @@ from dnadiff.config import RunConfig
 from dnadiff.errors import DnadiffError
 
 
+def resolve_precision(precision: str) -> str:
+    """Lightning precision: "auto" = bf16 autocast on a GPU, fp32 on the CPU; short names expanded."""
+    if precision == "auto":
+        return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+    return {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}.get(str(precision), str(precision))
+
+
 def block_classes(family: str) -> set[type[nn.Module]]:
     """The classes FSDP wraps for a backbone family (registry name)."""
     if family == "caduceus":
@@ -93,7 +100,6 @@ def build_strategy(cfg: RunConfig) -> Any:
     from lightning.pytorch.strategies import FSDPStrategy
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
-    from dnadiff.training.run import resolve_precision
 
     family = cfg.model.backbone
     return FSDPStrategy(

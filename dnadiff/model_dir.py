@@ -1,0 +1,283 @@
+"""The dnadiff model directory: its files, the config it records, writing one and reading it back.
+
+A dnadiff model directory is a Hugging Face-style model folder:
+    config.json         {"model_type": "dnadiff", "dnadiff_version": ..., <the full RunConfig>};
+                        model.overrides holds every backbone field, so the network is rebuilt
+                        exactly even if presets change
+    model.safetensors   the weights (the EMA weights when EMA is on)
+    metrics.json        what training/eval measured
+    tokenizer/          (text models) the Hugging Face tokenizer files
+Directories written before config.json (a `config.yaml` with the same RunConfig) keep loading.
+The `model_type: dnadiff` marker keeps a dnadiff config.json apart from official ones.
+Loading a whole model (this format or an official one) is `dnadiff.checkpoint.load`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dnadiff.config import (
+    RUNTIME_BACKBONE_KEYS,
+    RunConfig,
+    from_dict,
+    load_config,
+    replace,
+    to_dict,
+    without_runtime,
+)
+from dnadiff.errors import DnadiffError
+from dnadiff.hub import resolve_model_path
+from dnadiff.utils import os_error, public_mode, write_json
+from dnadiff.version import __version__
+from dnadiff.weights import save_module_weights
+
+CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.json", "model.safetensors", "metrics.json", "tokenizer"
+LEGACY_CONFIG_FILE = "config.yaml"  # model directories written before config.json
+MODEL_TYPE = "dnadiff"  # config.json's model_type: what tells a dnadiff directory from official ones
+_MARKERS = ("model_type", "dnadiff_version")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+
+
+def resolve_time_input(value: str | None) -> str:
+    """`model.time_input` of a new model: sigma unless the config says otherwise."""
+    return value or "sigma"
+
+
+def default_ar_bos(tokenizer) -> int | None:
+    """The `ar` objective's context token for a new model: [BOS] for DNA, so that AR scores every
+    real base like the diffusion objectives (diffusion/ar.py); None (the reference's first-token-as-
+    context) for text, whose sequences start with their own [CLS]/BOS token."""
+    return tokenizer.bos_id if getattr(tokenizer, "kind", "dna") == "dna" else None
+
+
+def recorded_config(cfg: RunConfig, tokenizer) -> RunConfig:
+    """The config with the defaults that changed over time written out, as a model directory
+    records them: `model.time_input`, and the `ar` objective's `bos_id` (load_config_of reads a
+    missing one as the behaviour of the directories written before it existed)."""
+    cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
+    if tokenizer is None and cfg.tokenizer.kind == "dna":
+        from dnadiff.tokenizers import DNATokenizer
+
+        tokenizer = DNATokenizer()
+    if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options and tokenizer is not None:
+        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": default_ar_bos(tokenizer)}})
+    return cfg
+
+
+def full_backbone_config(backbone) -> dict[str, Any]:
+    return dict(dataclasses.asdict(backbone.config))
+
+
+def save_model_dir(
+    path: str | os.PathLike,
+    config: RunConfig,
+    backbone: torch.nn.Module,
+    tokenizer=None,
+    metrics: dict[str, Any] | None = None,
+    state_dict: dict[str, torch.Tensor] | None = None,
+) -> Path:
+    """Write a model directory atomically (the config as `recorded_config` records it): built in a temporary folder, then renamed into place."""
+    path = Path(path)
+    from dnadiff.backbones.base import BACKBONES
+
+    name = BACKBONES.name_of(backbone) or config.model.backbone  # the family of the weights written
+    cfg = without_runtime(replace(recorded_config(config, tokenizer),  # no threads, devices, scan kernel
+                                  **{"model.backbone": name, "model.overrides": full_backbone_config(backbone),
+                                     "model.init_from": None}))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
+        os.chmod(tmp, public_mode(directory=True))  # mkdtemp's 0700 would survive the rename: follow the umask
+    except OSError as exc:
+        raise os_error(exc, path) from None
+    try:
+        if tokenizer is not None and getattr(tokenizer, "kind", "dna") == "text":
+            tokenizer.save(tmp / TOKENIZER_DIR)
+            cfg = replace(cfg, **{"tokenizer.path": TOKENIZER_DIR})
+        write_json(tmp / CONFIG_FILE, config_json(cfg))
+        write_weights(tmp / WEIGHTS_FILE, cfg, backbone, state_dict)
+        write_json(tmp / METRICS_FILE, metrics or {})
+        if path.exists():
+            old = path.with_name("." + path.name + ".old")
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)
+    except OSError as exc:  # full disk, read-only folder: one line naming the model directory
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise os_error(exc, path) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def config_json(cfg: RunConfig) -> dict[str, Any]:
+    """config.json of a model directory: the Hub's `model_type` marker, the writing version, the RunConfig."""
+    return {"model_type": MODEL_TYPE, "dnadiff_version": __version__, **to_dict(cfg)}
+
+
+def _read_json_config(file: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_dnadiff_config(path: str | os.PathLike) -> bool:
+    """True when the directory's config.json carries the dnadiff marker."""
+    data = _read_json_config(Path(path) / CONFIG_FILE)
+    return data is not None and data.get("model_type") == MODEL_TYPE
+
+
+def is_model_dir(path: str | os.PathLike) -> bool:
+    """A dnadiff model directory: a marked config.json, or the config.yaml of older versions."""
+    path = Path(path)
+    return path.is_dir() and (is_dnadiff_config(path) or (path / LEGACY_CONFIG_FILE).is_file())
+
+
+def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module,
+                  state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """The backbone's weights (or `state_dict` in its layout, e.g. the EMA weights or a gathered
+    sharded state) as safetensors.
+
+    `safetensors.torch.save_model` stores tied (shared) tensors once and names the dropped keys in
+    the metadata; `load_model` re-ties them through the module. Weights given apart from a plain CPU
+    module are loaded first into the network `load` builds from `cfg` (on the CPU, whatever wrapped
+    the trained one: DDP, FSDP, EMA), so the file holds exactly what loading expects. The header is
+    then made canonical, so equal weights give byte-identical files."""
+    module = backbone
+    if state_dict is not None or any(v.device.type != "cpu" for v in backbone.state_dict().values()):
+        module = backbone_from_config(cfg, vocab_size=None)  # cfg records every backbone field
+        state = state_dict if state_dict is not None else backbone.state_dict()
+        module.load_state_dict({k: v.detach().to("cpu") for k, v in state.items()})
+    save_module_weights(file, module)
+
+
+def _check_dir(path: Path) -> None:
+    if not path.exists():
+        raise DnadiffError(f"{path}: model directory not found")
+    if not path.is_dir():
+        raise DnadiffError(f"{path}: expected a model directory, got a file")
+    if not (path / CONFIG_FILE).is_file() and not (path / LEGACY_CONFIG_FILE).is_file():
+        raise DnadiffError(f"{path}: missing {CONFIG_FILE} (not a dnadiff model directory)")
+    if not (path / WEIGHTS_FILE).is_file():
+        pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        if pickles:
+            raise DnadiffError(
+                f"{path}: missing {WEIGHTS_FILE}; refusing to unpickle {pickles[0]} (pickles can run code)"
+            )
+        raise DnadiffError(f"{path}: missing {WEIGHTS_FILE}")
+
+
+def _pad_policy_of_old_dirs(data: Any) -> list[str]:
+    """A model directory saved before `objective.pad_policy` existed was trained and evaluated with
+    pads visible (never masked nor scored): keep that, not today's default, when loading it."""
+    objective = data.get("objective") if isinstance(data, dict) else None
+    if isinstance(objective, dict) and "pad_policy" not in objective:
+        return ["objective.pad_policy=visible"]
+    return []
+
+
+def _legacy_yaml(config_file: Path) -> Any:
+    from dnadiff.config import (
+        _read_yaml,  # the bounded reader every config goes through
+    )
+
+    try:
+        return _read_yaml(str(config_file))
+    except DnadiffError:
+        return None  # load_config reports the problem
+
+
+def _load_json_config(file: Path) -> RunConfig:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DnadiffError(f"{file}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(data, dict) or data.get("model_type") != MODEL_TYPE:
+        raise DnadiffError(f"{file}: not a dnadiff config (model_type is not {MODEL_TYPE!r})")
+    data = {k: v for k, v in data.items() if k not in _MARKERS}
+    if _pad_policy_of_old_dirs(data):
+        data["objective"] = {**data["objective"], "pad_policy": "visible"}
+    return from_dict(RunConfig, data)
+
+
+def load_config_of(path: str | os.PathLike) -> RunConfig:
+    path = resolve_model_path(path)  # a Hub id: its folder in the local Hugging Face cache
+    _check_dir(path)
+    file = path / CONFIG_FILE if (path / CONFIG_FILE).is_file() else path / LEGACY_CONFIG_FILE
+    try:
+        if file.name == CONFIG_FILE:
+            cfg = _load_json_config(file)
+        else:
+            cfg = load_config(RunConfig, file, _pad_policy_of_old_dirs(_legacy_yaml(file)),
+                              resolve_paths=False)  # paths as the run recorded them
+    except DnadiffError as exc:  # name the model's config file when the message does not
+        raise naming(exc, file) from None
+    # defaults that changed: a directory written before they were recorded keeps its behaviour
+    if cfg.model.time_input is None:  # saved before model.time_input existed: those models were fed t
+        cfg = replace(cfg, **{"model.time_input": "t"})
+    if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options:  # AR without a [BOS] context
+        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": None}})
+    return cfg
+
+
+def naming(exc: DnadiffError, where: Path) -> DnadiffError:
+    return exc if str(where) in str(exc) else DnadiffError(f"{where}: {exc}")
+
+
+def tokenizer_from_config(cfg: RunConfig, model_dir: Path):
+    from dnadiff.tokenizers import build_tokenizer
+
+    tok_path = cfg.tokenizer.path
+    if tok_path and not os.path.isabs(tok_path) and (model_dir / tok_path).exists():
+        tok_path = str(model_dir / tok_path)
+    return build_tokenizer(cfg.tokenizer.kind, tok_path, cfg.tokenizer.strict)
+
+
+def backbone_from_config(cfg: RunConfig, vocab_size: int | None):
+    from dnadiff.backbones import BACKBONES, build_backbone, build_backbone_from_config
+
+    cls = BACKBONES.get(cfg.model.backbone)
+    fields = {f.name for f in dataclasses.fields(cls.Config)}
+    overrides = dict(cfg.model.overrides)
+    # a saved model: every field present but the runtime ones `without_runtime` left out (their
+    # defaults fill in), so the network never depends on a preset's current definition
+    if fields - set(RUNTIME_BACKBONE_KEYS) <= set(overrides) <= fields:
+        backbone = build_backbone_from_config(cfg.model.backbone, overrides)
+    else:
+        overrides.setdefault("vocab_size", vocab_size)
+        backbone = build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
+    return wrap_conditional(cfg, backbone)
+
+
+def wrap_conditional(cfg: RunConfig, backbone):
+    """A class-conditional run puts a label embedding in front of the backbone."""
+    if cfg.model.num_classes <= 0:
+        return backbone
+    from dnadiff.backbones.conditioning import ClassConditional
+
+    return ClassConditional(backbone, cfg.model.num_classes)
+
+
+def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
+    f = Path(path) / METRICS_FILE
+    if not f.is_file():
+        return {}
+    try:
+        return json.loads(f.read_text())
+    except json.JSONDecodeError:
+        raise DnadiffError(f"{f}: not valid JSON") from None
