@@ -36,7 +36,7 @@ import numpy as np
 
 from dnadiff.errors import DnadiffError
 
-JASPAR_RELEASE = "JASPAR2024"  # pinned: pyjaspar >= 3.0 ships it; a newer package must not change the numbers
+JASPAR_RELEASE = "JASPAR2024"  # pinned (pyjaspar 4.0 ships 2014–2026): a newer package must not change the numbers
 PVALUE = 1e-4
 PSEUDOCOUNT = 0.1
 RESOLUTION = 0.01  # bits per integer score step
@@ -92,7 +92,7 @@ def load_jaspar(release: str = JASPAR_RELEASE, collection: str = "CORE", tax_gro
                 warnings.simplefilter("ignore")
                 m = db.fetch_motif_by_id(mid)
             if m is None:
-                raise DnadiffError(f"JASPAR {release}: no matrix {mid!r}")
+                raise DnadiffError(f"{release}: no matrix {mid!r}")
             found.append(m)
     else:
         found = db.fetch_motifs(collection=collection, tax_group=[tax_group])
