@@ -200,8 +200,9 @@ class MotifScanner:
             fwd = np.stack([self.matrices[i].T for i in idx])  # (M, 4, L)
             rc = fwd[:, ::-1, ::-1]  # complement (A<->T, C<->G: reversed base order) and reversed positions
             w = torch.from_numpy(np.concatenate([fwd, rc]).astype(np.float32))
-            thr = np.array([self.thresholds[i] for i in idx] * 2, dtype=np.float32)
-            self._groups.append((idx, w, torch.from_numpy(thr)[:, None]))
+            # bias 0.5 - threshold: a window is a hit iff its conv output is > 0 (scores are integers)
+            bias = 0.5 - np.array([self.thresholds[i] for i in idx] * 2, dtype=np.float32)
+            self._groups.append((idx, w, torch.from_numpy(bias)))
         self._cache: dict[str, np.ndarray] = {}
 
     @property
@@ -225,20 +226,17 @@ class MotifScanner:
         for start in range(0, codes.size, _CHUNK):
             stop = min(start + _CHUNK, codes.size)
             x = onehot[:, start : stop + lmax - 1][None]  # (1, 4, C + lmax - 1)
-            for idx, w, thr in self._groups:
+            for idx, w, bias in self._groups:
                 L = w.shape[-1]
-                pos = np.arange(start, stop)  # window starts of this chunk
-                valid = pos + L <= codes.size
-                valid[valid] = (bad[pos[valid] + L] - bad[pos[valid]]) == 0
-                if not valid.any():
-                    continue
                 with torch.no_grad():
-                    scores = torch.nn.functional.conv1d(x[..., : stop - start + L - 1], w)[0]  # (2M, C)
-                hit = (scores >= thr).numpy() & valid[None]
-                ch, at = np.nonzero(hit)
-                if ch.size:
-                    motif = idx[ch % idx.size]
-                    np.add.at(hits, (owner[pos[at]], motif), 1)
+                    scores = torch.nn.functional.conv1d(x[..., : stop - start + L - 1], w, bias)[0]  # (2M, C)
+                    ch, at = (scores > 0).nonzero(as_tuple=True)  # hits are rare: test validity on them only
+                ch, pos = ch.numpy(), at.numpy() + start
+                ok = pos + L <= codes.size
+                ch, pos = ch[ok], pos[ok]
+                ok = (bad[pos + L] - bad[pos]) == 0  # no separator or non-ACGT base inside the window
+                if ok.any():
+                    np.add.at(hits, (owner[pos[ok]], idx[ch[ok] % idx.size]), 1)
         return hits
 
     def scan(self, seqs: Sequence[str], progress: bool = False, desc: str = "motif scan") -> tuple[np.ndarray, np.ndarray]:
