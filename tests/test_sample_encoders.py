@@ -171,3 +171,32 @@ def test_metrics_command_embedder_and_classifier(tmp_path, capsys):
     with pytest.raises(DnadiffError, match="no matrix 'MA0000.0'"):
         cmd.run(parser.parse_args([smp, "--reference", rf, "--out", str(tmp_path / "o9"), "--motif-ids", "MA0000.0"]))
     assert not (tmp_path / "o4").exists() and not (tmp_path / "o9").exists()
+
+
+def test_embedder_of_a_model_directory(tmp_path):
+    """A generative model directory embeds by the mean of its backbone features over real positions at
+    t = 0; padding a shorter sequence in a batch does not change its embedding."""
+    from dnadiff.backbones import build_backbone
+    from dnadiff.checkpoint import save_model_dir
+    from dnadiff.commands.metrics import load_embedder
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.tokenizers import DNATokenizer
+
+    tok = DNATokenizer()
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", ["data.seq_len=32"])
+    torch.manual_seed(0)
+    backbone = build_backbone("caduceus", preset="tiny", vocab_size=tok.vocab_size)
+    save_model_dir(tmp_path / "model", cfg, backbone, tok)
+    rng = random.Random(2)
+    seqs = [_rand(30, rng), _rand(18, rng)]
+    emb = load_embedder(str(tmp_path / "model"), seqs[:1])
+    got = emb(seqs)
+    with torch.no_grad():
+        for s, row in zip(seqs, got):
+            ids = torch.tensor([tok.encode(s)])
+            t = torch.zeros(1) if getattr(backbone, "time_conditioned", False) else None
+            want = backbone.eval().features(ids, t).mean(1)[0].double().numpy()
+            assert np.allclose(row, want, atol=1e-5)
+    assert Embedder(emb.model, batch_size=1)(seqs[1:]) == pytest.approx(got[1:], abs=1e-5)
+    with pytest.raises(DnadiffError, match="--embedder .*not a classifier directory"):
+        load_embedder(str(tmp_path), seqs)

@@ -27,9 +27,10 @@ SAMPLES_metrics/) and prints a table.
 The reference is a FASTA, or a genome with --bed/--split (windows of the samples' length cut
 from that split). --oracle MODEL_DIR adds the perplexity of the samples (and of the floor's real
 sequences) under a trained dnadiff model: exact for AR models, the bound for diffusion models.
---embedder CLASSIFIER_DIR adds a Fréchet distance between the pooled features of samples and reference
-under that fine-tuned classifier (`dnadiff finetune` OUT/classifier): an in-house number, comparable
-between runs with the same classifier, not with published SFID/FBD values.
+--embedder DIR adds a Fréchet distance between the pooled features of samples and reference under a
+fine-tuned classifier (`dnadiff finetune` OUT/classifier: the vector its head sees) or a dnadiff model
+directory (its backbone's features on the clean sequence, mean-pooled): an in-house number, comparable
+between runs with the same DIR, not with published SFID/FBD values.
 --classifier CLASSIFIER_DIR scores class-conditional samples (the UDLM protocol): the share of samples
 the held-out classifier assigns to the class they were generated for, taken from --label or from the
 class=NAME of each FASTA header (as `dnadiff sample --class NAME` writes).
@@ -66,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--motif-ids", default=None,
                    help="comma-separated JASPAR matrix ids (e.g. MA0139.2,MA0079.5) instead of all CORE vertebrates")
     g.add_argument("--embedder", default=None,
-                   help="a dnadiff classifier directory: Fréchet distance of its pooled features (in-house)")
+                   help="a dnadiff classifier or model directory: Fréchet distance of its pooled features (in-house)")
     g.add_argument("--classifier", default=None,
                    help="a held-out classifier directory: its accuracy on class-conditional samples")
     g.add_argument("--label", default=None,
@@ -118,11 +119,11 @@ def run(args: argparse.Namespace) -> int:
         for label in dict.fromkeys(labels):  # an unknown class fails before the work
             class_index(label, models["classifier"][1]["classes"], "--label" if args.label is not None else f"{args.samples}: class")
     if args.embedder:
-        models["embedder"] = load_classifier(args.embedder, "--embedder")
+        models["embedder"] = load_embedder(args.embedder, samples[:1])
     if not args.no_motifs:
         extras["motifs"], motif_settings = motif_extra(args, reference)
     if args.embedder:
-        extras["frechet"] = frechet_extra(models["embedder"][0], args.embedder)
+        extras["frechet"] = frechet_extra(models["embedder"])
     refuse_existing([path], args.force)  # after the inputs are known to be good, before the work
     res = dna_metrics(
         samples,
@@ -220,10 +221,31 @@ def motif_extra(args: argparse.Namespace, reference: list[str]):
     return fn, scanner_settings(scanner, source)
 
 
-def frechet_extra(model, path: str):
-    from dnadiff.eval.encoders import Embedder, frechet_metric
+def load_embedder(path: str, probe: list[str]):
+    """An Embedder over a classifier directory (its pooled head input) or a dnadiff model directory (its
+    backbone's mean-pooled clean features), tried on one sample so a bad directory fails before the work."""
+    from dnadiff.checkpoint import is_model_dir, load_for_inference
+    from dnadiff.errors import DnadiffError
+    from dnadiff.eval.encoders import BackboneEncoder, Embedder
 
-    embedder = Embedder(model, name=os.path.abspath(path))
+    name = os.path.abspath(path)
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "classifier.json")) and is_model_dir(path):
+        model = load_for_inference(path)
+        if model.tokenizer.kind != "dna":
+            raise DnadiffError(f"--embedder {path}: a {model.tokenizer.kind} model, not a DNA one")
+        embedder = Embedder(BackboneEncoder(model.backbone), name=name)
+    else:
+        embedder = Embedder(load_classifier(path, "--embedder")[0], name=name)
+    try:
+        embedder(probe)
+    except DnadiffError as exc:
+        raise DnadiffError(f"--embedder {path}: {exc}") from None
+    return embedder
+
+
+def frechet_extra(embedder):
+    from dnadiff.eval.encoders import frechet_metric
+
     return lambda samples, ref, is_floor: frechet_metric(embedder, samples, ref, progress=True)
 
 

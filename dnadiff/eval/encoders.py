@@ -13,8 +13,10 @@ with Tr (Σ1 Σ2)^{1/2} = Tr (Σ1^{1/2} Σ2 Σ1^{1/2})^{1/2}, the trace of the s
 matrix (sum of the square roots of its eigenvalues), which stays real and stable when the covariances are
 singular (fewer sequences than dimensions). Means and covariances are the sample ones (ddof = 1).
 The embedding is the classifier's own pooled backbone feature vector (the input of its linear head;
-averaged over the strands when the classifier conjoins them). It is an in-house encoder: its distances
-are comparable between runs that use the same classifier directory, never with published SFID/FBD values.
+averaged over the strands when the classifier conjoins them), or, for a generative model directory, the
+mean over real positions of its backbone features on the clean sequence (BackboneEncoder: t = 0, no class
+label). It is an in-house encoder: its distances are comparable between runs that use the same directory,
+never with published SFID/FBD values.
 
 Held-out classifier accuracy on class-conditional samples (the UDLM protocol, Schiff et al. 2024): the
 share of samples generated for class c that the classifier assigns to c, beside the mean p(c | x).
@@ -88,6 +90,28 @@ def _batches(model, seqs: Sequence[str], batch_size: int, where: str):
             ids[r, : len(p)] = torch.from_numpy(p)
             mask[r, : len(p)] = 1
         yield ids.to(device), mask.to(device)
+
+
+class BackboneEncoder(torch.nn.Module):
+    """A dnadiff backbone as an encoder: features(ids, t = 0) mean-pooled over the real positions, passed
+    through an identity `head` (so Embedder reads it like a classifier's pooled vector)."""
+
+    def __init__(self, backbone: torch.nn.Module):
+        super().__init__()
+        self.backbone = backbone
+        self.head = torch.nn.Identity()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        t = None
+        if getattr(self.backbone, "time_conditioned", False):  # clean input: diffusion time 0
+            t = torch.zeros(input_ids.shape[0], device=input_ids.device)
+        kw = {} if attention_mask is None else {"attention_mask": attention_mask}
+        hidden = self.backbone.features(input_ids, t, **kw)  # (B, L, H)
+        if attention_mask is None:
+            attention_mask = torch.ones(input_ids.shape, device=input_ids.device)
+        w = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, L, 1)
+        pooled = torch.where(w > 0, hidden, torch.zeros((), dtype=hidden.dtype, device=hidden.device)).sum(1)
+        return self.head(pooled / w.sum(1).clamp(min=1.0))  # (B, H)
 
 
 class Embedder:
