@@ -433,10 +433,8 @@ def summary_rows(res: dict) -> list[dict]:
     if "motifs" in s:
         n = s["motifs"]["num_motifs"]
         rows += [
-            {"metric": f"motif hits/kb ({n} JASPAR)", "samples": s["motifs"]["hits_per_kb_samples"],
-             "floor": get(f, "motifs", "hits_per_kb_samples")},
-            {"metric": "motif hits/kb (reference)", "samples": s["motifs"]["hits_per_kb_reference"],
-             "floor": get(f, "motifs", "hits_per_kb_reference")},
+            {"metric": f"motif hits/kb ({n} JASPAR; reference {s['motifs']['hits_per_kb_reference']:.4g})",
+             "samples": s["motifs"]["hits_per_kb_samples"], "floor": get(f, "motifs", "hits_per_kb_samples")},
             {"metric": "motif hit-rate Spearman", "samples": s["motifs"]["spearman"], "floor": get(f, "motifs", "spearman")},
             {"metric": "motif spectrum JS (bits)", "samples": s["motifs"]["js"], "floor": get(f, "motifs", "js")},
         ]

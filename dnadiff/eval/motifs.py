@@ -35,6 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from dnadiff.errors import DnadiffError
+from dnadiff.eval.dna_metrics import _concat, encode, js_divergence, kmer_counts
 
 JASPAR_RELEASE = "JASPAR2024"  # pinned (pyjaspar 4.0 ships 2014–2026): a newer package must not change the numbers
 PVALUE = 1e-4
@@ -58,8 +59,6 @@ class Motif:
 
 def motif_from_consensus(seq: str, id: str = "", name: str = "", count: float = 20.0) -> Motif:
     """A motif whose columns are `count` of one base each (a hand-made PWM for tests and spike-ins)."""
-    from dnadiff.eval.dna_metrics import encode
-
     codes = encode(seq.upper())
     if (codes < 0).any() or not len(codes):
         raise DnadiffError(f"motif {seq!r}: only A/C/G/T")
@@ -108,8 +107,6 @@ def load_jaspar(release: str = JASPAR_RELEASE, collection: str = "CORE", tax_gro
 # ---- PWMs and their exact null distribution ------------------------------------------------------------
 def background_of(reference: Sequence[str]) -> np.ndarray:
     """Strand-symmetric base composition (A, C, G, T) of the reference, with one pseudo-count per base."""
-    from dnadiff.eval.dna_metrics import kmer_counts
-
     n = kmer_counts(reference, 1) + 1.0
     n = (n + n[::-1]) / 2  # A <-> T, C <-> G: both strands are scanned
     return n / n.sum()
@@ -241,8 +238,6 @@ class MotifScanner:
 
     def scan(self, seqs: Sequence[str], progress: bool = False, desc: str = "motif scan") -> tuple[np.ndarray, np.ndarray]:
         """(hits Int64[n, M], scanned A/C/G/T bases Int64[n]) of each sequence, both strands."""
-        from dnadiff.eval.dna_metrics import _concat, encode
-
         seqs = [str(s).upper() for s in seqs]
         todo = list(dict.fromkeys(s for s in seqs if s not in self._cache))
         if todo:
@@ -279,8 +274,6 @@ def motif_metrics(scanner: MotifScanner, samples: Sequence[str], reference: Sequ
                   per_motif: bool = True, progress: bool = False) -> dict:
     """Per-motif hit rates (per kb, both strands), their Spearman correlation samples vs reference, and the
     motif-spectrum JS divergence (bits)."""
-    from dnadiff.eval.dna_metrics import js_divergence
-
     hs, bs = scanner.scan(samples, progress, "motif scan (samples)")
     hr, br = scanner.scan(reference, progress, "motif scan (reference)")
     cs, cr = hs.sum(axis=0), hr.sum(axis=0)  # (M,) pooled hits
