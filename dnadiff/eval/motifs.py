@@ -188,7 +188,7 @@ class MotifScanner:
             self.motifs.append(m)
             self.matrices.append(q)
             self.thresholds.append(t)
-        self._groups = []  # (motif indices, conv weight (2M, 4, L) float32, thresholds (2M,)) per length
+        self._groups = []  # per motif length: (motif indices, conv weight (2M, 4, L) float32, bias (2M,))
         import torch
 
         lengths = np.array([q.shape[0] for q in self.matrices], dtype=np.int64)
