@@ -86,7 +86,7 @@ def main() -> None:
     print(f"reference: {len(reference)} x {args.length} bp windows of the chr22 test split ({mb:.2f} Mb); "
           f"{len(scanner.motifs)} of {len(motifs)} JASPAR2024 CORE vertebrate motifs usable at p < 1e-4 "
           f"(load + thresholds {t_setup:.1f} s)")
-    print(f"reference scan: {wall:.1f} s wall, {cpu:.1f} s CPU ({mb / wall:.2f} Mb/s wall, both strands)")
+    print(f"reference scan: {wall:.1f} s wall, {cpu:.1f} s CPU ({mb / cpu:.2f} Mb per CPU second, both strands)")
     print(format_table(rows))
     print(load_average())
     if args.json:
