@@ -254,6 +254,12 @@ CASES = [
                                   "{out}/m"], "binary.fa", "{out}/m"),
     ("metrics-kmax-out-of-range", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--kmax", "40",
                                    "--out", "{out}/m"], "--kmax", "{out}/m"),
+    ("metrics-label-without-classifier", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--label",
+                                          "pos", "--out", "{out}/m"], "--label needs --classifier", "{out}/m"),
+    ("metrics-embedder-missing", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--embedder",
+                                  "{ws}/files/nope", "--out", "{out}/m"], "--embedder", "{out}/m"),
+    ("metrics-unknown-jaspar-id", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--motif-ids",
+                                   "MA0000.0", "--out", "{out}/m"], "MA0000.0", "{out}/m"),
     # --- demo
     ("demo-seq-len-zero", ["demo", "--seq-len", "0", "--out", "{out}/demo"], "--seq-len", "{out}/demo"),
     ("demo-bad-override", ["demo", "--out", "{out}/demo", "--steps", "1", "train.lr=fast"], "train.lr", "{out}/demo"),

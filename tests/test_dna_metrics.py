@@ -156,7 +156,13 @@ def test_metrics_command(tmp_path, capsys):
     assert set(res["samples"]["kmer_js"]) == {"1", "2", "3"} and res["floor"] is not None
     assert (out / "kmer_scatter.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "gc_histogram.png").stat().st_size > 1000
-    assert "kmer JS k=3" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "kmer JS k=3" in printed and "3-mer Pearson r" in printed and "motif hit-rate Spearman" in printed
+    # the default motif set: JASPAR2024 CORE vertebrates bundled with pyjaspar, less the too-short ones
+    mot = res["settings"]["motifs"]
+    assert mot["num_motifs"] + len(mot["dropped_unreachable"]) == 879 and mot["pvalue"] == 1e-4
+    assert len(res["samples"]["motifs"]["per_motif"]) == mot["num_motifs"] and "per_motif" not in res["floor"]["motifs"]
+    assert (out / "motif_scatter.png").read_bytes()[:4] == b"\x89PNG"
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     bad = tmp_path / "bad.fa"
     bad.write_text("hello\n")
@@ -166,3 +172,17 @@ def test_metrics_command(tmp_path, capsys):
     empty.write_text("")
     with pytest.raises(DnadiffError, match="empty.fa"):
         cmd.run(parser.parse_args([smp, "--reference", str(empty), "--out", str(out)]))
+
+
+def test_kmer_pearson_hand_computed():
+    from dnadiff.eval.dna_metrics import kmer_pearson
+
+    # samples: AAA x3; reference: AAA x2, AAC x1 (64-entry count vectors)
+    # r = (6 - 9/64) / sqrt((9 - 9/64)(5 - 9/64)) = 375 / sqrt(567 * 311)
+    assert kmer_pearson(["AAAAA"], ["AAAAC"]) == pytest.approx(375 / math.sqrt(567 * 311), rel=1e-12)
+    rng = random.Random(4)
+    ref = [_rand(200, rng) for _ in range(5)]
+    assert kmer_pearson(ref * 3, ref) == pytest.approx(1.0)  # same spectrum up to scale
+    assert math.isnan(kmer_pearson(["ACGT"], ref, k=1))  # a flat spectrum: undefined
+    res = dna_metrics(["AAAAA"], ["AAAAC"], kmax=1, floor=False)["samples"]["kmer_pearson"]
+    assert res == {"k": 3, "r": pytest.approx(375 / math.sqrt(567 * 311), rel=1e-12)}

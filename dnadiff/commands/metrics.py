@@ -5,27 +5,40 @@ from __future__ import annotations
 import argparse
 import os
 
-HELP = "DNA sample quality: k-mer JS, GC, Markov oracle perplexity, memorisation, plots"
+HELP = "DNA sample quality: k-mer JS/Pearson, GC, Markov oracle, memorisation, JASPAR motifs, Fréchet, plots"
 DESCRIPTION = """Compare generated DNA (a FASTA, one record per sample) with real DNA.
 
 Reports, against the reference FASTA:
-  k-mer spectrum Jensen-Shannon divergence (bits) for k = 1..--kmax,
+  k-mer spectrum Jensen-Shannon divergence (bits) for k = 1..--kmax, and the 3-mer frequency
+  Pearson correlation (the DRAKES convention),
   GC-content distribution distance (Wasserstein-1 and KS), per-sample k-mer entropy,
   perplexity under an order-k Markov model fitted on the reference (add-one smoothing),
   memorisation: longest exact match to the reference (both strands) and the share of samples
   with a match of at least --match-bp bases,
+  transcription-factor motifs: the JASPAR 2024 CORE vertebrate matrices (bundled with pyjaspar, offline)
+  scanned on both strands at p < --motif-pvalue (exact per-motif thresholds, background = the reference's
+  base composition): hit rates per kb for every motif, their Spearman correlation samples vs reference,
+  and the motif-spectrum JS divergence (--no-motifs skips it),
   and the same figures for held-out real sequences ("real vs real" floor) when the reference
   holds at least twice as many sequences (or windows of the samples' length) as the samples.
-Writes metrics.json, kmer_scatter.png and gc_histogram.png to --out (default SAMPLES_metrics/)
-and prints a table.
+Writes metrics.json, kmer_scatter.png, gc_histogram.png and motif_scatter.png to --out (default
+SAMPLES_metrics/) and prints a table.
 
 The reference is a FASTA, or a genome with --bed/--split (windows of the samples' length cut
 from that split). --oracle MODEL_DIR adds the perplexity of the samples (and of the floor's real
 sequences) under a trained dnadiff model: exact for AR models, the bound for diffusion models.
+--embedder DIR adds a Fréchet distance between the pooled features of samples and reference under a
+fine-tuned classifier (`dnadiff finetune` OUT/classifier: the vector its head sees) or a dnadiff model
+directory (its backbone's features on the clean sequence, mean-pooled): an in-house number, comparable
+between runs with the same DIR, not with published SFID/FBD values.
+--classifier CLASSIFIER_DIR scores class-conditional samples (the UDLM protocol): the share of samples
+the held-out classifier assigns to the class they were generated for, taken from --label or from the
+class=NAME of each FASTA header (as `dnadiff sample --class NAME` writes).
 
 examples:
   dnadiff metrics samples.fa --reference real.fa --out results/metrics
-  dnadiff metrics samples.fa --reference chr22.fa.gz --bed sequences.bed --split test --oracle runs/ar/model"""
+  dnadiff metrics samples.fa --reference chr22.fa.gz --bed sequences.bed --split test --oracle runs/ar/model
+  dnadiff metrics promoters.fa --reference real.fa --embedder runs/ft/classifier --classifier held/classifier"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,6 +60,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--seed", type=int, default=0, help="seed of the floor's held-out draw (default 0)")
     p.add_argument("--force", action="store_true", help="overwrite an existing OUT/metrics.json")
+    g = p.add_argument_group("motifs, embeddings and classifiers")
+    g.add_argument("--no-motifs", action="store_true", help="skip the JASPAR motif scan")
+    g.add_argument("--motif-pvalue", type=float, default=1e-4, help="p-value threshold of a motif hit (default 1e-4)")
+    g.add_argument("--jaspar-release", default="JASPAR2024", help="JASPAR release bundled with pyjaspar (default JASPAR2024)")
+    g.add_argument("--motif-ids", default=None,
+                   help="comma-separated JASPAR matrix ids (e.g. MA0139.2,MA0079.5) instead of all CORE vertebrates")
+    g.add_argument("--embedder", default=None,
+                   help="a dnadiff classifier or model directory: Fréchet distance of its pooled features (in-house)")
+    g.add_argument("--classifier", default=None,
+                   help="a held-out classifier directory: its accuracy on class-conditional samples")
+    g.add_argument("--label", default=None,
+                   help="with --classifier: the class every sample was generated for (default: class= in the headers)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,9 +93,14 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("only one of SAMPLES and --reference can be read from stdin (-)")
     if args.samples == "-" and not args.out:
         raise DnadiffError("--out is required when the samples come from stdin (-)")
+    if not 0 < args.motif_pvalue < 1:
+        raise DnadiffError(f"--motif-pvalue must be in (0, 1), got {args.motif_pvalue}")
+    if args.label is not None and not args.classifier:
+        raise DnadiffError("--label needs --classifier")
     out_dir = args.out or os.path.splitext(args.samples)[0] + "_metrics"
     path = os.path.join(out_dir, "metrics.json")
-    samples = [seq for _, seq in read_fasta(args.samples)]
+    sample_records = read_fasta(args.samples, full_headers=True)
+    samples = [seq for _, seq in sample_records]
     length = max(len(s) for s in samples)
     if args.bed:
         reference = genome_reference(args.reference, args.bed, args.split, length, args.max_reference_windows)
@@ -80,6 +110,20 @@ def run(args: argparse.Namespace) -> int:
         reference, note = fasta_reference(read_fasta(args.reference), length, args.max_reference_windows)
         if note:
             log.info("reference: %s", note)
+    labels = sample_labels(sample_records, args.label, args.samples) if args.classifier else None
+    extras, models = {}, {}
+    if args.classifier:
+        from dnadiff.eval.encoders import class_index
+
+        models["classifier"] = load_classifier(args.classifier, "--classifier")
+        for label in dict.fromkeys(labels):  # an unknown class fails before the work
+            class_index(label, models["classifier"][1]["classes"], "--label" if args.label is not None else f"{args.samples}: class")
+    if args.embedder:
+        models["embedder"] = load_embedder(args.embedder, samples[:1])
+    if not args.no_motifs:
+        extras["motifs"], motif_settings = motif_extra(args, reference)
+    if args.embedder:
+        extras["frechet"] = frechet_extra(models["embedder"])
     refuse_existing([path], args.force)  # after the inputs are known to be good, before the work
     res = dna_metrics(
         samples,
@@ -91,7 +135,16 @@ def run(args: argparse.Namespace) -> int:
         both_strands=not args.one_strand,
         floor=not args.no_floor,
         seed=args.seed,
+        extras=extras,
     )
+    if not args.no_motifs:
+        res["settings"]["motifs"] = motif_settings
+    if args.classifier:
+        from dnadiff.eval.encoders import classifier_accuracy
+
+        model, meta = models["classifier"]
+        res["classifier"] = {"directory": os.path.abspath(args.classifier),
+                             **classifier_accuracy(model, meta["classes"], samples, labels)}
     res["files"] = {"samples": "stdin" if args.samples == "-" else os.path.abspath(args.samples),
                     "reference": "stdin" if args.reference == "-" else os.path.abspath(args.reference)}
     if args.oracle:
@@ -100,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
         from dnadiff.eval.plots import write_plots
 
         res["plots"] = write_plots(samples, reference, out_dir)
+        if "motifs" in res["samples"]:
+            from dnadiff.eval.plots import motif_scatter
+
+            res["plots"].append(motif_scatter(res["samples"]["motifs"], os.path.join(out_dir, "motif_scatter.png")))
     write_json(path, res)
     log.info("%d samples vs %d reference sequences", len(samples), len(reference))
     print(format_table(summary_rows(res)))
@@ -109,6 +166,87 @@ def run(args: argparse.Namespace) -> int:
         log.info("(no real-vs-real floor: the reference has fewer than 2x the samples' count of sequences/windows)")
     log.info("\nwrote %s", path)
     return 0
+
+
+def sample_labels(records: list[tuple[str, str]], label: str | None, source: str) -> list[str]:
+    """The class each sample was generated for: --label, or `class=NAME` in every FASTA header."""
+    from dnadiff.errors import DnadiffError
+
+    if label is not None:
+        return [label] * len(records)
+    out = []
+    for name, _ in records:
+        found = [w[6:] for w in name.split() if w.startswith("class=")]
+        if not found or found[0] in ("", "None"):
+            raise DnadiffError(f"{source}: record {name.split()[0] if name else '?'!r} has no class=NAME in its header; "
+                               "give --label NAME (the class the samples were generated for)")
+        out.append(found[0])
+    return out
+
+
+def load_classifier(path: str, option: str):
+    """(SequenceClassifier, metadata) of a classifier directory, on the GPU when there is one."""
+    import torch
+
+    from dnadiff.errors import DnadiffError
+    from dnadiff.heads.saved import load_classifier_dir
+
+    try:
+        return load_classifier_dir(path, map_location="cuda" if torch.cuda.is_available() else "cpu")
+    except DnadiffError as exc:
+        raise DnadiffError(f"{option} {exc}") from None
+
+
+def motif_extra(args: argparse.Namespace, reference: list[str]):
+    """(fn(samples, reference, is_floor) for dna_metrics' extras, the scanner settings for the JSON)."""
+    from dnadiff.eval.motifs import MotifScanner, background_of, load_jaspar, motif_metrics, scanner_settings
+    from dnadiff.logs import log
+
+    from dnadiff.errors import DnadiffError
+
+    ids = [m.strip() for m in args.motif_ids.split(",") if m.strip()] if args.motif_ids else None
+    try:
+        motifs = load_jaspar(release=args.jaspar_release, ids=ids)
+    except DnadiffError as exc:
+        raise DnadiffError(f"{'--motif-ids' if ids else '--jaspar-release'}: {exc}") from None
+    scanner = MotifScanner(motifs, background_of(reference), pvalue=args.motif_pvalue)
+    source = f"{args.jaspar_release} " + (f"ids {','.join(ids)}" if ids else "CORE vertebrates")
+    if scanner.dropped:
+        log.info("motifs: %d of %d can never reach p < %g (too short) and are left out", len(scanner.dropped),
+                 len(motifs), args.motif_pvalue)
+
+    def fn(samples, ref, is_floor):
+        return motif_metrics(scanner, samples, ref, per_motif=not is_floor, progress=True)
+
+    return fn, scanner_settings(scanner, source)
+
+
+def load_embedder(path: str, probe: list[str]):
+    """An Embedder over a classifier directory (its pooled head input) or a dnadiff model directory (its
+    backbone's mean-pooled clean features), tried on one sample so a bad directory fails before the work."""
+    from dnadiff.checkpoint import is_model_dir, load_for_inference
+    from dnadiff.errors import DnadiffError
+    from dnadiff.eval.encoders import BackboneEncoder, Embedder
+
+    name = os.path.abspath(path)
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "classifier.json")) and is_model_dir(path):
+        model = load_for_inference(path)
+        if model.tokenizer.kind != "dna":
+            raise DnadiffError(f"--embedder {path}: a {model.tokenizer.kind} model, not a DNA one")
+        embedder = Embedder(BackboneEncoder(model.backbone), name=name)
+    else:
+        embedder = Embedder(load_classifier(path, "--embedder")[0], name=name)
+    try:
+        embedder(probe)
+    except DnadiffError as exc:
+        raise DnadiffError(f"--embedder {path}: {exc}") from None
+    return embedder
+
+
+def frechet_extra(embedder):
+    from dnadiff.eval.encoders import frechet_metric
+
+    return lambda samples, ref, is_floor: frechet_metric(embedder, samples, ref, progress=True)
 
 
 GENOME_MAX_N_FRAC = 0.1  # reference windows of a genome: at most 10% N (not mostly unsequenced gaps)

@@ -13,10 +13,11 @@ from dnadiff.tokenizers.dna import DNATokenizer
 from dnadiff.utils import atomic_write
 
 
-def read_fasta(path: str | os.PathLike, tokenizer: DNATokenizer | None = None) -> list[tuple[str, str]]:
+def read_fasta(path: str | os.PathLike, tokenizer: DNATokenizer | None = None,
+               full_headers: bool = False) -> list[tuple[str, str]]:
     """[(id, SEQUENCE)] upper-cased and validated; Windows line endings, lower case and gzip are fine.
 
-    `-` reads standard input."""
+    `-` reads standard input; `full_headers`: the whole header line (id and description) instead of the id."""
     from Bio import SeqIO
 
     path = str(path)
@@ -48,7 +49,7 @@ def read_fasta(path: str | os.PathLike, tokenizer: DNATokenizer | None = None) -
         if not seq:
             raise DnadiffError(f"{path}: record {rec.id!r} is empty")
         tokenizer.encode_array(seq, where=f"{path}: record {rec.id!r}")  # validates the characters
-        records.append((rec.id, seq))
+        records.append((rec.description if full_headers else rec.id, seq))
     if not records:
         raise DnadiffError(f"{path}: no FASTA records")
     return records

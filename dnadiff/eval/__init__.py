@@ -1,6 +1,8 @@
-"""Evaluation: likelihood bounds (perplexity.py), DNA sample statistics (dna_metrics.py), generative
-perplexity (genppl.py), zero-shot text perplexity (zeroshot.py), classification metrics and the
-mean ± range summaries of the tables (classification.py), figures (plots.py). Plain PyTorch, no Lightning.
+"""Evaluation: likelihood bounds (perplexity.py), DNA sample statistics (dna_metrics.py), JASPAR motif
+content (motifs.py), Fréchet distance and held-out classifier accuracy through a trained encoder
+(encoders.py), generative perplexity (genppl.py), zero-shot text perplexity (zeroshot.py), classification
+metrics and the mean ± range summaries of the tables (classification.py), figures (plots.py). Plain
+PyTorch, no Lightning.
 
     from dnadiff.eval import evaluate_model
     res = evaluate_model(dnadiff.load("runs/x/model"), windows, batch_size=32)   # res["bits_per_token"]
@@ -13,6 +15,10 @@ _EXPORTS = {
     "dna_metrics": "dna_metrics", "summary_rows": "dna_metrics", "gc_content": "dna_metrics",
     "kmer_counts": "dna_metrics", "kmer_codes": "dna_metrics", "encode": "dna_metrics",
     "js_divergence": "dna_metrics", "longest_matches": "dna_metrics", "reverse_complement": "dna_metrics",
+    "kmer_pearson": "dna_metrics",
+    "load_jaspar": "motifs", "MotifScanner": "motifs", "motif_metrics": "motifs", "background_of": "motifs",
+    "frechet_distance": "encoders", "Embedder": "encoders", "BackboneEncoder": "encoders",
+    "classifier_accuracy": "encoders",
     "generative_perplexity": "genppl", "decode_samples": "genppl", "load_scorer": "genppl",
     "zero_shot_eval": "zeroshot",
     "classification_metrics": "classification", "summarize": "classification", "format_range": "classification",

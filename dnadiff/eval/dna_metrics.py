@@ -6,6 +6,9 @@
 Metrics (all on A/C/G/T only; a k-mer containing any other letter is skipped):
 - kmer_js[k], k = 1..kmax: Jensen–Shannon divergence, base 2 (in [0, 1]), between the pooled
   k-mer frequency spectra of samples and reference (d3-dna and UDLM report this family).
+- kmer_pearson: Pearson correlation between the pooled 3-mer frequency vectors (64 entries) of samples
+  and reference, the "3-mer Pearson corr" of DRAKES (Wang et al., ICLR 2025, arXiv 2410.13643); 1 = same
+  spectrum up to scale.
 - gc: per-sequence GC fraction; the distance between the two GC distributions as Wasserstein-1
   (mean absolute difference of quantile functions) and the two-sample KS statistic.
 - kmer_entropy: per-sample Shannon entropy (bits) of its own k-mer distribution (k = entropy_k),
@@ -18,6 +21,8 @@ Metrics (all on A/C/G/T only; a k-mer containing any other letter is skipped):
   and the share of samples with a match >= match_threshold (50 bp) — found with a rolling-hash
   index of reference m-mers and a per-sample binary search on m (exact up to 64-bit hash
   collisions), fast enough for megabases of reference.
+- extras: callables name -> fn(samples, reference, floor) -> dict (the command adds JASPAR motifs,
+  eval/motifs.py, and an in-house Fréchet distance, eval/encoders.py), run on the samples and the floor.
 - floor ("real vs real"): the same metrics for a held-out set of reference sequences of the
   samples' count (or windows of the samples' length cut from longer reference records) against
   the remaining reference, when the reference is big enough (>= 2x the samples). It is the value
@@ -27,7 +32,7 @@ Metrics (all on A/C/G/T only; a k-mer containing any other letter is skipped):
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -82,6 +87,15 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
     if p.sum() <= 0 or q.sum() <= 0:
         return float("nan")
     return max(0.0, float(jensenshannon(p, q, base=2)) ** 2)
+
+
+def kmer_pearson(samples: Sequence[str], reference: Sequence[str], k: int = 3) -> float:
+    """Pearson correlation of the pooled k-mer counts (4^k entries) of samples and reference (DRAKES,
+    Wang et al., ICLR 2025, with k = 3); NaN when one spectrum is constant."""
+    a, b = kmer_counts(samples, k), kmer_counts(reference, k)
+    if a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
 
 
 # ---- GC content -----------------------------------------------------------------------------------
@@ -293,11 +307,14 @@ def compare(
     match_threshold: int = 50,
     both_strands: bool = True,
     memorisation: bool = True,
+    extras: Mapping[str, Callable[..., dict]] | None = None,
+    is_floor: bool = False,
 ) -> dict:
     """All metrics of one sample set against one reference set (no floor)."""
     res: dict = {"num_samples": len(samples), "num_reference": len(reference)}
     res["mean_length"] = float(np.mean([len(s) for s in samples]))
     res["kmer_js"] = {str(k): js_divergence(kmer_counts(samples, k), kmer_counts(reference, k)) for k in range(1, kmax + 1)}
+    res["kmer_pearson"] = {"k": 3, "r": kmer_pearson(samples, reference, 3)}
     gs, gr = gc_content(samples), gc_content(reference)
     res["gc"] = {
         "samples_mean": float(np.nanmean(gs)),
@@ -319,6 +336,8 @@ def compare(
             "threshold": match_threshold,
             "both_strands": both_strands,
         }
+    for name, fn in (extras or {}).items():
+        res[name] = fn(samples, reference, is_floor)
     return res
 
 
@@ -349,16 +368,18 @@ def dna_metrics(
     both_strands: bool = True,
     floor: bool = True,
     seed: int = 0,
+    extras: Mapping[str, Callable[..., dict]] | None = None,
 ) -> dict:
     """Metrics of `samples` against `reference` (lists of DNA strings), with the real-vs-real floor.
 
+    `extras`: more metrics, name -> fn(samples, reference, is_floor) -> dict, stored under that name.
     Returns {"samples": {...}, "reference_stats": {...}, "floor": {...} | None, "settings": {...}}."""
     samples = _clean(samples, "samples")
     reference = _clean(reference, "reference")
     if kmax < 1 or kmax > 12:
         raise DnadiffError(f"kmax must be in 1..12, got {kmax}")
     opts = dict(kmax=kmax, markov_order=markov_order, entropy_k=entropy_k, match_threshold=match_threshold, both_strands=both_strands)
-    out = {"samples": compare(samples, reference, **opts)}
+    out = {"samples": compare(samples, reference, **opts, extras=extras)}
     er = np.array([kmer_entropy(s, entropy_k) for s in reference])
     out["reference_stats"] = {
         "kmer_entropy_mean": float(np.nanmean(er)),
@@ -370,7 +391,7 @@ def dna_metrics(
         split = _floor_split(samples, reference, np.random.default_rng(seed))
         if split is not None:
             held, rest = split
-            out["floor"] = compare(held, rest, **opts)
+            out["floor"] = compare(held, rest, **opts, extras=extras, is_floor=True)
     out["settings"] = dict(opts, floor=floor, seed=seed)
     return out
 
@@ -387,6 +408,9 @@ def summary_rows(res: dict) -> list[dict]:
         return d
 
     rows = [{"metric": f"kmer JS k={k} (bits)", "samples": v, "floor": get(f, "kmer_js", k)} for k, v in s["kmer_js"].items()]
+    if "kmer_pearson" in s:
+        rows.append({"metric": f"{s['kmer_pearson']['k']}-mer Pearson r", "samples": s["kmer_pearson"]["r"],
+                     "floor": get(f, "kmer_pearson", "r")})
     rows += [
         {"metric": "GC mean", "samples": s["gc"]["samples_mean"], "floor": get(f, "gc", "samples_mean")},
         {"metric": "GC Wasserstein-1", "samples": s["gc"]["wasserstein1"], "floor": get(f, "gc", "wasserstein1")},
@@ -406,4 +430,19 @@ def summary_rows(res: dict) -> list[dict]:
             {"metric": "longest match (median)", "samples": m["longest_match_median"], "floor": fm.get("longest_match_median", "")},
             {"metric": f"share with >= {m['threshold']}-bp match", "samples": m[key], "floor": fm.get(key, "")},
         ]
+    if "motifs" in s:
+        n = s["motifs"]["num_motifs"]
+        rows += [
+            {"metric": f"motif hits/kb ({n} JASPAR; reference {s['motifs']['hits_per_kb_reference']:.4g})",
+             "samples": s["motifs"]["hits_per_kb_samples"], "floor": get(f, "motifs", "hits_per_kb_samples")},
+            {"metric": "motif hit-rate Spearman", "samples": s["motifs"]["spearman"], "floor": get(f, "motifs", "spearman")},
+            {"metric": "motif spectrum JS (bits)", "samples": s["motifs"]["js"], "floor": get(f, "motifs", "js")},
+        ]
+    if "frechet" in s:
+        rows.append({"metric": "Frechet distance (in-house embedder; not SFID/FBD)", "samples": s["frechet"]["distance"],
+                     "floor": get(f, "frechet", "distance")})
+    c = res.get("classifier")
+    if c:
+        rows.append({"metric": f"held-out classifier accuracy (n={c['num_samples']})", "samples": c["accuracy"], "floor": ""})
+        rows.append({"metric": "held-out classifier mean p(class)", "samples": c["mean_probability"], "floor": ""})
     return rows

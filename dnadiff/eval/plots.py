@@ -67,3 +67,35 @@ def write_plots(samples: Sequence[str], reference: Sequence[str], out_dir: str, 
         kmer_scatter(samples, reference, os.path.join(out_dir, "kmer_scatter.png"), k=k),
         gc_histogram(samples, reference, os.path.join(out_dir, "gc_histogram.png")),
     ]
+
+
+def motif_scatter(motifs: dict, path: str) -> str:
+    """Log-log scatter of per-motif hit rates (hits per kb, both strands): reference (x) vs samples (y),
+    with the diagonal and the Spearman correlation in the title; the most over- and under-represented
+    motifs are named."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = motifs["per_motif"]
+    fs = np.array([r["samples_per_kb"] for r in rows])
+    fr = np.array([r["reference_per_kb"] for r in rows])
+    pos = np.concatenate([fs[fs > 0], fr[fr > 0]])
+    floor = pos.min() / 2 if pos.size else 1e-3
+    xs, ys = np.maximum(fr, floor), np.maximum(fs, floor)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.scatter(xs, ys, s=6, alpha=0.5)
+    hi = max(xs.max(initial=floor), ys.max(initial=floor)) * 1.5
+    ax.plot([floor, hi], [floor, hi], color="grey", lw=1, ls="--")
+    ratio = np.log2(ys / xs)
+    for i in list(np.argsort(ratio)[:3]) + list(np.argsort(ratio)[-3:]) if ratio.size >= 6 else []:
+        ax.annotate(rows[i]["name"], (xs[i], ys[i]), fontsize=6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("reference hits per kb")
+    ax.set_ylabel("sample hits per kb")
+    ax.set_title(f"{len(rows)} JASPAR motifs, Spearman {motifs['spearman']:.3f}, JS {motifs['js']:.4f}")
+    _save(fig, path)
+    plt.close(fig)
+    return path
