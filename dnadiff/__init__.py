@@ -2,6 +2,7 @@
 
 from dnadiff.errors import DnadiffError
 from dnadiff.version import __version__
+
 __all__ = ["DnadiffError", "__version__", "load"]
 
 

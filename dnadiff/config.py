@@ -300,9 +300,7 @@ def _expected(tp: Any) -> str:
 
 
 def _schema(cls: type) -> Any:
-    from omegaconf import OmegaConf
-
-    from omegaconf import DictConfig
+    from omegaconf import DictConfig, OmegaConf
 
     def writable(n: Any) -> None:  # the dataclasses are frozen; their schema is filled in first
         OmegaConf.set_readonly(n, False)

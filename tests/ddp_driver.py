@@ -25,7 +25,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import dnadiff.checkpoint as checkpoint  # noqa: E402
+import dnadiff.model_dir as model_dir  # noqa: E402
 from dnadiff.config import RunConfig, load_config  # noqa: E402
 from dnadiff.training import train  # noqa: E402
 
@@ -75,14 +75,14 @@ def main() -> None:
     args = p.parse_intermixed_args()
     out = Path(args.record_dir)
     out.mkdir(parents=True, exist_ok=True)
-    real_save = checkpoint.save_model_dir
+    real_save = model_dir.save_model_dir
 
     def counting_save(*a, **k):  # every model-directory write, with the writing process's rank
         with open(out / "model_writes.txt", "a") as fh:
             fh.write(os.environ.get("LOCAL_RANK", "0") + "\n")
         return real_save(*a, **k)
 
-    checkpoint.save_model_dir = counting_save
+    model_dir.save_model_dir = counting_save
     cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [*BASE, *args.overrides])
     result = train(cfg, resume=args.resume, run_dir=args.run_dir, callbacks=[Recorder(out, args.kill_at_step)])
     with open(out / f"result{os.environ.get('LOCAL_RANK', '0')}.json", "w") as fh:

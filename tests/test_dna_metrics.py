@@ -141,8 +141,9 @@ def _write(path, records):
 
 
 def test_metrics_command(tmp_path, capsys):
-    from dnadiff.commands import metrics as cmd
     import argparse
+
+    from dnadiff.commands import metrics as cmd
 
     rng = random.Random(3)
     ref = [_rand(120, rng) for _ in range(30)]

@@ -177,9 +177,9 @@ def test_embedder_of_a_model_directory(tmp_path):
     """A generative model directory embeds by the mean of its backbone features over real positions at
     t = 0; padding a shorter sequence in a batch does not change its embedding."""
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import save_model_dir
     from dnadiff.commands.metrics import load_embedder
     from dnadiff.config import RunConfig, load_config
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     tok = DNATokenizer()

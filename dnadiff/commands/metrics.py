@@ -199,10 +199,9 @@ def load_classifier(path: str, option: str):
 
 def motif_extra(args: argparse.Namespace, reference: list[str]):
     """(fn(samples, reference, is_floor) for dna_metrics' extras, the scanner settings for the JSON)."""
+    from dnadiff.errors import DnadiffError
     from dnadiff.eval.motifs import MotifScanner, background_of, load_jaspar, motif_metrics, scanner_settings
     from dnadiff.logs import log
-
-    from dnadiff.errors import DnadiffError
 
     ids = [m.strip() for m in args.motif_ids.split(",") if m.strip()] if args.motif_ids else None
     try:
@@ -224,9 +223,10 @@ def motif_extra(args: argparse.Namespace, reference: list[str]):
 def load_embedder(path: str, probe: list[str]):
     """An Embedder over a classifier directory (its pooled head input) or a dnadiff model directory (its
     backbone's mean-pooled clean features), tried on one sample so a bad directory fails before the work."""
-    from dnadiff.checkpoint import is_model_dir, load_for_inference
+    from dnadiff.checkpoint import load_for_inference
     from dnadiff.errors import DnadiffError
     from dnadiff.eval.encoders import BackboneEncoder, Embedder
+    from dnadiff.model_dir import is_model_dir
 
     name = os.path.abspath(path)
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "classifier.json")) and is_model_dir(path):

@@ -48,9 +48,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from dnadiff.data_root import data_root_hint
 from dnadiff.data.detokenizers import get_detokenizer
 from dnadiff.data.documents import iter_documents
+from dnadiff.data_root import data_root_hint
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.text import tokenizer_digest
 

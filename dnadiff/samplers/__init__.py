@@ -24,11 +24,17 @@ from dnadiff.samplers import (  # noqa: F401
     remdm,
     semi_ar,
 )
-from dnadiff.samplers.base import (SAMPLERS, Sampler, SamplerState, SeedStream, build_sampler, draw_categorical,
-                                   shape_probs)
+from dnadiff.samplers.base import (
+    SAMPLERS,
+    Sampler,
+    SamplerState,
+    SeedStream,
+    build_sampler,
+    draw_categorical,
+    shape_probs,
+)
 from dnadiff.samplers.templates import build_template
 from dnadiff.samplers.wrappers import guided, rc_symmetric
-
 
 __all__ = ["SAMPLERS", "Sampler", "SamplerState", "SeedStream", "build_sampler", "build_template", "draw_categorical",
            "shape_probs", "guided", "rc_symmetric"]
