@@ -5,8 +5,8 @@
     y_t = C_t · h_t + D u_t,   out = y ⊙ silu(z)
 
 Layout here is length-major: u, delta, z: (B, L, E); B, C: (B, L, N); A: (E, N); D, delta_bias: (E,).
-(mamba_ssm's `selective_scan_fn` uses (B, E, L) / (B, N, L); `selective_scan` transposes when it
-dispatches to that kernel.)
+(mamba_ssm's `selective_scan_fn` uses (B, E, L) / (B, N, L); `selective_scan` copies into that layout when it
+dispatches to the kernel; the Mamba mixer calls the kernel in its own layout, see kernels.py.)
 
 Three implementations:
 - `selective_scan_ref`: the plain sequential loop (tests only: under autograd it is very slow).
@@ -16,13 +16,15 @@ Three implementations:
   of work. It keeps only the inputs and the (B, E, N) state at each chunk start: no (B, L, E, N)
   activations. The backward recomputes a chunk's states and runs the adjoint (reverse) scan
   g_t = C_t dy_t + exp(Δ_{t+1} A) g_{t+1} the same way, chunks in reverse order.
-- mamba_ssm's CUDA kernel, used automatically on CUDA tensors when mamba_ssm is importable.
+- mamba_ssm's CUDA kernel, used automatically on CUDA tensors when mamba_ssm is importable (kernels.py).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from dnadiff.backbones.kernels import kernel_available, scan_kernel, scan_length_major
 
 __all__ = ["selective_scan", "selective_scan_ref", "selective_scan_chunked", "mamba_ssm_available"]
 
@@ -247,37 +249,21 @@ def _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
     return out.to(dtype_in)
 
 
-_MAMBA_SSM = None
-
-
 def mamba_ssm_available() -> bool:
     """True when mamba_ssm's CUDA selective-scan kernel can be imported (never on a CPU-only install)."""
-    global _MAMBA_SSM
-    if _MAMBA_SSM is None:
-        try:
-            from mamba_ssm.ops.selective_scan_interface import selective_scan_fn  # type: ignore
-
-            _MAMBA_SSM = selective_scan_fn
-        except Exception:  # ImportError, or a CUDA extension that fails to load
-            _MAMBA_SSM = False
-    return _MAMBA_SSM is not False
+    return kernel_available("selective_scan_fn")
 
 
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False, impl="auto"):
     """Dispatch: mamba_ssm's kernel on CUDA when importable, else the chunked pure-PyTorch scan.
 
-    impl: "auto" | "chunked" | "ref" | "cuda".
+    impl: "auto" | "chunked" | "ref" | "cuda" ("auto"'s fallbacks from the kernel: kernels.py).
     """
     if impl == "ref":
         return selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
-    if impl == "cuda" or (impl == "auto" and u.is_cuda and mamba_ssm_available()):
-        if not mamba_ssm_available():
-            raise RuntimeError("selective_scan(impl='cuda') needs mamba_ssm with its CUDA extension")
-        out = _MAMBA_SSM(u.transpose(1, 2).contiguous(), delta.transpose(1, 2).contiguous(), A.contiguous(),
-                         B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(),
-                         None if D is None else D.float(), None if z is None else z.transpose(1, 2).contiguous(),
-                         None if delta_bias is None else delta_bias.float(), delta_softplus)
-        return out.transpose(1, 2)
+    fn = scan_kernel(impl, u, A.shape[1]) if impl in ("auto", "cuda") else None
+    if fn is not None:  # this (B, L, E) entry copies into the kernel's layout; the Mamba mixer does not use it
+        return scan_length_major(fn, u, delta, A, B, C, D, z, delta_bias, delta_softplus)
     if impl not in ("auto", "chunked", "cuda"):
         raise ValueError(f"unknown selective scan impl {impl!r}")
     return selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
