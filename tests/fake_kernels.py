@@ -16,7 +16,8 @@ recompute with the pure path and check what the backward kernels check.
     causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
                          conv_state_indices=None)     x (B, D) or (B, D, L), conv_state (B, D, state_len)
 
-The `fake_kernels` fixture puts them in sys.modules (removed afterwards) and yields the KernelLog.
+The `fake_kernels` fixture (tests/conftest.py) puts them in sys.modules (removed afterwards) and
+yields the KernelLog.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import sys
 import types
 from dataclasses import dataclass, field
 
-import pytest
 import torch
 import torch.nn.functional as F
 
@@ -69,7 +69,9 @@ def _scan_pure(u, delta, A, B, C, D, z, delta_bias, softplus, return_last_state)
         if return_last_state:
             return torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1)
         return torch.cat(parts, 1)
-    t = lambda x: None if x is None else x.transpose(1, 2)  # noqa: E731
+    def t(x):
+        return None if x is None else x.transpose(1, 2)
+
     if return_last_state:
         out, last = selective_scan_ref(t(u), t(delta), A, t(B), t(C), D, t(z), delta_bias, softplus,
                                        return_last_state=True)
@@ -193,8 +195,8 @@ def _conv_pure(x, weight, bias, silu):
 
 def _conv_checks(x, weight, bias, what):
     _check(x.dtype in FLOATS and weight.dtype in FLOATS, "x and weight must be float32, float16 or bfloat16")
-    batch, dim, seqlen = x.shape
-    width = weight.shape[-1]
+    _check(x.dim() == 3, "x must be (batch, dim, seqlen)")
+    dim, width = x.shape[1], weight.shape[-1]
     _check(tuple(weight.shape) == (dim, width), "weight must have shape (dim, width)")
     _check(2 <= width <= 4, "causal_conv1d only supports width between 2 and 4")
     if bias is not None:
@@ -341,9 +343,9 @@ def install(monkeypatch, modules: dict[str, types.ModuleType], absent: tuple[str
     kernels.reset_kernels()
 
 
-@pytest.fixture
-def fake_kernels(monkeypatch):
-    """The four stand-in kernels importable for one test; yields the KernelLog of their calls."""
+def stand_in_kernels(monkeypatch):
+    """The `fake_kernels` fixture (tests/conftest.py): the four stand-in kernels importable for one test;
+    yields the KernelLog of their calls."""
     from dnadiff.backbones import kernels
 
     log = KernelLog()

@@ -16,7 +16,7 @@ from dnadiff.backbones import build_backbone, kernels
 from dnadiff.backbones.mamba import Mamba, MambaConfig
 from dnadiff.errors import DnadiffError
 
-from fake_kernels import KernelLog, _package, fake_kernels, install, stand_in_modules  # noqa: F401
+from fake_kernels import KernelLog, _package, install, stand_in_modules
 
 CUDA = dict(conv_impl="cuda", scan_impl="cuda")
 PURE = dict(conv_impl="torch", scan_impl="chunked")
@@ -253,8 +253,8 @@ def test_inputs_the_kernels_do_not_take(fake_kernels, on_cuda, caplog):
     for _ in range(2):
         _close(wide(h), ref(h))
     assert fake_kernels.names() == ["selective_scan_fn"] * 2
-    assert _warnings(caplog) == ["causal_conv1d_fn does not take convolution width d_conv=5 (it takes 2 to 4): "
-                                 "the pure PyTorch convolution runs instead"]
+    assert _warnings(caplog) == [("causal_conv1d_fn does not take convolution width d_conv=5 (it takes 2 to 4): "
+                                  "the pure PyTorch convolution runs instead")]
     caplog.clear()
     wide64, ref64 = wide.double(), ref.double()
     _close(wide64(h.double()), ref64(h.double()), 1e-12)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from fake_kernels import fake_kernels  # noqa: F401  (fixture)
 from scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent

@@ -27,15 +27,15 @@ kernel while it runs is never caught.
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
 
-__all__ = ["kernel_available", "conv_kernel", "conv_update_kernel", "scan_kernel", "state_update_kernel",
-           "wants_kernel", "reset_kernels", "KERNEL_DTYPES"]
+__all__ = ["KERNEL_DTYPES", "conv_kernel", "conv_update_kernel", "kernel_available", "reset_kernels", "scan_kernel",
+           "scan_length_major", "state_update_kernel", "wants_kernel"]
 
 # where each kernel lives: (package, module, attribute)
 _WHERE = {
