@@ -132,7 +132,7 @@ def check_kernels(device: str, tiny: bool) -> list[dict]:
         grads_r = torch.autograd.grad(out_r, list(ref.parameters()), gy)
         fwd, grad = _rel(out_f, out_r), max(_rel(x, y) for x, y in zip(grads_f, grads_r))
         rows.append({"check": "kernels", "case": f"caduceus:{preset} fp32 B{b} L{length}", "fwd_max_rel": fwd,
-                     "grad_max_rel": grad, "pass": fwd < 1e-4 and grad < 1e-3})
+                     "grad_max_rel": grad, "pass": fwd < 5e-4 and grad < 5e-3})  # a wrong layout is off by O(1)
         # cached AR decoding of a Mamba LM: causal_conv1d_update + selective_state_update
         torch.manual_seed(0)
         fast_lm = build_backbone("mamba", "tiny", vocab_size=12, **cuda).to(device).eval()

@@ -92,16 +92,16 @@ def test_the_channel_last_view_fails_at_236_channels(fake_kernels):
     torch.testing.assert_close(out, torch.nn.functional.silu(ref))
 
 
-@pytest.mark.parametrize("preset", ["tiny", "tiny-ph"])
-def test_caduceus_ps_and_ph_equal_pure_path(fake_kernels, preset):
-    fast, pure = _twins(lambda kw: build_backbone("caduceus", preset, vocab_size=12, **kw))
+@pytest.mark.parametrize("name,preset", [("caduceus", "tiny"), ("caduceus", "tiny-ph"), ("mamba", "tiny")])
+def test_caduceus_ps_ph_and_mamba_lm_equal_pure_path(fake_kernels, name, preset):
+    fast, pure = _twins(lambda kw: build_backbone(name, preset, vocab_size=12, **kw))
     ids = torch.randint(7, 11, (3, 29), generator=torch.Generator().manual_seed(2))
     mask = torch.ones(3, 29, dtype=torch.long)
     mask[1, 20:] = 0  # a right-padded row: per-row reversal for the reverse scans
     ids[1, 20:] = 0
     out_fast, out_pure = fast(ids, attention_mask=mask), pure(ids, attention_mask=mask)
-    # per layer: forward and reverse Mamba, each once per strand half for PS
-    per_layer = 4 if preset == "tiny" else 2
+    # per layer: Caduceus runs a forward and a reverse Mamba, each once per strand half for PS
+    per_layer = {"tiny": 4, "tiny-ph": 2}[preset] if name == "caduceus" else 1
     assert fake_kernels.names() == ["causal_conv1d_fn", "selective_scan_fn"] * (2 * per_layer)
     assert fake_kernels.copies == []
     _close(out_fast, out_pure)
