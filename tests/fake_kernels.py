@@ -22,6 +22,7 @@ yields the KernelLog.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
 from dataclasses import dataclass, field
@@ -41,6 +42,15 @@ def _check(cond: bool, message: str) -> None:
 class KernelLog:
     calls: list = field(default_factory=list)  # (kernel name, {argument: (shape, stride, dtype)})
     copies: list = field(default_factory=list)  # "kernel: what was copied" for each hidden copy
+    depth: int = 0  # > 0 while a stand-in runs (tests that trace dnadiff's own ops leave these out)
+
+    @contextlib.contextmanager
+    def inside(self):
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -81,7 +91,17 @@ def _scan_pure(u, delta, A, B, C, D, z, delta_bias, softplus, return_last_state)
 
 class _SelectiveScan(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, log, u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state):
+    def forward(ctx, log, *args):
+        with log.inside():
+            return _SelectiveScan._forward(ctx, log, *args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        with ctx.log.inside():
+            return _SelectiveScan._backward(ctx, *grads)
+
+    @staticmethod
+    def _forward(ctx, log, u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state):
         name = "selective_scan_fn"
         # the Python wrapper (selective_scan_interface.SelectiveScanFn.forward)
         if u.stride(-1) != 1:
@@ -135,7 +155,7 @@ class _SelectiveScan(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, dout, *unused):
+    def _backward(ctx, dout, *unused):
         log, name = ctx.log, "selective_scan_fn"
         if dout.stride(-1) != 1:  # SelectiveScanFn.backward
             dout = log.contiguous(name, "dout (backward)", dout)
@@ -162,8 +182,12 @@ def make_selective_scan_fn(log: KernelLog):
 
 
 def make_selective_state_update(log: KernelLog):
-    def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False,
-                               state_batch_indices=None):
+    def selective_state_update(*args, **kwargs):
+        with log.inside():
+            return _selective_state_update(*args, **kwargs)
+
+    def _selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False,
+                                state_batch_indices=None):
         # mamba_ssm/ops/triton/selective_state_update.py (the single-head form dnadiff uses)
         from dnadiff.backbones.mamba import ssm_step
 
@@ -215,7 +239,17 @@ def _conv_checks(x, weight, bias, what):
 
 class _CausalConv1d(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, log, x, weight, bias, silu):
+    def forward(ctx, log, *args):
+        with log.inside():
+            return _CausalConv1d._forward(ctx, log, *args)
+
+    @staticmethod
+    def backward(ctx, dout):
+        with ctx.log.inside():
+            return _CausalConv1d._backward(ctx, dout)
+
+    @staticmethod
+    def _forward(ctx, log, x, weight, bias, silu):
         name = "causal_conv1d_fn"
         if x.stride(2) != 1 and x.stride(1) != 1:  # CausalConv1dFn.forward
             x = log.contiguous(name, "x", x)
@@ -231,7 +265,7 @@ class _CausalConv1d(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, dout):
+    def _backward(ctx, dout):
         log, name = ctx.log, "causal_conv1d_fn"
         if dout.stride(2) != 1 and dout.stride(1) != 1:  # CausalConv1dFn.backward
             dout = log.contiguous(name, "dout (backward)", dout)
@@ -263,8 +297,12 @@ def make_causal_conv1d_fn(log: KernelLog):
 
 
 def make_causal_conv1d_update(log: KernelLog):
-    def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
-                             conv_state_indices=None):
+    def causal_conv1d_update(*args, **kwargs):
+        with log.inside():
+            return _causal_conv1d_update(*args, **kwargs)
+
+    def _causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
+                              conv_state_indices=None):
         from dnadiff.backbones.mamba import conv_step
 
         if activation not in (None, "silu", "swish"):

@@ -287,3 +287,50 @@ def test_conv_impl_is_checked_and_not_saved():
     assert "conv_impl" in RUNTIME_BACKBONE_KEYS
     m = build_backbone("caduceus", "tiny", conv_impl="torch")
     assert {layer.mixer.submodule.mamba_fwd.conv_impl for layer in m.backbone.layers} == {"torch"}
+
+
+class _OwnOps:
+    """Records the aten ops dnadiff itself runs (the stand-ins' insides left out)."""
+
+    def __init__(self, log):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if not log.depth:
+                    outer.ops.append(func.overloadpacket.__name__)
+                return func(*args, **(kwargs or {}))
+
+        self.ops: list[str] = []
+        self.mode = Mode()
+
+
+COPYING = {"clone", "copy_", "cat", "_to_copy", "contiguous", "index", "gather", "flip"}  # (_unsafe_view: a view)
+
+
+def test_the_kernel_path_itself_copies_nothing_forward_and_two_concatenations_backward(fake_kernels):
+    """Every copy left on the kernel path of the mixer (fp32): none in the forward (x, z, Δ, B, C reach the
+    kernels and y reaches out_proj as views of the GEMM outputs); in the backward, autograd's split
+    backward concatenates (dx, dz) into d(xz) and (dΔ, dB, dC) into d(x_dbl): two torch.cat."""
+    m = Mamba(118, **CUDA)
+    hidden = torch.randn(2, 37, 118, requires_grad=True)
+    rec = _OwnOps(fake_kernels)
+    with rec.mode:
+        y = m(hidden)
+    assert not COPYING & set(rec.ops), rec.ops
+    rec.ops.clear()
+    with rec.mode:
+        y.backward(torch.randn_like(y))
+    assert sorted(op for op in rec.ops if op in COPYING) == ["cat", "cat"]
+    assert fake_kernels.copies == []
+
+
+def test_the_cached_step_copies_nothing_in_fp32(fake_kernels):
+    m = build_backbone("mamba", "tiny", vocab_size=12, **CUDA).eval()
+    cache = m.allocate_cache(2, 4)
+    rec = _OwnOps(fake_kernels)
+    with torch.no_grad(), rec.mode:
+        m.step(torch.tensor([7, 8]), cache)
+    assert not COPYING & set(rec.ops), rec.ops
