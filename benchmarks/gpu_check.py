@@ -111,7 +111,7 @@ def check_kernels(device: str, tiny: bool) -> list[dict]:
 
     missing = [k for k in KERNELS if not kernels.kernel_available(k)]
     if missing:
-        why = "; ".join(f"{k}: {kernels._import_error[k]}" for k in missing if k in kernels._import_error)
+        why = "; ".join(f"{k}: {kernels.import_problem(k)}" for k in missing if kernels.import_problem(k))
         return [{"check": "kernels", "case": "not installed", "missing": ",".join(missing),
                  "result": why or "the cuda extra is not installed: nothing to compare", "pass": True}]
     cuda, pure = dict(conv_impl="cuda", scan_impl="cuda"), dict(conv_impl="torch", scan_impl="chunked")

@@ -239,6 +239,7 @@ def test_broken_installs_fall_back_and_say_so_once(monkeypatch, on_cuda, caplog)
     assert len(said) == 2 and log.calls == []
     assert "causal_conv1d is installed but unusable" in said[0] and "AttributeError" in said[0]
     assert "without its selective_scan_cuda extension" in said[1]
+    assert "selective_scan_cuda" in kernels.import_problem("selective_scan_fn")
     with pytest.raises(DnadiffError, match="selective_scan_cuda"):
         Mamba(16, scan_impl="cuda", conv_impl="torch")(h)
 

@@ -21,7 +21,7 @@ CPU tensors with stand-in modules) and is an error when the kernel is missing or
      bfloat16), a convolution width outside 2..4, a state size above 256 (selective_scan_fn).
 
 Cases 2 and 3 are logged once per process (a warning on the "dnadiff" logger). An error raised by a
-kernel while it runs is never caught.
+kernel while it runs is never caught. tests/test_cuda_dispatch.py checks each case with stand-in modules.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from torch import Tensor
 
 from dnadiff.errors import DnadiffError
 
-__all__ = ["KERNEL_DTYPES", "conv_kernel", "conv_update_kernel", "kernel_available", "reset_kernels", "scan_kernel",
-           "scan_length_major", "state_update_kernel", "wants_kernel"]
+__all__ = ["KERNEL_DTYPES", "conv_kernel", "conv_update_kernel", "import_problem", "kernel_available", "reset_kernels",
+           "scan_kernel", "scan_length_major", "state_update_kernel", "wants_kernel"]
 
 # where each kernel lives: (package, module, attribute)
 _WHERE = {
@@ -91,6 +91,12 @@ def _load(name: str) -> Callable | None:
 def kernel_available(name: str) -> bool:
     """True when the kernel imports (not whether a GPU is there)."""
     return _load(name) is not None
+
+
+def import_problem(name: str) -> str | None:
+    """Why an installed package does not give the kernel (None when it does, or is not installed)."""
+    _load(name)
+    return _import_error.get(name)
 
 
 def _is_cuda(t: Tensor) -> bool:  # (a hook: tests make "auto" treat CPU tensors as CUDA ones)
