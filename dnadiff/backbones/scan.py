@@ -5,8 +5,8 @@
     y_t = C_t · h_t + D u_t,   out = y ⊙ silu(z)
 
 Layout here is length-major: u, delta, z: (B, L, E); B, C: (B, L, N); A: (E, N); D, delta_bias: (E,).
-(mamba_ssm's `selective_scan_fn` uses (B, E, L) / (B, N, L); `selective_scan` copies into that layout when it
-dispatches to the kernel; the Mamba mixer calls the kernel in its own layout, see kernels.py.)
+(mamba_ssm's `selective_scan_fn` uses (B, E, L) / (B, N, L); `selective_scan` transposes when it
+dispatches to that kernel.)
 
 Three implementations:
 - `selective_scan_ref`: the plain sequential loop (tests only: under autograd it is very slow).
@@ -16,15 +16,13 @@ Three implementations:
   of work. It keeps only the inputs and the (B, E, N) state at each chunk start: no (B, L, E, N)
   activations. The backward recomputes a chunk's states and runs the adjoint (reverse) scan
   g_t = C_t dy_t + exp(Δ_{t+1} A) g_{t+1} the same way, chunks in reverse order.
-- mamba_ssm's CUDA kernel, used automatically on CUDA tensors when mamba_ssm is importable (kernels.py).
+- mamba_ssm's CUDA kernel, used automatically on CUDA tensors when mamba_ssm is importable.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from dnadiff.backbones.kernels import kernel_available, scan_kernel, scan_length_major
 
 __all__ = ["selective_scan", "selective_scan_ref", "selective_scan_chunked", "mamba_ssm_available"]
 
@@ -251,19 +249,24 @@ def _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
 
 def mamba_ssm_available() -> bool:
     """True when mamba_ssm's CUDA selective-scan kernel can be imported (never on a CPU-only install)."""
+    from dnadiff.backbones.kernels import kernel_available
+
     return kernel_available("selective_scan_fn")
 
 
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False, impl="auto"):
     """Dispatch: mamba_ssm's kernel on CUDA when importable, else the chunked pure-PyTorch scan.
 
-    impl: "auto" | "chunked" | "ref" | "cuda" ("auto"'s fallbacks from the kernel: kernels.py).
+    impl: "auto" | "chunked" | "ref" | "cuda".
     """
     if impl == "ref":
         return selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
-    fn = scan_kernel(impl, u, A.shape[1]) if impl in ("auto", "cuda") else None
-    if fn is not None:  # this (B, L, E) entry copies into the kernel's layout; the Mamba mixer does not use it
-        return scan_length_major(fn, u, delta, A, B, C, D, z, delta_bias, delta_softplus)
+    if impl in ("auto", "cuda"):  # the kernel, or None: "auto"'s documented fallbacks (kernels.py)
+        from dnadiff.backbones.kernels import scan_kernel, scan_length_major
+
+        fn = scan_kernel(impl, u, A.shape[1])
+        if fn is not None:  # this (B, L, E) entry copies into the kernel's layout; the Mamba mixer does not use it
+            return scan_length_major(fn, u, delta, A, B, C, D, z, delta_bias, delta_softplus)
     if impl not in ("auto", "chunked", "cuda"):
         raise ValueError(f"unknown selective scan impl {impl!r}")
     return selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
