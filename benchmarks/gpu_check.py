@@ -13,7 +13,12 @@ Checks, each a row of results/gpu_check.{json,md} (pass = the numbers are within
               CPU: the one-line refusal (Lightning has no CPU FSDP)
   sampler     every registered sampler on the device with a device generator: same seed, same samples
   demo        `dnadiff demo` end to end (train.accelerator set to the device)
-Nothing is downloaded; mamba-ssm is not needed (the pure-PyTorch scan is what is checked).
+  kernels     with the `cuda` extra installed (mamba-ssm, causal-conv1d): the kernel path of the Mamba
+              mixer (conv_impl/scan_impl=cuda) against the PyTorch path: Caduceus-PS at dna-467k width
+              (236 channels) forward and every gradient, the cached AR step of a Mamba LM, and the
+              fwd+bwd time of both paths in bf16; a row saying "not installed" otherwise
+Nothing is downloaded; mamba-ssm is not needed (the pure-PyTorch scan is what is checked; the train
+rows say whether the Mamba layers ran on the kernels).
 """
 
 from __future__ import annotations
@@ -79,6 +84,91 @@ def _train_cfg(out: Path, name: str, backbone: str, preset: str, device: str, st
         f"train.ckpt_every={steps}", "train.progress=false", "train.warmup_steps=1", *extra])
 
 
+KERNELS = ("causal_conv1d_fn", "causal_conv1d_update", "selective_scan_fn", "selective_state_update")
+
+
+def _mamba_path(device: str) -> str:
+    """What the Mamba layers run on this device with the default (auto) choice."""
+    from dnadiff.backbones import kernels
+
+    if not device.startswith("cuda"):
+        return "pytorch"
+    found = [k for k in KERNELS if kernels.kernel_available(k)]
+    return "cuda kernels" if len(found) == len(KERNELS) else ("some kernels: " + ",".join(found) if found else "pytorch")
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(1e-12))
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def check_kernels(device: str, tiny: bool) -> list[dict]:
+    from dnadiff.backbones import build_backbone, kernels
+
+    missing = [k for k in KERNELS if not kernels.kernel_available(k)]
+    if missing:
+        why = "; ".join(f"{k}: {kernels.import_problem(k)}" for k in missing if kernels.import_problem(k))
+        return [{"check": "kernels", "case": "not installed", "missing": ",".join(missing),
+                 "result": why or "the cuda extra is not installed: nothing to compare", "pass": True}]
+    cuda, pure = dict(conv_impl="cuda", scan_impl="cuda"), dict(conv_impl="torch", scan_impl="chunked")
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 means fp32 here
+    rows = []
+    try:
+        # Caduceus-PS at the paper's width: forward and every parameter gradient, fp32
+        preset, (b, length) = ("tiny", (2, 64)) if tiny else ("dna-467k", (4, 1024))
+        torch.manual_seed(0)
+        fast = build_backbone("caduceus", preset, vocab_size=12, **cuda).to(device)
+        ref = build_backbone("caduceus", preset, vocab_size=12, **pure).to(device)
+        ref.load_state_dict(fast.state_dict())
+        ids = torch.randint(7, 11, (b, length), generator=torch.Generator().manual_seed(1)).to(device)
+        out_f, out_r = fast(ids), ref(ids)
+        gy = torch.randn_like(out_r)
+        grads_f = torch.autograd.grad(out_f, list(fast.parameters()), gy)
+        grads_r = torch.autograd.grad(out_r, list(ref.parameters()), gy)
+        fwd, grad = _rel(out_f, out_r), max(_rel(x, y) for x, y in zip(grads_f, grads_r))
+        rows.append({"check": "kernels", "case": f"caduceus:{preset} fp32 B{b} L{length}", "fwd_max_rel": fwd,
+                     "grad_max_rel": grad, "pass": fwd < 5e-4 and grad < 5e-3})  # a wrong layout is off by O(1)
+        # cached AR decoding of a Mamba LM: causal_conv1d_update + selective_state_update
+        torch.manual_seed(0)
+        fast_lm = build_backbone("mamba", "tiny", vocab_size=12, **cuda).to(device).eval()
+        ref_lm = build_backbone("mamba", "tiny", vocab_size=12, **pure).to(device).eval()
+        ref_lm.load_state_dict(fast_lm.state_dict())
+        x = ids[:2, :64]
+        with torch.no_grad():
+            logits = []
+            for m in (fast_lm, ref_lm):
+                cache = m.allocate_cache(x.shape[0], x.shape[1])
+                logits.append(torch.stack([m.step(x[:, i], cache) for i in range(x.shape[1])], dim=1))
+            full = ref_lm(x)
+        step, vs_full = _rel(logits[0], logits[1]), _rel(logits[0], full)
+        rows.append({"check": "kernels", "case": "mamba:tiny cached AR step, 64 tokens", "fwd_max_rel": step,
+                     "vs_full_forward": vs_full, "pass": step < 1e-4 and vs_full < 1e-3})
+        # time: fwd+bwd of both paths under bf16 autocast (training's precision)
+        times = {}
+        for name, model in (("kernels", fast), ("pytorch", ref)):
+            runs = []
+            for _ in range(2 if tiny else 7):
+                _sync(device)
+                t0 = time.perf_counter()
+                with torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16):
+                    loss = model(ids).float().square().mean()
+                loss.backward()
+                _sync(device)
+                runs.append(time.perf_counter() - t0)
+            times[name] = min(runs[1:] if len(runs) > 1 else runs)
+        rows.append({"check": "kernels", "case": f"caduceus:{preset} bf16 fwd+bwd B{b} L{length}",
+                     "kernels_ms": round(1e3 * times["kernels"], 2), "pytorch_ms": round(1e3 * times["pytorch"], 2),
+                     "speedup": round(times["pytorch"] / times["kernels"], 2), "pass": True})
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+    return rows
+
+
 def check_train(device: str, tiny: bool, out: Path) -> list[dict]:
     from dnadiff.training import train
 
@@ -95,6 +185,7 @@ def check_train(device: str, tiny: bool, out: Path) -> list[dict]:
         wall = time.perf_counter() - t0
         loss = res.metrics["train_loss_last"]
         rows.append({"check": "train", "model": f"{backbone}:{preset}", "precision": cfg.train.precision,
+                     "mamba_layers": _mamba_path(device) if backbone == "caduceus" else "-",
                      "steps": res.metrics["steps"], "tokens_per_s": round(steps * batch * seq_len / wall, 1),
                      "peak_mb": _peak_mb(device), "loss": loss,
                      "pass": res.metrics["steps"] == steps and loss == loss and abs(loss) < 1e6})
@@ -199,7 +290,7 @@ def check_demo(device: str, tiny: bool, out: Path) -> dict:
             "tail": proc.stderr.strip().splitlines()[-1:] if proc.returncode else [], "pass": proc.returncode == 0}
 
 
-CHECKS = ("scan", "train", "ddp1", "fsdp1", "sampler", "demo")
+CHECKS = ("scan", "kernels", "train", "ddp1", "fsdp1", "sampler", "demo")
 
 
 def markdown(results: dict) -> str:
@@ -210,7 +301,8 @@ def markdown(results: dict) -> str:
     for kind in CHECKS:
         rows = [{k: v for k, v in r.items() if k != "check"} for r in results["checks"] if r["check"] == kind]
         if rows:
-            lines += [f"## {kind}", "", markdown_table(rows), ""]
+            columns = list(dict.fromkeys(k for r in rows for k in r))  # rows of one check may differ
+            lines += [f"## {kind}", "", markdown_table(rows, columns), ""]
     return "\n".join(lines)
 
 
@@ -236,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
         work = Path(tmp)
         steps = {"scan": lambda: [check_scan(args.device, args.tiny)],
+                 "kernels": lambda: check_kernels(args.device, args.tiny),
                  "train": lambda: check_train(args.device, args.tiny, work),
                  "ddp1": lambda: [check_ddp1(args.device, args.tiny, work)],
                  "fsdp1": lambda: [check_fsdp1(args.device, args.tiny, work)],

@@ -240,7 +240,7 @@ class FinetuneTrainConfig(TrainerConfig):
 # Choices of the machine a run happens on, not of the model: a model directory records their
 # defaults (its config.yaml rebuilds the network anywhere; the run directory keeps what was used).
 RUNTIME_TRAIN_KEYS = ("accelerator", "devices", "progress", "threads", "num_nodes", "strategy")
-RUNTIME_BACKBONE_KEYS = ("scan_impl",)
+RUNTIME_BACKBONE_KEYS = ("scan_impl", "conv_impl")
 
 
 def without_runtime(cfg: Any) -> Any:

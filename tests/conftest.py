@@ -84,3 +84,12 @@ def shared_data() -> Path:
         raise FileNotFoundError(f"full data folder not found: {FULL_DATA} (put ../shared/data beside the "
                                 "repository or set DNADIFF_DATA)")
     return FULL_DATA
+
+
+@pytest.fixture
+def fake_kernels(monkeypatch):
+    """Stand-in mamba_ssm / causal_conv1d kernels (tests/fake_kernels.py) importable for one test, so CPU
+    tests drive the CUDA dispatch; yields the log of their calls and of the copies they had to make."""
+    from fake_kernels import stand_in_kernels
+
+    yield from stand_in_kernels(monkeypatch)

@@ -64,3 +64,25 @@ def test_fsdp1_reload_nll_is_per_token_nats(tmp_path):
     torch.manual_seed(1)
     out = model.nll(x)
     assert got == pytest.approx(float((out.nll / out.num_tokens).mean())) and 0 < got < 20
+
+
+def test_gpu_check_kernels_row_without_the_cuda_extra(tmp_path, monkeypatch):
+    from fake_kernels import install
+
+    install(monkeypatch, {}, absent=("mamba_ssm", "causal_conv1d"))
+    res = _run(tmp_path, "kernels")
+    (row,) = res["checks"]
+    assert row["case"] == "not installed" and row["pass"]
+
+
+def test_gpu_check_kernels_compares_the_kernel_path(tmp_path, fake_kernels):
+    """With (stand-in) kernels importable the check really compares: Caduceus-PS forward and gradients,
+    the cached AR step, and times both paths; every comparison runs through the kernels."""
+    res = _run(tmp_path, "kernels")
+    rows = {r["case"]: r for r in res["checks"]}
+    assert set(fake_kernels.names()) == {"causal_conv1d_fn", "selective_scan_fn", "causal_conv1d_update",
+                                         "selective_state_update"}
+    fp32 = rows["caduceus:tiny fp32 B2 L64"]
+    assert fp32["fwd_max_rel"] < 1e-5 and fp32["grad_max_rel"] < 1e-4
+    assert rows["mamba:tiny cached AR step, 64 tokens"]["fwd_max_rel"] < 1e-5
+    assert rows["caduceus:tiny bf16 fwd+bwd B2 L64"]["kernels_ms"] > 0

@@ -8,6 +8,11 @@ The mixer `Mamba` has the parameter names and initialisation of mamba_ssm's `Mam
     A_log = log(1..N) per channel (S4D-real), D = 1, out_proj: E -> d
     y = SelectiveScan(silu(conv(x)), dt, -exp(A_log), B, C, D, z, dt_proj.bias, softplus)   (Alg. 2)
 
+On CUDA the mixer calls the kernels of causal_conv1d and mamba_ssm when they are installed
+(`conv_impl`, `scan_impl`; kernels.py says when), in their layout: as mamba_ssm's own mixer it keeps
+every activation a (C, B·L) matrix, read as (B, C, L) with unit stride along L (`_forward_kernels`).
+Elsewhere it runs the pure PyTorch path, length-major (B, L, C).
+
 `MambaLM` (registry name `mamba`) is the unidirectional language model of mamba_ssm's
 `MambaLMHeadModel`: embedding -> n_layer × (Add -> Norm -> Mixer, prenorm residual) -> norm_f ->
 LM head tied to the embedding. It is causal (position i sees only j <= i), so it serves as the AR
@@ -24,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
+from dnadiff.backbones.kernels import conv_kernel, conv_update_kernel, scan_kernel, state_update_kernel, wants_kernel
 from dnadiff.backbones.layers.norms import build_norm
 from dnadiff.backbones.scan import SCAN_IMPLS, selective_scan
 from dnadiff.errors import DnadiffError
@@ -41,16 +47,50 @@ def resolve_dt_rank(dt_rank, d_model: int) -> int:
 
 
 def _causal_conv1d(x: Tensor, conv: nn.Conv1d) -> Tensor:
-    """Depthwise causal conv + SiLU on (B, E, L); causal_conv1d's kernel on CUDA when importable."""
-    if x.is_cuda:
-        try:
-            from causal_conv1d import causal_conv1d_fn  # type: ignore
-
-            return causal_conv1d_fn(x, conv.weight.squeeze(1), conv.bias, activation="silu")
-        except Exception:
-            pass
+    """Depthwise causal conv + SiLU on (B, E, L) in PyTorch (the kernel's twin: causal_conv1d_fn)."""
     length = x.shape[-1]
     return F.silu(conv(x)[..., :length])
+
+
+def conv_step(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Tensor | None = None,
+              activation: str | None = "silu") -> Tensor:
+    """One token of the depthwise causal conv (+ SiLU): x (B, E), weight (E, W); conv_state (B, E, W), the
+    last W inputs, is shifted in place. The PyTorch twin of causal_conv1d_update (same arguments)."""
+    conv_state.copy_(torch.roll(conv_state, shifts=-1, dims=-1))
+    conv_state[:, :, -1] = x
+    out = (conv_state * weight.float()).sum(dim=-1)  # (B, E)
+    if bias is not None:
+        out = out + bias.float()
+    return F.silu(out) if activation in ("silu", "swish") else out
+
+
+def ssm_step(state: Tensor, x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
+             z: Tensor | None = None, dt_bias: Tensor | None = None, dt_softplus: bool = False) -> Tensor:
+    """One token of the selective scan (Mamba Alg. 2): h = exp(Δ A) h + Δ B x, y = C·h + D x, y ⊙ silu(z),
+    with Δ = softplus(dt + dt_bias); state (B, E, N) updated in place, x, dt, z (B, E), B, C (B, N), A (E, N).
+    The PyTorch twin of mamba_ssm's selective_state_update (same arguments)."""
+    if dt_bias is not None:
+        dt = dt + dt_bias
+    if dt_softplus:
+        dt = F.softplus(dt)
+    da = torch.exp(dt.unsqueeze(-1) * A)  # (B, E, N)
+    state.mul_(da).add_((dt * x).unsqueeze(-1) * B.unsqueeze(1))
+    y = torch.einsum("ben,bn->be", state, C)
+    if D is not None:
+        y = y + D * x
+    if z is not None:
+        y = y * F.silu(z)
+    return y
+
+
+def _bcl(m: Tensor, batch: int, length: int) -> Tensor:
+    """A (C, B·L) matrix as (B, C, L), unit stride along L: a view (mamba_ssm's "d (b l) -> b d l")."""
+    return m.view(m.shape[0], batch, length).transpose(0, 1)
+
+
+def _matrix(t: Tensor) -> Tensor:
+    """(B, C, L) back to (C, B·L): a view when t has that layout (the kernels' outputs do), else a copy."""
+    return t.transpose(0, 1).reshape(t.shape[1], -1)
 
 
 class Mamba(nn.Module):
@@ -58,12 +98,13 @@ class Mamba(nn.Module):
 
     def __init__(self, d_model: int, d_state: int = 16, d_conv: int = 4, expand: int = 2, dt_rank="auto",
                  dt_min: float = 0.001, dt_max: float = 0.1, dt_init: str = "random", dt_scale: float = 1.0,
-                 dt_init_floor: float = 1e-4, conv_bias: bool = True, bias: bool = False, scan_impl: str = "auto"):
+                 dt_init_floor: float = 1e-4, conv_bias: bool = True, bias: bool = False, scan_impl: str = "auto",
+                 conv_impl: str = "auto"):
         super().__init__()
         self.d_model, self.d_state, self.d_conv, self.expand = d_model, d_state, d_conv, expand
         self.d_inner = expand * d_model
         self.dt_rank = resolve_dt_rank(dt_rank, d_model)
-        self.scan_impl = scan_impl
+        self.scan_impl, self.conv_impl = scan_impl, conv_impl
         e = self.d_inner
         self.in_proj = nn.Linear(d_model, 2 * e, bias=bias)
         self.conv1d = nn.Conv1d(e, e, kernel_size=d_conv, groups=e, padding=d_conv - 1, bias=conv_bias)
@@ -91,6 +132,9 @@ class Mamba(nn.Module):
         self.out_proj = nn.Linear(e, d_model, bias=bias)
 
     def forward(self, hidden: Tensor) -> Tensor:
+        if (wants_kernel(self.conv_impl, "causal_conv1d_fn", hidden)
+                or wants_kernel(self.scan_impl, "selective_scan_fn", hidden)):
+            return self._forward_kernels(hidden)
         xz = self.in_proj(hidden)  # (B, L, 2E)
         x, z = xz.chunk(2, dim=-1)
         x = _causal_conv1d(x.transpose(1, 2), self.conv1d).transpose(1, 2)  # (B, L, E)
@@ -101,6 +145,37 @@ class Mamba(nn.Module):
         y = selective_scan(x, dt, a, b, c, self.D.float(), z, self.dt_proj.bias.float(), delta_softplus=True,
                            impl=self.scan_impl)
         return self.out_proj(y)  # (B, L, d)
+
+    def _forward_kernels(self, hidden: Tensor) -> Tensor:
+        """`forward` through the CUDA kernels, in mamba_ssm's layout (mamba_simple.py): every activation is a
+        (C, B·L) matrix, read as (B, C, L) with unit stride along L, as causal_conv1d_fn (channel-first, any
+        channel count) and selective_scan_fn take it; the projections are GEMMs on these matrices, so x, z,
+        Δ, B, C and y reach the kernels and the next GEMM as views, never transposed copies."""
+        b, length, _ = hidden.shape
+        e, n = self.d_inner, self.d_state
+        h = hidden.reshape(b * length, -1)  # (B·L, d): a view unless hidden's (B, L) axes cannot merge
+        w = self.in_proj.weight
+        xz = w @ h.t() if self.in_proj.bias is None else torch.addmm(self.in_proj.bias.unsqueeze(1), w, h.t())
+        x, z = (_bcl(t, b, length) for t in xz.chunk(2, dim=0))  # (B, E, L) each
+        conv = conv_kernel(self.conv_impl, x, self.d_conv)
+        if conv is not None:
+            x = conv(x, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation="silu")  # same layout as x
+        else:
+            x = _causal_conv1d(x, self.conv1d)
+        x_dbl = self.x_proj.weight @ _matrix(x)  # (R + 2N, B·L)
+        dt, bm, cm = torch.split(x_dbl, [self.dt_rank, n, n], dim=0)
+        dt = self.dt_proj.weight @ dt  # (E, B·L); the bias is added inside the scan
+        a = -torch.exp(self.A_log.float())  # (E, N)
+        scan = scan_kernel(self.scan_impl, x, n)
+        if scan is not None:
+            y = scan(x, _bcl(dt, b, length), a, _bcl(bm, b, length), _bcl(cm, b, length), self.D.float(), z=z,
+                     delta_bias=self.dt_proj.bias.float(), delta_softplus=True)  # (B, E, L), z's layout
+            return self.out_proj(y.transpose(1, 2))  # reads y as (B·L, E) in place
+        # a pure scan (scan_impl, or "auto" fell back): its length-major layout
+        y = selective_scan(x.transpose(1, 2), dt.t().view(b, length, e), a, bm.t().view(b, length, n),
+                           cm.t().view(b, length, n), self.D.float(), z.transpose(1, 2), self.dt_proj.bias.float(),
+                           delta_softplus=True, impl=self.scan_impl)
+        return self.out_proj(y)
 
     # ---- incremental decoding (mamba_ssm's `Mamba.step`): O(1) work per token ----------------
     def allocate_state(self, batch_size: int, device=None) -> tuple[Tensor, Tensor]:
@@ -113,23 +188,19 @@ class Mamba(nn.Module):
         """One token hidden Float[B, d] -> Float[B, d]; updates both states in place.
 
         Same recurrence as `forward` (Alg. 2): the causal conv keeps its last d_conv inputs, the
-        scan its state h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t x_t, y_t = C_t·h_t + D x_t."""
+        scan its state h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t x_t, y_t = C_t·h_t + D x_t. On CUDA (or with
+        conv_impl / scan_impl "cuda") causal_conv1d_update and selective_state_update do the two steps."""
         xz = self.in_proj(hidden)  # (B, 2E)
         x, z = xz.float().chunk(2, dim=-1)
-        conv_state.copy_(torch.roll(conv_state, shifts=-1, dims=-1))
-        conv_state[:, :, -1] = x
-        x = (conv_state * self.conv1d.weight[:, 0, :].float()).sum(dim=-1)  # (B, E)
-        if self.conv1d.bias is not None:
-            x = x + self.conv1d.bias.float()
-        x = F.silu(x)
+        weight = self.conv1d.weight[:, 0, :]  # (E, W)
+        conv = conv_update_kernel(self.conv_impl, x, self.d_conv) or conv_step
+        x = conv(x, conv_state, weight, self.conv1d.bias, "silu")  # (B, E)
         x_db = self.x_proj(x.to(self.x_proj.weight.dtype)).float()  # (B, R + 2N)
         dt, b, c = torch.split(x_db, [self.dt_rank, self.d_state, self.d_state], dim=-1)
-        dt = F.softplus(F.linear(dt, self.dt_proj.weight.float()) + self.dt_proj.bias.float())  # (B, E)
+        dt = F.linear(dt, self.dt_proj.weight.float())  # (B, E); bias and softplus inside the step
         a = -torch.exp(self.A_log.float())  # (E, N)
-        da = torch.exp(dt.unsqueeze(-1) * a)  # (B, E, N)
-        ssm_state.mul_(da).add_((dt * x).unsqueeze(-1) * b.unsqueeze(1))
-        y = torch.einsum("ben,bn->be", ssm_state, c) + self.D.float() * x
-        y = y * F.silu(z)
+        update = state_update_kernel(self.scan_impl, x, self.d_state) or ssm_step
+        y = update(ssm_state, x, dt, a, b, c, self.D.float(), z=z, dt_bias=self.dt_proj.bias.float(), dt_softplus=True)
         return self.out_proj(y.to(self.out_proj.weight.dtype))  # (B, d)
 
 
@@ -190,6 +261,7 @@ class MambaConfig:
     rescale_prenorm_residual: bool = True
     cond_dim: int = 0
     scan_impl: str = "auto"  # auto | compiled | chunked | ref | cuda (dnadiff.backbones.scan.SCAN_IMPLS)
+    conv_impl: str = "auto"  # auto | torch | cuda (causal_conv1d's kernels; kernels.py)
 
     family = "mamba"  # (class attribute, not a field) names the config in error messages
 
@@ -199,12 +271,14 @@ class MambaConfig:
         if self.scan_impl not in SCAN_IMPLS:
             raise DnadiffError(f"{self.family} config: scan_impl must be {'|'.join(SCAN_IMPLS)}, "
                                f"got {self.scan_impl!r}")
+        if self.conv_impl not in ("auto", "torch", "cuda"):
+            raise DnadiffError(f"{self.family} config: conv_impl must be auto|torch|cuda, got {self.conv_impl!r}")
 
     def mixer_kwargs(self) -> dict:
         return dict(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand, dt_rank=self.dt_rank,
                     dt_min=self.dt_min, dt_max=self.dt_max, dt_init=self.dt_init, dt_scale=self.dt_scale,
                     dt_init_floor=self.dt_init_floor, conv_bias=self.conv_bias, bias=self.bias,
-                    scan_impl=self.scan_impl)
+                    scan_impl=self.scan_impl, conv_impl=self.conv_impl)
 
 
 class MambaMixerModel(nn.Module):

@@ -26,7 +26,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dnadiff.backbones import scan_compiled
+import dnadiff.backbones.kernels as kernels
+import dnadiff.backbones.scan_compiled as scan_compiled
 
 __all__ = ["selective_scan", "selective_scan_ref", "selective_scan_chunked", "mamba_ssm_available", "SCAN_IMPLS"]
 
@@ -256,20 +257,9 @@ def _selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
     return (out, last) if return_last_state else out
 
 
-_MAMBA_SSM = None
-
-
 def mamba_ssm_available() -> bool:
     """True when mamba_ssm's CUDA selective-scan kernel can be imported (never on a CPU-only install)."""
-    global _MAMBA_SSM
-    if _MAMBA_SSM is None:
-        try:
-            from mamba_ssm.ops.selective_scan_interface import selective_scan_fn  # type: ignore
-
-            _MAMBA_SSM = selective_scan_fn
-        except Exception:  # ImportError, or a CUDA extension that fails to load
-            _MAMBA_SSM = False
-    return _MAMBA_SSM is not False
+    return kernels.kernel_available("selective_scan_fn")
 
 
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
@@ -281,17 +271,12 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
         raise ValueError(f"unknown selective scan impl {impl!r} (expected one of {', '.join(SCAN_IMPLS)})")
     if impl == "ref":
         return selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
-    if impl == "cuda" or (impl == "auto" and u.is_cuda and mamba_ssm_available()):
-        if not mamba_ssm_available():
-            raise RuntimeError("selective_scan(impl='cuda') needs mamba_ssm with its CUDA extension")
-        out = _MAMBA_SSM(u.transpose(1, 2).contiguous(), delta.transpose(1, 2).contiguous(), A.contiguous(),
-                         B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(),
-                         None if D is None else D.float(), None if z is None else z.transpose(1, 2).contiguous(),
-                         None if delta_bias is None else delta_bias.float(), delta_softplus, return_last_state)
-        if return_last_state:
-            return out[0].transpose(1, 2), out[1]
-        return out.transpose(1, 2)
-    if impl == "compiled" or (impl == "auto" and not u.is_cuda and scan_compiled.available()):
+    if impl in ("auto", "cuda"):  # the kernel, or None: "auto"'s documented fallbacks (kernels.py)
+        fn = kernels.scan_kernel(impl, u, A.shape[1])
+        if fn is not None:  # this (B, L, E) entry copies into the kernel's layout; the Mamba mixer does not use it
+            return kernels.scan_length_major(fn, u, delta, A, B, C, D, z, delta_bias, delta_softplus,
+                                             return_last_state)
+    if impl == "compiled" or (impl == "auto" and not kernels.is_cuda(u) and scan_compiled.available()):
         return scan_compiled.selective_scan_compiled(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
                                                      return_last_state)
     return selective_scan_chunked(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
