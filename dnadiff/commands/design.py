@@ -110,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("--out: give a FASTA file name (the JSON of rewards goes beside it)")
     recover_together([out, stats_path])
     refuse_existing([out, stats_path], args.force)
+    from dnadiff.commands.checks import check_writable
+
+    check_writable(out)  # before the model is loaded, not after minutes of design
     template_records = read_fasta(args.template_fasta) if args.template_fasta else None
 
     model = load_for_inference(args.model_dir)  # in eval mode (every loader sets it)

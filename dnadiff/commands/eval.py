@@ -61,7 +61,10 @@ def run(args: argparse.Namespace) -> int:
     if args.fasta == "-" and args.records == "-":
         raise DnadiffError("only one input can be read from stdin (-)")
     if args.out:
+        from dnadiff.commands.checks import check_writable
+
         refuse_existing([args.out], args.force)
+        check_writable(args.out)  # before the model is loaded, not after minutes of scoring
     if args.bed:
         read_bed(args.bed)  # a malformed BED fails before any model or genome is touched
     model = load_for_inference(args.model_dir)

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from dnadiff.checkpoint import load_config_of, load_for_inference, official_kind
-    from dnadiff.commands.checks import check_sampler_options
+    from dnadiff.commands.checks import check_sampler_options, check_writable
     from dnadiff.config import parse_overrides
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         recover_together([out, stats_path])  # a killed earlier run: finish its pair, drop its temp files
         refuse_existing([out, stats_path], args.force)
+        check_writable(out)  # before the model is loaded, not after minutes of sampling
     options = parse_overrides(args.option)
     if args.temperature != 1.0:
         options["temperature"] = args.temperature
