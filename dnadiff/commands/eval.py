@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "likelihood bound of a model: nats/base, bits/base, perplexity (JSON + table)"
+HELP = "likelihood bound of a model: nats/base, bits/base, perplexity (table; JSON with --out)"
 DESCRIPTION = """Evaluate the likelihood bound of a model (exact NLL for AR models) on held-out DNA.
 
   dnadiff eval runs/tiny_dna_mdlm/model --split test
@@ -16,7 +16,11 @@ Data: by default the genome + BED of the model's training config (the bundled sa
 Reports nats/base, bits/base, the perplexity bound, its standard error and the number of bases.
 N bases and padding are scored as the model's objective.pad_policy says (reported as pad_policy;
 DNA configs use `visible`: never masked, never scored). One Monte-Carlo time sample per sequence (paper), or
---num-samples K; --T gives the discrete-time bound; --quadrature K a deterministic t-grid."""
+--num-samples K; --T gives the discrete-time bound; --quadrature K a deterministic t-grid.
+
+Prints a table on stdout; --out FILE also writes the result as JSON. It says at the start how many
+windows it scores and, for more than a few batches, about how long that takes on this machine (one
+batch timed); --max-windows N scores N evenly spaced windows for a quicker estimate."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -85,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_windows and args.max_windows < len(items):
         idx = np.linspace(0, len(items) - 1, args.max_windows).round().astype(int)
         items = torch.utils.data.Subset(items, sorted(set(int(i) for i in idx)))
+    announce(model, items, seq_len, args, source)
     res = evaluate_model(model, items, T=args.T, num_samples=args.num_samples, quadrature=args.quadrature,
                          batch_size=args.batch_size, seed=args.seed, progress=progress_enabled())
     unit = "base" if model.tokenizer.kind == "dna" else "token"
@@ -112,6 +117,49 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(out[f"nats_per_{unit}"]):
         raise DnadiffError("the bound is not finite")
     return 0
+
+
+PROBE_MIN_BATCHES = 4  # fewer batches: no timing probe (it would cost a noticeable share of the run)
+
+
+def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) -> None:
+    """One line before the scoring: how many windows, about how long (one batch timed here, so the
+    machine's load counts), and the --max-windows hint when that is more than a minute."""
+    import logging
+    import time
+
+    import torch
+
+    from dnadiff.eval.perplexity import evaluate_model
+    from dnadiff.logs import log
+
+    n = len(items)
+    batches = -(-n // args.batch_size)
+    what = f"scoring {n:,} windows of {seq_len:,} {'bp' if model.tokenizer.kind == 'dna' else 'tokens'} from {source}"
+    if not log.isEnabledFor(logging.INFO):  # --quiet: nothing to say, nothing to time
+        return
+    if batches < PROBE_MIN_BATCHES:
+        log.info("%s", what)
+        return
+    start = time.perf_counter()
+    evaluate_model(model, torch.utils.data.Subset(items, range(args.batch_size)), T=args.T,
+                   num_samples=args.num_samples, quadrature=args.quadrature, batch_size=args.batch_size,
+                   seed=args.seed, progress=False)
+    per_batch = time.perf_counter() - start
+    total = per_batch * batches
+    line = f"{what}: about {format_duration(total)} ({batches:,} batches of {args.batch_size}, one took {per_batch:.2g} s)"
+    if total > 60:
+        quick = max(args.batch_size, int(n * 60 / total) // args.batch_size * args.batch_size)
+        line += f"; --max-windows {quick:,} gives an estimate in about {format_duration(per_batch * quick / args.batch_size)}"
+    log.info("%s", line)
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def resolved_config(args: argparse.Namespace) -> dict:
