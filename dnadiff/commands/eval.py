@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-PROBE_MIN_BATCHES = 4  # fewer batches: no timing probe (it would cost a noticeable share of the run)
+PROBE_MIN_BATCHES = 4  # fewer batches: no time estimate (a one-window probe only checks the inputs)
 
 
 def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) -> None:
@@ -138,14 +138,17 @@ def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) 
     what = f"scoring {n:,} windows of {seq_len:,} {'bp' if model.tokenizer.kind == 'dna' else 'tokens'} from {source}"
     if not log.isEnabledFor(logging.INFO):  # --quiet: nothing to say, nothing to time
         return
-    if batches < PROBE_MIN_BATCHES:
-        log.info("%s", what)
-        return
+    # the probe is the evaluation's own code on its first windows, so an input the model cannot take
+    # (a window over its l_max, ...) fails here and its error stays the only line on stderr
+    probe = 1 if batches < PROBE_MIN_BATCHES else args.batch_size  # few batches: no estimate, one window
     start = time.perf_counter()
-    evaluate_model(model, torch.utils.data.Subset(items, range(args.batch_size)), T=args.T,
+    evaluate_model(model, torch.utils.data.Subset(items, range(min(probe, n))), T=args.T,
                    num_samples=args.num_samples, quadrature=args.quadrature, batch_size=args.batch_size,
                    seed=args.seed, progress=False)
     per_batch = time.perf_counter() - start
+    if batches < PROBE_MIN_BATCHES:
+        log.info("%s", what)
+        return
     total = per_batch * batches
     line = f"{what}: about {format_duration(total)} ({batches:,} batches of {args.batch_size}, one took {per_batch:.2g} s)"
     if total > 60:
