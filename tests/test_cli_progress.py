@@ -64,7 +64,8 @@ def test_sampling_bar_never_overruns_its_total(model, tmp_path, recorded):
 
 
 @pytest.mark.parametrize("method,options", [("svdd", ["--option", "candidates=2"]), ("best_of_n", ["--option", "n=2"]),
-                                            ("smc", ["--option", "particles=2"])])
+                                            ("smc", ["--option", "particles=2"]), ("cg", ["--option", "scale=5"]),
+                                            ("none", [])])
 def test_design_shows_steps_designs_and_reward(model, tmp_path, recorded, method, options):
     torch.set_num_threads(1)
     out = tmp_path / "d.fa"
