@@ -111,8 +111,6 @@ def test_print_config_of_a_bad_config_is_one_line(tmp_path, capsys):
 def test_configs_name_prints_the_whole_header(capsys):
     """A description cut with "..." in the list is readable whole: `dnadiff configs NAME` prints the
     config's entire leading comment block, line by line."""
-    from dnadiff.commands.configs import header
-
     assert main(["configs"]) == 0
     out, err = capsys.readouterr()
     cut = [line.split()[0] for line in out.splitlines() if line.endswith("...")]
