@@ -50,3 +50,69 @@ def quiet_libraries(level: int = logging.INFO) -> None:
     warnings.filterwarnings("ignore", message=r".*`isinstance\(treespec, LeafSpec\)`.*")
     warnings.filterwarnings("ignore", message=r".*litlogger.*")
     warnings.filterwarnings("ignore", message=r".*tensorboardX.*")
+
+
+# ----------------------------------------------------------------------------- progress bars
+
+NON_TERMINAL_INTERVAL = 10.0  # seconds between progress lines when stderr is a file or a pipe
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
+
+
+class LineStream:
+    """Where a bar writes when stderr is not a terminal: each refresh becomes one plain line.
+
+    tqdm redraws in place with a carriage return and moves the cursor up (ESC [A) for a second bar;
+    in a log file that gives one endless line and stray `[A` codes. Here the escapes are dropped,
+    every refresh is its own line, and a line equal to the previous one (the redraw at close) is
+    written once."""
+
+    _ESCAPE = None
+
+    def __init__(self, stream):
+        import re
+
+        self.stream = stream
+        self.last = ""
+        if LineStream._ESCAPE is None:
+            LineStream._ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+    def write(self, text: str) -> int:
+        for line in self._ESCAPE.sub("", text).replace("\r", "\n").split("\n"):
+            line = line.rstrip()
+            if line and line != self.last:
+                self.stream.write(line + "\n")
+                self.last = line
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def progress_bar(iterable=None, *, nested: bool = False, **kwargs):
+    """A tqdm bar on stderr that degrades cleanly: off under --quiet; on a terminal a normal bar
+    (`nested`: a transient inner bar below the main one); on a file or pipe one plain line every
+    NON_TERMINAL_INTERVAL seconds and no nested bars (their cursor moves are what leaves `[A`)."""
+    from tqdm.auto import tqdm
+
+    kwargs.setdefault("dynamic_ncols", True)
+    if not progress_enabled() or kwargs.pop("disable", False):
+        return tqdm(iterable, disable=True, **kwargs)
+    if any("notebook" in cls.__module__ for cls in tqdm.__mro__):  # Jupyter: its own widget
+        return tqdm(iterable, **({"leave": False} if nested else {}), **kwargs)
+    if stderr_is_terminal():
+        kwargs.setdefault("file", sys.stderr)
+        if nested:
+            kwargs.setdefault("leave", False)
+        return tqdm(iterable, **kwargs)
+    if nested:
+        return tqdm(iterable, disable=True, **kwargs)
+    kwargs.pop("position", None)
+    kwargs.update(file=LineStream(kwargs.get("file") or sys.stderr), dynamic_ncols=False, ncols=80, leave=True,
+                  mininterval=max(float(kwargs.get("mininterval", 0.1)), NON_TERMINAL_INTERVAL))
+    return tqdm(iterable, **kwargs)

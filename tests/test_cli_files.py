@@ -77,7 +77,7 @@ def test_read_only_output_folder_is_one_line(model, tmp_path, capsys, monkeypatc
     recs.write_text(">a\nACGTACGTAC\n")
     assert main(["eval", model, "--records", str(recs), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err == f"error: {out}: cannot write (Read-only file system)"
+    assert err == f"error: --out {out}: cannot write in {tmp_path} (Read-only file system)"  # before the work
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.fa"]
 
 

@@ -100,7 +100,9 @@ def test_metrics_against_a_genome_without_bed_uses_windows_not_mostly_n(tmp_path
     out = tmp_path / "m"
     assert main(["metrics", str(samples), "--reference", str(genome), "--out", str(out), "--no-plots", "--kmax", "3"]) == 0
     err = capsys.readouterr().err
-    assert "64 windows of 64 bp used, evenly spaced among the 64 of 128 with at most 10% N" in err
+    assert ("64 windows of 64 bp used (at most --max-reference-windows 2,000), evenly spaced among the 64 windows "
+            "with at most 10% N, out of all 128 non-overlapping 64-bp windows of the 1 record(s) at least 128 bp long"
+            in err)
     res = json.loads((out / "metrics.json").read_text())
     assert res["samples"]["num_reference"] == 64  # before: 1 (the whole chromosome, half of it N)
     assert res["reference_stats"]["gc_mean"] == pytest.approx(0.5)  # every window is the 16-bp repeat, GC 1/2

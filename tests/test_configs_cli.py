@@ -105,3 +105,21 @@ def test_print_config_of_a_bad_config_is_one_line(tmp_path, capsys):
     assert main(["train", "experiments/tiny_dna_mdlm", "--print-config", "train.lr=-1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "train.lr" in err and err.count("\n") == 1
+
+
+def test_configs_name_prints_the_whole_header(capsys):
+    """A description cut with "..." in the list is readable whole: `dnadiff configs NAME` prints the
+    config's entire leading comment block, line by line."""
+    assert main(["configs"]) == 0
+    out, err = capsys.readouterr()
+    cut = [line.split()[0] for line in out.splitlines() if line.endswith("...")]
+    assert cut and "dnadiff configs NAME" in err
+    for name in cut:
+        assert main(["configs", name]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        path = Path(CONFIG_ROOT) / f"{name}.yaml"
+        comments = [line[1:].strip() for line in path.read_text().splitlines()]
+        first_setting = next(i for i, line in enumerate(path.read_text().splitlines()) if not line.startswith("#"))
+        assert printed[0] == f"{name}  ({path})" and printed[1] == ""
+        assert [line.strip() for line in printed[2:]] == comments[:first_setting]
+        assert not printed[-1].endswith("...")

@@ -119,3 +119,29 @@ def test_rc_symmetric_design_reports_the_strand_averaged_reward(model, tmp_path)
     want = 0.5 * (r(x) + r(torch.tensor(TOK.reverse_complement(x))))
     assert stats["reward"] == "rc(motif:ACG)" and stats["rc_symmetric"] is True
     assert torch.allclose(torch.tensor([v["reward"] for v in stats["rewards"]], dtype=torch.float64), want)
+
+
+class NotWeights:  # any object outside torch's weights-only allow-list
+    pass
+
+
+def test_pickled_classifier_file_is_one_error_line(model, tmp_path, capsys):
+    """A classifier directory whose classifier.pt is a pickle of arbitrary objects: refused in one
+    `error:` line naming the file, never torch's suggestion to retry with weights_only=False."""
+    import pickle
+
+    from dnadiff.backbones import build_backbone
+    from dnadiff.heads.classifier import SequenceClassifier
+    from dnadiff.heads.saved import save_classifier_dir
+
+    clf = SequenceClassifier(build_backbone("hyena", preset="tiny", vocab_size=12), 2).eval()
+    folder = save_classifier_dir(tmp_path / "clf", clf, ["neg", "pos"])
+    with open(folder / "classifier.pt", "wb") as fh:
+        pickle.dump({"weights": NotWeights()}, fh)
+    out = tmp_path / "d.fa"
+    rc = main(["design", model, "--reward", f"classifier:{folder}", "--length", "16", "--steps", "2",
+               "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("error: ") and "\n" not in err, err
+    assert str(folder / "classifier.pt") in err and "weights_only=False" not in err and "Traceback" not in err
+    assert not out.exists()

@@ -43,3 +43,12 @@ def test_python_dash_m_dnadiff_is_the_cli(tmp_path):
                          cwd=tmp_path, timeout=120)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "python -m dnadiff" in README and "MUMmer" in README
+
+
+def test_python_block_time_is_measured_with_its_machine():
+    """The sentence above the Python block gives a measured time, the machine and its load, and the
+    script that measured it (not "a few seconds")."""
+    intro = README.split("## Python API", 1)[1].split("```python", 1)[0]
+    assert "a few seconds" not in intro
+    assert re.search(r"\b\d+ s on a \d+-core", intro) and "load average" in intro and "torch 2." in intro
+    assert "benchmarks/readme_python_block.py" in intro and (REPO / "benchmarks" / "readme_python_block.py").is_file()

@@ -70,3 +70,37 @@ def check_train_inputs(cfg) -> None:
     OBJECTIVES.get(cfg.objective.name)
     SCHEDULES.get(cfg.schedule.name)
     SAMPLERS.get(cfg.sample.sampler)  # the run's default sampler: a typo here fails now, not after training
+
+
+# ------------------------------------------------------------------------------------ outputs
+
+
+def check_writable(path: str | None, flag: str = "--out") -> None:
+    """The folder that will hold `path` exists or can be made, and files can be written in it:
+    checked before the work (minutes of sampling) rather than when the results are written.
+
+    The nearest existing folder above `path` must be a directory and writable (os.access, then a
+    probe file created and removed there: root passes access() but not a read-only mount)."""
+    import tempfile
+
+    if path is None or path == "-":
+        return
+    if os.path.isdir(path):
+        raise DnadiffError(f"{flag} {path}: is a directory, expected a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    existing = folder
+    while not os.path.exists(existing):
+        parent = os.path.dirname(existing)
+        if parent == existing:
+            break
+        existing = parent
+    if not os.path.isdir(existing):
+        raise DnadiffError(f"{flag} {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DnadiffError(f"{flag} {path}: cannot write in {existing} (permission denied)")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".dnadiff-write-check.", suffix=".tmp", dir=existing)
+    except OSError as exc:
+        raise DnadiffError(f"{flag} {path}: cannot write in {existing} ({exc.strerror or type(exc).__name__})") from None
+    os.close(fd)
+    os.remove(probe)

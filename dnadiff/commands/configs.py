@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 HELP = "list the shipped configs with a one-line description each"
 DESCRIPTION = """List the YAML configs shipped with the package (any of them is a CONFIG of
@@ -10,6 +11,7 @@ DESCRIPTION = """List the YAML configs shipped with the package (any of them is 
 
   dnadiff configs                          # all of them
   dnadiff configs text                     # those whose name contains "text"
+  dnadiff configs experiments/tiny_dna_mdlm                  # one config: its whole header comment
   dnadiff configs experiments/tiny_finetune --print-config   # one config, fully resolved
 
 Relative data paths in a config resolve against the data root: data.root, else $DNADIFF_DATA,
@@ -18,23 +20,30 @@ else the small real data bundled with the package."""
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("filter", nargs="?", default=None,
-                   help="show only configs whose name contains this text (with --print-config: one config name)")
+                   help="show only configs whose name contains this text; a full config name prints that "
+                        "config's whole header comment (with --print-config: the config, resolved)")
 
 
 MAX_DESCRIPTION = 100  # characters; longer first sentences are cut at a word
+
+
+def header(path: str) -> list[str]:
+    """The leading comment block of a config file, one string per line, without the `#`."""
+    lines = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.startswith("#"):
+                break
+            text = line.rstrip("\n")[1:]
+            lines.append(text[1:] if text.startswith(" ") else text.rstrip())
+    return lines
 
 
 def describe(path: str) -> str:
     """The first sentence of a config file's leading comment block, on one line."""
     import re
 
-    lines = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.startswith("#"):
-                break
-            lines.append(line.lstrip("#").strip())
-    text = " ".join(s for s in lines if s)
+    text = " ".join(s.strip() for s in header(path) if s.strip())
     # a sentence ends at . ! ? before a capital, but not after an abbreviation ("App. D.6", "tab. 6", "et al.")
     for m in re.finditer(r"[.!?](?=\s+[A-Z(`])", text):
         if not re.search(r"\b(app|tab|fig|eq|al|e\.g|i\.e|cf|vs)\.$", text[: m.end()], re.IGNORECASE):
@@ -57,13 +66,24 @@ def shipped_configs() -> list[tuple[str, str]]:
 
 def run(args: argparse.Namespace) -> int:
     from dnadiff.errors import DnadiffError
+    from dnadiff.logs import log
 
+    exact = [n for n, _ in shipped_configs() if n == args.filter]
+    if exact:  # one config named in full: its whole description
+        from dnadiff.config import CONFIG_ROOT
+
+        path = os.path.join(CONFIG_ROOT, exact[0] + ".yaml")
+        print(f"{exact[0]}  ({path})\n")
+        print("\n".join(header(path)).strip("\n") or "(no description)")
+        return 0
     rows = [(n, d) for n, d in shipped_configs() if not args.filter or args.filter in n]
     if not rows:
         raise DnadiffError(f"no shipped config name contains {args.filter!r} (run `dnadiff configs` for the list)")
     width = max(len(n) for n, _ in rows)
     for name, text in rows:
         print(f"{name:<{width}}  {text}")
+    if any(text.endswith("...") for _, text in rows):
+        log.info("(descriptions cut with ...: `dnadiff configs NAME` prints one config's whole header)")
     return 0
 
 

@@ -77,6 +77,42 @@ def check_args(args: argparse.Namespace) -> dict:
     return check_method_options(args.method, parse_options(args.option))
 
 
+class DesignProgress:
+    """The design bar: sampler steps over all batches, with designs done and their mean reward so far.
+
+    Every method advances the wrapped sampler with `sampler.step` (candidates and particles in one
+    call per step), so counting those calls through the state's step index gives the step whatever
+    the method; the bar never passes steps x batches."""
+
+    def __init__(self, sampler, steps: int, batches: int, num: int):
+        from dnadiff.logs import progress_bar
+
+        self.steps, self.num, self.batch, self.done, self.reward_sum = int(steps), num, 0, 0, 0.0
+        self.bar = progress_bar(total=self.steps * batches, desc="design", unit="step")
+        inner = sampler.step
+
+        def step(state, logits, rng):
+            new = inner(state, logits, rng)
+            self._advance(self.batch * self.steps + min(self.steps, int(new.step)))
+            return new
+
+        sampler.step = step  # this instance only: the class's step is untouched
+
+    def _advance(self, position: int) -> None:
+        if position > self.bar.n:
+            self.bar.update(position - self.bar.n)
+
+    def batch_done(self, rewards) -> None:
+        self.batch += 1
+        self.done += int(rewards.shape[0])
+        self.reward_sum += float(rewards.double().sum())
+        self._advance(self.batch * self.steps)  # early stop (all unmasked): the batch is complete
+        self.bar.set_postfix_str(f"designs {self.done}/{self.num}  reward mean {self.reward_sum / self.done:.4g}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 def summarize(values) -> dict:
     import numpy as np
 
@@ -117,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("--out: give a FASTA file name (the JSON of rewards goes beside it)")
     recover_together([out, stats_path])
     refuse_existing([out, stats_path], args.force)
+    from dnadiff.commands.checks import check_writable
+
+    check_writable(out)  # before the model is loaded, not after minutes of design
     template_records = read_fasta(args.template_fasta) if args.template_fasta else None
 
     model = load_for_inference(args.model_dir)  # in eval mode (every loader sets it)
@@ -140,22 +179,29 @@ def run(args: argparse.Namespace) -> int:
 
     chunk = args.batch_size or args.num
     xs, rewards, totals, steps = [], [], {}, 0
+    log.info("designing %d sequence(s) of %d bp: --method %s over %s, %d step(s) per batch of %d", args.num, length,
+             args.method, sampler.name, sampler.steps or length, chunk)
+    bar = DesignProgress(sampler, sampler.steps or length, -(-args.num // chunk), args.num)
     start = time.time()
-    for i in range(0, args.num, chunk):
-        n = min(chunk, args.num - i)
-        # the method puts its state where the template lives (the denoiser's parameters are hidden
-        # behind the SuppressTokens/RC wrappers): an all-mask template on the model's device
-        if template is not None:
-            tmpl = template[i : i + n].to(device)
-        else:
-            tmpl = torch.full((n, length), tok.mask_id, dtype=torch.long, device=device)
-        x = method.generate(denoiser, model.schedule, tok.mask_id, (n, length), template=tmpl,
-                            generator=SeedStream(args.seed, first_row=i))
-        xs.append(x.cpu())
-        rewards.append(method.last_rewards.cpu())
-        for key in ("denoiser_calls", "denoiser_rows", "reward_calls"):
-            totals[key] = totals.get(key, 0) + method.last_stats[key]
-        steps = max(steps, method.last_stats["steps"])
+    try:
+        for i in range(0, args.num, chunk):
+            n = min(chunk, args.num - i)
+            # the method puts its state where the template lives (the denoiser's parameters are hidden
+            # behind the SuppressTokens/RC wrappers): an all-mask template on the model's device
+            if template is not None:
+                tmpl = template[i : i + n].to(device)
+            else:
+                tmpl = torch.full((n, length), tok.mask_id, dtype=torch.long, device=device)
+            x = method.generate(denoiser, model.schedule, tok.mask_id, (n, length), template=tmpl,
+                                generator=SeedStream(args.seed, first_row=i))
+            xs.append(x.cpu())
+            rewards.append(method.last_rewards.cpu())
+            for key in ("denoiser_calls", "denoiser_rows", "reward_calls"):
+                totals[key] = totals.get(key, 0) + method.last_stats[key]
+            steps = max(steps, method.last_stats["steps"])
+            bar.batch_done(method.last_rewards)
+    finally:
+        bar.close()
     wall = time.time() - start
     x, r = torch.cat(xs), torch.cat(rewards).double()
     texts = model.decode(x)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "likelihood bound of a model: nats/base, bits/base, perplexity (JSON + table)"
+HELP = "likelihood bound of a model: nats/base, bits/base, perplexity (table; JSON with --out)"
 DESCRIPTION = """Evaluate the likelihood bound of a model (exact NLL for AR models) on held-out DNA.
 
   dnadiff eval runs/tiny_dna_mdlm/model --split test
@@ -16,7 +16,11 @@ Data: by default the genome + BED of the model's training config (the bundled sa
 Reports nats/base, bits/base, the perplexity bound, its standard error and the number of bases.
 N bases and padding are scored as the model's objective.pad_policy says (reported as pad_policy;
 DNA configs use `visible`: never masked, never scored). One Monte-Carlo time sample per sequence (paper), or
---num-samples K; --T gives the discrete-time bound; --quadrature K a deterministic t-grid."""
+--num-samples K; --T gives the discrete-time bound; --quadrature K a deterministic t-grid.
+
+Prints a table on stdout; --out FILE also writes the result as JSON. It says at the start how many
+windows it scores and, for more than a few batches, about how long that takes on this machine (one
+batch timed); --max-windows N scores N evenly spaced windows for a quicker estimate."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
     if args.fasta == "-" and args.records == "-":
         raise DnadiffError("only one input can be read from stdin (-)")
     if args.out:
+        from dnadiff.commands.checks import check_writable
+
         refuse_existing([args.out], args.force)
+        check_writable(args.out)  # before the model is loaded, not after minutes of scoring
     if args.bed:
         read_bed(args.bed)  # a malformed BED fails before any model or genome is touched
     model = load_for_inference(args.model_dir)
@@ -82,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_windows and args.max_windows < len(items):
         idx = np.linspace(0, len(items) - 1, args.max_windows).round().astype(int)
         items = torch.utils.data.Subset(items, sorted(set(int(i) for i in idx)))
+    announce(model, items, seq_len, args, source)
     res = evaluate_model(model, items, T=args.T, num_samples=args.num_samples, quadrature=args.quadrature,
                          batch_size=args.batch_size, seed=args.seed, progress=progress_enabled())
     unit = "base" if model.tokenizer.kind == "dna" else "token"
@@ -109,6 +117,52 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(out[f"nats_per_{unit}"]):
         raise DnadiffError("the bound is not finite")
     return 0
+
+
+PROBE_MIN_BATCHES = 4  # fewer batches: no time estimate (a one-window probe only checks the inputs)
+
+
+def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) -> None:
+    """One line before the scoring: how many windows, about how long (one batch timed here, so the
+    machine's load counts), and the --max-windows hint when that is more than a minute."""
+    import logging
+    import time
+
+    import torch
+
+    from dnadiff.eval.perplexity import evaluate_model
+    from dnadiff.logs import log
+
+    n = len(items)
+    batches = -(-n // args.batch_size)
+    what = f"scoring {n:,} windows of {seq_len:,} {'bp' if model.tokenizer.kind == 'dna' else 'tokens'} from {source}"
+    if not log.isEnabledFor(logging.INFO):  # --quiet: nothing to say, nothing to time
+        return
+    # the probe is the evaluation's own code on its first windows, so an input the model cannot take
+    # (a window over its l_max, ...) fails here and its error stays the only line on stderr
+    probe = 1 if batches < PROBE_MIN_BATCHES else args.batch_size  # few batches: no estimate, one window
+    start = time.perf_counter()
+    evaluate_model(model, torch.utils.data.Subset(items, range(min(probe, n))), T=args.T,
+                   num_samples=args.num_samples, quadrature=args.quadrature, batch_size=args.batch_size,
+                   seed=args.seed, progress=False)
+    per_batch = time.perf_counter() - start
+    if batches < PROBE_MIN_BATCHES:
+        log.info("%s", what)
+        return
+    total = per_batch * batches
+    line = f"{what}: about {format_duration(total)} ({batches:,} batches of {args.batch_size}, one took {per_batch:.2g} s)"
+    if total > 60:
+        quick = max(args.batch_size, int(n * 60 / total) // args.batch_size * args.batch_size)
+        line += f"; --max-windows {quick:,} gives an estimate in about {format_duration(per_batch * quick / args.batch_size)}"
+    log.info("%s", line)
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def resolved_config(args: argparse.Namespace) -> dict:

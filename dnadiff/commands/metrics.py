@@ -25,7 +25,8 @@ Writes metrics.json, kmer_scatter.png, gc_histogram.png and motif_scatter.png to
 SAMPLES_metrics/) and prints a table.
 
 The reference is a FASTA, or a genome with --bed/--split (windows of the samples' length cut
-from that split). --oracle MODEL_DIR adds the perplexity of the samples (and of the floor's real
+from that split), or `bundled`: the human chr22 sample shipped with the package, with its BED
+(the test split unless --split says otherwise). --oracle MODEL_DIR adds the perplexity of the samples (and of the floor's real
 sequences) under a trained dnadiff model: exact for AR models, the bound for diffusion models.
 --embedder DIR adds a Fréchet distance between the pooled features of samples and reference under a
 fine-tuned classifier (`dnadiff finetune` OUT/classifier: the vector its head sees) or a dnadiff model
@@ -37,6 +38,7 @@ class=NAME of each FASTA header (as `dnadiff sample --class NAME` writes).
 
 examples:
   dnadiff metrics samples.fa --reference real.fa --out results/metrics
+  dnadiff metrics samples.fa --reference bundled          # the bundled chr22 sample's test split
   dnadiff metrics samples.fa --reference chr22.fa.gz --bed sequences.bed --split test --oracle runs/ar/model
   dnadiff metrics promoters.fa --reference real.fa --embedder runs/ft/classifier --classifier held/classifier"""
 
@@ -44,7 +46,8 @@ examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("samples", help="FASTA of generated sequences (plain or gzip; - for stdin)")
     p.add_argument("--reference", required=True,
-                   help="FASTA of real sequences, or a genome (cut into windows of the samples' length); gzip or - too")
+                   help="FASTA of real sequences, or a genome (cut into windows of the samples' length); gzip or - "
+                        "too; `bundled`: the chr22 sample shipped with the package, with its BED")
     p.add_argument("--bed", default=None, help="with a genome --reference: BED with a split column")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"], help="BED split (default test)")
     p.add_argument("--max-reference-windows", type=int, default=2000,
@@ -99,15 +102,22 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("--label needs --classifier")
     out_dir = args.out or os.path.splitext(args.samples)[0] + "_metrics"
     path = os.path.join(out_dir, "metrics.json")
+    reference_path, bed = args.reference, args.bed
+    if args.reference == BUNDLED:  # the package's own chr22 sample and its BED (test split by default)
+        from dnadiff.data.fasta import bundled_genome
+
+        if args.bed:
+            raise DnadiffError("--reference bundled comes with its own BED: drop --bed (or give the genome FASTA)")
+        reference_path, bed = bundled_genome()
     sample_records = read_fasta(args.samples, full_headers=True)
     samples = [seq for _, seq in sample_records]
     length = max(len(s) for s in samples)
-    if args.bed:
-        reference = genome_reference(args.reference, args.bed, args.split, length, args.max_reference_windows)
+    if bed:
+        reference = genome_reference(reference_path, bed, args.split, length, args.max_reference_windows)
         log.info("reference: %d windows of %d bp from split %r of %s", len(reference), length, args.split,
-                 args.reference)
+                 "the bundled chr22 sample" if reference_path != args.reference else args.reference)
     else:
-        reference, note = fasta_reference(read_fasta(args.reference), length, args.max_reference_windows)
+        reference, note = fasta_reference(read_fasta(reference_path), length, args.max_reference_windows)
         if note:
             log.info("reference: %s", note)
     labels = sample_labels(sample_records, args.label, args.samples) if args.classifier else None
@@ -146,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         res["classifier"] = {"directory": os.path.abspath(args.classifier),
                              **classifier_accuracy(model, meta["classes"], samples, labels)}
     res["files"] = {"samples": "stdin" if args.samples == "-" else os.path.abspath(args.samples),
-                    "reference": "stdin" if args.reference == "-" else os.path.abspath(args.reference)}
+                    "reference": "stdin" if reference_path == "-" else os.path.abspath(reference_path)}
     if args.oracle:
         res["oracle"] = oracle_perplexity(args.oracle, samples, reference[: len(samples)], args.seed)
     if not args.no_plots:
@@ -249,6 +259,7 @@ def frechet_extra(embedder):
     return lambda samples, ref, is_floor: frechet_metric(embedder, samples, ref, progress=True)
 
 
+BUNDLED = "bundled"  # --reference bundled: the chr22 sample inside the package
 GENOME_MAX_N_FRAC = 0.1  # reference windows of a genome: at most 10% N (not mostly unsequenced gaps)
 
 
@@ -278,8 +289,9 @@ def fasta_reference(records: list[tuple[str, str]], length: int, max_windows: in
         raise DnadiffError(f"reference: no {length}-bp window with at most {GENOME_MAX_N_FRAC:.0%} N")
     idx = sorted(set(np.linspace(0, len(windows) - 1, min(len(windows), max_windows)).round().astype(int).tolist()))
     seqs = [long[windows[i][0]][1][windows[i][1]: windows[i][1] + length] for i in idx]
-    note = (f"{len(seqs)} windows of {length} bp used, evenly spaced among the {len(windows)} of {total} "
-            f"with at most {GENOME_MAX_N_FRAC:.0%} N (from {len(long)} long record(s))")
+    note = (f"{len(seqs):,} windows of {length} bp used (at most --max-reference-windows {max_windows:,}), evenly "
+            f"spaced among the {len(windows):,} windows with at most {GENOME_MAX_N_FRAC:.0%} N, out of all "
+            f"{total:,} non-overlapping {length}-bp windows of the {len(long)} record(s) at least {2 * length} bp long")
     if short:
         note += f", plus {len(short)} short record(s) as they are"
     return seqs + short, note

@@ -14,7 +14,9 @@ DESCRIPTION = """Generate sequences with any masked-diffusion sampler.
 
 Samplers: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm (AR models:
 autoregressive). first_hitting takes no --steps (one call per token). The seed gives every
-sequence its own random stream, so --batch-size does not change the samples. --prefix/--suffix fix
+sequence its own random stream, so --batch-size does not change the samples: each FASTA header
+names its stream (seed=S index=I), and `--seed S --first-index I --num 1` regenerates that record
+alone. --prefix/--suffix fix
 the ends; --template-fasta gives one template per record with N at the positions to fill (records
 are cycled over --num); N in --prefix/--suffix also marks a position to fill. Writes FASTA (one
 record per sample) and OUT.json with NFE, steps (configured and actually used), wall time and
@@ -43,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="extra sampler option, e.g. --option eta=0.02 (repeatable)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--first-index", type=int, default=0, metavar="I",
+                   help="index of the first record (default 0): with --seed S --num 1, regenerates the record "
+                        "whose header says seed=S index=I")
     p.add_argument("--out", default=None,
                    help="output path (a JSON of statistics is written beside it); default: FASTA on stdout")
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
@@ -95,14 +100,12 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     import torch
-    from tqdm.auto import tqdm
-
     from dnadiff.checkpoint import load_for_inference, official_kind
-    from dnadiff.commands.checks import check_sampler_options
+    from dnadiff.commands.checks import check_sampler_options, check_writable
     from dnadiff.config import parse_overrides
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
-    from dnadiff.logs import log, progress_enabled
+    from dnadiff.logs import log, progress_bar
     from dnadiff.model_dir import load_config_of
     from dnadiff.samplers import build_template
     from dnadiff.utils import (
@@ -115,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
     # ---- everything the user typed is checked before the model is loaded
     if args.num <= 0:
         raise DnadiffError(f"--num must be positive, got {args.num}")
+    if args.first_index < 0:
+        raise DnadiffError(f"--first-index must be >= 0, got {args.first_index}")
     if args.length is not None and args.length <= 0:
         raise DnadiffError(f"--length must be positive, got {args.length}")
     if args.steps is not None and args.steps <= 0:
@@ -132,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         recover_together([out, stats_path])  # a killed earlier run: finish its pair, drop its temp files
         refuse_existing([out, stats_path], args.force)
+        check_writable(out)  # before the model is loaded, not after minutes of sampling
     options = parse_overrides(args.option)
     if args.temperature != 1.0:
         options["temperature"] = args.temperature
@@ -147,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("--prefix/--suffix/--template-fasta need a DNA model")
     check_prefix_suffix(args)
     template_records = read_fasta(args.template_fasta) if args.template_fasta else None
+    if template_records:  # record I takes template I (cycled), whatever --first-index the run starts at
+        k = args.first_index % len(template_records)
+        template_records = template_records[k:] + template_records[:k]
 
     model = load_for_inference(args.model_dir)
     length = args.length or model.config.sample.length
@@ -169,16 +178,18 @@ def run(args: argparse.Namespace) -> int:
     per_step = (2 if args.rc_symmetric else 1) * (2 if args.label is not None and args.guidance else 1)
     batches = -(-args.num // chunk)
     bar = None  # opened at the first network call: an early error stays the only line on stderr
-    calls = [0]
+    calls = [0, 0]  # network calls in this batch, batches finished
 
     def on_forward(*_):
+        # a batch counts at most `steps` on the bar: the noise-removal pass after the last step (and a
+        # guided or strand-averaged sampler's extra calls) never push it past its total
         nonlocal bar
         if bar is None:
-            bar = tqdm(total=steps * batches, desc="sampling", unit="step", file=sys.stderr,
-                       disable=not progress_enabled(), dynamic_ncols=True)
+            bar = progress_bar(total=steps * batches, desc="sampling", unit="step")
         calls[0] += 1
-        if calls[0] % per_step == 0:
-            bar.update(1)
+        done = calls[1] * steps + min(steps, calls[0] // per_step)
+        if done > bar.n:
+            bar.update(done - bar.n)
 
     hook = model.backbone.register_forward_hook(on_forward)
     start = time.time()
@@ -187,22 +198,27 @@ def run(args: argparse.Namespace) -> int:
             n = min(chunk, args.num - i)
             tmpl = template[i : i + n] if template is not None else None
             x, smp = model.generate(n, length, sampler=args.sampler, steps=args.steps, template=tmpl,
-                                    generator=SeedStream(args.seed, first_row=i), return_sampler=True, label=args.label,
-                                    guidance=args.guidance, rc_symmetric=args.rc_symmetric, **options)
+                                    generator=SeedStream(args.seed, first_row=args.first_index + i), return_sampler=True,
+                                    label=args.label, guidance=args.guidance, rc_symmetric=args.rc_symmetric, **options)
             samples.append(x.cpu())
             nfe += smp.last_nfe
             steps_used = max(steps_used, smp.last_steps)
+            calls[0], calls[1] = 0, calls[1] + 1  # a sampler that stopped early (all unmasked) finished its batch
+            if bar is not None and calls[1] * steps > bar.n:
+                bar.update(calls[1] * steps - bar.n)
     finally:
         hook.remove()
         if bar is not None:
-            bar.total = bar.n  # cached/first-hitting samplers may skip calls: end the bar where it is
             bar.close()
     wall = time.time() - start
     x = torch.cat(samples)
     texts = model.decode(x)
     name = smp.name
     tag = f" class={args.label} guidance={args.guidance}" if args.label is not None else ""
-    records = [(f"sample_{i} sampler={name} length={length} seed={args.seed}{tag}", s) for i, s in enumerate(texts)]
+    # each record names its random stream: `--seed S --first-index I --num 1` regenerates it alone
+    first = args.first_index
+    records = [(f"sample_{first + i} sampler={name} length={length} seed={args.seed} index={first + i}{tag}", s)
+               for i, s in enumerate(texts)]
     body = format_samples(records, model.tokenizer.kind, out)
     stats = {
         "model": str(args.model_dir), "sampler": name,
@@ -212,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
         # steps_used: loop steps actually taken (max over batches; early stop when all is unmasked)
         "steps": smp.steps if name not in ("first_hitting", "autoregressive") else None,
         "steps_used": steps_used, "eps": None if name == "autoregressive" else smp.eps,
-        "seed": args.seed, "seed_stream": "per-sequence counter-based (independent of --batch-size)",
+        "seed": args.seed, "first_index": first,
+        "seed_stream": "per-sequence counter-based (independent of --batch-size); record I: --seed S --first-index I",
         "class": args.label, "guidance": args.guidance, "out": out or "-",
     }
     table = format_table([{k: v for k, v in stats.items() if k not in ("model", "out")}])
@@ -245,5 +262,5 @@ def resolved_config(args: argparse.Namespace) -> dict:
                           "sample.length": args.length or cfg.sample.length, "sample.options": options})
     out = to_dict(cfg)
     out["request"] = {k: getattr(args, k, None) for k in ("prefix", "suffix", "template_fasta", "batch_size", "label",
-                                                            "guidance", "rc_symmetric", "seed", "out")}
+                                                            "guidance", "rc_symmetric", "seed", "first_index", "out")}
     return out

@@ -16,7 +16,12 @@ reference aliases them for GPT-2).
 
 Options (`data.text` mapping; unknown keys raise):
   dataset      local | lm1b | openwebtext   (HF `datasets`, loaded offline unless download: true)
-  path         local folder with {train,valid,test}.{jsonl,txt} or one file (train only)
+  path         local: a folder with {train,valid,test}.{jsonl,txt} or one file (train only);
+               lm1b | openwebtext: a local copy of the data set, for a machine without internet:
+               the Hub's parquet layout (e.g. plain_text/train/0000.parquet or
+               data/train-00000-of-00080.parquet) or a `save_to_disk` folder (a DatasetDict, or one
+               Dataset: the train split); the reference splits apply (LM1B: train, test as validation;
+               OWT: the last 100,000 train documents as validation)
   train/valid/test  explicit local file(s) per split (override `path`)
   wrap         default true for openwebtext, false otherwise
   field        JSON field holding the text (default "text")
@@ -122,11 +127,12 @@ class DocSource:
     def describe(self) -> dict:
         if self.hf is not None:
             src: dict = {"hf": self.hf}
+            if self.hf.get("path"):  # a local copy: its files, so that a changed copy is tokenised anew
+                src["files"] = [_file_identity(f) for f in local_copy_files(self.hf["path"])]
         else:
             src = {"files": []}
             for f in self.files:
-                st = os.stat(f)
-                src["files"].append({"path": os.path.abspath(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+                src["files"].append(_file_identity(f))
         src.update(holdout=self.holdout, part=self.part, field=self.opts.field, txt_unit=self.opts.txt_unit,
                    detokenizer=self.opts.detokenizer)
         return src
@@ -188,8 +194,75 @@ def _import_datasets(opts: TextOptions):
     return datasets
 
 
+def _file_identity(path: str) -> dict:
+    st = os.stat(path)
+    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def local_copy_files(folder: str) -> list[str]:
+    """The data files of a local copy of a Hugging Face data set (parquet, arrow, json), sorted."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .cache/.git of a Hub snapshot
+        out += [os.path.join(root, f) for f in sorted(files)
+                if f.endswith((".parquet", ".arrow")) or f in ("dataset_dict.json", "state.json", "dataset_info.json")]
+    return out
+
+
+_SPLIT_NAMES = {"train": ("train",), "test": ("test",), "validation": ("validation", "valid", "val")}
+
+
+def _parquet_split_files(folder: str, split: str) -> list[str]:
+    """Parquet files of one split in the Hub's layouts: a folder named after the split
+    (`plain_text/train/0000.parquet`, `partial-train/`) or files named `train-00000-of-00080.parquet`."""
+    names = _SPLIT_NAMES.get(split, (split,))
+    found = []
+    for path in local_copy_files(folder):
+        if not path.endswith(".parquet"):
+            continue
+        parts = os.path.relpath(path, folder).split(os.sep)
+        stem = parts[-1][: -len(".parquet")]
+        tokens = parts[:-1] + [stem]
+        if any(t in names or t.removeprefix("partial-") in names or t.split("-")[0] in names or t.split("_")[0] in names
+               for t in tokens):
+            found.append(path)
+    return found
+
+
+def _load_local_copy(datasets, spec: dict, opts: TextOptions):
+    """One split of a local copy: a `save_to_disk` folder, or the Hub's parquet files (read offline)."""
+    folder, split, name = spec["path"], spec["split"], spec["name"]
+    where = f"data.text.path: {folder}"
+    if os.path.isfile(os.path.join(folder, "dataset_dict.json")) or os.path.isfile(os.path.join(folder, "state.json")):
+        try:
+            loaded = datasets.load_from_disk(folder)
+        except Exception as exc:
+            raise DnadiffError(f"{where}: cannot read the save_to_disk folder ({str(exc).splitlines()[0][:200]})") from None
+        if isinstance(loaded, datasets.DatasetDict):
+            if split not in loaded:
+                raise DnadiffError(f"{where}: no {split!r} split in this copy of {name} (it has {', '.join(loaded)})")
+            ds = loaded[split]
+        elif split == "train":  # one Dataset saved alone: the train split
+            ds = loaded
+        else:
+            raise DnadiffError(f"{where}: a single saved Dataset (taken as train), but {name} needs a {split!r} split too")
+        return ds.to_iterable_dataset() if opts.streaming else ds
+    files = _parquet_split_files(folder, split)
+    if not files:
+        raise DnadiffError(f"{where}: no parquet files of the {split!r} split of {name} (expected the Hub's layout, "
+                           f"e.g. plain_text/{split}/0000.parquet or data/{split}-00000-of-00001.parquet, "
+                           "or a save_to_disk folder)")
+    try:
+        return datasets.load_dataset("parquet", data_files={split: files}, split=split, cache_dir=opts.hf_cache_dir,
+                                     streaming=opts.streaming)
+    except Exception as exc:
+        raise DnadiffError(f"{where}: cannot read the {split!r} parquet files ({str(exc).splitlines()[0][:200]})") from None
+
+
 def _hf_load(spec: dict, opts: TextOptions):
     datasets = _import_datasets(opts)
+    if spec.get("path"):
+        return _load_local_copy(datasets, spec, opts)
     args = [spec["name"]] + ([spec["config"]] if spec.get("config") else [])
     try:
         return datasets.load_dataset(*args, split=spec["split"], cache_dir=opts.hf_cache_dir,
@@ -213,6 +286,13 @@ def _hf_texts(spec: dict, opts: TextOptions, start: int, stop: Optional[int]) ->
 
 
 def _hf_len(spec: dict, opts: TextOptions) -> int:
+    if spec.get("path") and opts.streaming:  # a local copy: counted without reading its documents
+        files = _parquet_split_files(spec["path"], spec["split"])
+        if files and not os.path.isfile(os.path.join(spec["path"], "dataset_dict.json")):
+            import pyarrow.parquet as pq  # installed with `datasets`
+
+            return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        return len(_hf_load(spec, dataclasses.replace(opts, streaming=False)))  # save_to_disk: memory-mapped
     ds = _hf_load(spec, opts)
     try:
         return len(ds)
@@ -240,17 +320,23 @@ def _find_split_file(folder: Path, split: str) -> list[str]:
 
 def split_sources(opts: TextOptions) -> dict[str, DocSource]:
     """Where each split's documents come from (applies the tail hold-out when needed)."""
+    local = None
+    if opts.dataset in ("lm1b", "openwebtext") and opts.path is not None:  # a local copy (offline cluster)
+        local = os.path.abspath(opts.path)
+        if not os.path.isdir(local):
+            raise DnadiffError(f"data.text.path: {opts.path} is not a folder (a local copy of {opts.dataset}: "
+                               f"the Hub's parquet files or a save_to_disk folder){data_root_hint(opts.path)}")
     if opts.dataset == "lm1b":
         # LM1B has train and test; the reference validates on test.
         return {
-            "train": DocSource(hf={"name": "lm1b", "config": None, "split": "train"}, opts=opts),
-            "valid": DocSource(hf={"name": "lm1b", "config": None, "split": "test"}, opts=opts),
-            "test": DocSource(hf={"name": "lm1b", "config": None, "split": "test"}, opts=opts),
+            "train": DocSource(hf={"name": "lm1b", "config": None, "split": "train", "path": local}, opts=opts),
+            "valid": DocSource(hf={"name": "lm1b", "config": None, "split": "test", "path": local}, opts=opts),
+            "test": DocSource(hf={"name": "lm1b", "config": None, "split": "test", "path": local}, opts=opts),
         }
     if opts.dataset == "openwebtext":
         # only a train split: its last k documents are the validation set (reference: train[-100000:])
         k = opts.holdout_docs or OWT_HOLDOUT
-        spec = {"name": "openwebtext", "config": None, "split": "train"}
+        spec = {"name": "openwebtext", "config": None, "split": "train", "path": local}
         train = DocSource(hf=spec, holdout=k, part="head", opts=opts)
         valid = DocSource(hf=spec, holdout=k, part="tail", opts=opts)
         return {"train": train, "valid": valid, "test": valid}

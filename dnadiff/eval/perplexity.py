@@ -88,9 +88,9 @@ def evaluate_bound(
     repeats = 1 if getattr(objective, "deterministic", False) else num_samples
     nodes = _nodes(objective, quadrature) if quadrature else None
     if progress:
-        from tqdm.auto import tqdm
+        from dnadiff.logs import progress_bar
 
-        batches = tqdm(batches, desc=f"bound ({objective.name})", unit="batch")
+        batches = progress_bar(batches, desc=f"bound ({objective.name})", unit="batch")
     seq_nll, seq_tok = [], []
     with torch.no_grad():
         for batch in batches:

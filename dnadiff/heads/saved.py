@@ -68,8 +68,17 @@ def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.devic
         raise DnadiffError(f"{meta_path}: format is {meta.get('format')!r}, expected {FORMAT!r}")
     backbone = build_backbone_from_config(meta["backbone"], dict(meta["backbone_config"]))
     model = SequenceClassifier(backbone, int(meta["num_classes"]), pooling=meta["pooling"], conjoin=meta["conjoin"])
-    state = torch.load(weights, map_location=map_location, weights_only=True)
-    model.load_state_dict(state)
+    try:  # weights_only: a file holding anything but tensors and containers (a pickle can run code) is refused
+        state = torch.load(weights, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch's own text suggests weights_only=False, the one thing never to do here
+        raise DnadiffError(f"{weights}: not a weights-only torch file (refusing to unpickle it: pickles can run "
+                           f"code; {type(exc).__name__}); save the classifier with `dnadiff finetune`") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise DnadiffError(f"{weights}: expected a state dict of tensors")
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        raise DnadiffError(f"{weights}: does not match {meta_path.name} ({str(exc).splitlines()[0][:150]})") from None
     return model.to(map_location).eval(), meta
 
 

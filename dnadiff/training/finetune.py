@@ -287,6 +287,9 @@ def fit_classifier(
     warmup = tc.warmup(total)
     module = ClassifierModule(model, lr, tc.weight_decay, tc.betas, warmup, total, noisy=cfg.model.noisy)
     logger = CSVLogger(log_root, name="logs", version=run) if log_root else False
+    show_bar = tc.progress and progress_enabled()  # off under -q
+    from dnadiff.training.progress import EpochProgressBar
+
     trainer = L.Trainer(
         max_epochs=tc.epochs,
         limit_train_batches=steps_per_epoch,
@@ -298,7 +301,8 @@ def fit_classifier(
         deterministic=tc.deterministic,
         logger=logger,
         enable_checkpointing=False,
-        enable_progress_bar=tc.progress and progress_enabled(),  # off under -q
+        enable_progress_bar=show_bar,
+        callbacks=[EpochProgressBar(run, tc.epochs, steps_per_epoch)] if show_bar else [],
         enable_model_summary=False,
         num_sanity_val_steps=0,
         log_every_n_steps=max(1, min(50, steps_per_epoch)),
