@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     from dnadiff.checkpoint import load_for_inference
     from dnadiff.config import replace
-    from dnadiff.data.records import read_fasta, tile_records
+    from dnadiff.data.streamed_records import record_windows
     from dnadiff.errors import DnadiffError
     from dnadiff.data.datasets import build_split_dataset
     from dnadiff.eval.perplexity import evaluate_model
@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if seq_len <= 0:
         raise DnadiffError(f"--seq-len must be positive, got {seq_len}")
     if args.records:
-        items = tile_records(read_fasta(args.records, model.tokenizer), seq_len, model.tokenizer, model.config.data.mask_n)
+        # windows read on demand (memory: one window, not the file; --max-windows reads only those)
+        items = record_windows(args.records, seq_len, model.tokenizer, model.config.data.mask_n)
         source = args.records
     else:
         if bool(args.fasta) != bool(args.bed):

@@ -15,6 +15,7 @@ from dnadiff.data.benchmarks import (
 from dnadiff.data.datasets import LabelledWindows, build_split_dataset, genome_paths
 from dnadiff.data.documents import iter_documents
 from dnadiff.data.fasta import Genome, GenomeWindows, Interval, bundled_genome, read_bed
+from dnadiff.data.streamed_records import RecordIndex, RecordWindows, record_windows
 from dnadiff.data.records import format_fasta, read_fasta, tile_records, write_fasta
 from dnadiff.data.slices import write_masked_slice
 from dnadiff.data.splits import holdout_split, kfold_splits, paper_splits, stratified_subsample
@@ -24,6 +25,7 @@ from dnadiff.data.tokenizer_training import train_tokenizer
 __all__ = [
     "Genome", "GenomeWindows", "Interval", "bundled_genome", "read_bed",
     "format_fasta", "read_fasta", "tile_records", "write_fasta", "write_masked_slice",
+    "RecordIndex", "RecordWindows", "record_windows",
     "LabelledSequences", "SequenceClassificationDataset", "load_benchmark_split", "pad_batch", "resolve_benchmark",
     "LabelledWindows", "build_split_dataset", "genome_paths",
     "holdout_split", "kfold_splits", "paper_splits", "stratified_subsample",

@@ -81,15 +81,17 @@ class DNATokenizer:
         return cmap
 
     # ----------------------------------------------------------------- encode / decode
-    def encode_array(self, seq: str | bytes, where: str = "sequence") -> np.ndarray:
-        """Vectorised encode: str -> int64 array of ids; bad characters raise DnadiffError."""
+    def encode_array(self, seq: str | bytes, where: str = "sequence", offset: int = 0) -> np.ndarray:
+        """Vectorised encode: str -> int64 array of ids; bad characters raise DnadiffError.
+
+        `offset`: where `seq` starts in a longer sequence read piece by piece (the error's position)."""
         raw = seq.encode("ascii", errors="replace") if isinstance(seq, str) else bytes(seq)
         ids = self._lut[np.frombuffer(raw, dtype=np.uint8)]
         if (ids < 0).any():
             pos = int(np.flatnonzero(ids < 0)[0])
             char = chr(raw[pos]) if raw[pos] < 128 else "non-ASCII"
             allowed = "ACGTN" if self.strict else "ACGTN or IUPAC codes"
-            raise DnadiffError(f"{where}: character {char!r} at position {pos} is not DNA (allowed: {allowed})")
+            raise DnadiffError(f"{where}: character {char!r} at position {offset + pos} is not DNA (allowed: {allowed})")
         return ids
 
     def encode(self, seq: str, where: str = "sequence") -> list[int]:
