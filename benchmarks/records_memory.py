@@ -41,7 +41,7 @@ def make_inputs(workdir: str, mb: int, with_gzip: bool) -> dict:
     import torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import save_model_dir
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.config import RunConfig, load_config
     from dnadiff.tokenizers import DNATokenizer
 
