@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             model = args.model or tiny_model(tmp)
             if busy and args.settle > 0:
                 time.sleep(args.settle)
-            print(f"busy ({args.busy} spinning processes): {load_average()}", file=sys.stderr)
+            print(f"busy ({args.busy} spinning process{'es' if args.busy != 1 else ''}): {load_average()}", file=sys.stderr)
             with tqdm(total=args.repeats * len(arms), desc="sample runs", unit="run") as bar:
                 for round_ in range(args.repeats):
                     for arm in arms:
