@@ -15,8 +15,9 @@ from dnadiff.errors import DnadiffError
 SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design"]
 # the commands that compute: each takes --threads (dnadiff/threads.py), applied once at start
 COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design")
-THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; exported as OMP_NUM_THREADS to its "
-                "child processes). Default: OMP_NUM_THREADS when set, else the free physical cores at start "
+THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; an explicit N is also exported as "
+                "OMP/MKL/NUMBA_NUM_THREADS to child processes). Default: OMP_NUM_THREADS when set, else the free "
+                "physical cores at start "
                 "(cores minus the 1-minute load average, at least 1), so a busy machine gets 1 thread: on a busy "
                 "2-core machine torch's own default of 2 threads made sampling 9x slower than 1. "
                 "train/finetune/demo: sets train.threads, which a config may also set")

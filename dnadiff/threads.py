@@ -9,7 +9,8 @@ Why not torch's own default (one thread per CPU): every small op of a selective 
 parallel region, and its threads wait for each other at the end of it. When another process holds
 one of the cores, each region waits for a descheduled thread: measured on a 2-core machine at load
 13, `dnadiff sample MODEL -n 4 --length 64 --steps 64` took 2 min 13 s wall with torch's default 2
-threads and 15 s with one thread (benchmarks/threads.py repeats this race). On an idle machine
+threads and 15 s with one thread; benchmarks/threads.py repeats this race (load 8.5: 127 s with 2
+threads, 14.5 s with 1, 14.1 s with the default below, medians of 3). On an idle machine
 more threads do help a larger model (Caduceus dna-467k fwd+bwd at B=2, L=1024: 0.99 s with 1
 thread, 0.71 s with 2). So the default counts only the cores that are free when the command
 starts: cores minus the 1-minute load average, rounded, at least 1. A busy machine gets 1 thread
