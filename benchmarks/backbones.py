@@ -149,13 +149,13 @@ def bench_vs_mambapy(args: argparse.Namespace) -> list[dict]:
         ours = build_backbone(name, preset=preset, vocab_size=VOCAB, scan_impl=args.scan_impl)
         d, n = ours.config.d_model, ours.config.n_layer
         peer = f"mambapy LM d{d} x{n} (unidirectional)"
-        entries.append((label, ours, (lambda m: lambda ids: m(ids))(ours), peer))
+        entries.append((label, ours, ours, peer))
         if (d, n) not in peers:
             torch.manual_seed(0)
             lm = MambapyLM(d, n)
             peers[(d, n)] = peer
             scans[peer] = 1
-            entries.append((peer, lm, (lambda m: lambda ids: m(ids))(lm), None))
+            entries.append((peer, lm, lm, None))
     times: dict[str, list[float]] = {label: [] for label, *_ in entries}
     with tqdm(total=len(entries) * (args.compare_repeats + 1), desc="fwd+bwd vs mambapy", unit="step") as bar:
         for round_ in range(args.compare_repeats + 1):  # round 0: warm-up

@@ -32,7 +32,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dnadiff.machine import available_cores, describe_machine, load_average, machine_info  # noqa: E402
+from dnadiff.machine import (  # noqa: E402
+    available_cores,
+    describe_machine,
+    load_average,
+    machine_info,
+)
 from dnadiff.threads import CHILD_ENV_VARS, free_cores  # noqa: E402
 from dnadiff.utils import format_table, write_json  # noqa: E402
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import MutableMapping
+from collections.abc import MutableMapping
 
 from dnadiff.errors import DnadiffError
 

@@ -10,7 +10,14 @@ import torch
 import dnadiff.machine
 from dnadiff.cli import COMPUTE_COMMANDS, build_parser, main, start_threads
 from dnadiff.errors import DnadiffError
-from dnadiff.threads import CHILD_ENV_VARS, apply_threads, choose_threads, default_threads, env_threads, free_cores
+from dnadiff.threads import (
+    CHILD_ENV_VARS,
+    apply_threads,
+    choose_threads,
+    default_threads,
+    env_threads,
+    free_cores,
+)
 
 # the required arguments of each computing command (values never read: parsing only)
 ARGV = {
