@@ -13,6 +13,14 @@ from dnadiff.errors import DnadiffError
 
 # name -> module under dnadiff.commands (every one must import: a broken command is an error)
 SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design"]
+# the commands that compute: each takes --threads (dnadiff/threads.py), applied once at start
+COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design")
+THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; an explicit N is also exported as "
+                "OMP/MKL/NUMBA_NUM_THREADS to child processes). Default: OMP_NUM_THREADS when set, else the free "
+                "physical cores at start "
+                "(cores minus the 1-minute load average, at least 1), so a busy machine gets 1 thread: on a busy "
+                "2-core machine torch's own default of 2 threads made sampling 9x slower than 1. "
+                "train/finetune/demo: sets train.threads, which a config may also set")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("-q", "--quiet", action="count", default=0,
                        help="only warnings and errors on stderr, no progress bars")
     group.add_argument("-v", "--verbose", action="count", default=0, help="more detail on stderr (debug messages)")
+    compute = argparse.ArgumentParser(add_help=False)
+    compute.add_argument_group("compute").add_argument("--threads", type=thread_count, default=None, metavar="N",
+                                                       help=THREADS_HELP)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"dnadiff.commands.{name}")
@@ -37,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.HELP),
             formatter_class=argparse.RawDescriptionHelpFormatter,
-            parents=[verbosity],
+            parents=[verbosity, compute] if name in COMPUTE_COMMANDS else [verbosity],
             usage=getattr(module, "USAGE", None),
         )
         module.add_arguments(sub)
@@ -45,6 +56,35 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print the fully resolved config (YAML: file, defaults, overrides, data root) and exit")
         sub.set_defaults(_run=module.run, _resolved=getattr(module, "resolved_config", None), _parser=sub)
     return parser
+
+
+def thread_count(text: str) -> int:
+    """--threads N: a positive whole number (argparse reports anything else as a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive number of threads, got {text!r}")
+    return value
+
+
+def start_threads(args: argparse.Namespace) -> None:
+    """Apply the thread count of a computing command once, before it starts (dnadiff/threads.py).
+
+    An explicit --threads also goes to the children's environment and, for the commands that
+    train, into the run's config as train.threads (which the run applies and records)."""
+    import os
+
+    from dnadiff.threads import apply_threads, choose_threads
+
+    threads = getattr(args, "threads", None)
+    if args.command not in COMPUTE_COMMANDS:
+        return
+    if threads is not None and hasattr(args, "overrides"):  # train, finetune, demo
+        args.overrides = list(args.overrides or []) + [f"train.threads={threads}"]
+    if not getattr(args, "print_config", False):
+        apply_threads(choose_threads(threads), os.environ if threads is not None else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging(getattr(args, "verbose", 0) - getattr(args, "quiet", 0))
     try:
+        start_threads(args)
         if getattr(args, "print_config", False):
             return print_config(args)
         return int(args._run(args) or 0)

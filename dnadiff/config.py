@@ -147,7 +147,7 @@ class TrainerConfig:
     accelerator: str = "auto"  # runtime: not recorded in model directories
     devices: Any = "auto"  # runtime
     progress: bool = True  # runtime
-    threads: Optional[int] = None  # runtime: torch CPU threads; null: the physical cores of the process
+    threads: Optional[int] = None  # runtime: CPU threads; null: free physical cores (dnadiff/threads.py)
 
     def __post_init__(self):
         # every value handed to the Lightning Trainer and AdamW: a bad one is one line, not a traceback

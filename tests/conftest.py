@@ -25,8 +25,11 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 FULL_DATA = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data")
 
-# Tiny models: one thread avoids OpenMP spin-waiting when other work shares the cores.
+# Tiny models: one thread avoids OpenMP spin-waiting when other work shares the cores. The commands
+# run in-process (cli.main) and their child processes take their default thread count from
+# OMP_NUM_THREADS (dnadiff/threads.py): one thread there too, whatever the machine's load.
 torch.set_num_threads(1)
+os.environ["OMP_NUM_THREADS"] = "1"
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
 """Fine-tuning protocols: split logic, configs, and a short real run that beats the majority class."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -255,6 +256,8 @@ def test_finetune_threads_are_split_between_its_processes(monkeypatch):
 
     seen = []
     monkeypatch.setattr(dnadiff.machine, "available_cores", lambda: 8)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine: all 8 cores are free
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(finetune_protocol, "_run_finetune", lambda *a, **k: seen.append(torch.get_num_threads()))
     before = torch.get_num_threads()
     for devices in (1, 2):

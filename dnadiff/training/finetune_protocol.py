@@ -109,18 +109,16 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
         from dnadiff.baselines.kmer_lr import run_kmer_lr
 
         return run_kmer_lr(cfg, out_dir, echo)
-    import torch
-
+    from dnadiff.threads import apply_threads
     from dnadiff.training.run import resolve_threads
 
-    threads = torch.get_num_threads()
-    # null: the physical cores this process may use, shared among the node's processes (as `dnadiff train`);
-    # only applied, not recorded in cfg (the config's fingerprint, which resume compares, stays as it was)
-    torch.set_num_threads(resolve_threads(cfg).train.threads)
+    # null: the free physical cores, shared among the node's processes (as `dnadiff train`); only
+    # applied, not recorded in cfg (the config's fingerprint, which resume compares, stays as it was)
+    threads = apply_threads(resolve_threads(cfg).train.threads)
     try:
         return _run_finetune(cfg, out_dir, echo, resume)
     finally:
-        torch.set_num_threads(threads)
+        apply_threads(threads)
 
 
 RUNS_DIR = "runs"  # out_dir/runs/lr{lr}/{run}.json: one finished run (restart-safe resume)

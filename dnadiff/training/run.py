@@ -33,7 +33,9 @@ class TrainResult:
 
 
 def resolve_threads(cfg: RunConfig) -> RunConfig:
-    """train.threads: null -> the physical cores this process may use (recorded in the run's config);
+    """train.threads: null -> the default of every computing command (dnadiff/threads.py):
+    OMP_NUM_THREADS when set, else the free physical cores at start (cores minus the 1-minute
+    load average, at least 1), shared among the node's processes; recorded in the run's config.
     `dnadiff finetune` applies the same count (cfg: a RunConfig or a FinetuneConfig).
 
     torch's own default (every logical CPU of the machine) oversubscribes a shared machine: one
@@ -41,11 +43,11 @@ def resolve_threads(cfg: RunConfig) -> RunConfig:
     """
     if cfg.train.threads:
         return cfg
-    from dnadiff.machine import available_cores
+    from dnadiff.threads import default_threads
 
     devices = cfg.train.devices
     per_node = devices if isinstance(devices, int) and devices > 1 else 1  # processes sharing this node's cores
-    return replace(cfg, **{"train.threads": max(1, available_cores() // per_node)})
+    return replace(cfg, **{"train.threads": default_threads(per_process=per_node)})
 
 
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
@@ -190,7 +192,9 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     ckpt_path = _prepare_run_dir(run_dir, resume, overwrite, rank)
     resume = ckpt_path is not None  # --resume of a run without a checkpoint starts afresh
     cfg = resolve_threads(cfg)
-    torch.set_num_threads(cfg.train.threads)
+    from dnadiff.threads import apply_threads
+
+    apply_threads(cfg.train.threads)
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
     ensure_tokenizer(cfg)  # tokenizer.train: built from the training text on first use
     tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
