@@ -50,7 +50,7 @@ def tiny_model(folder: str) -> str:
     import torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import save_model_dir
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.config import RunConfig, load_config
     from dnadiff.tokenizers import DNATokenizer
 

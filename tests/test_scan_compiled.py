@@ -135,3 +135,22 @@ def test_return_last_state_agrees_across_implementations():
     for impl in ("chunked", "compiled"):
         assert _rel(outs[impl][0], outs["ref"][0]) < 1e-12
         assert _rel(outs[impl][1], outs["ref"][1]) < 1e-12, impl
+
+
+def test_kernels_leave_torch_threads_alone_and_run_off_the_main_thread():
+    import threading
+
+    args = _inputs(2, 40, 4, 3, torch.float32, seed=8)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        out = selective_scan_compiled(*args, delta_softplus=True)
+        out.sum().backward()
+        assert torch.get_num_threads() == 2  # numba's pool is its own (workqueue), not torch's OpenMP
+        results = []
+        worker = threading.Thread(target=lambda: results.append(selective_scan_compiled(*args, delta_softplus=True)))
+        worker.start()
+        worker.join()
+        assert torch.equal(results[0], out)  # serial kernels off the main thread: same numbers
+    finally:
+        torch.set_num_threads(before)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 
 import numpy as np
 import torch
@@ -38,6 +39,13 @@ try:  # numba is a dependency, but the pure-PyTorch scans must keep working wher
     from numba import njit, prange
 except Exception:  # pragma: no cover - exercised only on installs without numba
     numba = None
+else:
+    # numba's own thread pool, not OpenMP: with the "omp" layer numba.set_num_threads reaches into
+    # the OpenMP runtime that torch's intra-op threads use (torch's count changed under it), and GNU
+    # OpenMP is not fork-safe (data-loader workers fork). The workqueue pool is neither; it must not
+    # be entered from two threads at once, so only the main thread runs the parallel kernels.
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        numba.config.THREADING_LAYER = "workqueue"
 
 __all__ = ["available", "selective_scan_compiled"]
 
@@ -214,7 +222,10 @@ if numba is not None:
 
 
 def _threads_for(batch: int) -> int:
-    """Threads for one kernel call: torch's thread count (what `--threads` sets), at most one per row."""
+    """Threads for one kernel call: torch's thread count (what `--threads` sets), at most one per row;
+    one (the serial kernels) outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return 1
     return max(1, min(torch.get_num_threads(), batch))
 
 
