@@ -12,7 +12,7 @@ import sys
 from dnadiff.errors import DnadiffError
 
 # name -> module under dnadiff.commands (every one must import: a broken command is an error)
-SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design"]
+SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design", "design-finetune"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("-v", "--verbose", action="count", default=0, help="more detail on stderr (debug messages)")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        module = importlib.import_module(f"dnadiff.commands.{name}")
+        module = importlib.import_module(f"dnadiff.commands.{name.replace('-', '_')}")
         sub = subs.add_parser(
             name,
             help=module.HELP,

@@ -206,6 +206,22 @@ class RCAveraged(Reward):
         return 0.5 * (self.inner.soft(onehot) + self.inner.soft(onehot.flip(1)[..., perm]))
 
 
+def soft_support(reward: Callable) -> str | None:
+    """None when `reward.soft(onehot)` can score relaxed one-hot input (gc, gc:T, motif, classifier
+    without RCPS conjoining, their RC averages, user objects defining `soft`), else the reason."""
+    inner = reward.inner if isinstance(reward, RCAveraged) else reward
+    if not callable(getattr(reward, "soft", None)):
+        return f"{getattr(reward, 'name', 'the reward')} takes token ids only (it defines no soft(onehot))"
+    if isinstance(inner, Classifier):
+        if inner.model.conjoin == "ps":
+            return f"{inner.name}: an RCPS (conjoin ps) classifier cannot take soft one-hot input"
+        try:
+            inner._token_embedding()
+        except DnadiffError as exc:
+            return str(exc)
+    return None
+
+
 def rc_averaged(reward: Callable, complement_ids=None) -> RCAveraged:
     return RCAveraged(reward, complement_ids)
 
@@ -253,4 +269,5 @@ def build_reward(spec: str, target: str | int | None = None, device: str | torch
     raise DnadiffError(f"--reward {spec!r}: unknown reward; use {SPECS}")
 
 
-__all__ = ["Reward", "GC", "Motif", "Function", "Classifier", "RCAveraged", "rc_averaged", "build_reward", "SPECS"]
+__all__ = ["Reward", "GC", "Motif", "Function", "Classifier", "RCAveraged", "rc_averaged", "build_reward", "soft_support",
+           "SPECS"]
