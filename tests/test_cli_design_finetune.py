@@ -85,3 +85,39 @@ def test_resume_refuses_other_settings(model, tmp_path, capsys):
     err = error_of(capsys, ["design-finetune", model, "--out", str(tmp_path / "r"), *FAST, *args, "--kl-weight", "0.3",
                             "--resume"])
     assert "kl_weight" in err
+
+
+def test_classifier_reward_through_soft_one_hot(model, tmp_path, capsys):
+    """drakes with classifier:DIR: the classifier reads the relaxed one-hot through its embedding
+    (a hyena classifier); an RCPS classifier cannot, and is refused naming policy_gradient."""
+    from dnadiff.backbones import build_backbone
+    from dnadiff.heads.classifier import SequenceClassifier
+    from dnadiff.heads.saved import save_classifier_dir
+
+    torch.manual_seed(0)
+    clf = SequenceClassifier(build_backbone("hyena", preset="tiny", vocab_size=12), 2).eval()
+    path = save_classifier_dir(tmp_path / "c", clf, ["neg", "pos"])
+    assert finetune(model, tmp_path / "ft", "--reward", f"classifier:{path}", "--target", "pos", "--method", "drakes",
+                    "--kl-weight", "1", "--train-steps", "1") == 0
+    assert json.loads((tmp_path / "ft" / "metrics.json").read_text())["reward_last"] < 0  # a log-probability
+    rcps = SequenceClassifier(build_backbone("caduceus", preset="tiny", vocab_size=12), 2, conjoin="ps").eval()
+    path = save_classifier_dir(tmp_path / "r", rcps, ["neg", "pos"])
+    capsys.readouterr()
+    err = error_of(capsys, ["design-finetune", model, "--out", str(tmp_path / "o"), *FAST, "--reward",
+                            f"classifier:{path}", "--method", "drakes", "--kl-weight", "1"])
+    assert "RCPS" in err and "--method policy_gradient" in err
+
+
+def test_soft_input_reaches_the_model_embedding(model):
+    """call_soft gives the plain call's logits and a gradient w.r.t. the one-hot (RCPS caduceus)."""
+    import dnadiff
+    from dnadiff.finetune_reward.soft_input import call_soft
+
+    m = dnadiff.load(model)
+    x = torch.randint(7, 11, (2, 12), generator=torch.Generator().manual_seed(0))
+    onehot = torch.nn.functional.one_hot(x, 12).double().requires_grad_(True)
+    t = torch.full((2,), 0.5)
+    soft = call_soft(m.denoiser, x, onehot, t)
+    assert torch.equal(soft.detach(), m.denoiser(x, t).detach())
+    (grad,) = torch.autograd.grad(soft.sum(), onehot)
+    assert float(grad.abs().sum()) > 0

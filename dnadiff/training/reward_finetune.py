@@ -68,6 +68,10 @@ class RewardFinetuneModule(L.LightningModule):
         # in a tuple: not submodules (the pretrained weights stay out of checkpoints and the optimizer)
         self._calls = (SuppressTokens(self.model.denoiser, banned), SuppressTokens(self.pre_model.denoiser, banned))
         self.reward = reward
+        for part in (reward, getattr(reward, "inner", None)):  # a classifier reward is read, never trained
+            net = getattr(part, "model", None)
+            if isinstance(net, torch.nn.Module):
+                net.requires_grad_(False)
         self.mask_id, self.vocab = tokenizer.mask_id, tokenizer.vocab_size
         self.grid = make_grid(self.model.schedule, self.s["sample_steps"], eps=self.model.sampling_eps)
         self.groups: GroupBatch | None = None
