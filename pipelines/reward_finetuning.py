@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,13 +53,9 @@ SCALES = {
 }
 
 
-def cli(*argv: str) -> None:
-    """Run a `dnadiff` command in this process (no interpreter start-up per step)."""
-    from dnadiff.cli import main
-
-    rc = main([str(a) for a in argv])
-    if rc != 0:
-        raise SystemExit(f"dnadiff {argv[0]} failed with exit code {rc}")
+def dnadiff_cmd(*argv) -> None:
+    """A `dnadiff` command in a child process (as the other pipelines run them)."""
+    subprocess.run([sys.executable, "-m", "dnadiff", *map(str, argv)], check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
 def kmer3_pearson(seqs: list[str], real: list[str]) -> float:
@@ -106,8 +104,7 @@ def judge(task: str, seqs: list[str], ctx: dict) -> dict:
 
 def guided_rows(task: str, spec: str, target, ctx: dict, seed: int) -> list[dict]:
     """The inference-time rows of one task and seed."""
-    from dnadiff.commands.design import default_strength
-    from dnadiff.guidance import build_method, build_reward
+    from dnadiff.guidance import build_method, build_reward, default_strength
     from dnadiff.model import SuppressTokens
     from dnadiff.samplers import SeedStream
 
@@ -137,7 +134,9 @@ def guided_rows(task: str, spec: str, target, ctx: dict, seed: int) -> list[dict
 
 def finetuned_rows(task: str, spec: str, target, ctx: dict, seed: int, betas) -> list[dict]:
     import dnadiff
+    from dnadiff.guidance import build_reward
     from dnadiff.samplers import SeedStream
+    from dnadiff.training import complete_settings, reward_finetune
 
     sc, work = ctx["sc"], ctx["work"]
     rows = []
@@ -146,11 +145,13 @@ def finetuned_rows(task: str, spec: str, target, ctx: dict, seed: int, betas) ->
             out = work / "finetuned" / f"{task}_{method}_b{beta:g}_s{seed}"
             start = time.time()
             if not (out / "model.safetensors").is_file():
-                cli("design-finetune", ctx["gen_model"], "--reward", spec, *(["--target", target] if target else []),
-                    "--method", method, "--kl-weight", beta, "--train-steps", sc["ft_steps"], "--batch-size",
-                    sc["ft_batch"], "--group-size", sc["group"], "--sample-steps", sc["ft_sample_steps"],
-                    "--truncate-steps", sc["ft_truncate"], "--lr", sc["ft_lr"], "--length", sc["length"],
-                    "--seed", seed, "--threads", 1, "--out", out, "--overwrite", "-q")
+                settings = {"method": method, "reward": spec, "target": target, "kl_weight": beta,
+                            "train_steps": sc["ft_steps"], "batch_size": sc["ft_batch"], "group_size": sc["group"],
+                            "sample_steps": sc["ft_sample_steps"], "truncate_steps": sc["ft_truncate"],
+                            "lr": sc["ft_lr"], "length": sc["length"], "seed": seed}
+                reward = ctx["reward"] if task == "classifier" else build_reward(spec)
+                reward_finetune(ctx["gen_model"], complete_settings(ctx["gen_model"], settings, sc["length"]), str(out),
+                                overwrite=True, reward=reward, progress=False, threads=1)
             ft_s = json.loads((out / "metrics.json").read_text()).get("wall_seconds_this_session", time.time() - start)
             model = dnadiff.load(out)
             start = time.time()
@@ -185,11 +186,11 @@ def run(args) -> dict:
     halves = gd.split_halves(root, work / "data")
     gen_dir = work / "generator"
     if not (gen_dir / "model").is_dir():
-        cli("train", "-q", "experiments/tiny_cfg_leptospira", f"data.benchmark={root}", f"train.max_steps={sc['gen_steps']}",
+        dnadiff_cmd("train", "-q", "experiments/tiny_cfg_leptospira", f"data.benchmark={root}", f"train.max_steps={sc['gen_steps']}",
             "train.val_every=1000", "--run-dir", gen_dir, "--overwrite")
     clf_dir = work / "classifier_A"
     if not (clf_dir / "classifier").is_dir():
-        cli("finetune", "-q", "experiments/tiny_finetune", f"data.dataset={work / 'data/halfA'}", "model.backbone=hyena",
+        dnadiff_cmd("finetune", "-q", "experiments/tiny_finetune", f"data.dataset={work / 'data/halfA'}", "model.backbone=hyena",
             "model.noisy=true", "protocol.seeds=[0]", f"train.epochs={sc['clf_epochs']}",
             f"data.max_train={sc['clf_max_train']}", "data.max_test=200", "--out", clf_dir, "--no-progress")
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dnadiff.cli import main
-from dnadiff.commands.design import cg_rows_per_design, default_strength
+from dnadiff.guidance import cg_rows_per_design, default_strength
 from dnadiff.errors import DnadiffError
 from dnadiff.guidance.rewards import build_reward, rc_averaged, reward_unit
 from dnadiff.samplers import build_sampler

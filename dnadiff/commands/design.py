@@ -91,37 +91,6 @@ def summarize(values) -> dict:
             "max": float(v.max())}
 
 
-STRENGTH = {"smc": ("alpha", False), "cg": ("scale", True), "cg_grad": ("scale", True)}  # option, 1/unit?
-
-
-def default_strength(method: str, reward, length: int, options: dict, spec: str) -> dict:
-    """The tilt's strength when the user gave none, from the reward's range (rewards.reward_unit):
-    smc alpha = unit (target p·exp(r/unit)), cg/cg_grad scale = 1/unit; a fixed alpha = 1 on a GC
-    fraction in [0, 1] tilts by e^0.005 per base, i.e. not at all. Returns what was chosen."""
-    from dnadiff.errors import DnadiffError
-    from dnadiff.guidance.rewards import reward_unit
-
-    if method not in STRENGTH or STRENGTH[method][0] in options:
-        return {}
-    key, inverse = STRENGTH[method]
-    unit = reward_unit(reward, length)
-    if unit is None:
-        raise DnadiffError(f"--method {method} with --reward {spec}: give the strength, --option {key}=VALUE "
-                           f"(the reward's range is unknown, so no default fits)")
-    options[key] = 1.0 / unit if inverse else unit
-    return {key: options[key]}
-
-
-def cg_rows_per_design(schedule, sampler, num_tokens: int, free: int) -> float:
-    """Expected reward rows of exact CG per design: at each step every masked position is scored
-    with each of the tokens, and a position is still masked at time t with probability 1 − α(t)."""
-    import torch
-
-    ts = sampler.time_grid(torch.device("cpu"))[:-1]
-    still_masked = (1.0 - schedule.alpha(ts).double()).clamp(0, 1)
-    return float(num_tokens * free * still_masked.sum())
-
-
 def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num: int, allow_slow: bool) -> None:
     """Say exact CG's cost up front (rows per design, a timed reward call) and refuse a run that
     would take more than an hour unless --allow-slow."""
@@ -131,6 +100,8 @@ def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num
 
     from dnadiff.errors import DnadiffError
     from dnadiff.logs import log
+
+    from dnadiff.guidance import cg_rows_per_design
 
     rows = cg_rows_per_design(model.schedule, sampler, len(token_ids), free)
     probe = torch.as_tensor(token_ids)[torch.randint(len(token_ids), (32, length), generator=torch.Generator().manual_seed(0))]
@@ -167,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.sample import format_samples, output_paths
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
-    from dnadiff.guidance import build_method, build_reward, rc_averaged
+    from dnadiff.guidance import build_method, build_reward, default_strength, rc_averaged
     from dnadiff.logs import log
     from dnadiff.model import SuppressTokens
     from dnadiff.samplers import SeedStream, build_template, rc_symmetric
@@ -195,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         options.setdefault("token_ids", list(tok.nucleotide_ids))
     sampler = model.build_sampler(args.sampler, args.steps)
     length = args.length or model.config.sample.length
-    chosen = default_strength(args.method, reward, length, options, args.reward)
+    chosen = default_strength(args.method, reward, length, options, args.reward)  # from the reward's range
     method = build_method(args.method, sampler, reward, **options)  # unknown options: checked by name there
     method.progress = True
     if args.method == "cg_grad" and not hasattr(reward, "soft"):

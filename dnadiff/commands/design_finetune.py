@@ -91,13 +91,10 @@ def check_args(args: argparse.Namespace) -> None:
         raise DnadiffError(f"--batch-size {args.batch_size} must be a multiple of --group-size {args.group_size} (>= 2)")
 
 
-def settings_of(args: argparse.Namespace, length: int) -> dict:
-    from pathlib import Path
-
-    return {"method": args.method, "reward": args.reward, "target": args.target, "kl_weight": float(args.kl_weight),
-            "pretrained": str(Path(args.model_dir).resolve()), "length": int(length),
-            "train_steps": args.train_steps, "sample_steps": args.sample_steps,
-            "truncate_steps": min(args.truncate_steps, args.sample_steps), "gumbel_temperature": args.gumbel_temperature,
+def settings_of(args: argparse.Namespace) -> dict:
+    return {"method": args.method, "reward": args.reward, "target": args.target, "kl_weight": args.kl_weight,
+            "length": args.length, "train_steps": args.train_steps, "sample_steps": args.sample_steps,
+            "truncate_steps": args.truncate_steps, "gumbel_temperature": args.gumbel_temperature,
             "group_size": args.group_size, "ppo_epochs": args.ppo_epochs, "clip": args.clip,
             "advantage": args.advantage, "lr": args.lr, "batch_size": args.batch_size, "grad_clip": args.grad_clip,
             "seed": args.seed}
@@ -110,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.errors import DnadiffError
     from dnadiff.guidance.rewards import build_reward, soft_support
     from dnadiff.logs import log
-    from dnadiff.training.reward_finetune import reward_finetune
+    from dnadiff.training.reward_loop import complete_settings, reward_finetune
     from dnadiff.utils import format_table
 
     check_args(args)
@@ -127,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         if why is not None:
             raise DnadiffError(f"--method drakes needs a reward that takes soft one-hot input: {why}; "
                                "use --method policy_gradient")
-    settings = settings_of(args, args.length or cfg.sample.length)
+    settings = complete_settings(args.model_dir, settings_of(args), cfg.sample.length)
     metrics = reward_finetune(args.model_dir, settings, args.out, resume=args.resume, overwrite=args.overwrite,
                               reward=reward, threads=args.threads)
     print(format_table([metrics]))

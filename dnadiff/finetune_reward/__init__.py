@@ -8,7 +8,7 @@
 
 Files: trajectory.py (the differentiable ancestral rollout, the per-step KL), drakes.py (Wang et al.
 2025), policy_gradient.py (GRPO-style, SEPO, Zekri & Boullé 2025), soft_input.py (relaxed one-hot
-states into a denoiser). The Lightning training loop is dnadiff/training/reward_finetune.py.
+states into a denoiser). The Lightning training loop is dnadiff/training/reward_loop.py.
 """
 
 from dnadiff.finetune_reward.drakes import LossOutput, drakes_loss

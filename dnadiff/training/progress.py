@@ -49,7 +49,7 @@ class StepProgressBar(ProgressBar):
     def _postfix(self, trainer) -> str:
         metrics = trainer.callback_metrics
         parts = []
-        for key in ("reward", "kl"):  # reward fine-tuning (training/reward_finetune.py)
+        for key in ("reward", "kl"):  # reward fine-tuning (training/reward_loop.py)
             if f"train/{key}" in metrics:
                 parts.append(f"{key} {_fmt(metrics[f'train/{key}'])}")
         if "train/loss" in metrics:

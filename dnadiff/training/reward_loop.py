@@ -149,6 +149,20 @@ class ExportFinetuned(L.Callback):
             save_model_files(self.out, self.cfg, backbone, self.tokenizer, self.metrics, state_dict=state)
 
 
+def complete_settings(model_dir: str, settings: dict, sample_length: int) -> dict:
+    """`settings` over DEFAULTS, with the pretrained model's absolute path, the length (default: the
+    model's sample.length) and K ≤ T. Unknown keys are refused."""
+    unknown = sorted(set(settings) - set(DEFAULTS))
+    if unknown:
+        raise DnadiffError(f"reward fine-tuning: unknown settings {', '.join(unknown)} (known: {', '.join(DEFAULTS)})")
+    out = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None or k == "target"}}
+    out["pretrained"] = str(Path(model_dir).resolve())
+    out["length"] = int(out["length"] or sample_length)
+    out["truncate_steps"] = min(int(out["truncate_steps"]), int(out["sample_steps"]))
+    out["kl_weight"] = float(out["kl_weight"])
+    return out
+
+
 def settings_differ(old: dict, new: dict) -> list[str]:
     return sorted(k for k in set(old) | set(new) if k not in RESUMABLE_CHANGES and old.get(k) != new.get(k))
 
@@ -226,4 +240,5 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     return export.metrics
 
 
-__all__ = ["DEFAULTS", "RewardFinetuneModule", "reward_finetune", "settings_differ", "SETTINGS_FILE"]
+__all__ = ["DEFAULTS", "RewardFinetuneModule", "complete_settings", "reward_finetune", "settings_differ",
+           "SETTINGS_FILE"]
