@@ -79,3 +79,28 @@ def tilted(p_pre: Tensor, reward: Tensor, beta: float) -> Tensor:
     """p*(x) ∝ p_pre(x) · exp(r(x)/β)."""
     w = p_pre.log() + reward / beta
     return (w - w.logsumexp(0)).exp()
+
+
+def exact_objective(den: TableDenoiser, pre: TableDenoiser, grid: Grid, reward: Tensor, beta: float) -> Tensor:
+    """KL(P_θ ‖ P_pre) over trajectories − E_θ[r(x0)]/β, exactly (differentiable in den's table):
+    the chain over the 125 states, with the per-step KL of trajectory.step_kl at every state.
+    `reward`: Float64[64] over SEQS."""
+    from dnadiff.finetune_reward.trajectory import step_kl
+
+    probs = torch.zeros(V**L, dtype=torch.float64)
+    probs[pattern_index(torch.full((L,), MASK))] = 1.0
+    kl_total = torch.zeros((), dtype=torch.float64)
+    masked = STATES == MASK
+    for i in range(grid.steps):
+        log_p = masked_log_probs(den(STATES), MASK)  # (125, 3, 5)
+        with torch.no_grad():
+            log_pre = masked_log_probs(pre(STATES), MASK)
+        kl_total = kl_total + probs @ step_kl(log_p, log_pre, masked, grid.unmask_prob(i))
+        q = log_p.exp() * grid.unmask_prob(i)
+        q = torch.cat([q[..., :MASK], torch.full_like(q[..., :1], grid.stay_prob(i))], dim=-1)
+        q = torch.where(masked.unsqueeze(-1), q, nn.functional.one_hot(STATES, V).double())
+        trans = torch.ones(V**L, V**L, dtype=torch.float64)
+        for l in range(L):
+            trans = trans * q[:, l, STATES[:, l]]
+        probs = probs @ trans
+    return kl_total - probs[pattern_index(SEQS)] @ reward / beta

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tabular_policy import MASK, SEQS, L, V, TableDenoiser, exact_distribution, kl, tilted
+from tabular_policy import MASK, SEQS, L, V, TableDenoiser, exact_distribution, exact_objective, kl, tilted
 
 from dnadiff.finetune_reward import drakes_loss, policy_gradient_loss, sample_groups
 from dnadiff.finetune_reward.policy_gradient import group_advantage
@@ -143,3 +143,24 @@ def test_policy_ratio_is_one_on_policy():
     logp, kl_steps = step_terms(pre, pre, GRID, MASK, groups)
     assert torch.allclose(logp, groups.old_logp, atol=1e-12)
     assert float(kl_steps.abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("beta,tol", [(1.0, 0.05), (math.inf, 0.015)])
+def test_policy_gradient_is_the_exact_gradient_on_average(beta, tol):
+    """At ratio 1, the policy-gradient loss's gradient averaged over 40,960 trajectories equals the
+    exact gradient of KL(P_θ ‖ P_pre) − E[r]/β (enumerated; relative error 0.019 at β = 1 and 0.009
+    at β = ∞ with these seeds). The estimator's parts are needed: GRPO's group mean including the
+    member itself shrinks the reward term by (G−1)/G (error 0.118 at β = 1); dropping the KL-to-come
+    term C_j leaves the states' dependence on θ out (0.027 at β = ∞)."""
+    torch.manual_seed(0)
+    pre = pretrained()
+    ft = TableDenoiser(pre.table + 0.5 * torch.randn_like(pre.table))
+    (exact,) = torch.autograd.grad(exact_objective(ft, pre, GRID, hard_reward(SEQS), beta), ft.table)
+    gen = torch.Generator().manual_seed(0)
+    total = torch.zeros_like(exact)
+    for _ in range(10):
+        groups = sample_groups(ft, GRID, MASK, torch.full((4096, L), MASK), V, hard_reward, generator=gen)
+        out = policy_gradient_loss(ft, pre, GRID, MASK, groups, beta, group_size=8)
+        total += torch.autograd.grad(out.loss, ft.table)[0]
+    estimate = total / 10
+    assert float((estimate - exact).norm() / exact.norm()) < tol
