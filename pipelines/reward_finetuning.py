@@ -3,7 +3,7 @@ fine-tuned designer (DRAKES, policy gradient) beat guided sampling at equal samp
 does it cost in naturalness?
 
     python pipelines/reward_finetuning.py --scale cpu        # results/reward_finetuning_cpu.{md,json}
-    python pipelines/reward_finetuning.py --dry-run          # every step at toy sizes (seconds-minutes), RUN_DIR/dry_run.*
+    python pipelines/reward_finetuning.py --dry-run          # every step at toy sizes (~1 min), WORK/dry_run.*
 
 Steps: (1) split the Leptospira coding/intergenic train set per class into halves A and B (seed 0,
 as pipelines/guided_design.py); (2) train the tiny class-conditional MDLM (experiments/
@@ -186,13 +186,13 @@ def run(args) -> dict:
     halves = gd.split_halves(root, work / "data")
     gen_dir = work / "generator"
     if not (gen_dir / "model").is_dir():
-        dnadiff_cmd("train", "-q", "experiments/tiny_cfg_leptospira", f"data.benchmark={root}", f"train.max_steps={sc['gen_steps']}",
-            "train.val_every=1000", "--run-dir", gen_dir, "--overwrite")
+        dnadiff_cmd("train", "-q", "experiments/tiny_cfg_leptospira", f"data.benchmark={root}",
+                    f"train.max_steps={sc['gen_steps']}", "train.val_every=1000", "--run-dir", gen_dir, "--overwrite")
     clf_dir = work / "classifier_A"
     if not (clf_dir / "classifier").is_dir():
-        dnadiff_cmd("finetune", "-q", "experiments/tiny_finetune", f"data.dataset={work / 'data/halfA'}", "model.backbone=hyena",
-            "model.noisy=true", "protocol.seeds=[0]", f"train.epochs={sc['clf_epochs']}",
-            f"data.max_train={sc['clf_max_train']}", "data.max_test=200", "--out", clf_dir, "--no-progress")
+        dnadiff_cmd("finetune", "-q", "experiments/tiny_finetune", f"data.dataset={work / 'data/halfA'}",
+                    "model.backbone=hyena", "model.noisy=true", "protocol.seeds=[0]", f"train.epochs={sc['clf_epochs']}",
+                    f"data.max_train={sc['clf_max_train']}", "data.max_test=200", "--out", clf_dir, "--no-progress")
 
     from dnadiff.checkpoint import load
     from dnadiff.eval import gc_content
@@ -261,7 +261,8 @@ def markdown(res: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scale", default="cpu", choices=sorted(k for k in SCALES if k != "dry"))
-    p.add_argument("--dry-run", action="store_true", help="every step at toy sizes; writes WORK/dry_run.{md,json}")
+    p.add_argument("--dry-run", action="store_true",
+                   help="every step at toy sizes; writes WORK/dry_run.{md,json}")
     p.add_argument("--work", default=None, help="working folder (default runs/reward_finetuning_SCALE)")
     p.add_argument("--out", default=None, help="output prefix (default results/reward_finetuning_SCALE)")
     args = p.parse_args(argv)

@@ -23,7 +23,8 @@ def finetune(model, out, *extra):
     return main(["design-finetune", model, "--out", str(out), *FAST, *extra])
 
 
-@pytest.mark.parametrize("method,reward", [("drakes", "motif:ACG"), ("policy_gradient", "test_cli_design_finetune:count_a")])
+@pytest.mark.parametrize("method,reward", [("drakes", "motif:ACG"),
+                                           ("policy_gradient", "test_cli_design_finetune:count_a")])
 def test_writes_a_loadable_model_directory(model, tmp_path, method, reward, capsys):
     import dnadiff
     from dnadiff.checkpoint import read_weights

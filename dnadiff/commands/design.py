@@ -104,7 +104,8 @@ def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num
     from dnadiff.guidance import cg_rows_per_design
 
     rows = cg_rows_per_design(model.schedule, sampler, len(token_ids), free)
-    probe = torch.as_tensor(token_ids)[torch.randint(len(token_ids), (32, length), generator=torch.Generator().manual_seed(0))]
+    picks = torch.randint(len(token_ids), (32, length), generator=torch.Generator().manual_seed(0))
+    probe = torch.as_tensor(token_ids)[picks]  # (32, L) random sequences, timed once
     calls_before = getattr(reward, "calls", None)
     start = time.perf_counter()
     reward(probe.to(model.device))

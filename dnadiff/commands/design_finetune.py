@@ -111,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.utils import format_table
 
     check_args(args)
+    from pathlib import Path
+
+    if Path(args.out).resolve() == Path(args.model_dir).resolve():
+        raise DnadiffError(f"--out {args.out}: is the pretrained model itself; choose another folder")
     if official_kind(args.model_dir):
         raise DnadiffError(f"{args.model_dir}: design-finetune needs a dnadiff masked-diffusion DNA model directory")
     cfg = load_config_of(args.model_dir)

@@ -91,7 +91,8 @@ def group_advantage(values: Tensor, group_size: int, mode: str = "center") -> Te
     return adv.reshape(values.shape)
 
 
-def step_terms(denoiser: Callable, pretrained: Callable, grid: Grid, mask_id: int, batch: GroupBatch) -> tuple[Tensor, Tensor]:
+def step_terms(denoiser: Callable, pretrained: Callable, grid: Grid, mask_id: int,
+               batch: GroupBatch) -> tuple[Tensor, Tensor]:
     """(log π_θ of each step's decisions, per-step KL), both Float64[B, T] with gradients w.r.t. θ."""
     logps, kls = [], []
     for i in range(grid.steps):

@@ -16,7 +16,6 @@ embedding:
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 

@@ -20,7 +20,6 @@ is saved in the checkpoint.
 
 from __future__ import annotations
 
-import math
 import shutil
 import time
 from pathlib import Path
