@@ -12,9 +12,9 @@ import sys
 from dnadiff.errors import DnadiffError
 
 # name -> module under dnadiff.commands (every one must import: a broken command is an error)
-SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design"]
+SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design", "design-finetune"]
 # the commands that compute: each takes --threads (dnadiff/threads.py), applied once at start
-COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design")
+COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design", "design-finetune")
 THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; an explicit N is also exported as "
                 "OMP/MKL/NUMBA_NUM_THREADS to child processes). Default: OMP_NUM_THREADS when set, else the free "
                 "physical cores at start "
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                        help=THREADS_HELP)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        module = importlib.import_module(f"dnadiff.commands.{name}")
+        module = importlib.import_module(f"dnadiff.commands.{name.replace('-', '_')}")
         sub = subs.add_parser(
             name,
             help=module.HELP,

@@ -273,6 +273,9 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
+    # how `dnadiff design-finetune` made this model from a pretrained one (method, reward, kl_weight,
+    # pretrained, the fine-tuning settings); empty for a model that was not fine-tuned toward a reward
+    reward_finetune: dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- machinery

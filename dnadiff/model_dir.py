@@ -123,6 +123,27 @@ def save_model_dir(
     return path
 
 
+def save_model_files(path: str | os.PathLike, config: RunConfig, backbone: torch.nn.Module, tokenizer=None,
+                     metrics: dict[str, Any] | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+    """Write the files of a model directory into an existing folder that holds other things too (a
+    run directory with its checkpoints: `dnadiff design-finetune`): built by `save_model_dir` beside
+    it, then each entry renamed into place, config.json last (a folder is never a model with the
+    new config and the old weights)."""
+    path = Path(path)
+    tmp = save_model_dir(path.with_name("." + path.name + ".model"), config, backbone, tokenizer, metrics, state_dict)
+    try:
+        names = sorted((p.name for p in tmp.iterdir()), key=lambda n: n == CONFIG_FILE)
+        for name in names:
+            target = path / name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            os.replace(tmp / name, target)
+    except OSError as exc:
+        raise os_error(exc, path) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
 def config_json(cfg: RunConfig) -> dict[str, Any]:
     """config.json of a model directory: the Hub's `model_type` marker, the writing version, the RunConfig."""
     return {"model_type": MODEL_TYPE, "dnadiff_version": __version__, **to_dict(cfg)}

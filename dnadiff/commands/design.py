@@ -16,8 +16,12 @@ Rewards: gc (GC fraction), gc:T (-|GC - T|), motif:SEQ (count on both strands), 
 (log p(target | x) of a `dnadiff finetune` OUT/classifier directory; --target names the class,
 default the last), module:function (Long[B, L] token ids -> B floats). Methods (--option KEY=VALUE
 sets their options): none (the sampler alone), best_of_n (n=8), svdd (candidates=8, alpha=0),
-smc (particles=16, alpha=1, ess_threshold=0.5, output=sample), cg (exact classifier guidance,
-scale=1), cg_grad (first-order: gc, gc:T, motif, classifier without RCPS conjoining). --rc-symmetric
+smc (particles=16, ess_threshold=0.5, output=sample, alpha), cg (exact classifier guidance, scale),
+cg_grad (first-order: gc, gc:T, motif, classifier without RCPS conjoining; scale). Unset strengths
+come from the reward's range (one base substitution's effect u: 1/L for gc, 1 for motif and
+classifier): smc alpha = u, cg/cg_grad scale = 1/u; a module:function reward needs them given. Exact
+cg states its cost (reward rows per design, estimated time) and refuses a run over an hour unless
+--allow-slow. --rc-symmetric
 averages the model's predictions and the reward over both strands. Writes OUT (FASTA, one record
 per design with its reward) and OUT.json (per-sequence rewards, summary, NFE: denoiser rows and
 reward evaluations per sequence, counted separately); an existing output is kept unless --force."""
@@ -42,6 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output FASTA (OUT.json is written beside it)")
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
+    p.add_argument("--allow-slow", action="store_true",
+                   help="run exact classifier guidance (cg) even when its estimated time exceeds an hour")
 
 
 def parse_options(items: list[str]) -> dict:
@@ -121,6 +127,45 @@ def summarize(values) -> dict:
             "max": float(v.max())}
 
 
+def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num: int, allow_slow: bool) -> None:
+    """Say exact CG's cost up front (rows per design, a timed reward call) and refuse a run that
+    would take more than an hour unless --allow-slow."""
+    import time
+
+    import torch
+
+    from dnadiff.errors import DnadiffError
+    from dnadiff.logs import log
+
+    from dnadiff.guidance import cg_rows_per_design
+
+    rows = cg_rows_per_design(model.schedule, sampler, len(token_ids), free)
+    picks = torch.randint(len(token_ids), (32, length), generator=torch.Generator().manual_seed(0))
+    probe = torch.as_tensor(token_ids)[picks]  # (32, L) random sequences, timed once
+    calls_before = getattr(reward, "calls", None)
+    start = time.perf_counter()
+    reward(probe.to(model.device))
+    per_row = (time.perf_counter() - start) / probe.shape[0]
+    if calls_before is not None:
+        reward.calls = calls_before  # the probe is not part of the run's counts
+    total = rows * per_row * num
+    log.info("exact classifier guidance (cg): about %s reward rows per design (%d steps × masked positions × %d "
+             "tokens), estimated %s for %d designs", f"{rows:,.0f}", sampler.steps, len(token_ids),
+             _duration(total), num)
+    if total > 3600 and not allow_slow:
+        raise DnadiffError(f"--method cg: about {rows:,.0f} reward rows per design, estimated {_duration(total)} for "
+                           f"{num} designs; use --method cg_grad (one reward gradient per step), fewer --steps or "
+                           "--num, or --allow-slow")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def run(args: argparse.Namespace) -> int:
     import time
 
@@ -130,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.sample import format_samples, output_paths
     from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
-    from dnadiff.guidance import build_method, build_reward, rc_averaged
+    from dnadiff.guidance import build_method, build_reward, default_strength, rc_averaged
     from dnadiff.logs import log
     from dnadiff.model import SuppressTokens
     from dnadiff.model_dir import load_config_of
@@ -167,11 +212,16 @@ def run(args: argparse.Namespace) -> int:
     if args.method in ("cg", "cg_grad"):
         options.setdefault("token_ids", list(tok.nucleotide_ids))
     sampler = model.build_sampler(args.sampler, args.steps)
+    length = args.length or model.config.sample.length
+    chosen = default_strength(args.method, reward, length, options, args.reward)  # from the reward's range
     method = build_method(args.method, sampler, reward, **options)  # unknown options: checked by name there
+    method.progress = True
     if args.method == "cg_grad" and not hasattr(reward, "soft"):
         raise DnadiffError(f"--method cg_grad needs a differentiable reward (gc, gc:T, motif, classifier), not {args.reward}")
-    length = args.length or model.config.sample.length
     template = build_template(tok, args.num, length, args.prefix, args.suffix, template_records, source=args.template_fasta)
+    if args.method == "cg":
+        free = length if template is None else int((template == tok.mask_id).sum(1).max())
+        check_cg_cost(reward, model, sampler, options["token_ids"], free, length, args.num, args.allow_slow)
     denoiser = model.denoiser
     if args.rc_symmetric:
         denoiser = rc_symmetric(denoiser, tok.complement_map(), mask_id=tok.mask_id)
@@ -215,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
     stats = {
         "model": str(args.model_dir), "reward": name, "reward_spec": args.reward, "target": args.target,
         "method": args.method, "options": options, "sampler": sampler.name, "steps": sampler.steps, "steps_used": steps,
-        "rc_symmetric": args.rc_symmetric, "seed": args.seed, **totals, "summary": summary,
+        "rc_symmetric": args.rc_symmetric, "seed": args.seed, "default_options": chosen, **totals, "summary": summary,
         "rewards": [{"id": f"design_{i}", "reward": float(v)} for i, v in enumerate(r.tolist())],
         "out": out,
     }

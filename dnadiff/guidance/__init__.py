@@ -7,10 +7,13 @@ GC content, motif counts, a user function).
     x = method.generate(denoiser, schedule, mask_id, (B, L), template=None, generator=0)
 
 Methods (one file each): best_of_n.py, svdd.py (Li et al. 2024), smc.py, classifier_guidance.py
-(exact and first-order, Nisonoff et al. 2024 / Schiff et al. 2024); rewards.py; common.py.
+(exact and first-order, Nisonoff et al. 2024 / Schiff et al. 2024); rewards.py; common.py;
+strength.py (default strengths from the reward's range, exact CG's cost).
 """
 
 from dnadiff.guidance.methods import METHODS, build_method
-from dnadiff.guidance.rewards import build_reward, rc_averaged
+from dnadiff.guidance.rewards import build_reward, rc_averaged, reward_unit, soft_support
+from dnadiff.guidance.strength import cg_rows_per_design, default_strength
 
-__all__ = ["METHODS", "build_method", "build_reward", "rc_averaged"]
+__all__ = ["METHODS", "build_method", "build_reward", "cg_rows_per_design", "default_strength", "rc_averaged",
+           "reward_unit", "soft_support"]

@@ -206,6 +206,37 @@ class RCAveraged(Reward):
         return 0.5 * (self.inner.soft(onehot) + self.inner.soft(onehot.flip(1)[..., perm]))
 
 
+def reward_unit(reward: Callable, length: int) -> float | None:
+    """What one base substitution can change the reward by, the scale guidance strengths are set
+    from (`dnadiff design`'s defaults): 1/L for gc and gc:T (a fraction of L bases), 1 for motif
+    (one occurrence) and classifier (nats of log-probability); None when unknown (module:function).
+    A tilt exp(r / unit) then weighs one better base by a factor e, where exp(r / 1) on a GC
+    fraction would move nothing (a 200-bp GC differs by 0.005 per base)."""
+    inner = reward.inner if isinstance(reward, RCAveraged) else reward
+    if isinstance(inner, GC):
+        return 1.0 / max(1, int(length))
+    if isinstance(inner, (Motif, Classifier)):
+        return 1.0
+    unit = getattr(inner, "unit", None)
+    return float(unit) if isinstance(unit, (int, float)) and unit > 0 else None
+
+
+def soft_support(reward: Callable) -> str | None:
+    """None when `reward.soft(onehot)` can score relaxed one-hot input (gc, gc:T, motif, classifier
+    without RCPS conjoining, their RC averages, user objects defining `soft`), else the reason."""
+    inner = reward.inner if isinstance(reward, RCAveraged) else reward
+    if not callable(getattr(reward, "soft", None)):
+        return f"{getattr(reward, 'name', 'the reward')} takes token ids only (it defines no soft(onehot))"
+    if isinstance(inner, Classifier):
+        if inner.model.conjoin == "ps":
+            return f"{inner.name}: an RCPS (conjoin ps) classifier cannot take soft one-hot input"
+        try:
+            inner._token_embedding()
+        except DnadiffError as exc:
+            return str(exc)
+    return None
+
+
 def rc_averaged(reward: Callable, complement_ids=None) -> RCAveraged:
     return RCAveraged(reward, complement_ids)
 
@@ -253,4 +284,5 @@ def build_reward(spec: str, target: str | int | None = None, device: str | torch
     raise DnadiffError(f"--reward {spec!r}: unknown reward; use {SPECS}")
 
 
-__all__ = ["Reward", "GC", "Motif", "Function", "Classifier", "RCAveraged", "rc_averaged", "build_reward", "SPECS"]
+__all__ = ["Reward", "GC", "Motif", "Function", "Classifier", "RCAveraged", "rc_averaged", "build_reward",
+           "reward_unit", "soft_support", "SPECS"]

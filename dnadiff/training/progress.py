@@ -47,6 +47,9 @@ class StepProgressBar(ProgressBar):
     def _postfix(self, trainer) -> str:
         metrics = trainer.callback_metrics
         parts = []
+        for key in ("reward", "kl"):  # reward fine-tuning (training/reward_loop.py)
+            if f"train/{key}" in metrics:
+                parts.append(f"{key} {_fmt(metrics[f'train/{key}'])}")
         if "train/loss" in metrics:
             parts.append(f"loss {_fmt(metrics['train/loss'])}")
         if "val/nats_per_token" in metrics:

@@ -1,0 +1,142 @@
+"""`dnadiff design-finetune MODEL --reward SPEC --method drakes|policy_gradient --kl-weight β --out DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+HELP = "fine-tune a DNA generator toward a reward (DRAKES or policy gradient), kept close to the pretrained model"
+DESCRIPTION = """Fine-tune a masked-diffusion DNA model so that its samples score high on a reward while
+staying close to the pretrained model: maximise E[r(x)] − β·KL(fine-tuned ‖ pretrained), the KL over
+the sampling trajectories. The optimum samples p*(x) ∝ p_pre(x)·exp(r(x)/β): a small β follows the
+reward, a large one stays natural.
+
+  dnadiff design-finetune runs/x/model --reward gc:0.5 --method drakes --kl-weight 0.1 --out runs/gc_drakes
+  dnadiff design-finetune runs/x/model --reward classifier:runs/ft/classifier --target coding \\
+      --method policy_gradient --kl-weight 0.05 --group-size 8 --out runs/coding_pg
+  dnadiff design-finetune runs/x/model ... --out runs/gc_drakes --resume   # continue a stopped run
+  dnadiff sample runs/gc_drakes --num 16 --out designs.fa                 # OUT is a model directory
+
+Methods:
+  drakes           direct reward backpropagation (Wang et al. 2025, arXiv 2410.13643): trajectories of
+                   the model's own ancestral sampler with a straight-through Gumbel-softmax draw at each
+                   step (--gumbel-temperature), gradients through the last --truncate-steps steps, the
+                   exact per-step KL to the pretrained transitions at every step. Needs a reward that
+                   takes soft one-hot input: gc, gc:T, motif:SEQ, classifier:DIR (not RCPS).
+  policy_gradient  GRPO-style (SEPO, Zekri & Boullé 2025, arXiv 2502.01384): groups of --group-size
+                   samples, group-centred advantages, the trajectory's step log-probabilities as the
+                   likelihood, clipped ratio (--clip, reused for --ppo-epochs updates), KL to the
+                   pretrained model. Any reward, including module:function.
+
+OUT is the run directory (finetune_config.yaml, checkpoints/, logs/metrics.csv) and, at the end, a model
+directory (config.json, model.safetensors, metrics.json) that dnadiff.load, `dnadiff sample` and
+`dnadiff design` read; its config records the method, reward, β and the pretrained model. An existing
+OUT is refused unless --resume (continue; the settings must match, --train-steps may grow) or
+--overwrite."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", help="the pretrained dnadiff DNA model directory (masked diffusion)")
+    p.add_argument("--reward", required=True, help="gc | gc:T | motif:SEQ | classifier:DIR | module:function")
+    p.add_argument("--target", default=None, help="class name or index for --reward classifier:DIR")
+    p.add_argument("--method", required=True, help="drakes | policy_gradient")
+    p.add_argument("--kl-weight", type=float, required=True, help="β of the KL penalty (> 0; larger stays closer)")
+    p.add_argument("--out", required=True, help="output folder: run directory, then the fine-tuned model directory")
+    p.add_argument("--length", type=int, default=None, help="sequence length (default: the model's sample.length)")
+    p.add_argument("--train-steps", type=int, default=100, help="optimizer updates (default 100)")
+    p.add_argument("--sample-steps", type=int, default=128, help="sampler steps T of each trajectory (default 128)")
+    p.add_argument("--truncate-steps", type=int, default=50, help="drakes: gradient through the last K steps (default 50)")
+    p.add_argument("--gumbel-temperature", type=float, default=1.0, help="drakes: τ of the Gumbel-softmax (default 1)")
+    p.add_argument("--group-size", type=int, default=8, help="policy_gradient: samples per group G (default 8)")
+    p.add_argument("--ppo-epochs", type=int, default=1, help="policy_gradient: updates per sampled batch (default 1)")
+    p.add_argument("--clip", type=float, default=0.2, help="policy_gradient: ratio clip ε (default 0.2)")
+    p.add_argument("--advantage", default="center", help="policy_gradient: center (default; exact target) | std (GRPO)")
+    p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
+    p.add_argument("--batch-size", type=int, default=16, help="trajectories per update (default 16)")
+    p.add_argument("--grad-clip", type=float, default=0.0, help="gradient norm clip (default 0: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: the physical cores this process may use)")
+    p.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Everything typed, checked before any model is loaded (one line naming the option)."""
+    from dnadiff.errors import DnadiffError
+    from dnadiff.finetune_reward import METHODS
+    from dnadiff.finetune_reward.policy_gradient import ADVANTAGES
+
+    if args.method not in METHODS:
+        raise DnadiffError(f"--method {args.method!r}: choose drakes or policy_gradient")
+    if args.resume and args.overwrite:
+        raise DnadiffError("--resume and --overwrite exclude each other")
+    if not (args.kl_weight > 0) or math.isinf(args.kl_weight):
+        raise DnadiffError(f"--kl-weight must be a positive number, got {args.kl_weight}")
+    for flag in ("length", "train_steps", "sample_steps", "truncate_steps", "group_size", "ppo_epochs", "batch_size"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise DnadiffError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+    for flag in ("gumbel_temperature", "lr", "clip"):
+        value = getattr(args, flag)
+        if not (value > 0) or math.isinf(value):
+            raise DnadiffError(f"--{flag.replace('_', '-')} must be a positive number, got {value}")
+    if args.threads is not None and args.threads <= 0:
+        raise DnadiffError(f"--threads must be positive, got {args.threads}")
+    if args.grad_clip < 0:
+        raise DnadiffError(f"--grad-clip must be >= 0, got {args.grad_clip}")
+    if args.advantage not in ADVANTAGES:
+        raise DnadiffError(f"--advantage {args.advantage!r}: choose {' or '.join(ADVANTAGES)}")
+    if args.method == "policy_gradient" and (args.group_size < 2 or args.batch_size % args.group_size):
+        raise DnadiffError(f"--batch-size {args.batch_size} must be a multiple of --group-size {args.group_size} (>= 2)")
+
+
+def settings_of(args: argparse.Namespace) -> dict:
+    return {"method": args.method, "reward": args.reward, "target": args.target, "kl_weight": args.kl_weight,
+            "length": args.length, "train_steps": args.train_steps, "sample_steps": args.sample_steps,
+            "truncate_steps": args.truncate_steps, "gumbel_temperature": args.gumbel_temperature,
+            "group_size": args.group_size, "ppo_epochs": args.ppo_epochs, "clip": args.clip,
+            "advantage": args.advantage, "lr": args.lr, "batch_size": args.batch_size, "grad_clip": args.grad_clip,
+            "seed": args.seed}
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from dnadiff.checkpoint import official_kind
+    from dnadiff.model_dir import load_config_of
+    from dnadiff.errors import DnadiffError
+    from dnadiff.guidance.rewards import build_reward, soft_support
+    from dnadiff.logs import log
+    from dnadiff.training.reward_loop import complete_settings, reward_finetune
+    from dnadiff.utils import format_table
+
+    check_args(args)
+    from pathlib import Path
+
+    if Path(args.out).resolve() == Path(args.model_dir).resolve():
+        raise DnadiffError(f"--out {args.out}: is the pretrained model itself; choose another folder")
+    if official_kind(args.model_dir):
+        raise DnadiffError(f"{args.model_dir}: design-finetune needs a dnadiff masked-diffusion DNA model directory")
+    cfg = load_config_of(args.model_dir)
+    if cfg.tokenizer.kind != "dna" or cfg.objective.name in ("ar", "mlm"):
+        raise DnadiffError(f"{args.model_dir}: design-finetune needs a masked-diffusion DNA model "
+                           f"(this one is {cfg.tokenizer.kind}, objective {cfg.objective.name})")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    reward = build_reward(args.reward, target=args.target, device=device)
+    if args.method == "drakes":
+        why = soft_support(reward)
+        if why is not None:
+            raise DnadiffError(f"--method drakes needs a reward that takes soft one-hot input: {why}; "
+                               "use --method policy_gradient")
+    settings = complete_settings(args.model_dir, settings_of(args), cfg.sample.length)
+    metrics = reward_finetune(args.model_dir, settings, args.out, resume=args.resume, overwrite=args.overwrite,
+                              reward=reward, threads=args.threads)
+    print(format_table([metrics]))
+    log.info("\nfine-tuned model directory: %s", args.out)
+    return 0
+
+
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: the fine-tuning settings (defaults filled in)."""
+    return {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in ("command", "print_config")}

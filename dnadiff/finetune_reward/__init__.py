@@ -1,0 +1,21 @@
+"""Reward fine-tuning of masked diffusion models: the pure algorithms (no Lightning).
+
+    from dnadiff.finetune_reward import make_grid, drakes_loss, sample_groups, policy_gradient_loss
+    grid = make_grid(schedule, steps=128)
+    out = drakes_loss(denoiser, pretrained, reward.soft, grid, mask_id, x_init, V, kl_weight=0.1, truncate_steps=50)
+    batch = sample_groups(denoiser, grid, mask_id, x_init, V, reward)            # groups of G rows
+    out = policy_gradient_loss(denoiser, pretrained, grid, mask_id, batch, kl_weight=0.1, group_size=8)
+
+Files: trajectory.py (the differentiable ancestral rollout, the per-step KL), drakes.py (Wang et al.
+2025), policy_gradient.py (GRPO-style, SEPO, Zekri & Boullé 2025), soft_input.py (relaxed one-hot
+states into a denoiser). The Lightning training loop is dnadiff/training/reward_loop.py.
+"""
+
+from dnadiff.finetune_reward.drakes import LossOutput, drakes_loss
+from dnadiff.finetune_reward.policy_gradient import GroupBatch, group_advantage, policy_gradient_loss, sample_groups
+from dnadiff.finetune_reward.trajectory import Grid, make_grid, rollout
+
+METHODS = ("drakes", "policy_gradient")
+
+__all__ = ["METHODS", "Grid", "GroupBatch", "LossOutput", "drakes_loss", "group_advantage", "make_grid",
+           "policy_gradient_loss", "rollout", "sample_groups"]

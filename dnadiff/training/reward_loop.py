@@ -1,0 +1,243 @@
+"""`reward_finetune(...)`: fine-tune a masked-diffusion DNA model toward a reward with Lightning
+(`dnadiff design-finetune`); the algorithms are dnadiff/finetune_reward/ (no Lightning there).
+
+The output folder OUT is both a run directory and, once training ends, a model directory:
+    config.json, model.safetensors, metrics.json   the fine-tuned model (dnadiff.load(OUT) reads it);
+                                                   config.json's `reward_finetune` records the method,
+                                                   reward, kl_weight (β), the pretrained model and the
+                                                   settings
+    finetune_config.yaml   the run's settings (what --resume checks the command line against)
+    checkpoints/last.ckpt  Lightning checkpoints (atomic), for --resume only
+    logs/metrics.csv       reward, KL and loss per update
+The run-directory rules are `dnadiff train`'s: a new run needs a missing or empty OUT (or
+--overwrite), one process at a time holds it (lock), --resume continues from the last checkpoint,
+and a new run that fails before its first checkpoint leaves nothing behind.
+
+Determinism: update n draws its Gumbel noise from a generator seeded by (seed, n), so a resumed run
+draws what an uninterrupted one does; the policy-gradient batch reused over `ppo_epochs` updates
+is saved in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from dnadiff.config import RunConfig, replace
+from dnadiff.errors import DnadiffError
+from dnadiff.finetune_reward import drakes_loss, make_grid, policy_gradient_loss, sample_groups
+from dnadiff.finetune_reward.policy_gradient import GroupBatch
+from dnadiff.logs import log, quiet_libraries
+from dnadiff.model import DiffusionModel, SuppressTokens
+
+SETTINGS_FILE = "finetune_config.yaml"
+DEFAULTS: dict[str, Any] = {
+    "method": None, "reward": None, "target": None, "kl_weight": None, "pretrained": None, "length": None,
+    "train_steps": 100, "sample_steps": 128, "truncate_steps": 50, "gumbel_temperature": 1.0, "group_size": 8,
+    "ppo_epochs": 1, "clip": 0.2, "advantage": "center", "lr": 1e-4, "batch_size": 16, "grad_clip": 0.0,
+    "seed": 0,
+}
+# settings a resumed run may change (it continues to a new number of updates)
+RESUMABLE_CHANGES = ("train_steps",)
+
+
+class _Ticks(IterableDataset):
+    """An endless stream of dummy items: every update samples its own trajectories."""
+
+    def __iter__(self):
+        while True:
+            yield 0
+
+
+class RewardFinetuneModule(L.LightningModule):
+    def __init__(self, cfg: RunConfig, backbone: torch.nn.Module, pretrained: torch.nn.Module, tokenizer, reward):
+        super().__init__()
+        self.cfg, self.s = cfg, dict(cfg.reward_finetune)
+        self.backbone = backbone
+        self._frozen = [pretrained.requires_grad_(False).eval()]  # not a submodule: not checkpointed or optimised
+        self.model = DiffusionModel(cfg, backbone, tokenizer)
+        self.pre_model = DiffusionModel(cfg, pretrained, tokenizer)
+        banned = self.model.banned_ids()
+        # in a tuple: not submodules (the pretrained weights stay out of checkpoints and the optimizer)
+        self._calls = (SuppressTokens(self.model.denoiser, banned), SuppressTokens(self.pre_model.denoiser, banned))
+        self.reward = reward
+        for part in (reward, getattr(reward, "inner", None)):  # a classifier reward is read, never trained
+            net = getattr(part, "model", None)
+            if isinstance(net, torch.nn.Module):
+                net.requires_grad_(False)
+        self.mask_id, self.vocab = tokenizer.mask_id, tokenizer.vocab_size
+        self.grid = make_grid(self.model.schedule, self.s["sample_steps"], eps=self.model.sampling_eps)
+        self.groups: GroupBatch | None = None
+        self.last = {"reward": float("nan"), "kl": float("nan"), "loss": float("nan")}
+
+    def on_fit_start(self) -> None:
+        self._frozen[0].to(self.device)
+
+    def train_dataloader(self):
+        return DataLoader(_Ticks(), batch_size=1)
+
+    def _generator(self, step: int) -> torch.Generator:
+        return torch.Generator(device=self.device).manual_seed((int(self.s["seed"]) * 1_000_003 + step) % (2**63 - 1))
+
+    @property
+    def denoiser(self):
+        return self._calls[0]
+
+    @property
+    def pre_denoiser(self):
+        return self._calls[1]
+
+    def training_step(self, batch, batch_idx):
+        s, step = self.s, int(self.global_step)
+        self.backbone.eval()  # no dropout: the KL compares two deterministic transitions
+        x_init = torch.full((int(s["batch_size"]), int(s["length"])), self.mask_id, dtype=torch.long, device=self.device)
+        beta = float(s["kl_weight"])
+        if s["method"] == "drakes":
+            out = drakes_loss(self.denoiser, self.pre_denoiser, self.reward.soft, self.grid, self.mask_id, x_init,
+                              self.vocab, beta, truncate_steps=int(s["truncate_steps"]),
+                              temperature=float(s["gumbel_temperature"]), generator=self._generator(step))
+        else:
+            if self.groups is None or step % int(s["ppo_epochs"]) == 0:
+                self.groups = sample_groups(self.denoiser, self.grid, self.mask_id, x_init, self.vocab, self.reward,
+                                            generator=self._generator(step))
+            out = policy_gradient_loss(self.denoiser, self.pre_denoiser, self.grid, self.mask_id, self.groups, beta,
+                                       int(s["group_size"]), clip=float(s["clip"]), advantage=str(s["advantage"]))
+        if not torch.isfinite(out.loss):
+            raise DnadiffError(f"non-finite fine-tuning loss at update {step}; the last good checkpoint is kept "
+                               "(try a lower --lr)")
+        self.last = {"reward": float(out.reward.mean()), "kl": float(out.kl.mean()), "loss": float(out.loss.detach())}
+        for key, value in self.last.items():
+            self.log(f"train/{key}", value, prog_bar=True, on_step=True, on_epoch=False, batch_size=x_init.shape[0])
+        return out.loss.float()
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.backbone.parameters(), lr=float(self.s["lr"]), weight_decay=0.0)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["dnadiff_reward"] = {"groups": self.groups.state_dict() if self.groups is not None else None}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        groups = checkpoint.get("dnadiff_reward", {}).get("groups")
+        self.groups = GroupBatch.from_state_dict(groups) if groups is not None else None
+
+
+class ExportFinetuned(L.Callback):
+    """At the end of training: the model files into OUT (config.json last)."""
+
+    def __init__(self, out: Path, cfg: RunConfig, tokenizer, start: float):
+        self.out, self.cfg, self.tokenizer, self.start = out, cfg, tokenizer, start
+        self.metrics: dict[str, Any] = {}
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        from dnadiff.model_dir import save_model_files
+
+        self.metrics = {"updates": int(trainer.global_step), "method": self.cfg.reward_finetune["method"],
+                        "reward": self.cfg.reward_finetune["reward"], "kl_weight": self.cfg.reward_finetune["kl_weight"],
+                        "reward_last": pl_module.last["reward"], "kl_last": pl_module.last["kl"],
+                        "loss_last": pl_module.last["loss"],
+                        "wall_seconds_this_session": round(time.time() - self.start, 2)}
+        if trainer.is_global_zero:
+            backbone = pl_module.backbone
+            state = {k: v.detach().cpu() for k, v in backbone.state_dict().items()}
+            save_model_files(self.out, self.cfg, backbone, self.tokenizer, self.metrics, state_dict=state)
+
+
+def complete_settings(model_dir: str, settings: dict, sample_length: int) -> dict:
+    """`settings` over DEFAULTS, with the pretrained model's absolute path, the length (default: the
+    model's sample.length) and K ≤ T. Unknown keys are refused."""
+    unknown = sorted(set(settings) - set(DEFAULTS))
+    if unknown:
+        raise DnadiffError(f"reward fine-tuning: unknown settings {', '.join(unknown)} (known: {', '.join(DEFAULTS)})")
+    out = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None or k == "target"}}
+    out["pretrained"] = str(Path(model_dir).resolve())
+    out["length"] = int(out["length"] or sample_length)
+    out["truncate_steps"] = min(int(out["truncate_steps"]), int(out["sample_steps"]))
+    out["kl_weight"] = float(out["kl_weight"])
+    return out
+
+
+def settings_differ(old: dict, new: dict) -> list[str]:
+    return sorted(k for k in set(old) | set(new) if k not in RESUMABLE_CHANGES and old.get(k) != new.get(k))
+
+
+def reward_finetune(model_dir: str, settings: dict, out: str, resume: bool = False, overwrite: bool = False,
+                    reward=None, progress: bool = True, threads: int | None = None) -> dict[str, Any]:
+    """Fine-tune `model_dir` with `settings` (DEFAULTS' keys) into `out`; returns the metrics.
+    `reward`: the built reward (the caller checked it against the method)."""
+    from dnadiff.training.rundir import RunDirLock
+
+    where = Path(out)
+    with RunDirLock(where):
+        ours = not resume and (overwrite or not where.exists() or not any(where.iterdir()))
+        try:
+            return _reward_finetune(model_dir, settings, where, resume, overwrite, reward, progress, threads)
+        except BaseException:
+            if ours and where.is_dir() and not (where / "checkpoints" / "last.ckpt").exists():
+                shutil.rmtree(where, ignore_errors=True)
+            raise
+
+
+def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward, progress, threads) -> dict[str, Any]:
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from dnadiff.checkpoint import load_model_dir
+    from dnadiff.config import load_config, save_config
+    from dnadiff.logs import progress_enabled
+    from dnadiff.machine import available_cores
+    from dnadiff.training.checkpoint_io import AtomicCheckpointIO
+    from dnadiff.training.csv_log import SessionCSVLogger
+    from dnadiff.training.progress import StepProgressBar
+    from dnadiff.training.run import _prepare_run_dir
+
+    start = time.time()
+    quiet_libraries(log.getEffectiveLevel())
+    ckpt = _prepare_run_dir(where, resume, overwrite)
+    resume = ckpt is not None
+    if resume and (where / SETTINGS_FILE).is_file():
+        old = load_config(RunConfig, str(where / SETTINGS_FILE), resolve_paths=False).reward_finetune
+        changed = settings_differ(old, settings)
+        if changed:
+            raise DnadiffError(f"{where}: --resume with other settings than the run's ({', '.join(changed)}: "
+                               f"{', '.join(f'{old.get(k)!r} -> {settings.get(k)!r}' for k in changed)})")
+    torch.set_num_threads(int(threads) if threads else max(1, available_cores()))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = load_model_dir(model_dir, map_location="cpu")
+    pre = load_model_dir(model_dir, map_location="cpu")
+    cfg = replace(model.config, **{"reward_finetune": dict(settings)})
+    save_config(cfg, where / SETTINGS_FILE)  # a resumed run records its new --train-steps
+    module = RewardFinetuneModule(cfg, model.backbone.train(), pre.backbone, model.tokenizer, reward)
+    resume_step = None
+    if ckpt is not None:
+        try:
+            resume_step = int(torch.load(ckpt, map_location="cpu", weights_only=True).get("global_step", 0))
+        except Exception as exc:
+            raise DnadiffError(f"{ckpt}: cannot resume, not a readable weights-only checkpoint "
+                               f"({type(exc).__name__})") from None
+    steps = int(settings["train_steps"])
+    every = max(1, min(50, steps))
+    checkpointing = ModelCheckpoint(dirpath=where / "checkpoints", filename="step{step}", every_n_train_steps=every,
+                                    save_top_k=1, monitor="step", mode="max", save_last=True,
+                                    auto_insert_metric_name=False)
+    export = ExportFinetuned(where, cfg, model.tokenizer, start)
+    show = progress and progress_enabled()
+    trainer = L.Trainer(max_steps=steps, max_epochs=-1, accelerator=device, devices=1, precision="32-true",
+                        gradient_clip_val=float(settings.get("grad_clip") or 0.0) or None,
+                        logger=SessionCSVLogger(str(where), resume_step=resume_step, name="logs", version=""),
+                        callbacks=[checkpointing, export, *([StepProgressBar()] if show else [])],
+                        plugins=[AtomicCheckpointIO()], enable_progress_bar=show, enable_model_summary=False,
+                        num_sanity_val_steps=0, log_every_n_steps=1, default_root_dir=str(where))
+    log.info("design-finetune: %s, β=%g, %d updates of %d sequences x %d bases%s", settings["method"],
+             settings["kl_weight"], steps, settings["batch_size"], settings["length"],
+             f", resuming at update {resume_step}" if resume_step is not None else "")
+    trainer.fit(module, ckpt_path=str(ckpt) if ckpt else None)
+    return export.metrics
+
+
+__all__ = ["DEFAULTS", "RewardFinetuneModule", "complete_settings", "reward_finetune", "settings_differ",
+           "SETTINGS_FILE"]
