@@ -55,8 +55,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=16, help="trajectories per update (default 16)")
     p.add_argument("--grad-clip", type=float, default=0.0, help="gradient norm clip (default 0: none)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: the physical cores this process may use)")
     p.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
 
@@ -81,8 +79,6 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if not (value > 0) or math.isinf(value):
             raise DnadiffError(f"--{flag.replace('_', '-')} must be a positive number, got {value}")
-    if args.threads is not None and args.threads <= 0:
-        raise DnadiffError(f"--threads must be positive, got {args.threads}")
     if args.grad_clip < 0:
         raise DnadiffError(f"--grad-clip must be >= 0, got {args.grad_clip}")
     if args.advantage not in ADVANTAGES:

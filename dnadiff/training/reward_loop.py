@@ -189,7 +189,6 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     from dnadiff.checkpoint import load_model_dir
     from dnadiff.config import load_config, save_config
     from dnadiff.logs import progress_enabled
-    from dnadiff.machine import available_cores
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
     from dnadiff.training.csv_log import SessionCSVLogger
     from dnadiff.training.progress import StepProgressBar
@@ -205,7 +204,8 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
         if changed:
             raise DnadiffError(f"{where}: --resume with other settings than the run's ({', '.join(changed)}: "
                                f"{', '.join(f'{old.get(k)!r} -> {settings.get(k)!r}' for k in changed)})")
-    torch.set_num_threads(int(threads) if threads else max(1, available_cores()))
+    if threads:  # the CLI applied --threads (or the load-aware default) already: dnadiff/threads.py
+        torch.set_num_threads(int(threads))
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model_dir(model_dir, map_location="cpu")
     pre = load_model_dir(model_dir, map_location="cpu")
