@@ -20,7 +20,6 @@ summation order differs.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from dnadiff.checkpoint import read_weights
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 
+import progress_wait
 from scripts import load_script
 from subprocess_env import child_env
 
@@ -48,16 +48,10 @@ def _env() -> dict:
     return child_env()
 
 
-def _launch(cmd: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
-    # a new session: the driver's kill -9 of its process group takes both ranks and nothing else
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+def _launch(cmd: list[str], watch: list[Path] = ()) -> subprocess.CompletedProcess:
+    """Run to the end, waited for by progress (output, files under `watch`), in a new session: the
+    driver's kill -9 of its process group takes both ranks and nothing else."""
+    return progress_wait.run(cmd, cwd=REPO, env=_env(), watch=watch)
 
 
 def _records(folder: Path, rank: int) -> list[dict]:
@@ -75,12 +69,14 @@ def runs(tmp_path_factory):
     single = train(cfg, run_dir=root / "single", callbacks=[driver.Recorder(single_rec, None)])
 
     cli = _launch([sys.executable, "-m", "dnadiff", "train", "experiments/tiny_dna_mdlm", *driver.BASE, *DDP,
-                   "--run-dir", str(root / "cli")])
+                   "--run-dir", str(root / "cli")], watch=[root / "cli"])
     assert cli.returncode == 0, cli.stderr[-3000:]
 
-    killed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_killed"), "--kill-at-step", "3", *DDP])
+    killed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_killed"), "--kill-at-step", "3", *DDP],
+                     watch=[root / "run", root / "rec_killed"])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    resumed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_resumed"), "--resume", *DDP])
+    resumed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_resumed"), "--resume", *DDP],
+                      watch=[root / "run", root / "rec_resumed"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     return SimpleNamespace(root=root, single=single, single_rec=single_rec, cli=cli,
                            killed=root / "rec_killed", resumed=root / "rec_resumed")
@@ -206,7 +202,7 @@ def test_ddp_spawn_exports_the_trained_model(runs, tmp_path):
     """ddp_spawn trains in child processes; the model directory used to come from the untouched
     parent (metrics.json: steps 0, loss NaN). Slow: one more 2-process launch (~30 s here)."""
     proc = _launch([sys.executable, str(DRIVER), str(tmp_path / "run"), str(tmp_path / "rec"),
-                    "train.devices=2", "train.strategy=ddp_spawn"])
+                    "train.devices=2", "train.strategy=ddp_spawn"], watch=[tmp_path])
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
     assert metrics["steps"] == 6 and metrics["train_loss_last"] == metrics["train_loss_last"]

@@ -17,6 +17,7 @@ from typing import Any
 import lightning as L
 
 from dnadiff.config import RunConfig
+from dnadiff.errors import DnadiffError
 
 
 class ExportModelDir(L.Callback):
@@ -41,7 +42,11 @@ class ExportModelDir(L.Callback):
                 metrics[key.replace("/", "_")] = float(trainer.callback_metrics[key])
         state = pl_module.export_state_dict()  # on every rank: sharded strategies gather collectively
         if trainer.is_global_zero:
-            save_model_dir(self.model_dir, self.cfg, pl_module.backbone, self.tokenizer, metrics, state_dict=state)
+            try:  # a full disk: one line, nothing half-written (save_model_dir builds it in a temporary folder)
+                save_model_dir(self.model_dir, self.cfg, pl_module.backbone, self.tokenizer, metrics, state_dict=state)
+            except DnadiffError as exc:
+                raise DnadiffError(f"{exc}; the checkpoints are kept: free space and run the same command with "
+                                   "--resume to write the model directory") from None
             plot_loss_curve(self.model_dir.parent / "logs" / "metrics.csv", self.model_dir.parent / "loss_curve.png",
                             title=self.cfg.name)
         self.metrics = trainer.strategy.broadcast(metrics, src=0)
