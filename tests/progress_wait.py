@@ -105,8 +105,12 @@ class Child:
         """Wait for the exit, as long as the child keeps making progress; and for its output to end
         (processes it started may hold its stdout and stderr a little longer)."""
         self.wait_until(lambda: self.proc.poll() is not None, poll=0.05)
+        exited = time.monotonic()
         self.wait_until(lambda: not any(t.is_alive() for t in self._readers), poll=0.05, stop_on_exit=False)
-        return subprocess.CompletedProcess(self.cmd, self.proc.returncode, self.stdout, self.stderr)
+        done = subprocess.CompletedProcess(self.cmd, self.proc.returncode, self.stdout, self.stderr)
+        done.output_lag_s = time.monotonic() - exited  # how long its children outlived it (pipes held open)
+        done.pid = self.proc.pid
+        return done
 
     def kill(self) -> bool:
         """SIGKILL the child's process group; True if the child was still running."""

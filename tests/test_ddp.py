@@ -2,8 +2,9 @@
 
 Three 2-process launches, shared by the tests of this module:
   - `dnadiff train ... train.strategy=ddp train.devices=2` through the CLI (uninterrupted; what a user runs),
-  - tests/ddp_driver.py (train() from a script, recording what each rank drew) killed with SIGKILL of
-    the whole process group at the start of step 4 (last checkpoint: step 2),
+  - tests/ddp_driver.py (train() from a script, recording what each rank drew) whose launcher (rank 0)
+    is killed with SIGKILL at the start of step 4 (last checkpoint: step 2); the orphaned rank 1
+    stops by itself,
   - the same script with --resume.
 and one in-process 1-process run with accumulate=2: the same global batch of 2·4 windows per step.
 
@@ -79,7 +80,8 @@ def runs(tmp_path_factory):
                       watch=[root / "run", root / "rec_resumed"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     return SimpleNamespace(root=root, single=single, single_rec=single_rec, cli=cli,
-                           killed=root / "rec_killed", resumed=root / "rec_resumed")
+                           killed=root / "rec_killed", resumed=root / "rec_resumed", killed_proc=killed,
+                           resumed_proc=resumed)
 
 
 def _drawn(folders: list[Path], ranks: list[int]) -> dict[int, dict]:
@@ -166,6 +168,26 @@ def test_kill9_then_resume_equals_uninterrupted_run(runs):
     reference = read_weights(runs.root / "cli" / "model" / "model.safetensors")
     for k in reference:
         assert torch.equal(resumed[k], reference[k]), k
+
+
+def test_orphaned_worker_stops_promptly_in_one_line(runs):
+    """kill -9 of the launcher (rank 0): rank 1 used to stay alive until its next collective failed
+    and then print a raw gloo traceback ("Connection closed by peer")."""
+    err = runs.killed_proc.stderr
+    said = [line for line in err.splitlines() if "the launcher" in line]
+    assert said == [f"dnadiff: rank 1: the launcher (pid {runs.killed_proc.pid}) has exited; stopping this worker"], \
+        err[-3000:]
+    for noise in ("Traceback", "Connection closed", "Connection reset", "gloo", "Error"):
+        assert noise not in err, err[-3000:]
+    assert runs.killed_proc.output_lag_s < 20  # rank 1 gone soon after its launcher (0.2 s polls; a loaded machine)
+
+
+def test_resume_under_ddp_prints_no_untrue_warnings(runs):
+    """Lightning's "dataloader is not resumable", "Checkpoint directory ... exists and is not empty" and
+    torch's `all_gather_into_tensor` deprecation (the validation sums are all-reduced now)."""
+    err = runs.resumed_proc.stderr
+    for untrue in ("not resumable", "exists and is not empty", "all_gather", "deprecated"):
+        assert untrue not in err, err[-3000:]
 
 
 def test_cli_ddp_prints_one_table(runs):

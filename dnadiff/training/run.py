@@ -180,6 +180,7 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
     the model directory, the other ranks train and return the same metrics."""
     from dnadiff.training.rundir import RunDirLock, launch_rank
+    from dnadiff.training.watchdog import watch_launcher
 
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     if cfg.model.backbone == "markov":  # a count fit, no Lightning: dnadiff/baselines/markov_fit.py
@@ -188,13 +189,29 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
         with RunDirLock(where):  # it replaces the directory only after a good fit: no cleanup needed
             return fit_markov_run(cfg, resume=resume, overwrite=overwrite, run_dir=where)
     rank = launch_rank()
-    if rank > 0:
-        return _train(cfg, resume, overwrite, where, callbacks, rank)
+    watch = watch_launcher(rank)  # a worker whose launcher is killed stops at once, in one line
+    try:
+        if rank > 0:
+            result = _train(cfg, resume, overwrite, where, callbacks, rank)
+        else:
+            result = _train_rank0(cfg, resume, overwrite, where, callbacks)
+    except BaseException:
+        if watch is not None and watch.orphaned():  # a collective failed because the launcher died
+            watch.stop()
+        raise
+    if watch is not None:
+        watch.close()  # rank 0 may exit first once every rank has the model directory
+    return result
+
+
+def _train_rank0(cfg: RunConfig, resume: bool, overwrite: bool, where: Path, callbacks: list | None) -> TrainResult:
+    from dnadiff.training.rundir import RunDirLock
+
     with RunDirLock(where):  # a second `dnadiff train` into the same directory stops here
         # a directory this call creates or replaces (also --resume of a run not started yet)
         ours = (overwrite and not resume) or not where.exists() or not any(where.iterdir())
         try:
-            return _train(cfg, resume, overwrite, where, callbacks, rank)
+            return _train(cfg, resume, overwrite, where, callbacks, 0)
         except BaseException:
             if ours and where.is_dir() and not (where / "checkpoints" / "last.ckpt").exists():
                 shutil.rmtree(where, ignore_errors=True)  # no partial output: nothing to resume from anyway
