@@ -22,6 +22,16 @@ FAST = ["data.seq_len=32", "train.batch_size=2", "train.val_batches=1", "train.l
         "train.progress=false", "train.threads=1", "train.accelerator=cpu"]
 
 
+@pytest.fixture(autouse=True)
+def _no_stale_log_handler():
+    """cli_main installs a stderr handler on capsys' stream: drop it, or later tests log into a closed file."""
+    yield
+    from dnadiff.logs import log
+
+    for handler in [h for h in log.handlers if getattr(h, "_dnadiff", False)]:
+        log.removeHandler(handler)
+
+
 def _cfg(*extra: str) -> RunConfig:
     return load_config(RunConfig, "experiments/tiny_dna_mdlm", [*FAST, *extra])
 

@@ -2,7 +2,8 @@
 
 Run directory layout (runs/NAME/):
     config.yaml            the resolved config of the run
-    checkpoints/last.ckpt  Lightning checkpoints (atomic), for --resume only
+    checkpoints/           Lightning checkpoints (atomic: stepN.ckpt, last.ckpt), for --resume only;
+                           --resume takes the newest complete one (training/checkpoints.py)
     logs/                  CSV metrics;  tb/  TensorBoard
     loss_curve.png         training (and validation) loss
     model/                 the model directory (config.json, model.safetensors, metrics.json)
@@ -213,7 +214,7 @@ def _train_rank0(cfg: RunConfig, resume: bool, overwrite: bool, where: Path, cal
         try:
             return _train(cfg, resume, overwrite, where, callbacks, 0)
         except BaseException:
-            if ours and where.is_dir() and not (where / "checkpoints" / "last.ckpt").exists():
+            if ours and where.is_dir() and not any((where / "checkpoints").glob("*.ckpt")):
                 shutil.rmtree(where, ignore_errors=True)  # no partial output: nothing to resume from anyway
             raise
 
