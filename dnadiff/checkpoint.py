@@ -136,24 +136,9 @@ def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module,
         module = _build_backbone(cfg, vocab_size=None)  # cfg records every backbone field
         state = state_dict if state_dict is not None else backbone.state_dict()
         module.load_state_dict({k: v.detach().to("cpu") for k, v in state.items()})
-    try:
-        safetensors.torch.save_model(module, str(file), metadata={"format": "pt"})
-    except safetensors.SafetensorError as exc:  # its I/O faults (a full disk) are not OSErrors
-        raise safetensors_os_error(exc, file) from None
+    safetensors.torch.save_model(module, str(file), metadata={"format": "pt"})
     file.write_bytes(canonical_safetensors(file.read_bytes()))
     os.chmod(file, public_mode())  # safetensors creates its files 0600 whatever the umask
-
-
-def safetensors_os_error(exc: Exception, file: Path) -> OSError:
-    """safetensors' writer reports a failed write as SafetensorError("... I/O error: No space left on
-    device (os error 28) at path ..."): the OSError it stands for (errno and file), so the callers'
-    handling of full disks and read-only folders applies; errno EIO when the text names none."""
-    import errno
-    import re
-
-    found = re.search(r"os error (\d+)", str(exc))
-    code = int(found.group(1)) if found else errno.EIO
-    return OSError(code, os.strerror(code), str(file))
 
 
 def canonical_safetensors(data: bytes) -> bytes:

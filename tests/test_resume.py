@@ -258,12 +258,15 @@ def _no_space_safetensors(monkeypatch):
 
 
 def _no_space_python(monkeypatch):
-    import dnadiff.checkpoint as checkpoint
+    """A Python write of the weights file (the canonical header rewrite) on a full disk: OSError(ENOSPC)."""
+    real_write_bytes = Path.write_bytes
 
-    def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def full(self, data):
+        if self.name == "model.safetensors":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real_write_bytes(self, data)
 
-    monkeypatch.setattr(checkpoint, "canonical_safetensors", full)
+    monkeypatch.setattr(Path, "write_bytes", full)
 
 
 @pytest.mark.parametrize("fault", [_no_space_safetensors, _no_space_python])
