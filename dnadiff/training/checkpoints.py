@@ -78,9 +78,9 @@ def _candidates(folder: Path) -> list[Path]:
     return [p for p in folder.glob("*.ckpt") if not p.name.startswith(".")]
 
 
-def newest_complete_checkpoint(folder: Path) -> ResumePoint | None:
+def newest_complete_checkpoint(folder: Path, warn: bool = True) -> ResumePoint | None:
     """The complete checkpoint of `folder` with the highest step (last.ckpt wins a tie); None if
-    there is none. Incomplete ones are named in one warning line each and skipped."""
+    there is none. Incomplete ones are skipped, each named in one warning line (`warn`: rank 0 only)."""
     best: ResumePoint | None = None
     for path in sorted(_candidates(Path(folder)), key=lambda p: (p.name != "last.ckpt", p.name)):
         try:
@@ -89,7 +89,8 @@ def newest_complete_checkpoint(folder: Path) -> ResumePoint | None:
             raise
         except Exception as exc:
             reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-            log.warning("%s: skipped, not a complete checkpoint (%s)", path, reason)
+            if warn:
+                log.warning("%s: skipped, not a complete checkpoint (%s)", path, reason)
             continue
         step = int(state["global_step"])
         if best is None or step > best.step:

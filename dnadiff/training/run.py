@@ -120,7 +120,7 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, rank: int = 0
 
     if resume:
         folder = run_dir / "checkpoints"
-        point = newest_complete_checkpoint(folder) if folder.is_dir() else None
+        point = newest_complete_checkpoint(folder, warn=rank == 0) if folder.is_dir() else None
         if point is not None:
             if rank == 0:
                 remove_stale_temporaries(run_dir)
