@@ -258,8 +258,9 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
         resume_step = point.step
 
     t = cfg.train
+    # saved after the validation of its step, with the logs flushed first (training/checkpoints.py)
     checkpointing = RunCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}", every_n_train_steps=t.ckpt_every,
-                                    save_top_k=1, monitor="step", mode="max", save_last=True, auto_insert_metric_name=False)
+                                  save_top_k=1, monitor="step", mode="max", save_last=True, auto_insert_metric_name=False)
     export = ExportModelDir(run_dir / "model", cfg, tokenizer, start)
     settings = trainer_kwargs(cfg, run_dir)
     show_bar = settings["enable_progress_bar"]  # train.progress, off under -q
