@@ -6,8 +6,9 @@ ddp launcher re-runs it for rank 1 (what a user's own training script goes throu
 Per rank r it appends JSON lines to RECORD_DIR/rank{r}.jsonl: every training micro-batch (global
 micro-batch index G, the sample indices, the loss) and every validation result; at the end it saves
 the rank's EMA shadow and live weights (rank{r}_end.pt) and notes each model-directory write.
---kill-at-step N: rank 0 SIGKILLs the whole process group at the start of step N (a kill -9 of the
-whole multi-process run, after the checkpoint of an earlier step).
+--kill-at-step N: rank 0, the launcher of the other ranks, SIGKILLs itself at the start of step N (a
+kill -9 of the launcher after the checkpoint of an earlier step): rank 1 is orphaned and has to stop
+by itself (dnadiff/training/watchdog.py).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Recorder(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if self.kill_at is not None and trainer.global_step == self.kill_at and trainer.is_global_zero:
-            os.killpg(os.getpgrp(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
         self._g = pl_module.global_micro_step()
         self._idx = batch["sample_index"].tolist()
 

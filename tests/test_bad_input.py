@@ -159,7 +159,7 @@ CASES = [
     ("train-init-from-wrong-vocab", [*TRAIN, "model.init_from={ws}/vocab16"], "vocab", "{ws}/runs/tiny_dna_mdlm"),
     ("train-init-from-no-weights", [*TRAIN, "model.init_from={ws}/no_weights"], "model.safetensors",
      "{ws}/runs/tiny_dna_mdlm"),
-    ("train-resume-nothing", [*TRAIN, "--resume", "--run-dir", "{ws}/nothing_here"], "nothing to resume", None),
+    ("train-resume-not-a-run", [*TRAIN, "--resume", "--run-dir", "{ws}/files"], "not a dnadiff run directory", None),
     ("train-resume-and-overwrite", [*TRAIN, "--resume", "--overwrite"], "exclude each other", None),
     ("train-text-tokenizer-missing", [*TRAIN, "tokenizer.kind=text"], "tokenizer.path", "{ws}/runs/tiny_dna_mdlm"),
     # --- eval: model directories

@@ -1,8 +1,9 @@
 import json
-import subprocess
 import sys
 
 from dnadiff.cli import main
+
+import progress_wait  # waits by progress, not by a wall-clock limit
 
 
 def test_help_lists_commands(capsys):
@@ -15,10 +16,8 @@ def test_help_lists_commands(capsys):
 
 
 def test_demo_summary(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "dnadiff", "demo", "--out", str(tmp_path), "--summary-only"],
-        capture_output=True, text=True, timeout=300,
-    )
+    proc = progress_wait.run(
+        [sys.executable, "-m", "dnadiff", "demo", "--out", str(tmp_path), "--summary-only"], watch=[tmp_path])
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "genome_summary.json").read_text())
     splits = {row["split"]: row for row in summary["splits"]}
@@ -28,11 +27,9 @@ def test_demo_summary(tmp_path):
 
 def test_demo_runs_end_to_end(tmp_path):
     """The README's main command, shortened (3 steps, 32-bp windows): train, evaluate, sample, write."""
-    proc = subprocess.run(
+    proc = progress_wait.run(
         [sys.executable, "-m", "dnadiff", "demo", "--out", str(tmp_path), "--steps", "3", "--num-samples", "2", "-q",
-         "data.seq_len=32", "sample.length=32", "sample.steps=4", "train.val_every=1000"],
-        capture_output=True, text=True, timeout=600,
-    )
+         "data.seq_len=32", "sample.length=32", "sample.steps=4", "train.val_every=1000"], watch=[tmp_path])
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads((tmp_path / "eval_test.json").read_text())
     bound = res["bound"]
@@ -43,10 +40,9 @@ def test_demo_runs_end_to_end(tmp_path):
 
 
 def test_error_is_one_line_exit_2(tmp_path):
-    proc = subprocess.run(
+    proc = progress_wait.run(
         [sys.executable, "-m", "dnadiff", "demo", "--out", str(tmp_path), "--seq-len", "0", "--summary-only"],
-        capture_output=True, text=True, timeout=300,
-    )
+        watch=[tmp_path])
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: ") and "\n" not in proc.stderr.strip()
     assert "Traceback" not in proc.stderr

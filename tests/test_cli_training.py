@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import os
-import subprocess
 import sys
 
 import pytest
@@ -14,15 +13,17 @@ import yaml
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 
+import progress_wait
+
 FAST = ["data.seq_len=32", "train.batch_size=2", "train.val_batches=1", "train.log_every=1", "train.warmup_steps=0"]
 
 
 def test_training_progress_counts_steps_and_is_quiet(tmp_path):
     # train.threads null: the default thread count, here OMP_NUM_THREADS of the environment
-    proc = subprocess.run(
+    proc = progress_wait.run(
         [sys.executable, "-m", "dnadiff", "train", "experiments/tiny_dna_mdlm", f"out_dir={tmp_path}", *FAST,
          "train.max_steps=4", "train.val_every=2", "train.ckpt_every=4", "train.progress=true", "train.threads=null"],
-        capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        watch=[tmp_path], env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stderr
     err = proc.stderr
     assert "4/4" in err and "step/s" in err  # optimizer steps out of max_steps, steps per second
@@ -37,10 +38,10 @@ def test_training_progress_counts_steps_and_is_quiet(tmp_path):
 
 
 def test_quiet_training_prints_nothing_on_stderr(tmp_path):
-    proc = subprocess.run(
+    proc = progress_wait.run(
         [sys.executable, "-m", "dnadiff", "train", "-q", "experiments/tiny_dna_mdlm", f"out_dir={tmp_path}", *FAST,
          "train.max_steps=2", "train.val_every=100", "train.ckpt_every=2", "train.progress=true", "train.threads=1"],
-        capture_output=True, text=True, timeout=600)
+        watch=[tmp_path])
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == ""
     assert "steps" in proc.stdout  # the result table stays on stdout

@@ -2,8 +2,9 @@
 
 Three 2-process launches, shared by the tests of this module:
   - `dnadiff train ... train.strategy=ddp train.devices=2` through the CLI (uninterrupted; what a user runs),
-  - tests/ddp_driver.py (train() from a script, recording what each rank drew) killed with SIGKILL of
-    the whole process group at the start of step 4 (last checkpoint: step 2),
+  - tests/ddp_driver.py (train() from a script, recording what each rank drew) whose launcher (rank 0)
+    is killed with SIGKILL at the start of step 4 (last checkpoint: step 2); the orphaned rank 1
+    stops by itself,
   - the same script with --resume.
 and one in-process 1-process run with accumulate=2: the same global batch of 2·4 windows per step.
 
@@ -20,7 +21,6 @@ summation order differs.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,6 +29,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
+import progress_wait
 from scripts import load_script
 from subprocess_env import child_env
 
@@ -47,16 +49,10 @@ def _env() -> dict:
     return child_env()
 
 
-def _launch(cmd: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
-    # a new session: the driver's kill -9 of its process group takes both ranks and nothing else
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+def _launch(cmd: list[str], watch: list[Path] = ()) -> subprocess.CompletedProcess:
+    """Run to the end, waited for by progress (output, files under `watch`), in a new session: the
+    driver's kill -9 of its process group takes both ranks and nothing else."""
+    return progress_wait.run(cmd, cwd=REPO, env=_env(), watch=watch)
 
 
 def _records(folder: Path, rank: int) -> list[dict]:
@@ -74,15 +70,18 @@ def runs(tmp_path_factory):
     single = train(cfg, run_dir=root / "single", callbacks=[driver.Recorder(single_rec, None)])
 
     cli = _launch([sys.executable, "-m", "dnadiff", "train", "experiments/tiny_dna_mdlm", *driver.BASE, *DDP,
-                   "--run-dir", str(root / "cli")])
+                   "--run-dir", str(root / "cli")], watch=[root / "cli"])
     assert cli.returncode == 0, cli.stderr[-3000:]
 
-    killed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_killed"), "--kill-at-step", "3", *DDP])
+    killed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_killed"), "--kill-at-step", "3", *DDP],
+                     watch=[root / "run", root / "rec_killed"])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    resumed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_resumed"), "--resume", *DDP])
+    resumed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_resumed"), "--resume", *DDP],
+                      watch=[root / "run", root / "rec_resumed"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     return SimpleNamespace(root=root, single=single, single_rec=single_rec, cli=cli,
-                           killed=root / "rec_killed", resumed=root / "rec_resumed")
+                           killed=root / "rec_killed", resumed=root / "rec_resumed", killed_proc=killed,
+                           resumed_proc=resumed)
 
 
 def _drawn(folders: list[Path], ranks: list[int]) -> dict[int, dict]:
@@ -171,6 +170,26 @@ def test_kill9_then_resume_equals_uninterrupted_run(runs):
         assert torch.equal(resumed[k], reference[k]), k
 
 
+def test_orphaned_worker_stops_promptly_in_one_line(runs):
+    """kill -9 of the launcher (rank 0): rank 1 used to stay alive until its next collective failed
+    and then print a raw gloo traceback ("Connection closed by peer")."""
+    err = runs.killed_proc.stderr
+    said = [line for line in err.splitlines() if "the launcher" in line]
+    assert said == [f"dnadiff: rank 1: the launcher (pid {runs.killed_proc.pid}) has exited; stopping this worker"], \
+        err[-3000:]
+    for noise in ("Traceback", "Connection closed", "Connection reset", "gloo", "Error"):
+        assert noise not in err, err[-3000:]
+    assert runs.killed_proc.output_lag_s < 20  # rank 1 gone soon after its launcher (0.2 s polls; a loaded machine)
+
+
+def test_resume_under_ddp_prints_no_untrue_warnings(runs):
+    """Lightning's "dataloader is not resumable", "Checkpoint directory ... exists and is not empty" and
+    torch's `all_gather_into_tensor` deprecation (the validation sums are all-reduced now)."""
+    err = runs.resumed_proc.stderr
+    for untrue in ("not resumable", "exists and is not empty", "all_gather", "deprecated"):
+        assert untrue not in err, err[-3000:]
+
+
 def test_cli_ddp_prints_one_table(runs):
     # the table goes to stdout, the "model directory:" message to stderr (logging): once each
     assert runs.cli.stdout.count("train_loss_last") == 1, runs.cli.stdout
@@ -205,7 +224,7 @@ def test_ddp_spawn_exports_the_trained_model(runs, tmp_path):
     """ddp_spawn trains in child processes; the model directory used to come from the untouched
     parent (metrics.json: steps 0, loss NaN). Slow: one more 2-process launch (~30 s here)."""
     proc = _launch([sys.executable, str(DRIVER), str(tmp_path / "run"), str(tmp_path / "rec"),
-                    "train.devices=2", "train.strategy=ddp_spawn"])
+                    "train.devices=2", "train.strategy=ddp_spawn"], watch=[tmp_path])
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
     assert metrics["steps"] == 6 and metrics["train_loss_last"] == metrics["train_loss_last"]

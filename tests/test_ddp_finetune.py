@@ -9,7 +9,6 @@ both ranks pick the same best epoch and learning rate. With no randomness inside
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from dnadiff.heads.config import load_finetune_config
 from dnadiff.training.finetune_protocol import run_finetune
 
+import progress_wait
 from benchmark_files import write_benchmark
 from subprocess_env import child_env
 
@@ -44,9 +44,10 @@ def test_finetune_two_processes_equal_one(tmp_path):
     single = run_finetune(cfg, tmp_path / "one", echo=lambda *a: None)
 
     env = child_env()
-    proc = subprocess.run([sys.executable, "-m", "dnadiff", "finetune", "experiments/tiny_finetune", *overrides,
-                           "train.devices=2", "--out", str(tmp_path / "two")],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    # waited for by progress (output, files in --out): under load this takes far longer than alone
+    proc = progress_wait.run([sys.executable, "-m", "dnadiff", "finetune", "experiments/tiny_finetune", *overrides,
+                              "train.devices=2", "--out", str(tmp_path / "two")],
+                             cwd=REPO, env=env, watch=[tmp_path / "two"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     # one table (stdout) and one summary (stderr, through logging), from rank 0
     assert proc.stdout.count("mean ± range") == 1, proc.stdout

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from fractions import Fraction as F
 
@@ -22,6 +21,8 @@ from dnadiff.baselines.markov import (
 )
 from dnadiff.diffusion import build_objective
 from dnadiff.tokenizers import DNATokenizer
+
+import progress_wait
 
 TOK = DNATokenizer()
 CODE = {"A": 0, "C": 1, "G": 2, "T": 3}
@@ -182,7 +183,7 @@ def test_model_directory_round_trip_and_sampling(tmp_path):
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "dnadiff", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return progress_wait.run([sys.executable, "-m", "dnadiff", *args], cwd=cwd, watch=[cwd])  # waited for by progress
 
 
 def test_cli_train_picks_order_on_valid_and_eval_reproduces_it(tmp_path):

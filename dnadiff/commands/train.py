@@ -9,7 +9,7 @@ HELP = "train a model from a YAML config (writes runs/NAME/ with a model directo
 DESCRIPTION = """Train a model from a YAML config; any key can be overridden as key=value.
 
   dnadiff train configs/experiments/tiny_dna_mdlm.yaml train.max_steps=50
-  dnadiff train experiments/tiny_dna_mdlm --resume        # continue from runs/NAME/checkpoints/last.ckpt
+  dnadiff train experiments/tiny_dna_mdlm --resume        # continue from its newest complete checkpoint
 
 CONFIG is a file path or a name under the shipped configs/ folder. Writes runs/NAME/ (out_dir/name):
 config.yaml, checkpoints/, logs/ (CSV, TensorBoard), loss_curve.png and model/ (the model directory
@@ -22,7 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="required: YAML config file (or a name under configs/, e.g. experiments/tiny_dna_mdlm)")
     p.add_argument("overrides", nargs="*", default=[],
                    help="optional key=value overrides, e.g. train.lr=1e-3 model.preset=dna-467k")
-    p.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run from its newest complete checkpoint (none yet: start it afresh, so a "
+                        "requeued job can always pass --resume)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     p.add_argument("--run-dir", default=None, help="run directory (default: OUT_DIR/NAME from the config)")
 

@@ -10,13 +10,17 @@ broadcast so every rank's `train()` returns the same numbers.
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import safetensors
 
 from dnadiff.config import RunConfig
+from dnadiff.errors import DnadiffError
 
 
 class ExportModelDir(L.Callback):
@@ -41,11 +45,31 @@ class ExportModelDir(L.Callback):
                 metrics[key.replace("/", "_")] = float(trainer.callback_metrics[key])
         state = pl_module.export_state_dict()  # on every rank: sharded strategies gather collectively
         if trainer.is_global_zero:
-            save_model_dir(self.model_dir, self.cfg, pl_module.backbone, self.tokenizer, metrics, state_dict=state)
+            try:  # a full disk: one line, nothing half-written (save_model_dir builds it in a temporary folder)
+                save_model_dir(self.model_dir, self.cfg, pl_module.backbone, self.tokenizer, metrics, state_dict=state)
+            except safetensors.SafetensorError as exc:  # safetensors' own writer: its I/O faults are no OSErrors
+                raise self._not_written(f"{self.model_dir}: cannot write ({safetensors_io_reason(exc)})") from None
+            except DnadiffError as exc:
+                raise self._not_written(str(exc)) from None
             plot_loss_curve(self.model_dir.parent / "logs" / "metrics.csv", self.model_dir.parent / "loss_curve.png",
                             title=self.cfg.name)
         self.metrics = trainer.strategy.broadcast(metrics, src=0)
         trainer.strategy.barrier("dnadiff-export")  # no rank returns before the model directory exists
+
+
+    @staticmethod
+    def _not_written(reason: str) -> DnadiffError:
+        return DnadiffError(f"{reason}; the checkpoints are kept: free space and run the same command with --resume "
+                            "to write the model directory")
+
+
+def safetensors_io_reason(exc: Exception) -> str:
+    """The OS reason in a SafetensorError ("... I/O error: No space left on device (os error 28) at path
+    ..." -> "No space left on device"), or its first line."""
+    found = re.search(r"os error (\d+)", str(exc))
+    if found:
+        return os.strerror(int(found.group(1)))
+    return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def read_export_metrics(model_dir: Path) -> dict[str, Any]:

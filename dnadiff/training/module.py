@@ -125,9 +125,10 @@ class DiffusionLitModule(L.LightningModule):
         self._val_tokens += out.num_tokens.double().sum().cpu()
 
     def on_validation_epoch_end(self) -> None:
-        if self.trainer.world_size > 1:  # NCCL gathers device tensors only; (W,) per quantity
-            sums = self.all_gather(torch.stack([self._val_nll, self._val_tokens]).to(self.device)).cpu()
-            sums = sums.reshape(-1, 2).sum(0)
+        if self.trainer.world_size > 1:  # summed over ranks (NCCL reduces device tensors only)
+            # an all-reduce, not LightningModule.all_gather: torch deprecates the gather Lightning calls
+            sums = self.trainer.strategy.reduce(torch.stack([self._val_nll, self._val_tokens]).to(self.device),
+                                                reduce_op="sum").cpu()
             nll, tok = sums[0], sums[1]  # unsharded: every rank added the same sums (the ratio is unchanged)
         else:
             nll, tok = self._val_nll, self._val_tokens

@@ -1,8 +1,9 @@
-"""Loss curve PNG from the CSV log (written atomically)."""
+"""Loss curve PNG from the CSV log (rendered in memory, then written atomically)."""
 
 from __future__ import annotations
 
 import csv
+import io
 import os
 
 
@@ -25,7 +26,7 @@ def plot_loss_curve(csv_path, png_path, title: str = "") -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dnadiff.utils import atomic_path
+    from dnadiff.utils import atomic_write
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(steps, losses, label="train loss (nats/token)", lw=1)
@@ -36,7 +37,12 @@ def plot_loss_curve(csv_path, png_path, title: str = "") -> bool:
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    with atomic_path(png_path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
+    # drawn in memory first: the temporary file beside the PNG exists only while the finished bytes
+    # are copied, so a process killed while matplotlib renders leaves no empty `.loss_curve.png.*.tmp`
+    png = io.BytesIO()
+    try:
+        fig.savefig(png, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+    atomic_write(png_path, png.getvalue())
     return True

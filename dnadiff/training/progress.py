@@ -180,11 +180,19 @@ class EpochProgressBar(ProgressBar):
 
 class StartMessage(Callback):
     """Logs one line when training really starts (after data and model setup, so a setup error stays
-    the only line the user sees)."""
+    the only line the user sees); a resumed run adds one note of where it continues:
+    `resumed at step S (N samples seen) from checkpoints/step40.ckpt`."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, resumed=None) -> None:
         self.message = message
+        self.resumed = resumed  # a ResumePoint (dnadiff.training.checkpoints) or None
 
     def on_train_start(self, trainer, pl_module) -> None:
-        if trainer.is_global_zero:
-            log.info("%s", self.message)
+        if not trainer.is_global_zero:
+            return
+        log.info("%s", self.message)
+        point = self.resumed
+        if point is not None:  # every rank consumed micro_step micro-batches of batch_size windows
+            seen = point.micro_step * int(pl_module.cfg.train.batch_size) * int(trainer.world_size)
+            log.info("resumed at step %d (%d samples seen) from %s/%s", point.step, seen, point.path.parent.name,
+                     point.path.name)

@@ -2,7 +2,8 @@
 
 Run directory layout (runs/NAME/):
     config.yaml            the resolved config of the run
-    checkpoints/last.ckpt  Lightning checkpoints (atomic), for --resume only
+    checkpoints/           Lightning checkpoints (atomic: stepN.ckpt, last.ckpt), for --resume only;
+                           --resume takes the newest complete one (training/checkpoints.py)
     logs/                  CSV metrics;  tb/  TensorBoard
     loss_curve.png         training (and validation) loss
     model/                 the model directory (config.json, model.safetensors, metrics.json)
@@ -10,10 +11,12 @@ Run directory layout (runs/NAME/):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,24 +111,34 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
     return cfg, wrap_conditional(cfg, backbone)
 
 
-def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, rank: int = 0) -> Path | None:
-    """Rank 0 checks, replaces or creates the run directory; other ranks only find the checkpoint."""
-    ckpt = run_dir / "checkpoints" / "last.ckpt"
+def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, rank: int = 0):
+    """Rank 0 checks, replaces or creates the run directory; other ranks only find the checkpoint.
+
+    With --resume: the newest complete checkpoint (a ResumePoint), or None when there is none yet (a
+    job preempted before its run directory or first checkpoint existed): the run starts afresh."""
+    from dnadiff.training.checkpoints import newest_complete_checkpoint
+
     if resume:
-        if not ckpt.exists():  # a file, or a directory of shards (FSDP)
-            if not (run_dir / "config.yaml").is_file():
-                raise DnadiffError(f"{run_dir}: nothing to resume (no checkpoints/last.ckpt)")
-            if rank > 0:  # rank 0 restarts the run afresh
-                return None
-            # a run killed before its first checkpoint: nothing of it can be continued, so start it afresh
-            log.warning("%s: no checkpoint yet (killed before the first one): starting the run afresh", run_dir)
-            shutil.rmtree(run_dir)
-            run_dir.mkdir(parents=True, exist_ok=True)
+        folder = run_dir / "checkpoints"
+        point = newest_complete_checkpoint(folder, warn=rank == 0) if folder.is_dir() else None
+        if point is not None:
+            if rank == 0:
+                remove_stale_temporaries(run_dir)
+            return point
+        if rank > 0:  # rank 0 restarts the run afresh
             return None
-        if rank == 0:
-            for stale in ckpt.parent.glob(".*.tmp"):  # half-written checkpoints of a killed run
-                stale.unlink(missing_ok=True)
-        return ckpt
+        if (run_dir / "model").exists():
+            raise DnadiffError(f"{run_dir}: nothing to resume (no checkpoint) but a model directory exists; "
+                               "use --overwrite to train the run again")
+        if run_dir.exists() and any(run_dir.iterdir()) and not (run_dir / "config.yaml").is_file():
+            raise DnadiffError(f"{run_dir}: nothing to resume (no checkpoint) and not a dnadiff run directory "
+                               "(no config.yaml); choose another --run-dir")
+        # nothing of a run killed before its first checkpoint can be continued: start it afresh
+        log.warning("%s: nothing to resume yet (no checkpoint): starting the run afresh", run_dir)
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return None
     if rank > 0:  # rank 0 (which started this copy of the command) made the directory
         return None
     refuse_existing_run_dir(run_dir, overwrite)
@@ -133,6 +146,24 @@ def _prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, rank: int = 0
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     return None
+
+
+def remove_stale_temporaries(run_dir: Path) -> list[Path]:
+    """What a killed run left under temporary names (`.NAME.*.tmp` files of atomic writes, the
+    `.model.*` folder a model directory is built in): never read, removed before a resume."""
+    removed = []
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "logs"):
+        if not folder.is_dir():
+            continue
+        for stale in folder.glob(".*.tmp"):
+            if stale.is_file():
+                stale.unlink(missing_ok=True)
+                removed.append(stale)
+    for stale in run_dir.glob(".model.*"):
+        if stale.is_dir() and stale.name != ".model.old":  # .model.old: the previous model while it is replaced
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(stale)
+    return removed
 
 
 def refuse_existing_run_dir(run_dir: Path, overwrite: bool, hint: str = "use --resume to continue or --overwrite "
@@ -152,6 +183,7 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     from dnadiff.backbones.base import BACKBONES
     from dnadiff.registry import resolve_object
     from dnadiff.training.rundir import RunDirLock, launch_rank
+    from dnadiff.training.watchdog import watch_launcher
 
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     family = BACKBONES.get(cfg.model.backbone)
@@ -160,14 +192,31 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
         with RunDirLock(where):  # it replaces the directory only after a good fit: no cleanup needed
             return fit(cfg, resume=resume, overwrite=overwrite, run_dir=where)
     rank = launch_rank()
-    if rank > 0:
-        return _train(cfg, resume, overwrite, where, callbacks, rank)
+    watch = watch_launcher(rank)  # a worker whose launcher is killed stops at once, in one line
+    try:
+        if rank > 0:
+            result = _train(cfg, resume, overwrite, where, callbacks, rank)
+        else:
+            result = _train_rank0(cfg, resume, overwrite, where, callbacks)
+    except BaseException:
+        if watch is not None and watch.orphaned():  # a collective failed because the launcher died
+            watch.stop()
+        raise
+    if watch is not None:
+        watch.close()  # rank 0 may exit first once every rank has the model directory
+    return result
+
+
+def _train_rank0(cfg: RunConfig, resume: bool, overwrite: bool, where: Path, callbacks: list | None) -> TrainResult:
+    from dnadiff.training.rundir import RunDirLock
+
     with RunDirLock(where):  # a second `dnadiff train` into the same directory stops here
-        ours = not resume and (overwrite or not where.exists() or not any(where.iterdir()))
+        # a directory this call creates or replaces (also --resume of a run not started yet)
+        ours = (overwrite and not resume) or not where.exists() or not any(where.iterdir())
         try:
-            return _train(cfg, resume, overwrite, where, callbacks, rank)
+            return _train(cfg, resume, overwrite, where, callbacks, 0)
         except BaseException:
-            if ours and where.is_dir() and not (where / "checkpoints" / "last.ckpt").exists():
+            if ours and where.is_dir() and not any((where / "checkpoints").glob("*.ckpt")):
                 shutil.rmtree(where, ignore_errors=True)  # no partial output: nothing to resume from anyway
             raise
 
@@ -175,12 +224,12 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
 def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbacks: list | None,
            rank: int = 0) -> TrainResult:
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import TensorBoardLogger
 
     from dnadiff.data.tokenizer_training import ensure_tokenizer
     from dnadiff.tokenizers import build_tokenizer
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
+    from dnadiff.training.checkpoints import RunCheckpoint
     from dnadiff.training.csv_log import SessionCSVLogger
     from dnadiff.training.datamodule import StreamDataModule
     from dnadiff.training.export import ExportModelDir, read_export_metrics
@@ -189,8 +238,8 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
 
     start = time.time()
     quiet_libraries(log.getEffectiveLevel())  # -v (setup_logging) keeps Lightning's INFO messages
-    ckpt_path = _prepare_run_dir(run_dir, resume, overwrite, rank)
-    resume = ckpt_path is not None  # --resume of a run without a checkpoint starts afresh
+    point = _prepare_run_dir(run_dir, resume, overwrite, rank)
+    resume = point is not None  # --resume of a run without a checkpoint starts afresh
     cfg = resolve_threads(cfg)
     from dnadiff.threads import apply_threads
 
@@ -207,21 +256,15 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
         save_config(cfg, run_dir / "config.yaml")
     module = DiffusionLitModule(cfg, backbone, tokenizer)
     data = StreamDataModule(cfg, tokenizer)
-    if ckpt_path is not None:  # where the data stream continues
-        try:  # weights_only: a checkpoint holding anything but tensors and containers is refused
-            meta = ckpt_path / "meta.pt" if ckpt_path.is_dir() else ckpt_path  # FSDP shards: the rest is in meta.pt
-            state = torch.load(meta, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise DnadiffError(f"{ckpt_path}: cannot resume, not a readable weights-only checkpoint "
-                               f"({type(exc).__name__}: {str(exc).splitlines()[0][:100]})") from None
-        data.consumed_samples = int(state.get("dnadiff", {}).get("micro_step", 0)) * cfg.train.batch_size
-        resume_step = int(state.get("global_step", 0))
-    else:
-        resume_step = None
+    resume_step = None
+    if point is not None:  # where the data stream continues
+        data.consumed_samples = point.micro_step * cfg.train.batch_size
+        resume_step = point.step
 
     t = cfg.train
-    checkpointing = ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}", every_n_train_steps=t.ckpt_every,
-                                    save_top_k=1, monitor="step", mode="max", save_last=True, auto_insert_metric_name=False)
+    # saved after the validation of its step, with the logs flushed first (training/checkpoints.py)
+    checkpointing = RunCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}", every_n_train_steps=t.ckpt_every,
+                                  save_top_k=1, monitor="step", mode="max", save_last=True, auto_insert_metric_name=False)
     export = ExportModelDir(run_dir / "model", cfg, tokenizer, start)
     settings = trainer_kwargs(cfg, run_dir)
     show_bar = settings["enable_progress_bar"]  # train.progress, off under -q
@@ -231,15 +274,30 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
                 TensorBoardLogger(str(run_dir), name="tb", version="")],
         callbacks=[checkpointing, export, *([StepProgressBar()] if show_bar else []),
                    StartMessage(f"{cfg.name}: {t.threads} CPU thread{'s' if t.threads != 1 else ''} (train.threads), "
-                                f"{t.max_steps} steps of batch {t.batch_size}" + (f", resuming at step {resume_step}"
-                                                                                  if resume_step is not None else "")),
+                                f"{t.max_steps} steps of batch {t.batch_size}", resumed=point),
                    *(callbacks or [])],
         plugins=[AtomicCheckpointIO()])
-    trainer.fit(module, datamodule=data, ckpt_path=str(ckpt_path) if ckpt_path else None)
+    with resume_warnings_silenced():
+        trainer.fit(module, datamodule=data, ckpt_path=str(point.path) if point is not None else None)
     # the model directory is written inside the training processes (ddp_spawn trains in children);
     # rank 0's metrics reach every rank (and the parent of ddp_spawn) through the export callback
     metrics = export.metrics if export.metrics is not None else read_export_metrics(run_dir / "model")
     return TrainResult(run_dir, run_dir / "model", metrics)
+
+
+@contextlib.contextmanager
+def resume_warnings_silenced():
+    """Lightning warnings that dnadiff's resume makes untrue, ignored while the Trainer runs (only
+    these messages, only then):
+      - "... your dataloader is not resumable": the data stream continues from the checkpoint's
+        micro-step (datamodule.py), a resumed run is byte-identical to an uninterrupted one;
+      - "Checkpoint directory ... exists and is not empty": the directory holds this run's own
+        checkpoints (a new run always starts in an empty directory)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch "
+                                                  r"ended and your dataloader is not resumable")
+        warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+        yield
 
 
 def trainer_kwargs(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
