@@ -28,6 +28,7 @@ ARGV = {
     "metrics": ["x.fa", "--reference", "ref.fa"],
     "demo": [],
     "design": ["MODEL", "--reward", "gc", "--out", "x.fa"],
+    "design-finetune": ["MODEL", "--reward", "gc", "--method", "drakes", "--kl-weight", "0.1", "--out", "ft"],
 }
 
 

@@ -196,8 +196,8 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
 
     start = time.time()
     quiet_libraries(log.getEffectiveLevel())
-    ckpt = _prepare_run_dir(where, resume, overwrite)
-    resume = ckpt is not None
+    point = _prepare_run_dir(where, resume, overwrite)  # the newest complete checkpoint (a ResumePoint) or None
+    resume = point is not None
     if resume and (where / SETTINGS_FILE).is_file():
         old = load_config(RunConfig, str(where / SETTINGS_FILE), resolve_paths=False).reward_finetune
         changed = settings_differ(old, settings)
@@ -212,13 +212,7 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     cfg = replace(model.config, **{"reward_finetune": dict(settings)})
     save_config(cfg, where / SETTINGS_FILE)  # a resumed run records its new --train-steps
     module = RewardFinetuneModule(cfg, model.backbone.train(), pre.backbone, model.tokenizer, reward)
-    resume_step = None
-    if ckpt is not None:
-        try:
-            resume_step = int(torch.load(ckpt, map_location="cpu", weights_only=True).get("global_step", 0))
-        except Exception as exc:
-            raise DnadiffError(f"{ckpt}: cannot resume, not a readable weights-only checkpoint "
-                               f"({type(exc).__name__})") from None
+    resume_step = point.step if point is not None else None  # read and checked by newest_complete_checkpoint
     steps = int(settings["train_steps"])
     every = max(1, min(50, steps))
     checkpointing = ModelCheckpoint(dirpath=where / "checkpoints", filename="step{step}", every_n_train_steps=every,
@@ -235,7 +229,7 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     log.info("design-finetune: %s, β=%g, %d updates of %d sequences x %d bases%s", settings["method"],
              settings["kl_weight"], steps, settings["batch_size"], settings["length"],
              f", resuming at update {resume_step}" if resume_step is not None else "")
-    trainer.fit(module, ckpt_path=str(ckpt) if ckpt else None)
+    trainer.fit(module, ckpt_path=str(point.path) if point is not None else None)
     return export.metrics
 
 
