@@ -61,6 +61,37 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         raise
 
 
+
+@contextmanager
+def staged_dir(out_dir: str | os.PathLike) -> Iterator[str]:
+    """Yield a temporary folder beside `out_dir` to write a command's outputs into; on success they are
+    renamed into `out_dir` (the whole folder when `out_dir` did not exist, else file by file), on any
+    failure the temporary folder is removed and `out_dir` is left as it was (not even created).
+    OS faults (full disk, read-only folder) become one DnadiffError naming `out_dir`."""
+    import shutil
+
+    out = os.path.abspath(os.fspath(out_dir))
+    try:
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="." + os.path.basename(out) + ".", suffix=".tmp", dir=os.path.dirname(out))
+        os.chmod(tmp, public_mode(directory=True))  # mkdtemp's 0700 would survive the rename
+    except OSError as exc:
+        raise os_error(exc, out_dir) from None
+    try:
+        yield tmp
+        if not os.path.exists(out):
+            os.replace(tmp, out)
+        else:
+            for name in sorted(os.listdir(tmp)):
+                os.replace(os.path.join(tmp, name), os.path.join(out, name))
+            os.rmdir(tmp)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise os_error(exc, out_dir) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
 def _temp_beside(path: str) -> str:
     """An empty `.NAME.*.tmp` file beside `path` (its folder made if needed) with the mode an
     ordinary open() would give it: mkstemp's 0600 would otherwise leak through the rename."""

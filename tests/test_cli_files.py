@@ -68,6 +68,31 @@ def test_sample_os_fault_is_one_line_and_leaves_nothing(model, tmp_path, capsys,
     assert list(out.parent.iterdir()) == []  # no samples, no statistics, no temp files
 
 
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_metrics_on_a_full_disk_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypatch, existing):
+    samples = tmp_path / "s.fa"
+    samples.write_text(">a\nACGTACGTACGTACGTAAGGCCTT\n>b\nTTGCAGCATGCATGCATGCAACGT\n")
+    reference = tmp_path / "r.fa"
+    reference.write_text("".join(f">r{i}\n{'ACGTTGCAAGCTTCGA' * 3}\n" for i in range(8)))
+    out = tmp_path / "m"
+    if existing:  # a folder the user made: it keeps what it held
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    monkeypatch.setattr(os, "fsync", _fault(errno.ENOSPC))  # the disk fills while the outputs are written
+    assert main(["metrics", str(samples), "--reference", str(reference), "--out", str(out), "--no-motifs",
+                 "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and os.strerror(errno.ENOSPC) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["m", "r.fa", "s.fa"] if existing else ["r.fa", "s.fa"])
+    if existing:
+        assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    monkeypatch.undo()
+    assert main(["metrics", str(samples), "--reference", str(reference), "--out", str(out), "--no-motifs",
+                 "-q"]) == 0
+    assert {"metrics.json", "kmer_scatter.png", "gc_histogram.png"} <= {p.name for p in out.iterdir()}
+    assert json.loads((out / "metrics.json").read_text())["plots"][0] == str(out / "kmer_scatter.png")
+
 def test_read_only_output_folder_is_one_line(model, tmp_path, capsys, monkeypatch):
     import tempfile
 

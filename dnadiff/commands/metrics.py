@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.errors import DnadiffError
     from dnadiff.eval.dna_metrics import dna_metrics, summary_rows
     from dnadiff.logs import log
-    from dnadiff.utils import format_table, refuse_existing, write_json
+    from dnadiff.utils import format_table, refuse_existing, staged_dir, write_json
 
     if args.kmax < 1 or args.kmax > 12:
         raise DnadiffError(f"--kmax must be in 1..12, got {args.kmax}")
@@ -159,15 +159,17 @@ def run(args: argparse.Namespace) -> int:
                     "reference": "stdin" if reference_path == "-" else os.path.abspath(reference_path)}
     if args.oracle:
         res["oracle"] = oracle_perplexity(args.oracle, samples, reference[: len(samples)], args.seed)
-    if not args.no_plots:
-        from dnadiff.eval.plots import write_plots
+    with staged_dir(out_dir) as stage:  # a failure (full disk) leaves no empty or half-written folder
+        if not args.no_plots:
+            from dnadiff.eval.plots import write_plots
 
-        res["plots"] = write_plots(samples, reference, out_dir)
-        if "motifs" in res["samples"]:
-            from dnadiff.eval.plots import motif_scatter
+            plots = write_plots(samples, reference, stage)
+            if "motifs" in res["samples"]:
+                from dnadiff.eval.plots import motif_scatter
 
-            res["plots"].append(motif_scatter(res["samples"]["motifs"], os.path.join(out_dir, "motif_scatter.png")))
-    write_json(path, res)
+                plots.append(motif_scatter(res["samples"]["motifs"], os.path.join(stage, "motif_scatter.png")))
+            res["plots"] = [os.path.join(out_dir, os.path.basename(p)) for p in plots]
+        write_json(os.path.join(stage, "metrics.json"), res)
     log.info("%d samples vs %d reference sequences", len(samples), len(reference))
     print(format_table(summary_rows(res)))
     if args.oracle:

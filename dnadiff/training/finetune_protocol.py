@@ -109,6 +109,22 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
         from dnadiff.baselines.kmer_lr import run_kmer_lr
 
         return run_kmer_lr(cfg, out_dir, echo)
+    from dnadiff.training.rundir import launch_rank
+    from dnadiff.training.watchdog import watch_launcher
+
+    watch = watch_launcher(launch_rank())  # a DDP worker whose launcher is killed stops at once, in one line
+    try:
+        result = _run_finetune(cfg, out_dir, echo, resume)
+    except BaseException:
+        if watch is not None and watch.orphaned():  # a collective failed because the launcher died
+            watch.stop()
+        raise
+    if watch is not None:
+        watch.close()
+    return result
+
+
+def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool) -> dict[str, Any]:
     from dnadiff.threads import apply_threads
     from dnadiff.training.run import resolve_threads
 
