@@ -28,10 +28,13 @@ from torch import Tensor
 
 from dnadiff.backbones.rcps import reverse_complement_ids
 from dnadiff.errors import DnadiffError
+from dnadiff.registry import Registry
 from dnadiff.tokenizers.dna import DNATokenizer
 
 TOK = DNATokenizer()
-SPECS = "gc | gc:TARGET | motif:SEQ | classifier:DIR | module:function"
+# name -> Reward class; each parses its own `name:arg` spec in `from_spec` (a new reward: one class
+# here, or any `module:function` of the user's, which needs no registration)
+REWARDS = Registry("reward")
 
 
 class Reward:
@@ -39,6 +42,13 @@ class Reward:
 
     name = "reward"
     noise_aware = False  # True: trained on masked inputs (valid on noisy states x_t)
+    spec_help = ""  # how its command-line spec is written, e.g. "gc | gc:TARGET"
+    takes_target = False  # whether --target applies (a classifier's class)
+
+    @classmethod
+    def from_spec(cls, spec: str, arg: str | None, target=None, device="cpu") -> "Reward":
+        """The reward of the spec `NAME` (arg None) or `NAME:arg`; one-line errors for bad specs."""
+        raise NotImplementedError
 
     def __init__(self):
         self.calls = 0
@@ -51,8 +61,23 @@ class Reward:
         raise NotImplementedError
 
 
+@REWARDS.register("gc")
 class GC(Reward):
     """GC fraction over the L positions (target None), or -|GC - target| (closeness)."""
+
+    spec_help = "gc | gc:TARGET"
+
+    @classmethod
+    def from_spec(cls, spec, arg, target=None, device="cpu"):
+        if arg is None:
+            return cls()
+        try:
+            value = float(arg)
+        except ValueError:
+            raise DnadiffError(f"--reward {spec}: the GC target must be a number in [0, 1]") from None
+        if not (0.0 <= value <= 1.0) or math.isnan(value):
+            raise DnadiffError(f"--reward {spec}: the GC target must be in [0, 1]")
+        return cls(value)
 
     def __init__(self, target: float | None = None):
         super().__init__()
@@ -68,9 +93,18 @@ class GC(Reward):
         return gc if self.target is None else -(gc - self.target).abs()
 
 
+@REWARDS.register("motif")
 class Motif(Reward):
     """Number of occurrences of `motif` on the forward strand plus those of its reverse complement
     (a palindromic motif counts twice per site: it sits on both strands)."""
+
+    spec_help = "motif:SEQ"
+
+    @classmethod
+    def from_spec(cls, spec, arg, target=None, device="cpu"):
+        if not arg:
+            raise DnadiffError(f"--reward {spec}: give the motif, e.g. motif:TATAAA")
+        return cls(arg.upper())
 
     def __init__(self, motif: str):
         super().__init__()
@@ -118,8 +152,18 @@ class Function(Reward):
         return out
 
 
+@REWARDS.register("classifier")
 class Classifier(Reward):
     """log p(y = target | x) of a fine-tuned classifier directory (`dnadiff finetune` OUT/classifier)."""
+
+    spec_help = "classifier:DIR"
+    takes_target = True
+
+    @classmethod
+    def from_spec(cls, spec, arg, target=None, device="cpu"):
+        if not arg:
+            raise DnadiffError(f"--reward {spec}: give the classifier directory, e.g. classifier:runs/ft/classifier")
+        return cls(arg, target, device=device)
 
     def __init__(self, path: str, target: str | int | None, device: str | torch.device = "cpu", batch_size: int = 256):
         super().__init__()
@@ -253,36 +297,26 @@ def load_entry_point(spec: str) -> Callable:
     return fn
 
 
+def reward_specs() -> str:
+    """'classifier:DIR | gc | gc:TARGET | motif:SEQ | module:function': the specs the registry knows."""
+    return " | ".join([*(REWARDS.get(n).spec_help for n in REWARDS.names()), "module:function"])
+
+
 def build_reward(spec: str, target: str | int | None = None, device: str | torch.device = "cpu") -> Reward:
     """A Reward from its command-line spec (see the module docstring); one-line errors for bad specs."""
     spec = (spec or "").strip()
     kind, sep, arg = spec.partition(":")
     if not spec:
-        raise DnadiffError(f"--reward: empty spec; use {SPECS}")
-    if target is not None and kind != "classifier":
+        raise DnadiffError(f"--reward: empty spec; use {reward_specs()}")
+    cls = REWARDS.get(kind) if kind in REWARDS else None
+    if target is not None and not (cls is not None and cls.takes_target):
         raise DnadiffError(f"--target applies to --reward classifier:DIR only, not {spec!r}")
-    if kind == "gc":
-        if not sep:
-            return GC()
-        try:
-            value = float(arg)
-        except ValueError:
-            raise DnadiffError(f"--reward {spec}: the GC target must be a number in [0, 1]") from None
-        if not (0.0 <= value <= 1.0) or math.isnan(value):
-            raise DnadiffError(f"--reward {spec}: the GC target must be in [0, 1]")
-        return GC(value)
-    if kind == "motif":
-        if not arg:
-            raise DnadiffError(f"--reward {spec}: give the motif, e.g. motif:TATAAA")
-        return Motif(arg.upper())
-    if kind == "classifier":
-        if not arg:
-            raise DnadiffError(f"--reward {spec}: give the classifier directory, e.g. classifier:runs/ft/classifier")
-        return Classifier(arg, target, device=device)
+    if cls is not None:
+        return cls.from_spec(spec, arg if sep else None, target=target, device=device)
     if sep and kind and arg and all(p.isidentifier() for p in kind.split(".")) and arg.isidentifier():
         return Function(spec, load_entry_point(spec))
-    raise DnadiffError(f"--reward {spec!r}: unknown reward; use {SPECS}")
+    raise DnadiffError(f"--reward {spec!r}: unknown reward; use {reward_specs()}")
 
 
 __all__ = ["Reward", "GC", "Motif", "Function", "Classifier", "RCAveraged", "rc_averaged", "build_reward",
-           "reward_unit", "soft_support", "SPECS"]
+           "reward_unit", "soft_support", "REWARDS", "reward_specs"]
