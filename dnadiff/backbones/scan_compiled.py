@@ -242,6 +242,12 @@ class _CompiledScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, delta, A, Bm, Cm, D, z, bias, softplus):
         # all inputs contiguous, same float dtype; D, bias: (E,) (zeros when absent); z: (B, L, E) or None
+        threads = _threads_for(u.shape[0])  # torch's count, read before the elementwise ops drop it to one
+        with _torch_single_thread():
+            return _CompiledScan._forward(ctx, u, delta, A, Bm, Cm, D, z, bias, softplus, threads)
+
+    @staticmethod
+    def _forward(ctx, u, delta, A, Bm, Cm, D, z, bias, softplus, threads):
         b, length, e = u.shape
         n = A.shape[1]
         raw = delta + bias
@@ -252,7 +258,6 @@ class _CompiledScan(torch.autograd.Function):
         starts = u.new_empty(b, -(-length // _BLOCK), e, n)  # the state entering every block
         last = u.new_empty(b, e, n)
         args = [_np(x) for x in (u, dl, A, Bm, Cm, D, gate)]
-        threads = _threads_for(b)
         if threads > 1:
             with _numba_threads(threads):
                 _forward_parallel(*args, has_gate, out.numpy(), starts.numpy(), last.numpy())
@@ -265,6 +270,12 @@ class _CompiledScan(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, _dlast):
+        threads = _threads_for(dout.shape[0])
+        with _torch_single_thread():
+            return _CompiledScan._backward(ctx, dout, threads)
+
+    @staticmethod
+    def _backward(ctx, dout, threads):
         u, raw, dl, A, Bm, Cm, D, z, gate, starts = ctx.saved_tensors
         b = u.shape[0]
         dout = dout.to(u.dtype).contiguous()
@@ -274,7 +285,6 @@ class _CompiledScan(torch.autograd.Function):
         dA_rows, dD_rows = u.new_empty(b, *A.shape), u.new_empty(b, D.shape[0])
         args = [dout.numpy()] + [_np(x) for x in (u, dl, A, Bm, Cm, D, gate)]
         outs = [x.numpy() for x in (du, ddl, dB, dC, dgate, dA_rows, dD_rows)]
-        threads = _threads_for(b)
         if threads > 1:
             with _numba_threads(threads):
                 _backward_parallel(*args, ctx.has_gate, _np(starts), *outs)
@@ -289,7 +299,9 @@ class _CompiledScan(torch.autograd.Function):
 
 
 class _numba_threads:
-    """numba's thread count for one call (numba.set_num_threads is per calling thread)."""
+    """numba's thread count for one call (numba.set_num_threads is per calling thread), rows handed out
+    one at a time (chunk size 1): a thread on a core another process keeps busy takes fewer rows
+    instead of holding up the others with its fixed share."""
 
     def __init__(self, threads: int):
         self.threads = min(threads, numba.config.NUMBA_NUM_THREADS)
@@ -297,9 +309,26 @@ class _numba_threads:
     def __enter__(self):
         self.before = numba.get_num_threads()
         numba.set_num_threads(self.threads)
+        self.chunk = numba.set_parallel_chunksize(1)
 
     def __exit__(self, *exc):
+        numba.set_parallel_chunksize(self.chunk)
         numba.set_num_threads(self.before)
+
+
+class _torch_single_thread:
+    """torch's elementwise ends of the scan (softplus, silu, their derivatives) on one thread: each op
+    is a parallel region of its own, and on a busy machine every one waits for the slowest thread;
+    these few memory-bound passes gain nothing from a second thread."""
+
+    def __enter__(self):
+        self.before = torch.get_num_threads()
+        if self.before > 1:
+            torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        if self.before > 1:
+            torch.set_num_threads(self.before)
 
 
 def selective_scan_compiled(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
