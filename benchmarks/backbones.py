@@ -91,7 +91,8 @@ def bench_registry(args: argparse.Namespace) -> list[dict]:
                 continue
             torch.manual_seed(0)
             try:
-                model = build_backbone(name, preset=preset, vocab_size=VOCAB, **scan_kwargs(name, args.scan_impl))
+                model = build_backbone(name, preset=preset, vocab_size=VOCAB,
+                                       **scan_kwargs(name, args.scan_impl.split(",")[0]))
                 sec = time_fwd_bwd(model, lambda ids: model(ids, t), x, args.repeats)
             except Exception as exc:  # e.g. a preset whose maximum length is below --seq-len
                 msg = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
@@ -143,13 +144,17 @@ def bench_vs_mambapy(args: argparse.Namespace) -> list[dict]:
     entries = []  # (label, model, call, peer label)
     peers: dict[tuple[int, int], str] = {}
     scans = {}
+    impls = args.scan_impl.split(",")
+    impl_of: dict[str, str] = {}
     for label, name, preset, per_layer in COMPARED:
-        scans[label] = per_layer
-        torch.manual_seed(0)
-        ours = build_backbone(name, preset=preset, vocab_size=VOCAB, scan_impl=args.scan_impl)
-        d, n = ours.config.d_model, ours.config.n_layer
-        peer = f"mambapy LM d{d} x{n} (unidirectional)"
-        entries.append((label, ours, ours, peer))
+        for impl in impls:  # several: the same weights with each scan, in the same rounds
+            tagged = label if len(impls) == 1 else f"{label} [{impl}]"
+            scans[tagged], impl_of[tagged] = per_layer, impl
+            torch.manual_seed(0)
+            ours = build_backbone(name, preset=preset, vocab_size=VOCAB, scan_impl=impl)
+            d, n = ours.config.d_model, ours.config.n_layer
+            peer = f"mambapy LM d{d} x{n} (unidirectional)"
+            entries.append((tagged, ours, ours, peer))
         if (d, n) not in peers:
             torch.manual_seed(0)
             lm = MambapyLM(d, n)
@@ -167,7 +172,7 @@ def bench_vs_mambapy(args: argparse.Namespace) -> list[dict]:
     rows = []
     for label, model, _, peer in entries:
         row = _row(label, model, min(times[label]), args)
-        row["scan_impl"] = args.scan_impl if peer is not None else "mambapy pscan"
+        row["scan_impl"] = impl_of[label] if peer is not None else "mambapy pscan"
         row["scans_per_layer"] = scans[label]
         rows.append(row)
     best = {r["model"]: r["seconds"] for r in rows}
@@ -203,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-repeats", type=int, default=7,
                     help="comparison: interleaved timed rounds, fastest kept (default 7)")
     ap.add_argument("--scan-impl", default="auto", help="selective scan of the dnadiff backbones: "
-                    "auto | chunked | ref | compiled | cuda (default auto)")
+                    "auto | chunked | ref | compiled | cuda (default auto); the comparison takes a comma list "
+                    "(e.g. chunked,compiled: before and after, interleaved in the same rounds)")
     ap.add_argument("--only", default="", help="comma list of name or name:preset to run (default: all)")
     ap.add_argument("--skip", default="", help="comma list of name or name:preset to leave out")
     ap.add_argument("--no-registry", action="store_true", help="only the comparison with mambapy")
