@@ -1,4 +1,4 @@
-"""One-command GPU check (issue 17 item 5): what the CPU tests cannot show, on one CUDA device.
+"""One-command GPU check: what the CPU tests cannot show, on one CUDA device.
 
     python benchmarks/gpu_check.py                      # on the GPU machine (< 8 min on one H200)
     python benchmarks/gpu_check.py --device cpu --tiny  # the same checks, tiny, on the CPU (a test runs this)

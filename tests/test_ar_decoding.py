@@ -1,4 +1,4 @@
-"""Incremental decoding of causal backbones (issue 13.10): `allocate_cache` / `step` reproduce the
+"""Incremental decoding of causal backbones: `allocate_cache` / `step` reproduce the
 full forward's logits token by token, and the autoregressive sampler gives the same tokens with
 the cache as with the O(L^2) full re-run (same seed), with a template prefix too."""
 

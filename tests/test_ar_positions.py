@@ -1,4 +1,4 @@
-"""AR and diffusion score the same bases (issue 12 item 8).
+"""AR and diffusion score the same bases.
 
 N is an input but never a scored base (attention_mask 0). AR used to score target i only when
 position i-1 was real too, so every base right after an N dropped out of its bits/base while

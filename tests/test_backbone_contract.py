@@ -151,7 +151,7 @@ def test_unknown_preset_and_key():
         build_backbone("hyena", preset="tiny", not_a_field=1)
 
 
-# ---------------------------------------------------------------------- pads (issue 12, item 2)
+# ---------------------------------------------------------------------- pads
 PAD_LENGTHS = (11, 6, 1)  # real lengths of the rows of a right-padded batch
 
 

@@ -1,4 +1,4 @@
-"""Bad-input audit (issue 9, item 3): every command answers malformed input with ONE line
+"""Bad-input audit: every command answers malformed input with ONE line
 `error: ...` naming the problem, exit code 2, no traceback and no (partial) output file.
 
 Each case is a parametrize id; the case table below is the list the issue asks for. Inputs that

@@ -1,4 +1,4 @@
-"""Issue 16 items 8, 14, 15 and 16: file modes follow the umask, OS faults give one line and no
+"""File modes follow the umask, OS faults give one line and no
 partial files, failures leave nothing new, genome indexes go to a cache, samples and their
 statistics are written as a pair."""
 
@@ -28,7 +28,7 @@ def umask():
     os.umask(old)
 
 
-# ----------------------------------------------------------------------------- item 8: modes
+# ----------------------------------------------------------------------------- modes
 
 
 def test_atomic_write_follows_the_umask(tmp_path, umask):
@@ -48,7 +48,7 @@ def test_command_outputs_are_group_readable(model, tmp_path, umask):
     assert _mode(model) == 0o755 and _mode(os.path.join(model, "model.safetensors")) == 0o644
 
 
-# ----------------------------------------------------------------------------- item 14: OS faults
+# ----------------------------------------------------------------------------- OS faults
 
 
 def _fault(code):
@@ -116,7 +116,7 @@ def test_training_on_a_full_disk_is_one_line_and_leaves_no_run(tmp_path, capsys,
     assert list(tmp_path.iterdir()) == []  # before: 9 files of a half-made run
 
 
-# ----------------------------------------------------------------------------- item 15
+# ----------------------------------------------------------------------------- genome indexes in the cache
 
 
 @pytest.fixture
@@ -167,7 +167,7 @@ def test_eval_empty_requests_are_refused(model, tmp_path, capsys):
         assert f"{flag} must be positive" in capsys.readouterr().err
 
 
-# ----------------------------------------------------------------------------- item 16: the pair
+# ----------------------------------------------------------------------------- the pair
 
 
 def test_pair_killed_before_commit_keeps_both_old_and_cleans_temps(tmp_path, monkeypatch):

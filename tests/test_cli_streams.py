@@ -1,4 +1,4 @@
-"""Issue 16 items 6, 7 and 11: standard streams, gzip inputs, one overwrite rule, N as a position
+"""Standard streams, gzip inputs, one overwrite rule, N as a position
 to fill, genome references without a BED, an eval table without empty columns."""
 
 from __future__ import annotations

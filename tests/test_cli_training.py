@@ -1,4 +1,4 @@
-"""Issue 16 items 9, 10, 15 (resume) and 16 (metrics.csv): training progress, messages, threads,
+"""Training progress, messages, threads,
 resuming a run killed before its first checkpoint, a resumed run's full CSV log."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 items 5 and 13: bad requests are refused in one line before any heavy work, and the
+"""Bad requests are refused in one line before any heavy work, and the
 config loader is bounded (alias bombs, huge documents, Trainer-facing values)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Config group selection on the command line: `model=NAME` picks configs/model/NAME.yaml (issue 13.2)."""
+"""Config group selection on the command line: `model=NAME` picks configs/model/NAME.yaml."""
 
 import json
 import subprocess

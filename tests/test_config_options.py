@@ -1,4 +1,4 @@
-"""Per-registry option schemas (issue 13.3, 13.6): a typo in model.overrides, objective.options,
+"""Per-registry option schemas: a typo in model.overrides, objective.options,
 sample.options or data.text fails at load time listing the valid keys; Registry.build refuses
 unknown keywords but lets a constructor's own TypeError through (a bug, not a user error)."""
 

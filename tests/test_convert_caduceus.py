@@ -183,7 +183,7 @@ def test_mismatched_checkpoints_are_rejected(tmp_path):
 
 @pytest.mark.parametrize("rcps", [True, False])
 def test_complement_map_keys_in_string_order(tmp_path, rcps):
-    # issue 12 item 13: a config.json re-saved by `save_pretrained` (json sort_keys) lists the
+    # A config.json re-saved by `save_pretrained` (json sort_keys) lists the
     # complement_map keys "0", "1", "10", "11", ..., "2": the map must be read by integer key.
     torch.manual_seed(1)
     src = build_backbone("caduceus", "tiny" if rcps else "tiny-ph").eval()

@@ -1,4 +1,4 @@
-"""DDP on the CPU (gloo, 2 processes), issue 17 items 1 and 6.
+"""DDP on the CPU (gloo, 2 processes).
 
 Three 2-process launches, shared by the tests of this module:
   - `dnadiff train ... train.strategy=ddp train.devices=2` through the CLI (uninterrupted; what a user runs),
@@ -9,8 +9,8 @@ Three 2-process launches, shared by the tests of this module:
 and one in-process 1-process run with accumulate=2: the same global batch of 2·4 windows per step.
 
 Why accumulate=2 and not batch_size=8: the noise (diffusion times, masks) of a micro-batch is one
-draw seeded by its global micro-batch index G (data.py, module.py), so each rank draws its own noise
-(item 6), and a batch of 8 drawn at once would use other random numbers (the antithetic time draw
+draw seeded by its global micro-batch index G (data.py, module.py), so each rank draws its own noise,
+and a batch of 8 drawn at once would use other random numbers (the antithetic time draw
 spreads over the whole micro-batch); with padding/N, a mean over ranks of per-rank token means is
 also not the token mean of 8 windows. 2 ranks x 4 equals 1 process x (2 micro-batches of 4)
 exactly: the same windows per G, the same noise per G, the same loss mean (1/2 of the sum of the
@@ -198,7 +198,7 @@ def test_cli_ddp_prints_one_table(runs):
 
 
 def test_per_step_reseed_differs_between_ranks():
-    """Item 6: with the old reseed (seed, micro-step) both ranks drew the same times and masks."""
+    """With the old reseed (seed, micro-step) both ranks drew the same times and masks."""
     from dnadiff.backbones import build_backbone
     from dnadiff.tokenizers import build_tokenizer
     from dnadiff.training.module import DiffusionLitModule

@@ -1,4 +1,4 @@
-"""Fine-tuning under DDP (issue 17 items 2 and 6): `dnadiff finetune ... train.devices=2` on the CPU.
+"""Fine-tuning under DDP: `dnadiff finetune ... train.devices=2` on the CPU.
 
 Each global batch of the 1-process loader is split between the 2 ranks with per-example weights
 2 / batch size, so the averaged gradient is the 1-process one; validation logits are gathered, so

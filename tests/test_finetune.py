@@ -203,7 +203,7 @@ def _variable_length_benchmark(root: Path, n_per_class: int = 24, seed: int = 0)
 
 @pytest.mark.parametrize("backbone,preset", [("caduceus", "tiny"), ("hyena", "tiny")])
 def test_finetune_metrics_do_not_depend_on_eval_batch_size_or_order(tmp_path, backbone, preset):
-    """Issue 12 item 2: validation (which picks the best epoch) and test metrics are the same whether
+    """Validation (which picks the best epoch) and test metrics are the same whether
     the eval batches hold 1 or 16 sequences (different padding), and in any order."""
     import torch
     from torch.utils.data import DataLoader

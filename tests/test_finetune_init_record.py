@@ -1,5 +1,5 @@
 """`dnadiff finetune --init-from`: the saved config.yaml names the backbone actually loaded (not the
-config's default), and the console says what was loaded (issue 12 item 12)."""
+config's default), and the console says what was loaded."""
 
 import random
 

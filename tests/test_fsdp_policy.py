@@ -1,4 +1,4 @@
-"""FSDP settings (issue 17 item 3): per-family wrap units, ties kept inside one unit, float32 scan.
+"""FSDP settings: per-family wrap units, ties kept inside one unit, float32 scan.
 
 Lightning 2.6 refuses FSDP on the CPU ("The strategy `fsdp` requires a GPU accelerator"), so the
 multi-process FSDP run itself is in benchmarks/gpu_check.py; here the policy is checked on the

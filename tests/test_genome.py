@@ -214,7 +214,7 @@ def test_truncated_gzip(tmp_path):
 
 
 def test_plain_gzip_is_read_through_a_cached_copy(tmp_path, monkeypatch):
-    # issue 16 item 6: FASTA inputs accept gzip (a plain-gzip genome is decompressed once into the cache)
+    # FASTA inputs accept gzip (a plain-gzip genome is decompressed once into the cache)
     monkeypatch.setenv("DNADIFF_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "plain.fa.gz"
     with gzip.open(path, "wt") as fh:

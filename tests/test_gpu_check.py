@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py (issue 17 item 5) in its CPU mode, so the GPU check cannot rot.
+"""benchmarks/gpu_check.py in its CPU mode, so the GPU check cannot rot.
 
 The default run leaves out the `demo` check (`dnadiff demo` alone takes over a minute on this CPU and
 has its own tests); the slow test runs every check.

@@ -117,7 +117,7 @@ def test_time_conditioned_backbone_gets_t_zero():
     ("caduceus", "tiny-ph", "ph"), ("caduceus", "tiny", "ps"), ("hyena", "tiny", "none"), ("dit", "tiny", "none"),
     ("mamba", "tiny", "none")])
 def test_classifier_logits_do_not_depend_on_batch_padding(backbone, preset, conjoin):
-    """Issue 12 item 2: a sequence's logits are the same alone, in a batch, and with 100 more pads."""
+    """A sequence's logits are the same alone, in a batch, and with 100 more pads."""
     torch.manual_seed(0)
     bb = build_backbone(backbone, preset=preset, vocab_size=12)
     with torch.no_grad():  # jitter zero-initialised layers (DiT) so the check has teeth

@@ -1,4 +1,4 @@
-"""Hugging Face-compatible model directories (issue 13 item 13): config.json + model.safetensors,
+"""Hugging Face-compatible model directories: config.json + model.safetensors,
 loading by Hub id from the local cache, push_to_hub, and the official MDLM (mdlm-owt) layout."""
 
 from __future__ import annotations

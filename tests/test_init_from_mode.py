@@ -1,4 +1,4 @@
-"""A backbone loaded with `model.init_from` trains in train mode (issue 12 item 11): loaders hand
+"""A backbone loaded with `model.init_from` trains in train mode: loaders hand
 back eval-mode models, and Lightning only switches the LightningModule itself, so dropout
 (HyenaDNA's embedding dropout) used to stay off in 41 of 42 modules."""
 

@@ -1,4 +1,4 @@
-"""Kill-safety of `dnadiff train` (issue 9, item 1): SIGKILL mid-checkpoint-write and mid-run, resume, compare.
+"""Kill-safety of `dnadiff train`: SIGKILL mid-checkpoint-write and mid-run, resume, compare.
 
 The reduced version runs two killed child processes (one killed halfway through writing a
 checkpoint, one killed from outside after it checkpointed a new step) and finishes in-process; the

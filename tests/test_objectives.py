@@ -1,4 +1,4 @@
-"""Objectives against an exact denoiser (issue 3's correctness tests) and their invariants."""
+"""Objectives against an exact denoiser and their invariants."""
 
 import math
 

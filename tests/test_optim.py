@@ -1,5 +1,5 @@
 """Optimizer groups honour per-parameter settings (`_optim`), and HyenaDNA's implicit filters get
-no weight decay and their own learning rate, as the official HyenaFilter registers them (issue 12 item 5)."""
+no weight decay and their own learning rate, as the official HyenaFilter registers them."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Pad policies of the diffusion objectives (issue 12, item 1), checked exactly.
+"""Pad policies of the diffusion objectives, checked exactly.
 
 Two sentences "a EOS PAD" and "a b EOS", p = 1/2 each, and the exact posterior denoiser of that
 padded distribution. Every mask pattern is enumerated (the forward process's uniforms are

@@ -1,4 +1,4 @@
-"""bf16 autocast: the losses' SUBS / log-softmax run in float32 (issue 12 item 3).
+"""bf16 autocast: the losses' SUBS / log-softmax run in float32.
 
 The backbone's logits come out of autocast in bf16 (as in the reference MDLM, whose DiT runs under
 bf16 autocast); everything the objective does with them must then be float32: the printed bound is

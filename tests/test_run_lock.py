@@ -1,4 +1,4 @@
-"""Run-directory lock, launcher ranks and the Trainer settings of a run (issue 17 items 4 and 6)."""
+"""Run-directory lock, launcher ranks and the Trainer settings of a run."""
 
 from __future__ import annotations
 

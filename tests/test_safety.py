@@ -1,4 +1,4 @@
-"""Safety: atomic outputs, no code execution from data, numerical guards (issue 9, items 2, 4, 5)."""
+"""Safety: atomic outputs, no code execution from data, numerical guards."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def test_mamba_ssm_absent_on_cpu_install():
 
 @pytest.mark.parametrize("impl", ["chunked", "ref"])
 def test_bf16_autocast_keeps_the_scan_in_fp32(impl):
-    # issue 12 item 3: under autocast the C·h contractions (bmm/einsum) used to run in bf16
+    # under autocast the C·h contractions (bmm/einsum) used to run in bf16
     # (relative error ~3e-3); the scan must compute in fp32 whatever the autocast state.
     args = _inputs(2, 40, 8, 4, torch.float32, seed=11)
     args64 = [t.detach().double().requires_grad_() for t in args]

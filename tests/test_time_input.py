@@ -1,6 +1,5 @@
 """A time-conditioned denoiser embeds σ(t) = −log α(t) (MDLM feeds sigma), not t; the choice is a
-config field, `model.time_input`, and model directories saved before it existed keep feeding t
-(issue 12 item 6)."""
+config field, `model.time_input`, and model directories saved before it existed keep feeding t."""
 
 from pathlib import Path
 
