@@ -357,8 +357,8 @@ def run(args, command: str, dry: Path | None) -> int:
             mdir = fit_markov(out_dir, data, max_order, args.markov_dir, echo)
             seq_len = rows[0]["config"]["seq_len"]
             markov = {"row": MARKOV["row"], "kind": MARKOV["kind"], "model_dir": mdir, "steps": "counts"}
-            from dnadiff.config import replace
             from dnadiff.checkpoint import load
+            from dnadiff.config import replace
 
             # the Markov chain scores the neural rows' windows: their seq_len and data files
             model = load(mdir)

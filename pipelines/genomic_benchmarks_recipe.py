@@ -201,9 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs-dir", default=None, help="cell folders (default runs/genomic_benchmarks_recipe)")
     p.add_argument("--dry-run", action="store_true", help="synthetic sets, one step per run, no table written")
     args = p.parse_args(argv)
-    from dnadiff.errors import DnadiffError
-
     import torch
+
+    from dnadiff.errors import DnadiffError
 
     before = torch.get_num_threads()
     torch.set_num_threads(args.threads)
@@ -238,14 +238,16 @@ def run(args, argv, dry: Path | None) -> int:
     else:
         datasets = args.datasets or [str(d) for d in sorted(gb.SHARED_BENCHMARKS.iterdir()) if (d / "train").is_dir()]
         init = pick_init(args)
-    runs = Path(args.runs_dir) if args.runs_dir else (dry / "runs" if dry else REPO / "runs" / "genomic_benchmarks_recipe")
+    runs = Path(args.runs_dir) if args.runs_dir else (
+        dry / "runs" if dry else REPO / "runs" / "genomic_benchmarks_recipe")
     mode = learning_curve(args, datasets, init, runs, dry is not None, sizes) if args.learning_curve else \
         select(args, datasets, init, runs, dry is not None)
     wall = time.time() - t0
     command = common.command_line(__file__, argv)
     title = "learning curve (test accuracy vs training sequences)" if args.learning_curve else \
         "a fine-tuning recipe chosen on validation vs k-mer LR"
-    payload = {"command": command, "wall_s": round(wall, 1), "machine": describe_machine(), "load_average": load_average(),
+    payload = {"command": command, "wall_s": round(wall, 1), "machine": describe_machine(),
+               "load_average": load_average(),
                "init": init or "scratch (tiny Caduceus-PS)", "datasets": [Path(d).name for d in datasets],
                "protocol": f"paper protocol, {args.seeds} seeds x 90/10 split, {args.max_train} train (stratified "
                            f"subsample) / {args.max_test or 'all'} test sequences, batch {args.batch_size}",

@@ -52,7 +52,7 @@ SIZES = {  # seeds, num, length, steps, reference windows, Markov max order, tra
             "train_minutes": 10.0, "metrics": []},
     "quick": {"seeds": 2, "num": 8, "length": 128, "steps": 16, "reference_windows": 64, "max_order": 5,
               "train_minutes": 1.0, "metrics": ["--motif-ids", "MA0139.2,MA0079.5,MA0106.3"]},
-    "dry": {"seeds": 1, "num": 2, "length": 32, "steps": 2, "reference_windows": 8, "max_order": 3,
+    "dry": {"seeds": 1, "num": 2, "length": 32, "steps": 2, "reference_windows": 8, "max_order": 5,
             "train_minutes": 0.2, "metrics": ["--motif-ids", "MA0139.2"]},
 }
 MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", []),
@@ -72,11 +72,11 @@ def find_model(root: Path | None, name: str) -> str | None:
 
 
 def cli(argv: list[str]) -> None:
-    from dnadiff.cli import main as dnadiff_main
-    from dnadiff.errors import DnadiffError
-
     import contextlib
     import io
+
+    from dnadiff.cli import main as dnadiff_main
+    from dnadiff.errors import DnadiffError
 
     with contextlib.redirect_stdout(io.StringIO()):  # the command's own tables: this pipeline prints one
         rc = dnadiff_main(argv)
@@ -121,7 +121,8 @@ def fit_markov(out: Path, data_over: list[str], order: int, max_order: int, name
     from dnadiff.config import RunConfig, load_config
     from dnadiff.training import train
 
-    over = [f"name={name}", f"out_dir={out}", f"model.overrides.order={order}", f"model.overrides.max_order={max_order}",
+    over = [f"name={name}", f"out_dir={out}", f"model.overrides.order={order}",
+            f"model.overrides.max_order={max_order}",
             *data_over]
     return str(train(load_config(RunConfig, "experiments/tiny_dna_markov", over), overwrite=True).model_dir)
 
@@ -150,7 +151,8 @@ def summarize(values: list[dict[str, float]]) -> dict[str, dict]:
 
 # (metric, direction): lower is closer, or "floor": closest to the real-vs-real row's value
 KEY_METRICS = [("kmer JS k=3 (bits)", "lower"), ("kmer JS k=6 (bits)", "lower"), ("3-mer Pearson r", "higher"),
-               ("GC Wasserstein-1", "lower"), ("motif hit-rate Spearman", "higher"), ("motif spectrum JS (bits)", "lower"),
+               ("GC Wasserstein-1", "lower"), ("motif hit-rate Spearman", "higher"),
+               ("motif spectrum JS (bits)", "lower"),
                ("oracle samples_bits_per_base (Markov best k)", "floor")]
 
 
@@ -240,7 +242,8 @@ def run(args, command: str, dry: Path | None) -> int:
 
     # models: Markov fits, then the neural ones (given, or trained with an explicit budget)
     models, notes = {}, []
-    models["markov5"] = fit_markov(work / "models", data_over, min(5, size["max_order"]), size["max_order"], "markov_k5")
+    k5 = min(5, size["max_order"])
+    models["markov5"] = fit_markov(work / "models", data_over, k5, size["max_order"], "markov_k5")
     models["markov_best"] = fit_markov(work / "models", data_over, -1, size["max_order"], "markov_best")
     best_k = json.loads((Path(models["markov_best"]) / "metrics.json").read_text()).get("order")
     echo(f"Markov chains fitted (best k on valid = {best_k})")
@@ -254,7 +257,8 @@ def run(args, command: str, dry: Path | None) -> int:
         models[key] = found
     cpu_hour = {k: find_model(Path(args.cpu_hour_dir), k) for k in TRAINED} if args.cpu_hour_dir else {}
     rows = [("real test windows (floor: test vs valid)", None, None, []),
-            ("Markov k=5", models["markov5"], None, []), (f"Markov best k (k={best_k})", models["markov_best"], None, []),
+            (f"Markov k={k5}", models["markov5"], None, []),
+            (f"Markov best k (k={best_k})", models["markov_best"], None, []),
             ("Mamba AR", models["mamba_ar"], None, [])]
     rows += [(name, models["caduceus_mdlm"], sampler, extra) for name, sampler, extra in MDLM_SAMPLERS]
     if cpu_hour.get("mamba_ar"):
@@ -277,7 +281,9 @@ def run(args, command: str, dry: Path | None) -> int:
                 cmd = ["sample", model_dir, "-n", str(size["num"]), "--length", str(size["length"]),
                        "--seed", str(seed), "--out", str(fa), "--force", *extra]
                 if sampler:
-                    cmd += ["--sampler", sampler] + (["--steps", str(size["steps"])] if sampler != "first_hitting" else [])
+                    cmd += ["--sampler", sampler]
+                    if sampler != "first_hitting":  # first-hitting: one call per token, no step count
+                        cmd += ["--steps", str(size["steps"])]
                 cli([cmd[0], "-q", *cmd[1:]])
             cli(["metrics", "-q", str(fa), "--reference", data["fasta"], "--out", str(folder / "metrics"),
                  *metrics_args])
@@ -294,7 +300,8 @@ def run(args, command: str, dry: Path | None) -> int:
     transposed = [{"metric": m, **{n: (f"{r['summary'][m]['mean']:.4g} ± {r['summary'][m]['range']:.2g}"
                                        if m in r["summary"] else "") for n, r in per_row.items()}} for m in metrics]
     md = ["# Sample quality (cpu scale)" + (" — quick smoke run" if args.quick else ""), "",
-          f"- command: `{command}`", f"- wall time: {wall / 60:.1f} min; machine: {describe_machine()}; {load_average()}",
+          f"- command: `{command}`",
+          f"- wall time: {wall / 60:.1f} min; machine: {describe_machine()}; {load_average()}",
           f"- {size['seeds']} seeds x {size['num']} sequences x {size['length']} bp per row; MDLM samplers "
           f"{size['steps']} steps (first-hitting: one call per token); reference: {size['reference_windows']} valid "
           f"windows of {data['fasta']}; cells: mean ± range (max − min) over seeds",
