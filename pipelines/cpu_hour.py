@@ -161,7 +161,8 @@ def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo) -> dict:
     res = train(cfg, overwrite=True)
     wall = time.time() - t0
     valid = score(res.model_dir, "valid", valid_windows, t_samples)
-    out = {"key": key, "model_dir": str(res.model_dir), "train_wall_seconds": round(wall, 1),
+    out = {"key": key, "model_dir": str(res.model_dir), "valid_windows": valid_windows,
+           "train_wall_seconds": round(wall, 1),
            "steps": res.metrics["steps"], "parameters": res.metrics["parameters"],
            "valid_bits": valid["bits_per_token"], "valid_bits_se": valid["bits_std_error"],
            "curve": read_curve(res.run_dir), "config": {"max_minutes": cfg.train.max_minutes,
@@ -185,23 +186,48 @@ def fit_markov(out_dir: Path, data: list[str], max_order: int, markov_dir: str |
     return str(res.model_dir)
 
 
-def compare(rows: list[dict], markov: dict) -> list[str]:
-    """Paired per-window differences of every neural row against the Markov row (same test windows)."""
+def score_markov(mdir: str, rows: list[dict], keys: list[str], out_dir: Path, data: list[str], minutes: float,
+                 eval_windows: int, dry: bool) -> list[dict]:
+    """The Markov model scored on the test and valid windows of every window length the rows use."""
+    from dnadiff.checkpoint import load
+    from dnadiff.config import replace
+
+    meta = json.loads((Path(mdir) / "metrics.json").read_text())
+    lengths = list(dict.fromkeys(r["config"]["seq_len"] for r in rows))
+    out = []
+    for seq_len in lengths:
+        key = next(k for k, r in zip(keys, rows) if r["config"]["seq_len"] == seq_len)
+        cfg = row_config(key, out_dir, data, minutes, [], dry)
+        model = load(mdir)  # scores the rows' windows: their seq_len and data files
+        model.config = replace(model.config, **{"data.seq_len": seq_len, "data.fasta": cfg.data.fasta,
+                                                "data.bed": cfg.data.bed, "data.root": cfg.data.root})
+        valid_n = next(r["valid_windows"] for r in rows if r["config"]["seq_len"] == seq_len)
+        out.append({"row": MARKOV["row"] + (f" (L={seq_len})" if len(lengths) > 1 else ""), "kind": MARKOV["kind"],
+                    "model_dir": mdir, "steps": "counts", "order": meta.get("order"),
+                    "parameters": meta.get("parameters"), "seq_len": seq_len,
+                    "test": _score_loaded(model, "test", eval_windows),
+                    "valid_bits": _score_loaded(model, "valid", valid_n)["bits_per_token"]})
+    return out
+
+
+def compare(rows: list[dict], markov: list[dict]) -> list[str]:
+    """Paired per-window differences of every neural row against the Markov row on the same test windows."""
     from dnadiff.eval.paired import describe_difference, paired_difference
 
-    lines = [f"Markov row (k = {markov.get('order')}, chosen on valid): {markov['test']['bits_per_token']:.4f} "
-             f"bits/base on the same {markov['test']['num_sequences']} test windows."]
+    lines = [f"{m['row']} (k = {m.get('order')}, chosen on valid): {m['test']['bits_per_token']:.4f} bits/base on "
+             f"the same {m['test']['num_sequences']} test windows of {m['seq_len']} bp." for m in markov]
     for r in rows:
-        d = paired_difference(r["test"], markov["test"])
+        same = next(m for m in markov if m["seq_len"] == r["config"]["seq_len"])
+        d = paired_difference(r["test"], same["test"])
         r["paired"] = d
         lines.append("- " + describe_difference(d, r["row"], "Markov")
                      + (" (an upper bound: the true NLL may be lower)" if r["kind"] == "bound" else ""))
     return lines
 
 
-def table_rows(rows: list[dict], markov: dict | None) -> list[dict]:
+def table_rows(rows: list[dict], markov: list[dict]) -> list[dict]:
     out = []
-    for r in rows + ([markov] if markov else []):
+    for r in rows + markov:
         d = r.get("paired")
         out.append({
             "model": r["row"], "kind": r["kind"],
@@ -214,7 +240,7 @@ def table_rows(rows: list[dict], markov: dict | None) -> list[dict]:
     return out
 
 
-def plot_curves(rows: list[dict], markov_valid: float | None, path: Path, title: str) -> None:
+def plot_curves(rows: list[dict], markov_valid: list[tuple[str, float]], path: Path, title: str) -> None:
     """Validation bits/base against training wall clock, one line per row; the Markov row horizontal."""
     import matplotlib
 
@@ -229,8 +255,8 @@ def plot_curves(rows: list[dict], markov_valid: float | None, path: Path, title:
         xs = [p["wall_seconds"] / 60 for p in c] + [r["train_wall_seconds"] / 60]
         ys = [p["bits"] for p in c] + [r["valid_bits"]]
         ax.plot(xs, ys, marker=".", label=f"{r['row']} ({r['kind']})")
-    if markov_valid is not None:
-        ax.axhline(markov_valid, color="black", ls="--", lw=1, label="Markov best k (valid)")
+    for (name, bits), style in zip(markov_valid, ["--", ":", "-."] * 4):
+        ax.axhline(bits, color="black", ls=style, lw=1, label=f"{name} (valid)")
     ax.set_xlabel("training wall clock (min; curve: from the fit loop's start, last point: the whole run)")
     ax.set_ylabel("validation bits/base")
     ax.set_title(title)
@@ -340,7 +366,7 @@ def run(args, command: str, dry: Path | None) -> int:
         columns = list(table[0])
         settings = (f"validation sweep of {key}: {minutes:g} min per candidate, scored on the valid windows the "
                     "training validated on (the test split is not read)")
-        markov_valid = None
+        markov_valid = []
     else:
         rows = []
         for key in keys:
@@ -354,26 +380,11 @@ def run(args, command: str, dry: Path | None) -> int:
         settings = (f"{minutes:g} min wall-clock budget per row (train.max_minutes); test split, "
                     f"{eval_windows or 'all'} windows evenly spread (the same for every row); MDLM bound with "
                     f"{t_samples} stratified t-samples per window; ± is the standard error over windows")
-        markov = None
-        markov_valid = None
+        markov: list[dict] = []  # one per window length of the rows: it scores their very windows
         if not args.no_markov:
             mdir = fit_markov(out_dir, data, max_order, args.markov_dir, echo)
-            seq_len = rows[0]["config"]["seq_len"]
-            markov = {"row": MARKOV["row"], "kind": MARKOV["kind"], "model_dir": mdir, "steps": "counts"}
-            from dnadiff.checkpoint import load
-            from dnadiff.config import replace
-
-            # the Markov chain scores the neural rows' windows: their seq_len and data files
-            model = load(mdir)
-            markov["order"] = json.loads((Path(mdir) / "metrics.json").read_text()).get("order")
-            markov["parameters"] = json.loads((Path(mdir) / "metrics.json").read_text()).get("parameters")
-            cfg0 = row_config(keys[0], out_dir, data, minutes, [], dry is not None)
-            model.config = replace(model.config, **{"data.seq_len": seq_len, "data.fasta": cfg0.data.fasta,
-                                                    "data.bed": cfg0.data.bed, "data.root": cfg0.data.root})
-            markov["test"] = _score_loaded(model, "test", eval_windows)
-            markov["valid_bits"] = _score_loaded(model, "valid", cfg0.train.val_batches * cfg0.train.batch_size)[
-                "bits_per_token"]
-            markov_valid = markov["valid_bits"]
+            markov = score_markov(mdir, rows, keys, out_dir, data, minutes, eval_windows, dry is not None)
+        markov_valid = [(m["row"], m["valid_bits"]) for m in markov]
         versus = compare(rows, markov) if markov else []
         table = table_rows(rows, markov)
     wall = time.time() - start
