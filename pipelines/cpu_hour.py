@@ -8,11 +8,12 @@ clock on 2 CPU cores, against the best Markov chain on the human chr22 test spli
     python pipelines/cpu_hour.py --dry-run --sweep caduceus_mdlm
 
 Rows (configs shipped in dnadiff/configs/experiments/): `mamba_ar` = cpu_hour_mamba_ar.yaml (causal
-Mamba d64 x 2, exact NLL) and `caduceus_mdlm` = cpu_hour_caduceus_mdlm.yaml (Caduceus-PS d64 x 2, MDLM
-from scratch, no time conditioning as in the MDLM paper's DNA models; its row is the NELBO bound,
-eq. 10/11, with --t-samples K stratified times per window), both on 1,024-bp windows of the 21.6 Mb
-chr22 subset, batch 8, lr 3e-3 constant after 50 warm-up steps, EMA 0.999, train.max_minutes = 60
-(Lightning's Trainer max_time; the measured wall time is in the table). The Markov row is the
+Mamba d64 x 2, exact NLL; 128-bp windows, batch 64) and `caduceus_mdlm` = cpu_hour_caduceus_mdlm.yaml
+(Caduceus-PS d64 x 2, MDLM from scratch, no time conditioning as in the MDLM paper's DNA models; its row
+is the NELBO bound, eq. 10/11, with --t-samples K stratified times per window; MDLM_SHAPE), on the 21.6 Mb
+chr22 subset, lr 3e-3 constant after 50 warm-up steps, EMA 0.999, train.max_minutes = 60 (Lightning's
+Trainer max_time; the measured wall time of the whole training call is in the table). Each row is
+paired with the Markov chain scored on that row's own test windows. The Markov row is the
 order-k interpolated Kneser-Ney chain with k chosen on the valid split over 0..10
 (experiments/tiny_dna_markov + the same data), fitted once (or reused with --markov-dir).
 
@@ -24,23 +25,29 @@ windows for every row). The comparison with the Markov row is the mean of the pe
 differences of bits/base (dnadiff/eval/paired.py) ± its standard error, and whether it exceeds
 2 SE; not a difference of means.
 
-How the settings were chosen (valid split only; `--sweep ROW` reruns the sweep):
-  - window 1,024 bp rather than 128: each base sees more context for the same tokens per step, and
-    the test windows of every row (Markov included) are the same 1,024-bp windows;
-  - width d64 x 2 layers: between the tiny d32 x 2 (20-28K parameters; in the 15-minute budget run
-    of pipelines/dna_perplexity.py the tiny Mamba AR passed the Markov chain only after ~3,000 steps)
-    and d128 x 4 (the paper's 470K, ~10x slower per step on 2 cores, too few steps in an hour);
+How the settings were chosen (valid split only; `--sweep ROW` reruns a sweep):
+  - Mamba AR, validation sweep of 4 minutes per candidate (results/cpu_hour_sweep_mamba_ar.md;
+    `python pipelines/cpu_hour.py --sweep mamba_ar --sweep-minutes 4`, 22.5 min, load average ~6.5 on
+    the 2 cores shared by 9 engineers), valid bits/base at the end: d64x2 L1024 batch 8: 1.9509 (47
+    steps); d32x2 L1024: 1.9175 (122); d64x2 L128 batch 64: 1.8915 (265 steps); d128x4 L1024: 2.2236
+    (13); d64x2 L1024 lr 1e-3: 1.9870 (68). Shipped: d64x2, 128-bp windows, batch 64 (8,192 tokens a
+    step either way, but 5.6x the steps of L1024 here, and the lowest valid bits/base even though its
+    windows give each base less context). Short runs on a loaded machine: the ranking at 60 minutes
+    may differ (the lead reruns the sweep with --sweep-minutes 15 on idle cores).
+  - Caduceus MDLM: MDLM_SWEEP_NOTE
   - lr 3e-3 constant (no cosine: the step count a wall-clock budget reaches is not known in advance,
     and a cosine over max_steps would never decay), EMA 0.999 (0.99 in the 300-step runs);
-  - MDLM from scratch, not MLM -> MDLM: a two-stage recipe halves each stage's hour;
+  - MDLM from scratch, not MLM -> MDLM: a two-stage recipe halves each stage's hour (not swept);
+    no time conditioning (Caduceus has none; the MDLM paper's DNA models neither);
   - eval: K = 4 stratified t-samples per window for the MDLM bound (dnadiff/eval/perplexity.py,
-    stratify_repeats: one t per quarter of [t_min, 1] in each window): the same bound, less MC noise.
+    stratify_repeats: one t per quarter of [t_min, 1] in each window): the same bound, less MC noise;
+    training draws t low-discrepancy over the batch (objective.stratified, MDLM app. D.3).
     An importance-weighted (IWAE-style) average over t-samples is not used: one t-sample of the MDLM
     loss is unbiased for the NELBO, not the log of an unbiased likelihood estimate, so it bounds nothing.
-  The sweep candidates (SWEEP below) are what `--sweep ROW` compares, each for --sweep-minutes on
-  the valid windows only; the validation sweep run for this commit is in results/cpu_hour_sweep_*.md
-  when present (the machine was shared by 9 engineers at the time, so it was short; the lead reruns
-  it at full length before the long runs).
+  Not tried here (no time on the shared machine): MLM -> MDLM, EMA on/off, the time-conditioning
+  choice, more than 2 layers at 128 bp. A candidate with another window length is scored on its own
+  valid windows (the same bases, cut differently); shorter windows give a base less context, so
+  its number is if anything pessimistic.
 
 Writes results/cpu_hour.md and .json (command, wall time, machine load, every row's measured
 training wall time and steps, valid and test bits/base, the paired comparison, the per-window test
@@ -77,12 +84,16 @@ MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_marko
 SCALES = {"cpu-hour": {"minutes": 60.0, "eval_windows": 2000, "t_samples": 4}}
 # --sweep ROW: candidate settings (config overrides) compared on the valid windows only
 SWEEP = {
+    # the sweep run for this commit (results/cpu_hour_sweep_mamba_ar.md) had L1024 batch 8 as its base; the
+    # shipped config is now its winner, d64x2_L128_b64, and these names give every candidate's full settings
     "mamba_ar": {
-        "d64x2_L1024": [],
-        "d32x2_L1024": ["model.overrides.d_model=32"],
-        "d64x2_L128_b64": ["data.seq_len=128", "train.batch_size=64"],
-        "d128x4_L1024": ["model.overrides.d_model=128", "model.overrides.n_layer=4"],
-        "d64x2_lr1e-3": ["train.lr=1e-3"],
+        "d64x2_L1024": ["data.seq_len=1024", "train.batch_size=8"],
+        "d32x2_L1024": ["data.seq_len=1024", "train.batch_size=8", "model.overrides.d_model=32"],
+        "d64x2_L128_b64": [],
+        "d128x4_L1024": ["data.seq_len=1024", "train.batch_size=8", "model.overrides.d_model=128",
+                         "model.overrides.n_layer=4"],
+        "d64x2_lr1e-3": ["data.seq_len=1024", "train.batch_size=8", "train.lr=1e-3"],
+        "d64x2_L256_b32": ["data.seq_len=256", "train.batch_size=32"],
     },
     "caduceus_mdlm": {
         "d64x2_L1024": [],
