@@ -10,7 +10,7 @@ clock on 2 CPU cores, against the best Markov chain on the human chr22 test spli
 Rows (configs shipped in dnadiff/configs/experiments/): `mamba_ar` = cpu_hour_mamba_ar.yaml (causal
 Mamba d64 x 2, exact NLL; 128-bp windows, batch 64) and `caduceus_mdlm` = cpu_hour_caduceus_mdlm.yaml
 (Caduceus-PS d64 x 2, MDLM from scratch, no time conditioning as in the MDLM paper's DNA models; its row
-is the NELBO bound, eq. 10/11, with --t-samples K stratified times per window; MDLM_SHAPE), on the 21.6 Mb
+is the NELBO bound, eq. 10/11, with --t-samples K stratified times per window; 128-bp windows, batch 64), on the 21.6 Mb
 chr22 subset, lr 3e-3 constant after 50 warm-up steps, EMA 0.999, train.max_minutes = 60 (Lightning's
 Trainer max_time; the measured wall time of the whole training call is in the table). Each row is
 paired with the Markov chain scored on that row's own test windows. The Markov row is the
@@ -34,7 +34,14 @@ How the settings were chosen (valid split only; `--sweep ROW` reruns a sweep):
     step either way, but 5.6x the steps of L1024 here, and the lowest valid bits/base even though its
     windows give each base less context). Short runs on a loaded machine: the ranking at 60 minutes
     may differ (the lead reruns the sweep with --sweep-minutes 15 on idle cores).
-  - Caduceus MDLM: MDLM_SWEEP_NOTE
+  - Caduceus MDLM, the same kind of sweep (results/cpu_hour_sweep_caduceus_mdlm.md; `--sweep
+    caduceus_mdlm --sweep-minutes 4`, 28.9 min, load ~7): d64x2 L1024 batch 8: 2.1822 (17 steps);
+    d32x2 L1024: 2.7751 (15); d64x2 L128 batch 64: 1.9978 (26); Caduceus-PH (no RC equivariance)
+    L1024: 2.1680 (28); lr 1e-3 L1024: 2.0320 (39). Shipped: Caduceus-PS d64x2, 128-bp windows,
+    batch 64, lr 3e-3. These runs did 15-39 steps (a bidirectional RC-equivariant Caduceus is ~4x
+    the work of the causal Mamba per token, and the machine was loaded): the differences between
+    PS/PH and lr 1e-3/3e-3 are within what the step counts explain; rerun the sweep for 15 minutes
+    per candidate on idle cores before trusting them (SWEEP has the L128 variants of both).
   - lr 3e-3 constant (no cosine: the step count a wall-clock budget reaches is not known in advance,
     and a cosine over max_steps would never decay), EMA 0.999 (0.99 in the 300-step runs);
   - MDLM from scratch, not MLM -> MDLM: a two-stage recipe halves each stage's hour (not swept);
@@ -95,12 +102,15 @@ SWEEP = {
         "d64x2_lr1e-3": ["data.seq_len=1024", "train.batch_size=8", "train.lr=1e-3"],
         "d64x2_L256_b32": ["data.seq_len=256", "train.batch_size=32"],
     },
+    # likewise (results/cpu_hour_sweep_caduceus_mdlm.md ran on the L1024 batch 8 base; its winner is shipped)
     "caduceus_mdlm": {
-        "d64x2_L1024": [],
-        "d32x2_L1024": ["model.overrides.d_model=32"],
-        "d64x2_L128_b64": ["data.seq_len=128", "train.batch_size=64"],
-        "d64x2_ph": ["model.preset=tiny-ph"],
-        "d64x2_lr1e-3": ["train.lr=1e-3"],
+        "d64x2_L1024": ["data.seq_len=1024", "train.batch_size=8"],
+        "d32x2_L1024": ["data.seq_len=1024", "train.batch_size=8", "model.overrides.d_model=32"],
+        "d64x2_L128_b64": [],
+        "d64x2_ph": ["data.seq_len=1024", "train.batch_size=8", "model.preset=tiny-ph"],
+        "d64x2_lr1e-3": ["data.seq_len=1024", "train.batch_size=8", "train.lr=1e-3"],
+        "d64x2_L128_ph": ["model.preset=tiny-ph"],
+        "d64x2_L128_lr1e-3": ["train.lr=1e-3"],
     },
 }
 DATA = ["data.fasta={shared}/hg19_chr22_subset/chr22.fa.gz", "data.bed={shared}/hg19_chr22_subset/sequences.bed"]
