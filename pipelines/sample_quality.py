@@ -250,7 +250,10 @@ def run(args, command: str, dry: Path | None) -> int:
     for key in TRAINED:
         found = find_model(models_dir, key)
         if found is None:
-            found = train_model(work / "models", key, data_over, minutes, dry is not None)
+            # the config's own window length (128 bp) unless the samples are shorter: 1,024-bp training
+            # windows would cost 8x the tokens a step
+            over = data_over if size["length"] < 128 else [o for o in data_over if not o.startswith("data.seq_len=")]
+            found = train_model(work / "models", key, over, minutes, dry is not None)
             notes.append(f"{key}: trained here for at most {minutes:g} min (cpu-hour config, train.max_minutes)")
         else:
             notes.append(f"{key}: {found}")
