@@ -170,6 +170,9 @@ class TrainerConfig:
 @dataclass(frozen=True)
 class TrainConfig(TrainerConfig):
     max_steps: int = 1000
+    # wall-clock budget in minutes (Lightning's Trainer max_time): the run stops at whichever of
+    # max_steps / max_minutes comes first; null = steps only. The lr schedule still spans max_steps.
+    max_minutes: Optional[float] = None
     accumulate: int = 1  # gradient accumulation (effective batch = batch_size * accumulate * devices)
     lr: float = 3e-4
     lr_schedule: str = "constant"  # constant (after warmup) | cosine
@@ -186,6 +189,8 @@ class TrainConfig(TrainerConfig):
 
     def __post_init__(self):
         _check(self.max_steps > 0, "train.max_steps", f"must be > 0, got {self.max_steps}")
+        _check(self.max_minutes is None or self.max_minutes > 0, "train.max_minutes",
+               f"must be a positive number of minutes or null, got {self.max_minutes}")
         _check(self.accumulate > 0, "train.accumulate", f"must be > 0, got {self.accumulate}")
         _check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
         _check(0.0 <= self.ema < 1.0, "train.ema", f"must be in [0, 1), got {self.ema}")

@@ -1,4 +1,4 @@
-"""Evaluation: likelihood bounds (perplexity.py), DNA sample statistics (dna_metrics.py), JASPAR motif
+"""Evaluation: likelihood bounds (perplexity.py), paired per-window comparisons (paired.py), DNA sample statistics (dna_metrics.py), JASPAR motif
 content (motifs.py), Fréchet distance and held-out classifier accuracy through a trained encoder
 (encoders.py), generative perplexity (genppl.py), zero-shot text perplexity (zeroshot.py), classification
 metrics and the mean ± range summaries of the tables (classification.py), figures (plots.py). Plain
@@ -12,6 +12,7 @@ from dnadiff.lazy import lazy_exports
 
 _EXPORTS = {
     "evaluate_bound": "perplexity", "evaluate_model": "perplexity",
+    "paired_difference": "paired", "window_bits": "paired", "describe_difference": "paired",
     "dna_metrics": "dna_metrics", "summary_rows": "dna_metrics", "gc_content": "dna_metrics",
     "kmer_counts": "dna_metrics", "kmer_codes": "dna_metrics", "encode": "dna_metrics",
     "js_divergence": "dna_metrics", "longest_matches": "dna_metrics", "reverse_complement": "dna_metrics",

@@ -23,6 +23,17 @@ Quadrature (deterministic in t; masks still drawn at random):
       ∫_0^1 E_{x_t}[loss(t)] dt (the full NELBO, no t_min cut-off);
   discrete objectives: any truthy `quadrature` sums the T steps exactly, Σ_i KL_i (T passes).
 Plain PyTorch under torch.no_grad(); the caller puts the model in eval mode (and EMA weights).
+
+More t-samples per window (`num_samples=K`) tighten the Monte-Carlo estimate of the bound (its
+variance falls as 1/K), never the bound itself. `stratify_repeats=True` draws the K times of each
+window low-discrepancy (t_k = t_min + (1 - t_min)(k + u_k)/K, one uniform per stratum: the
+sampler of MDLM app. D.3 applied across a window's K draws instead of across the batch): still an
+unbiased estimate of the same bound, with less variance. An importance-weighted average
+(-log mean_k exp(-nll_k), as in IWAE) is NOT offered: one t-sample of the MDLM loss is an unbiased
+estimate of the NELBO, not the log of an unbiased estimate of p(x), so that average bounds nothing.
+`per_sequence=True` adds every window's nats and scored tokens ("sequence_nats",
+"sequence_tokens", in the data's order): what paired comparisons of two models on the same
+windows need (eval/paired.py).
 """
 
 from __future__ import annotations
@@ -73,6 +84,8 @@ def evaluate_bound(
     quadrature: int | bool | None = None,
     progress: bool = False,
     device: torch.device | str | None = None,
+    stratify_repeats: bool = False,
+    per_sequence: bool = False,
 ) -> dict[str, Any]:
     """Bound of `objective` for `denoiser` over `batches`; see the module docstring.
 
@@ -87,6 +100,9 @@ def evaluate_bound(
         raise DnadiffError(f"quadrature applies to diffusion objectives, not {objective.name!r}")
     repeats = 1 if getattr(objective, "deterministic", False) else num_samples
     nodes = _nodes(objective, quadrature) if quadrature else None
+    if stratify_repeats and repeats > 1 and (not diffusion or getattr(objective, "T", None) or quadrature):
+        raise DnadiffError("stratify_repeats applies to continuous-time diffusion objectives without quadrature")
+    strata = stratify_repeats and repeats > 1 and diffusion
     if progress:
         from dnadiff.logs import progress_bar
 
@@ -97,7 +113,18 @@ def evaluate_bound(
             x0, mask = _unpack(batch, device)
             nll = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
             tok = torch.zeros_like(nll)
-            for _ in range(repeats):
+            if strata:  # one uniform per (window, stratum), strata in a random order per window
+                gen_device = generator.device if generator is not None else "cpu"
+                u = torch.rand(x0.shape[0], repeats, generator=generator, dtype=torch.float64, device=gen_device)
+                t_min = float(objective.t_min)
+                t_all = (t_min + (1.0 - t_min) * (u + torch.arange(repeats, dtype=torch.float64,
+                                                                     device=gen_device)) / repeats).float()
+            for k in range(repeats):
+                if strata:
+                    out = objective.loss(denoiser, x0, mask, t=t_all[:, k].to(x0.device), generator=generator)
+                    nll += out.nll.double()
+                    tok += out.num_tokens.double()
+                    continue
                 if nodes is None:
                     out = objective.loss(denoiser, x0, mask, generator=generator)
                     nll += out.nll.double()
@@ -120,7 +147,8 @@ def evaluate_bound(
     N = n.numel()
     se = float(((n - nats * c) ** 2).sum() / (N * (N - 1))) ** 0.5 / float(c.mean()) if N > 1 else float("nan")
     ppl = math.exp(nats)
-    return {
+    extra = {"sequence_nats": n.tolist(), "sequence_tokens": c.tolist()} if per_sequence else {}
+    return extra | {
         "nats_per_token": nats,
         "bits_per_token": nats / LN2,
         "perplexity": ppl,
@@ -134,10 +162,12 @@ def evaluate_bound(
         "pad_policy": getattr(objective, "pad_policy", None),  # diffusion objectives: how pads were treated
         "T": getattr(objective, "T", None),
         "quadrature": (len(nodes[0]) if nodes else None),
+        "stratified_repeats": bool(strata),
     }
 
 
-def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batch_size=32, seed=0, progress=True):
+def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batch_size=32, seed=0, progress=True,
+                   stratify_repeats=False, per_sequence=False):
     """`evaluate_bound` of a loaded model (`dnadiff.load`) over a list/data set of {input_ids,
     attention_mask} items, in eval mode, batches in order; T: the discrete-time bound instead.
     What `dnadiff eval` and the demo report."""
@@ -153,4 +183,5 @@ def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batc
     gen = torch.Generator(device="cpu").manual_seed(seed)
     model.backbone.eval()
     return evaluate_bound(model.denoiser, objective, loader, num_samples=num_samples, generator=gen,
-                          quadrature=quadrature, progress=progress, device=model.device)
+                          quadrature=quadrature, progress=progress, device=model.device,
+                          stratify_repeats=stratify_repeats, per_sequence=per_sequence)

@@ -10,6 +10,7 @@ The EMA weights (MDLM's decay schedule) are used for validation and exported at 
 from __future__ import annotations
 
 import math
+import time
 import warnings
 
 import lightning as L
@@ -41,6 +42,10 @@ class DiffusionLitModule(L.LightningModule):
         self.micro_step = 0
         self._ema_active = False
         self.last_train_loss = float("nan")
+        self._fit_start = time.time()
+
+    def on_fit_start(self) -> None:
+        self._fit_start = time.time()  # val/wall_seconds counts from here (this session's training)
 
     def setup(self, stage: str) -> None:
         # ddp_spawn hands this module to its children through shared memory: without a private copy,
@@ -136,6 +141,9 @@ class DiffusionLitModule(L.LightningModule):
             per_tok = float(nll / tok)
             self.log("val/nats_per_token", per_tok, prog_bar=True, sync_dist=False)
             self.log("val/bits_per_token", per_tok / math.log(2), sync_dist=False)
+            # wall clock of the validation point (seconds since this session's fit began, validation
+            # time included): logs/metrics.csv gives the validation curve against time, not just steps
+            self.log("val/wall_seconds", time.time() - self._fit_start, sync_dist=False)
         if self._ema_active:
             with torch.no_grad():
                 for n, p in self.backbone.named_parameters():

@@ -306,8 +306,11 @@ def trainer_kwargs(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
     from dnadiff.training.strategy import build_strategy, resolve_precision
 
     t = cfg.train
+    from datetime import timedelta
+
     return dict(
         max_steps=t.max_steps, max_epochs=-1,
+        max_time=timedelta(minutes=t.max_minutes) if t.max_minutes else None,
         accumulate_grad_batches=t.accumulate, gradient_clip_val=t.grad_clip or None,
         precision=resolve_precision(t.precision), accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
         strategy=build_strategy(cfg), sync_batchnorm=False, use_distributed_sampler=False,

@@ -1,0 +1,439 @@
+"""The cpu-hour recipe: a Mamba AR and a Caduceus MDLM, each trained for at most 60 minutes of wall
+clock on 2 CPU cores, against the best Markov chain on the human chr22 test split, paired per window.
+
+    DNADIFF_DATA=/work/shared/data python pipelines/cpu_hour.py --scale cpu-hour          # ~2.5 h, 2 idle cores
+    python pipelines/cpu_hour.py --scale cpu-hour --rows mamba_ar --minutes 30           # one row, half the budget
+    python pipelines/cpu_hour.py --sweep mamba_ar --sweep-minutes 5                     # validation sweep (no test)
+    python pipelines/cpu_hour.py --dry-run            # every row built, trained ~2 steps, scored, plotted (seconds)
+    python pipelines/cpu_hour.py --dry-run --sweep caduceus_mdlm
+
+Rows (configs shipped in dnadiff/configs/experiments/): `mamba_ar` = cpu_hour_mamba_ar.yaml (causal
+Mamba d64 x 2, exact NLL; 128-bp windows, batch 64) and `caduceus_mdlm` = cpu_hour_caduceus_mdlm.yaml
+(Caduceus-PS d64 x 2, MDLM from scratch, no time conditioning as in the MDLM paper's DNA models; its row
+is the NELBO bound, eq. 10/11, with --t-samples K stratified times per window; 128-bp windows, batch 64), on the 21.6 Mb
+chr22 subset, lr 3e-3 constant after 50 warm-up steps, EMA 0.999, train.max_minutes = 60 (Lightning's
+Trainer max_time; the measured wall time of the whole training call is in the table). Each row is
+paired with the Markov chain scored on that row's own test windows. The Markov row is the
+order-k interpolated Kneser-Ney chain with k chosen on the valid split over 0..10
+(experiments/tiny_dna_markov + the same data), fitted once (or reused with --markov-dir).
+
+Splits: every setting is chosen on the valid split. Training logs validation bits/base every
+train.val_every steps with its wall clock (val/wall_seconds in logs/metrics.csv) on the valid windows
+the pipeline scores at the end (the same linspace subset: val_batches x batch_size windows); the
+test split is read once per reported row, on --eval-windows windows evenly spread over it (the same
+windows for every row). The comparison with the Markov row is the mean of the per-window paired
+differences of bits/base (dnadiff/eval/paired.py) ± its standard error, and whether it exceeds
+2 SE; not a difference of means.
+
+How the settings were chosen (valid split only; `--sweep ROW` reruns a sweep):
+  - Mamba AR, validation sweep of 4 minutes per candidate (results/cpu_hour_sweep_mamba_ar.md;
+    `python pipelines/cpu_hour.py --sweep mamba_ar --sweep-minutes 4`, 22.5 min, load average ~6.5 on
+    the 2 cores shared by 9 engineers), valid bits/base at the end: d64x2 L1024 batch 8: 1.9509 (47
+    steps); d32x2 L1024: 1.9175 (122); d64x2 L128 batch 64: 1.8915 (265 steps); d128x4 L1024: 2.2236
+    (13); d64x2 L1024 lr 1e-3: 1.9870 (68). Shipped: d64x2, 128-bp windows, batch 64 (8,192 tokens a
+    step either way, but 5.6x the steps of L1024 here, and the lowest valid bits/base even though its
+    windows give each base less context). Short runs on a loaded machine: the ranking at 60 minutes
+    may differ (the lead reruns the sweep with --sweep-minutes 15 on idle cores).
+  - Caduceus MDLM, the same kind of sweep (results/cpu_hour_sweep_caduceus_mdlm.md; `--sweep
+    caduceus_mdlm --sweep-minutes 4`, 28.9 min, load ~7): d64x2 L1024 batch 8: 2.1822 (17 steps);
+    d32x2 L1024: 2.7751 (15); d64x2 L128 batch 64: 1.9978 (26); Caduceus-PH (no RC equivariance)
+    L1024: 2.1680 (28); lr 1e-3 L1024: 2.0320 (39). Shipped: Caduceus-PS d64x2, 128-bp windows,
+    batch 64, lr 3e-3. These runs did 15-39 steps (a bidirectional RC-equivariant Caduceus is ~4x
+    the work of the causal Mamba per token, and the machine was loaded): the differences between
+    PS/PH and lr 1e-3/3e-3 are within what the step counts explain; rerun the sweep for 15 minutes
+    per candidate on idle cores before trusting them (SWEEP has the L128 variants of both).
+  - lr 3e-3 constant (no cosine: the step count a wall-clock budget reaches is not known in advance,
+    and a cosine over max_steps would never decay), EMA 0.999 (0.99 in the 300-step runs);
+  - MDLM from scratch, not MLM -> MDLM: a two-stage recipe halves each stage's hour (not swept);
+    no time conditioning (Caduceus has none; the MDLM paper's DNA models neither);
+  - eval: K = 4 stratified t-samples per window for the MDLM bound (dnadiff/eval/perplexity.py,
+    stratify_repeats: one t per quarter of [t_min, 1] in each window): the same bound, less MC noise;
+    training draws t low-discrepancy over the batch (objective.stratified, MDLM app. D.3).
+    An importance-weighted (IWAE-style) average over t-samples is not used: one t-sample of the MDLM
+    loss is unbiased for the NELBO, not the log of an unbiased likelihood estimate, so it bounds nothing.
+  Not tried here (no time on the shared machine): MLM -> MDLM, EMA on/off, the time-conditioning
+  choice, more than 2 layers at 128 bp. A candidate with another window length is scored on its own
+  valid windows (the same bases, cut differently); shorter windows give a base less context, so
+  its number is if anything pessimistic.
+
+Writes results/cpu_hour.md and .json (command, wall time, machine load, every row's measured
+training wall time and steps, valid and test bits/base, the paired comparison, the per-window test
+scores) and results/cpu_hour_valid_curve.png (validation bits/base vs wall time for every row, the
+Markov row as a horizontal line). Model directories stay under runs/cpu_hour/ (for
+pipelines/sample_quality.py --cpu-hour-dir and the Genomic Benchmarks recipe).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+
+from dnadiff.machine import describe_machine, load_average  # noqa: E402
+
+ROWS = {
+    "mamba_ar": {"row": "Mamba AR (cpu-hour)", "config": "experiments/cpu_hour_mamba_ar", "kind": "exact"},
+    "caduceus_mdlm": {"row": "Caduceus MDLM (cpu-hour)", "config": "experiments/cpu_hour_caduceus_mdlm",
+                      "kind": "bound"},
+}
+MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_markov", "kind": "exact"}
+SCALES = {"cpu-hour": {"minutes": 60.0, "eval_windows": 2000, "t_samples": 4}}
+# --sweep ROW: candidate settings (config overrides) compared on the valid windows only
+SWEEP = {
+    # the sweep run for this commit (results/cpu_hour_sweep_mamba_ar.md) had L1024 batch 8 as its base; the
+    # shipped config is now its winner, d64x2_L128_b64, and these names give every candidate's full settings
+    "mamba_ar": {
+        "d64x2_L1024": ["data.seq_len=1024", "train.batch_size=8"],
+        "d32x2_L1024": ["data.seq_len=1024", "train.batch_size=8", "model.overrides.d_model=32"],
+        "d64x2_L128_b64": [],
+        "d128x4_L1024": ["data.seq_len=1024", "train.batch_size=8", "model.overrides.d_model=128",
+                         "model.overrides.n_layer=4"],
+        "d64x2_lr1e-3": ["data.seq_len=1024", "train.batch_size=8", "train.lr=1e-3"],
+        "d64x2_L256_b32": ["data.seq_len=256", "train.batch_size=32"],
+    },
+    # likewise (results/cpu_hour_sweep_caduceus_mdlm.md ran on the L1024 batch 8 base; its winner is shipped)
+    "caduceus_mdlm": {
+        "d64x2_L1024": ["data.seq_len=1024", "train.batch_size=8"],
+        "d32x2_L1024": ["data.seq_len=1024", "train.batch_size=8", "model.overrides.d_model=32"],
+        "d64x2_L128_b64": [],
+        "d64x2_ph": ["data.seq_len=1024", "train.batch_size=8", "model.preset=tiny-ph"],
+        "d64x2_lr1e-3": ["data.seq_len=1024", "train.batch_size=8", "train.lr=1e-3"],
+        "d64x2_L128_ph": ["model.preset=tiny-ph"],
+        "d64x2_L128_lr1e-3": ["train.lr=1e-3"],
+    },
+}
+DATA = ["data.fasta={shared}/hg19_chr22_subset/chr22.fa.gz", "data.bed={shared}/hg19_chr22_subset/sequences.bed"]
+DRY_RUN = {"data": ["data.fasta=null", "data.bed=null", "data.seq_len=32"],
+           "train": ["train.max_steps=2", "train.batch_size=2", "train.val_every=1", "train.val_batches=2",
+                     "train.warmup_steps=1", "train.threads=1"],
+           # the chunked scan: no numba compile (~30 s) for two steps
+           "model": ["model.overrides.d_model=16", "model.overrides.scan_impl=chunked"],
+           "minutes": 0.5, "eval_windows": 4, "t_samples": 2, "markov_max_order": 3}
+COLUMNS = ["model", "kind", "test bits/base", "valid bits/base", "vs Markov (paired, bits/base)", "> 2 SE",
+           "params", "steps", "train wall"]
+
+
+def _linspace_subset(data, n: int):
+    """The first-level choice of windows everywhere here: n indices evenly spread over the split."""
+    import numpy as np
+    import torch
+
+    if not n or len(data) <= n:
+        return data
+    idx = np.linspace(0, len(data) - 1, n).round().astype(int)
+    return torch.utils.data.Subset(data, sorted(set(int(i) for i in idx)))
+
+
+def score(model_dir: str | Path, split: str, windows: int, t_samples: int, seed: int = 0) -> dict:
+    """Per-window scores of a model directory on `windows` windows of a split (its own data settings)."""
+    from dnadiff.checkpoint import load
+    from dnadiff.data import build_split_dataset
+    from dnadiff.eval import evaluate_model
+
+    model = load(model_dir)
+    data = _linspace_subset(build_split_dataset(model.config, model.tokenizer, split), windows)
+    diffusion = bool(getattr(model.objective, "needs_time", False))
+    k = t_samples if diffusion else 1
+    res = evaluate_model(model, data, batch_size=16, seed=1000 + seed, progress=False, num_samples=k,
+                         stratify_repeats=diffusion and k > 1, per_sequence=True)
+    res["sequence_nats"] = [round(v, 6) for v in res["sequence_nats"]]
+    return res
+
+
+def read_curve(run_dir: Path) -> list[dict]:
+    """(step, wall seconds, validation bits/base) of every validation point in logs/metrics.csv."""
+    f = Path(run_dir) / "logs" / "metrics.csv"
+    if not f.is_file():
+        return []
+    out = []
+    with open(f, newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("val/bits_per_token") and row.get("val/wall_seconds"):
+                out.append({"step": int(float(row.get("step") or 0)), "wall_seconds": float(row["val/wall_seconds"]),
+                            "bits": float(row["val/bits_per_token"])})
+    return out
+
+
+def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: list[str], dry: bool):
+    from dnadiff.config import RunConfig, load_config
+
+    over = [f"name={key}", f"out_dir={out_dir}", *data, f"train.max_minutes={minutes:g}"]
+    if dry:
+        over += DRY_RUN["train"] + DRY_RUN["model"]
+    over += extra  # a sweep candidate's settings win (also in a dry run)
+    return load_config(RunConfig, ROWS[key]["config"], over)
+
+
+def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo) -> dict:
+    from dnadiff.training import train
+
+    t0 = time.time()
+    res = train(cfg, overwrite=True)
+    wall = time.time() - t0
+    valid = score(res.model_dir, "valid", valid_windows, t_samples)
+    out = {"key": key, "model_dir": str(res.model_dir), "valid_windows": valid_windows,
+           "train_wall_seconds": round(wall, 1),
+           "steps": res.metrics["steps"], "parameters": res.metrics["parameters"],
+           "valid_bits": valid["bits_per_token"], "valid_bits_se": valid["bits_std_error"],
+           "curve": read_curve(res.run_dir), "config": {"max_minutes": cfg.train.max_minutes,
+                                                       "seq_len": cfg.data.seq_len}}
+    echo(f"{key}: {out['steps']} steps in {wall / 60:.1f} min, valid {out['valid_bits']:.4f} bits/base")
+    return out
+
+
+def fit_markov(out_dir: Path, data: list[str], max_order: int, markov_dir: str | None, echo) -> str:
+    """The best-k Markov model directory: --markov-dir, or fitted now (order chosen on valid)."""
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.training import train
+
+    if markov_dir:
+        return markov_dir
+    over = ["name=markov_best", f"out_dir={out_dir}", "model.overrides.order=-1",
+            f"model.overrides.max_order={max_order}", *data]
+    t0 = time.time()
+    res = train(load_config(RunConfig, MARKOV["config"], over), overwrite=True)
+    echo(f"markov: order {res.metrics['order']} chosen on valid, fitted in {time.time() - t0:.0f} s")
+    return str(res.model_dir)
+
+
+def score_markov(mdir: str, rows: list[dict], keys: list[str], out_dir: Path, data: list[str], minutes: float,
+                 eval_windows: int, dry: bool) -> list[dict]:
+    """The Markov model scored on the test and valid windows of every window length the rows use."""
+    from dnadiff.checkpoint import load
+    from dnadiff.config import replace
+
+    meta = json.loads((Path(mdir) / "metrics.json").read_text())
+    lengths = list(dict.fromkeys(r["config"]["seq_len"] for r in rows))
+    out = []
+    for seq_len in lengths:
+        key = next(k for k, r in zip(keys, rows) if r["config"]["seq_len"] == seq_len)
+        cfg = row_config(key, out_dir, data, minutes, [], dry)
+        model = load(mdir)  # scores the rows' windows: their seq_len and data files
+        model.config = replace(model.config, **{"data.seq_len": seq_len, "data.fasta": cfg.data.fasta,
+                                                "data.bed": cfg.data.bed, "data.root": cfg.data.root})
+        valid_n = next(r["valid_windows"] for r in rows if r["config"]["seq_len"] == seq_len)
+        out.append({"row": MARKOV["row"] + (f" (L={seq_len})" if len(lengths) > 1 else ""), "kind": MARKOV["kind"],
+                    "model_dir": mdir, "steps": "counts", "order": meta.get("order"),
+                    "parameters": meta.get("parameters"), "seq_len": seq_len,
+                    "test": _score_loaded(model, "test", eval_windows),
+                    "valid_bits": _score_loaded(model, "valid", valid_n)["bits_per_token"]})
+    return out
+
+
+def compare(rows: list[dict], markov: list[dict]) -> list[str]:
+    """Paired per-window differences of every neural row against the Markov row on the same test windows."""
+    from dnadiff.eval.paired import describe_difference, paired_difference
+
+    lines = [f"{m['row']} (k = {m.get('order')}, chosen on valid): {m['test']['bits_per_token']:.4f} bits/base on "
+             f"the same {m['test']['num_sequences']} test windows of {m['seq_len']} bp." for m in markov]
+    for r in rows:
+        same = next(m for m in markov if m["seq_len"] == r["config"]["seq_len"])
+        d = paired_difference(r["test"], same["test"])
+        r["paired"] = d
+        lines.append("- " + describe_difference(d, r["row"], "Markov")
+                     + (" (an upper bound: the true NLL may be lower)" if r["kind"] == "bound" else ""))
+    return lines
+
+
+def table_rows(rows: list[dict], markov: list[dict]) -> list[dict]:
+    out = []
+    for r in rows + markov:
+        d = r.get("paired")
+        out.append({
+            "model": r["row"], "kind": r["kind"],
+            "test bits/base": f"{r['test']['bits_per_token']:.4f} ± {r['test']['bits_std_error']:.4f}",
+            "valid bits/base": f"{r['valid_bits']:.4f}",
+            "vs Markov (paired, bits/base)": f"{d['mean']:+.4f} ± {d['std_error']:.4f}" if d else "-",
+            "> 2 SE": ("yes" if d["beyond_2se"] else "no") if d else "-",
+            "params": r.get("parameters", "-"), "steps": r.get("steps", "counts"),
+            "train wall": f"{r['train_wall_seconds'] / 60:.1f} min" if r.get("train_wall_seconds") else "-"})
+    return out
+
+
+def plot_curves(rows: list[dict], markov_valid: list[tuple[str, float]], path: Path, title: str) -> None:
+    """Validation bits/base against training wall clock, one line per row; the Markov row horizontal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dnadiff.utils import atomic_path
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for r in rows:
+        c = r.get("curve") or []
+        xs = [p["wall_seconds"] / 60 for p in c] + [r["train_wall_seconds"] / 60]
+        ys = [p["bits"] for p in c] + [r["valid_bits"]]
+        ax.plot(xs, ys, marker=".", label=f"{r['row']} ({r['kind']})")
+    for (name, bits), style in zip(markov_valid, ["--", ":", "-."] * 4):
+        ax.axhline(bits, color="black", ls=style, lw=1, label=f"{name} (valid)")
+    ax.set_xlabel("training wall clock (min; curve: from the fit loop's start, last point: the whole run)")
+    ax.set_ylabel("validation bits/base")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    with atomic_path(str(path)) as tmp:
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def render(summary: dict) -> str:
+    from dnadiff.utils import markdown_table
+
+    md = [f"# {summary['title']}", "", f"Command: `{summary['command']}`  ",
+          f"Wall time: {summary['wall_seconds'] / 60:.1f} min in all; machine: {summary['machine']}; "
+          f"{summary.get('load_average_at_end') or 'load n/a'} at the end  ",
+          f"Data: {', '.join(summary['data'])}; {summary['settings']}", "",
+          markdown_table(summary["table"], summary.get("columns", COLUMNS)), ""]
+    md += summary.get("versus_markov", [])
+    if summary.get("plot"):
+        md += ["", f"Validation bits/base vs training wall clock: `{summary['plot']}`"]
+    return "\n".join(md) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=sorted(SCALES), default="cpu-hour")
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated rows ({', '.join(ROWS)})")
+    ap.add_argument("--minutes", type=float, default=None, help="wall-clock budget per row (default 60)")
+    ap.add_argument("--eval-windows", type=int, default=None, help="test windows (default 2000; 0 = all)")
+    ap.add_argument("--t-samples", type=int, default=None,
+                    help="stratified t-samples per window for the MDLM bound at eval (default 4)")
+    ap.add_argument("--shared", default=os.environ.get("DNADIFF_DATA") or str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--markov-dir", default=None, help="a fitted Markov model directory to reuse (else fitted)")
+    ap.add_argument("--markov-max-order", type=int, default=10, help="the Markov row's k is chosen in 0..this")
+    ap.add_argument("--no-markov", action="store_true", help="no Markov row (no paired comparison)")
+    ap.add_argument("--out-dir", default=None, help="run folders (default runs/cpu_hour)")
+    ap.add_argument("--results", default=None, help="table folder (default results/)")
+    ap.add_argument("--sweep", default=None, metavar="ROW", help="validation sweep of ROW's SWEEP candidates")
+    ap.add_argument("--sweep-minutes", type=float, default=5.0, help="minutes per sweep candidate")
+    ap.add_argument("--dry-run", action="store_true", help="tiny data, ~2 steps per row, outputs in a temp folder")
+    args = ap.parse_args(argv)
+    from dnadiff.errors import DnadiffError
+
+    tmp = tempfile.TemporaryDirectory(prefix="cpu_hour_dry_run_") if args.dry_run else None
+    try:
+        return run(args, common.command_line(__file__, argv), Path(tmp.name) if tmp else None)
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if tmp:
+            tmp.cleanup()
+
+
+def run(args, command: str, dry: Path | None) -> int:
+    from dnadiff.errors import DnadiffError
+    from dnadiff.utils import atomic_write, format_table, write_json
+
+    scale = SCALES[args.scale]
+    keys = [k for k in args.rows.split(",") if k]
+    unknown = sorted(set(keys) - set(ROWS))
+    if unknown or not keys:
+        raise DnadiffError(f"--rows: unknown row(s) {', '.join(unknown) or '(none)'}; rows: {', '.join(ROWS)}")
+    if args.sweep and args.sweep not in SWEEP:
+        raise DnadiffError(f"--sweep: unknown row {args.sweep!r}; rows: {', '.join(SWEEP)}")
+    for name in ("minutes", "sweep_minutes"):
+        v = getattr(args, name)
+        if v is not None and not v > 0:
+            raise DnadiffError(f"--{name.replace('_', '-')} {v:g}: must be a positive number of minutes")
+    if args.t_samples is not None and args.t_samples < 1:
+        raise DnadiffError(f"--t-samples {args.t_samples}: must be >= 1")
+    if args.markov_dir and not Path(args.markov_dir).is_dir():
+        raise DnadiffError(f"--markov-dir {args.markov_dir}: not a model directory")
+    minutes = args.minutes or scale["minutes"]
+    eval_windows = scale["eval_windows"] if args.eval_windows is None else args.eval_windows
+    t_samples = args.t_samples or scale["t_samples"]
+    data = [d.format(shared=args.shared) for d in DATA]
+    max_order = args.markov_max_order
+    if not 0 <= max_order <= 12:
+        raise DnadiffError(f"--markov-max-order {max_order}: must be in 0..12")
+    if dry is not None:
+        data, minutes = DRY_RUN["data"], DRY_RUN["minutes"]
+        eval_windows, t_samples, max_order = DRY_RUN["eval_windows"], DRY_RUN["t_samples"], DRY_RUN["markov_max_order"]
+    elif not (Path(args.shared) / "hg19_chr22_subset").is_dir():
+        raise DnadiffError(f"--shared {args.shared}: no hg19_chr22_subset folder (set DNADIFF_DATA)")
+    stem = f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour"
+    out_dir = Path(args.out_dir) if args.out_dir else (dry / "runs" if dry else REPO / "runs" / stem)
+    results = Path(args.results) if args.results else (dry / "results" if dry else REPO / "results")
+    results.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+
+    def echo(msg: str) -> None:
+        print(f"[{time.time() - start:7.0f}s] {msg}", flush=True)
+
+    if args.sweep:  # candidates of one row, valid windows only (the test split is not read)
+        key = args.sweep
+        minutes = DRY_RUN["minutes"] if dry else args.sweep_minutes
+        rows = []
+        for name, extra in SWEEP[key].items():
+            cfg = row_config(key, out_dir / name, data, minutes, extra, dry is not None)
+            r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo)
+            r.update(row=f"{key} {name}", kind=ROWS[key]["kind"], overrides=extra)
+            rows.append(r)
+        table = [{"candidate": r["row"], "overrides": " ".join(r["overrides"]) or "(the shipped config)",
+                  "valid bits/base": f"{r['valid_bits']:.4f} ± {r['valid_bits_se']:.4f}", "steps": r["steps"],
+                  "params": r["parameters"], "train wall": f"{r['train_wall_seconds'] / 60:.1f} min"} for r in rows]
+        columns = list(table[0])
+        settings = (f"validation sweep of {key}: {minutes:g} min per candidate, scored on the valid windows the "
+                    "training validated on (the test split is not read)")
+        markov_valid = []
+    else:
+        rows = []
+        for key in keys:
+            cfg = row_config(key, out_dir, data, minutes, [], dry is not None)
+            r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo)
+            r.update(row=ROWS[key]["row"], kind=ROWS[key]["kind"])
+            r["test"] = score(r["model_dir"], "test", eval_windows, t_samples)  # the test split: once per row
+            echo(f"{key}: test {r['test']['bits_per_token']:.4f} bits/base")
+            rows.append(r)
+        columns = COLUMNS
+        settings = (f"{minutes:g} min wall-clock budget per row (train.max_minutes); test split, "
+                    f"{eval_windows or 'all'} windows evenly spread (the same for every row); MDLM bound with "
+                    f"{t_samples} stratified t-samples per window; ± is the standard error over windows")
+        markov: list[dict] = []  # one per window length of the rows: it scores their very windows
+        if not args.no_markov:
+            mdir = fit_markov(out_dir, data, max_order, args.markov_dir, echo)
+            markov = score_markov(mdir, rows, keys, out_dir, data, minutes, eval_windows, dry is not None)
+        markov_valid = [(m["row"], m["valid_bits"]) for m in markov]
+        versus = compare(rows, markov) if markov else []
+        table = table_rows(rows, markov)
+    wall = time.time() - start
+    png = results / f"{stem}_valid_curve.png"
+    plot_curves(rows, markov_valid, png, f"{'sweep ' + args.sweep if args.sweep else 'cpu-hour rows'}: validation")
+    summary = {"title": ("Validation sweep, " + args.sweep) if args.sweep else "cpu-hour recipe vs the Markov chain "
+               "(human chr22, paired per window)", "command": command, "wall_seconds": round(wall, 1),
+               "machine": describe_machine(), "load_average_at_end": load_average(), "data": data,
+               "settings": settings, "table": table, "columns": columns, "plot": os.path.relpath(png, results),
+               "versus_markov": [] if args.sweep else versus, "rows": rows}
+    if not args.sweep:
+        summary["markov"] = markov
+    write_json(results / f"{stem}.json", summary)
+    atomic_write(results / f"{stem}.md", render(summary))
+    print(format_table(table, columns))
+    print("\n".join(summary["versus_markov"]))
+    print(f"\nwrote {results / stem}.md (.json, _valid_curve.png) in {wall / 60:.1f} min"
+          + (" (dry run: a temporary folder)" if dry else ""))
+    return 0
+
+
+def _score_loaded(model, split: str, windows: int) -> dict:
+    from dnadiff.data import build_split_dataset
+    from dnadiff.eval import evaluate_model
+
+    data = _linspace_subset(build_split_dataset(model.config, model.tokenizer, split), windows)
+    return evaluate_model(model, data, batch_size=16, progress=False, per_sequence=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

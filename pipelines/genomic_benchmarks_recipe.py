@@ -1,0 +1,275 @@
+"""Genomic Benchmarks: a neural fine-tuning recipe chosen on validation, against k-mer LR under the same
+protocol and subsamples, and the learning curve (test accuracy vs training-set size) of both.
+
+    # choose a recipe per data set on validation accuracy, score it, compare with k-mer LR (~1.5 h, 2 cores)
+    python pipelines/genomic_benchmarks_recipe.py --init runs/cpu_hour/caduceus_mdlm/model
+    # learning curve (250, 1,000, 4,000 training sequences) of the chosen recipe and k-mer LR (~1 h)
+    python pipelines/genomic_benchmarks_recipe.py --learning-curve --init runs/cpu_hour/caduceus_mdlm/model
+    python pipelines/genomic_benchmarks_recipe.py --dry-run                  # both modes, synthetic sets, seconds
+    python pipelines/genomic_benchmarks_recipe.py --dry-run --learning-curve
+
+Protocol (that of pipelines/genomic_benchmarks.py --scale cpu, so the numbers sit beside its table):
+`dnadiff finetune`'s paper protocol, 3 seeds x a random 90/10 train/valid split of a stratified
+subsample of --max-train training sequences (default 1,000), scored on a stratified subsample of
+--max-test test sequences (500), each run's best-validation epoch scored on the test set.
+Candidates (CANDIDATES below; each a set of finetune config overrides on top of the cpu protocol):
+epochs (1 or 3), the learning-rate grid (the protocol picks the lr on validation), full fine-tuning
+vs head-only (a linear probe on frozen features), pooling (mean / last), reverse-complement averaging
+(conjoin: the model's own RC handling at evaluation vs none) and RC augmentation. For each data set
+the candidate with the best mean VALIDATION accuracy over the seeds is the recipe; only its test
+accuracy is the reported neural row (the others' test values are kept in the JSON, not compared).
+k-mer LR (k = 3..6, both strands, C chosen on validation) runs under the same protocol, seeds,
+splits and subsamples.
+
+--learning-curve: for n in --sizes (250, 1000, 4000), the chosen recipe of each data set (read from
+the select run's JSON, or --recipe NAME for every set) and k-mer LR at --max-train n; same seeds,
+test subsample and protocol.
+
+--init: the pretrained model to fine-tune (a dnadiff model directory). Default: the cpu-hour MDLM
+(runs/cpu_hour/caduceus_mdlm/model) when present, else the DNA perplexity pipeline's MDLM
+(runs/dna_perplexity_cpu/caduceus_mdlm_seed0/model), else a tiny Caduceus-PS from scratch.
+Writes results/genomic_benchmarks_recipe.{md,json} (--learning-curve: ..._learning_curve.*).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(REPO))
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+gb = common.load_sibling("genomic_benchmarks")
+
+from dnadiff.machine import describe_machine, load_average  # noqa: E402
+
+CANDIDATES = {
+    "full_mean_e1": [],  # the cpu table's recipe: full fine-tuning, mean pooling, 1 epoch, lr 2e-3
+    "full_mean_e3_lrgrid": ["train.epochs=3", "train.lr_grid=[1.0e-3,3.0e-3]"],
+    "full_mean_e3_norcaug": ["train.epochs=3", "model.rc_aug=false"],
+    "full_last_e3": ["train.epochs=3", "model.pooling=last"],
+    "full_mean_e3_noconjoin": ["train.epochs=3", "model.conjoin=none"],
+    "head_only_e3": ["train.epochs=3", "model.freeze_backbone=true", "train.lr_grid=[1.0e-2,3.0e-2]"],
+}
+SIZES = (250, 1000, 4000)
+DRY = {"sizes": (4, 12), "train": ("full_mean_e1", "head_only_e3")}
+DEFAULT_INITS = [REPO / "runs" / "cpu_hour" / "caduceus_mdlm" / "model",
+                 REPO / "runs" / "dna_perplexity_cpu" / "caduceus_mdlm_seed0" / "model"]
+
+
+def base_overrides(args, dataset: str, name: str, out_root: Path, max_train: int, init: str | None) -> list[str]:
+    over = [f"name={name}", f"out_dir={out_root}", f"data.dataset={json.dumps(dataset)}",
+            f"data.max_train={max_train}", f"protocol.seeds={json.dumps(list(range(args.seeds)))}",
+            "train.epochs=1", f"train.batch_size={args.batch_size}", "train.lr_grid=[2.0e-3]", "train.progress=false"]
+    if args.max_test:
+        over.append(f"data.max_test={args.max_test}")
+    if init:
+        over.append(f"model.init_from={json.dumps(init)}")
+    else:
+        over.append("model.preset=tiny")
+    return over
+
+
+def run_cell(args, dataset: str, row: str, extra: list[str], max_train: int, init: str | None, runs: Path,
+             dry: bool) -> dict:
+    """One (row, data set, size) cell under the protocol: summary, per-run validation and test accuracy."""
+    from dnadiff.heads import load_finetune_config
+    from dnadiff.training import run_finetune
+
+    ds = Path(dataset).name
+    over = base_overrides(args, dataset, ds, runs / row / f"n{max_train}", max_train, init) + extra
+    cfg = load_finetune_config(args.config or "finetune/finetune_base",
+                               over + (gb.DRY_RUN_CAPS + ["train.lr_grid=[2.0e-3]"] if dry else []))
+    print(f"== {row} on {ds} (n = {max_train})", flush=True)
+    res = run_finetune(cfg, runs / row / f"n{max_train}" / ds)
+    s = gb.with_full_range(res["summary"])
+    val = [r["val_acc"] for r in res["runs"]]
+    return {"row": row, "dataset": ds, "max_train": max_train, "overrides": extra, "selected_lr": res["selected_lr"],
+            "valid_accuracy": sum(val) / len(val), "test": s["accuracy"], "mcc": s["mcc"], "wall_s": res["wall_s"],
+            "runs": [{k: r[k] for k in ("seed", "best_epoch", "val_acc")} | {"test_acc": r["test"]["accuracy"]}
+                     for r in res["runs"]]}
+
+
+def pick_init(args) -> str | None:
+    from dnadiff.errors import DnadiffError
+
+    if args.init:
+        if not Path(args.init).is_dir():
+            raise DnadiffError(f"--init {args.init}: not a model directory")
+        return args.init
+    for p in DEFAULT_INITS:
+        if (p / "config.json").is_file() or (p / "config.yaml").is_file():
+            return str(p)
+    return None
+
+
+def gap_line(ds: str, neural: dict, kmer: dict) -> str:
+    gap = neural["test"]["mean"] - kmer["test"]["mean"]
+    spread = (gb._range(neural["test"]) + gb._range(kmer["test"])) / 2
+    verdict = "within the run spread" if abs(gap) <= spread else ("neural better" if gap > 0 else "k-mer LR better")
+    return (f"- {ds}: recipe `{neural['row']}` {neural['test']['mean']:.3f} vs k-mer LR {kmer['test']['mean']:.3f}: "
+            f"{gap:+.3f} ({verdict}; spread {spread:.3f} = half the summed ranges)")
+
+
+def select(args, datasets: list[str], init: str | None, runs: Path, dry: bool) -> dict:
+    from dnadiff.eval import format_range
+
+    cells, chosen, lines, table = [], {}, [], []
+    for ds in datasets:
+        name = Path(ds).name
+        todo = CANDIDATES
+        if dry:  # every candidate's config is checked; the shipped one and the head-only probe are trained
+            from dnadiff.heads import load_finetune_config
+
+            for extra in CANDIDATES.values():
+                load_finetune_config(args.config or "finetune/finetune_base",
+                                     base_overrides(args, ds, name, runs, args.max_train, init) + extra)
+            todo = {k: v for k, v in CANDIDATES.items() if k in DRY["train"]}
+        cand = [run_cell(args, ds, row, extra, args.max_train, init, runs, dry) for row, extra in todo.items()]
+        kmer = run_cell(args, ds, gb.KMER_ROW, ["model.backbone=kmer_lr", "model.init_from=null"], args.max_train,
+                        None, runs, dry)
+        best = max(cand, key=lambda c: c["valid_accuracy"])  # chosen on validation only
+        chosen[name] = best["row"]
+        cells += cand + [kmer]
+        for c in cand:
+            table.append({"data set": name, "candidate": c["row"], "valid acc (mean)": f"{c['valid_accuracy']:.3f}",
+                          "lr": f"{c['selected_lr']:g}", "chosen": "yes" if c is best else "",
+                          "test acc": format_range(c["test"]) if c is best else "(not read for the choice)"})
+        table.append({"data set": name, "candidate": gb.KMER_ROW, "valid acc (mean)": f"{kmer['valid_accuracy']:.3f}",
+                      "lr": f"C={kmer['selected_lr']:g}", "chosen": "baseline", "test acc": format_range(kmer["test"])})
+        lines.append(gap_line(name, best, kmer))
+    return {"cells": cells, "chosen": chosen, "table": table, "note": lines}
+
+
+def learning_curve(args, datasets: list[str], init: str | None, runs: Path, dry: bool, sizes) -> dict:
+    from dnadiff.errors import DnadiffError
+    from dnadiff.eval import format_range
+
+    chosen = {}
+    if args.recipe:
+        if args.recipe not in CANDIDATES:
+            raise DnadiffError(f"--recipe {args.recipe!r}: not a candidate ({', '.join(CANDIDATES)})")
+        chosen = {Path(d).name: args.recipe for d in datasets}
+    else:
+        f = Path(args.from_select or REPO / "results" / "genomic_benchmarks_recipe.json")
+        if dry:
+            chosen = {Path(d).name: next(iter(CANDIDATES)) for d in datasets}
+        elif not f.is_file():
+            raise DnadiffError(f"--learning-curve: {f} not found (run the recipe selection first, or give --recipe)")
+        else:
+            chosen = json.loads(f.read_text()).get("chosen", {})
+    cells, table = [], []
+    for ds in datasets:
+        name = Path(ds).name
+        if name not in chosen:
+            raise DnadiffError(f"--learning-curve: no chosen recipe for {name} (give --recipe)")
+        row = {"data set": name, "row": f"{chosen[name]} (neural)"}
+        krow = {"data set": name, "row": gb.KMER_ROW}
+        for n in sizes:
+            c = run_cell(args, ds, chosen[name], CANDIDATES[chosen[name]], n, init, runs, dry)
+            k = run_cell(args, ds, gb.KMER_ROW, ["model.backbone=kmer_lr", "model.init_from=null"], n, None, runs, dry)
+            cells += [c, k]
+            row[f"n={n}"], krow[f"n={n}"] = format_range(c["test"]), format_range(k["test"])
+        table += [row, krow]
+    return {"cells": cells, "chosen": chosen, "table": table, "note": []}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--init", default=None, help="model directory to fine-tune (default: see the docstring)")
+    p.add_argument("--datasets", nargs="*", default=None, help="benchmark folders (default: the shared ones)")
+    p.add_argument("--config", default=None, help="base finetune config (default finetune/finetune_base)")
+    p.add_argument("--learning-curve", action="store_true", help="accuracy vs training-set size (--sizes)")
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="training-set sizes of the learning curve")
+    p.add_argument("--recipe", default=None, help="--learning-curve: this candidate for every set")
+    p.add_argument("--from-select", default=None, help="--learning-curve: the selection run's JSON")
+    p.add_argument("--max-train", type=int, default=1000)
+    p.add_argument("--max-test", type=int, default=500)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=None, help="output stem (default results/genomic_benchmarks_recipe[...])")
+    p.add_argument("--runs-dir", default=None, help="cell folders (default runs/genomic_benchmarks_recipe)")
+    p.add_argument("--dry-run", action="store_true", help="synthetic sets, one step per run, no table written")
+    args = p.parse_args(argv)
+    import torch
+
+    from dnadiff.errors import DnadiffError
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    tmp = tempfile.TemporaryDirectory(prefix="gb_recipe_dry_run_") if args.dry_run else None
+    try:
+        return run(args, argv, Path(tmp.name) if tmp else None)
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        torch.set_num_threads(before)
+        if tmp:
+            tmp.cleanup()
+
+
+def run(args, argv, dry: Path | None) -> int:
+    from dnadiff.errors import DnadiffError
+    from dnadiff.utils import atomic_write, markdown_table, write_json
+
+    t0 = time.time()
+    try:
+        sizes = tuple(int(s) for s in args.sizes.split(",") if s)
+    except ValueError:
+        raise DnadiffError(f"--sizes {args.sizes!r}: expected comma-separated integers") from None
+    if not sizes or min(sizes) <= 0:
+        raise DnadiffError(f"--sizes {args.sizes!r}: positive training-set sizes needed")
+    if dry is not None:
+        datasets = args.datasets or gb.make_dry_run_sets(dry / "data", "cpu", per_class=(8, 4))
+        args.max_train, args.max_test, args.seeds = 12, None, 1
+        sizes = DRY["sizes"]
+        init = args.init
+    else:
+        datasets = args.datasets or [str(d) for d in sorted(gb.SHARED_BENCHMARKS.iterdir()) if (d / "train").is_dir()]
+        init = pick_init(args)
+    runs = Path(args.runs_dir) if args.runs_dir else (
+        dry / "runs" if dry else REPO / "runs" / "genomic_benchmarks_recipe")
+    mode = learning_curve(args, datasets, init, runs, dry is not None, sizes) if args.learning_curve else \
+        select(args, datasets, init, runs, dry is not None)
+    wall = time.time() - t0
+    command = common.command_line(__file__, argv)
+    title = "learning curve (test accuracy vs training sequences)" if args.learning_curve else \
+        "a fine-tuning recipe chosen on validation vs k-mer LR"
+    payload = {"command": command, "wall_s": round(wall, 1), "machine": describe_machine(),
+               "load_average": load_average(),
+               "init": init or "scratch (tiny Caduceus-PS)", "datasets": [Path(d).name for d in datasets],
+               "protocol": f"paper protocol, {args.seeds} seeds x 90/10 split, {args.max_train} train (stratified "
+                           f"subsample) / {args.max_test or 'all'} test sequences, batch {args.batch_size}",
+               "candidates": CANDIDATES, **mode}
+    md = [f"# Genomic Benchmarks: {title}", "", f"- command: `{command}`",
+          f"- wall time: {wall / 60:.1f} min; machine: {payload['machine']}; {payload['load_average']}",
+          f"- pretrained model: {payload['init']}", f"- protocol: {payload['protocol']}"
+          + (f"; sizes {', '.join(map(str, sizes))}" if args.learning_curve else ""),
+          "- test accuracy: mean ± range (max − min) over runs", "", markdown_table(mode["table"]), "", *mode["note"]]
+    text = "\n".join(md) + "\n"
+    if dry is not None:
+        print(text)
+        print(f"dry run: {len(mode['cells'])} cells trained one step in {wall:.1f} s; no table written")
+        return 0
+    stem = Path(args.out or REPO / "results" / ("genomic_benchmarks_recipe" + ("_learning_curve" if args.learning_curve
+                                                                                else "")))
+    write_json(str(stem) + ".json", payload)
+    atomic_write(str(stem) + ".md", text)
+    print(text)
+    print(f"wrote {stem}.md and {stem}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,330 @@
+"""One sample-quality table: real held-out DNA, Markov chains, Mamba AR and MDLM samplers, every metric
+`dnadiff metrics` reports, mean ± range over seeds.
+
+    DNADIFF_DATA=/work/shared/data python pipelines/sample_quality.py --scale cpu --models-dir runs/sample_models
+    python pipelines/sample_quality.py --scale cpu --quick     # tiny sizes on the bundled chr22 sample (minutes)
+    python pipelines/sample_quality.py --scale cpu --dry-run   # every row sampled and scored once, tiny (seconds)
+
+Rows (each: --seeds draws of --num sequences of --length bases; default 3 x 64 x 1,024 bp):
+  real test windows          the floor: held-out real DNA (test split) scored like samples
+  Markov k=5, Markov best k  order-k interpolated Kneser-Ney chains fitted on the train split (best k on valid)
+  Mamba AR                   ancestral AR sampling (temperature 1)
+  MDLM ancestral / cached / first-hitting / ReMDM   one MDLM, four samplers (--steps network steps;
+                             first-hitting makes one call per token); RC-symmetric: ancestral with the
+                             strand-averaged denoiser (for a Caduceus-PS model, RC-equivariant, it
+                             changes nothing by construction: a check)
+  cpu-hour Mamba AR / MDLM   the models of pipelines/cpu_hour.py when --cpu-hour-dir (default
+                             runs/cpu_hour) holds them
+Reference: windows of the valid split (at most --reference-windows, evenly spread), the same for
+every row; so the first row compares test with valid windows (real vs real).
+Columns: every row `dnadiff metrics` prints (dnadiff.eval.dna_metrics.summary_rows: k-mer JS per k,
+3-mer Pearson, GC mean/W1/KS, k-mer entropy, Markov-5 perplexity, memorisation, JASPAR motif hit
+rate/Spearman/JS, ...), read generically so metrics added there become columns here, plus the
+oracle perplexity of the samples under the best-k Markov chain fitted on the train split (exact NLL;
+`dnadiff metrics --oracle`). Each cell: mean ± range (max − min) over the seeds.
+
+Models: --models-dir DIR with DIR/mamba_ar and DIR/caduceus_mdlm (model directories, or NAME/model);
+rows whose model is missing are trained first with the cpu-hour configs for --train-minutes each
+(default 10; written under runs/sample_quality_cpu/models) — an explicit budget, stated in the table.
+Writes results/sample_quality_cpu.md and .json (--quick: results/sample_quality_cpu_quick.*).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+
+from dnadiff.machine import describe_machine, load_average  # noqa: E402
+
+SIZES = {  # seeds, num, length, steps, reference windows, Markov max order, training minutes
+    "cpu": {"seeds": 3, "num": 64, "length": 1024, "steps": 256, "reference_windows": 1000, "max_order": 10,
+            "train_minutes": 10.0, "metrics": []},
+    "quick": {"seeds": 2, "num": 8, "length": 128, "steps": 16, "reference_windows": 64, "max_order": 5,
+              "train_minutes": 1.0, "metrics": ["--motif-ids", "MA0139.2,MA0079.5,MA0106.3"]},
+    "dry": {"seeds": 1, "num": 2, "length": 32, "steps": 2, "reference_windows": 8, "max_order": 5,
+            "train_minutes": 0.2, "metrics": ["--motif-ids", "MA0139.2"]},
+}
+MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", []),
+                 ("MDLM first-hitting", "first_hitting", []), ("MDLM ReMDM", "remdm", []),
+                 ("MDLM + RC-symmetric (ancestral)", "ancestral", ["--rc-symmetric"])]
+TRAINED = {"mamba_ar": "experiments/cpu_hour_mamba_ar", "caduceus_mdlm": "experiments/cpu_hour_caduceus_mdlm"}
+
+
+def find_model(root: Path | None, name: str) -> str | None:
+    """root/NAME or root/NAME/model when it is a model directory."""
+    if root is None:
+        return None
+    for p in (root / name, root / name / "model"):
+        if (p / "config.json").is_file() or (p / "config.yaml").is_file():
+            return str(p)
+    return None
+
+
+def cli(argv: list[str]) -> None:
+    import contextlib
+    import io
+
+    from dnadiff.cli import main as dnadiff_main
+    from dnadiff.errors import DnadiffError
+
+    with contextlib.redirect_stdout(io.StringIO()):  # the command's own tables: this pipeline prints one
+        rc = dnadiff_main(argv)
+    if rc:
+        raise DnadiffError(f"`dnadiff {' '.join(argv)}` failed (exit {rc})")
+
+
+def metric_values(res: dict) -> dict[str, float]:
+    """{metric: value} of a metrics.json: every row of summary_rows (the samples column), plus the oracle."""
+    from dnadiff.eval.dna_metrics import summary_rows
+
+    out = {}
+    for row in summary_rows(res):
+        v = row["samples"]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[row["metric"]] = float(v)
+    oracle = res.get("oracle") or {}
+    for k, v in oracle.items():
+        if k in ("samples_perplexity", "samples_bits_per_base") and isinstance(v, (int, float)):
+            out[f"oracle {k} (Markov best k)"] = float(v)
+    return out
+
+
+def real_windows(data: dict, split: str, length: int, n: int, seed: int) -> list[str]:
+    """n random full windows (no N) of a split: the real-DNA row's 'samples'."""
+    import numpy as np
+
+    from dnadiff.commands.metrics import genome_reference
+
+    pool = genome_reference(data["fasta"], data["bed"], split, length, 100_000)
+    idx = np.random.default_rng(seed).choice(len(pool), size=min(n, len(pool)), replace=False)
+    return [pool[i] for i in sorted(idx)]
+
+
+def write_fasta(path: Path, seqs: list[str]) -> None:
+    from dnadiff.utils import atomic_write
+
+    atomic_write(path, "".join(f">real_{i}\n{s}\n" for i, s in enumerate(seqs)))
+
+
+def fit_markov(out: Path, data_over: list[str], order: int, max_order: int, name: str) -> str:
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.training import train
+
+    over = [f"name={name}", f"out_dir={out}", f"model.overrides.order={order}",
+            f"model.overrides.max_order={max_order}",
+            *data_over]
+    return str(train(load_config(RunConfig, "experiments/tiny_dna_markov", over), overwrite=True).model_dir)
+
+
+def train_model(out: Path, key: str, data_over: list[str], minutes: float, dry: bool) -> str:
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.training import train
+
+    over = [f"name={key}", f"out_dir={out}", *data_over, f"train.max_minutes={minutes:g}"]
+    if dry:
+        over += ["train.max_steps=2", "train.batch_size=2", "train.val_batches=1", "train.warmup_steps=1",
+                 "model.overrides.d_model=16", "model.overrides.scan_impl=chunked", "train.threads=1"]
+    return str(train(load_config(RunConfig, TRAINED[key], over), overwrite=True).model_dir)
+
+
+def summarize(values: list[dict[str, float]]) -> dict[str, dict]:
+    import numpy as np
+
+    keys = list(dict.fromkeys(k for v in values for k in v))
+    out = {}
+    for k in keys:
+        xs = [v[k] for v in values if k in v]
+        out[k] = {"mean": float(np.mean(xs)), "range": float(max(xs) - min(xs)), "n": len(xs)}
+    return out
+
+
+# (metric, direction): lower is closer, or "floor": closest to the real-vs-real row's value
+KEY_METRICS = [("kmer JS k=3 (bits)", "lower"), ("kmer JS k=6 (bits)", "lower"), ("3-mer Pearson r", "higher"),
+               ("GC Wasserstein-1", "lower"), ("motif hit-rate Spearman", "higher"),
+               ("motif spectrum JS (bits)", "lower"),
+               ("oracle samples_bits_per_base (Markov best k)", "floor")]
+
+
+def closest_lines(per_row: dict, floor_row: str) -> list[str]:
+    """Which generated rows are closest to real DNA, metric by metric (the floor row is the yardstick)."""
+    import math
+
+    floor = per_row[floor_row]["summary"]
+    lines = ["Closest to real DNA (generated rows only; the real-vs-real floor in brackets):"]
+    for metric, how in KEY_METRICS:
+        cand = {n: r["summary"][metric]["mean"] for n, r in per_row.items()
+                if r["model_dir"] and metric in r["summary"] and math.isfinite(r["summary"][metric]["mean"])}
+        if not cand:
+            continue
+        ref = floor.get(metric, {}).get("mean", float("nan"))
+        key = {"lower": lambda n: cand[n], "higher": lambda n: -cand[n], "floor": lambda n: abs(cand[n] - ref)}[how]
+        best = min(cand, key=key)
+        lines.append(f"- {metric}: {best} {cand[best]:.4g} [floor {ref:.4g}]")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=["cpu"], default="cpu")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes on the bundled chr22 sample (a smoke run)")
+    ap.add_argument("--dry-run", action="store_true", help="every row once at toy sizes in a temp folder; no table")
+    ap.add_argument("--shared", default=os.environ.get("DNADIFF_DATA") or str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--models-dir", default=None, help="folder with mamba_ar/ and caduceus_mdlm/ model directories")
+    ap.add_argument("--cpu-hour-dir", default=str(REPO / "runs" / "cpu_hour"),
+                    help="pipelines/cpu_hour.py's run folder (rows added when its models exist)")
+    ap.add_argument("--train-minutes", type=float, default=None, help="budget of a missing model (default 10)")
+    ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--num", type=int, default=None, help="sequences per seed (default 64)")
+    ap.add_argument("--length", type=int, default=None, help="bases per sequence (default 1024)")
+    ap.add_argument("--steps", type=int, default=None, help="MDLM sampling steps (default 256)")
+    ap.add_argument("--out", default=None, help="output stem (default results/sample_quality_cpu[_quick])")
+    ap.add_argument("--work-dir", default=None, help="samples, metrics and trained models (default runs/...)")
+    args = ap.parse_args(argv)
+    from dnadiff.errors import DnadiffError
+
+    tmp = tempfile.TemporaryDirectory(prefix="sample_quality_dry_run_") if args.dry_run else None
+    try:
+        return run(args, common.command_line(__file__, argv), Path(tmp.name) if tmp else None)
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if tmp:
+            tmp.cleanup()
+
+
+def run(args, command: str, dry: Path | None) -> int:
+    from dnadiff.errors import DnadiffError
+    from dnadiff.utils import atomic_write, format_table, markdown_table, write_json
+
+    size = dict(SIZES["dry" if dry else "quick" if args.quick else "cpu"])
+    for k in ("seeds", "num", "length", "steps"):
+        v = getattr(args, k)
+        if v is not None:
+            if v < 1:
+                raise DnadiffError(f"--{k} {v}: must be >= 1")
+            size[k] = v
+    minutes = args.train_minutes or size["train_minutes"]
+    if not minutes > 0:
+        raise DnadiffError(f"--train-minutes {minutes:g}: must be positive")
+    models_dir = Path(args.models_dir) if args.models_dir else None
+    if models_dir is not None and not models_dir.is_dir():
+        raise DnadiffError(f"--models-dir {models_dir}: not a folder")
+    stem = Path(args.out or REPO / "results" / ("sample_quality_cpu" + ("_quick" if args.quick else "")))
+    work = Path(args.work_dir) if args.work_dir else (dry if dry else REPO / "runs" / stem.name)
+    if dry or args.quick:  # the chr22 sample bundled in the package
+        from dnadiff.data_root import bundled_data_root
+
+        sample = Path(bundled_data_root()) / "chr22_sample"
+        fasta, bed = sample / "chr22_sample.fa.gz", sample / "sequences.bed"
+    else:
+        fasta, bed = (f"{args.shared}/hg19_chr22_subset/chr22.fa.gz", f"{args.shared}/hg19_chr22_subset/sequences.bed")
+        if not Path(fasta).is_file():
+            raise DnadiffError(f"--shared {args.shared}: no hg19_chr22_subset/chr22.fa.gz (set DNADIFF_DATA)")
+    fasta, bed = str(fasta), str(bed)
+    data = {"fasta": fasta, "bed": bed}
+    data_over = [f"data.fasta={fasta}", f"data.bed={bed}", f"data.seq_len={min(size['length'], 1024)}"]
+    start = time.time()
+
+    def echo(msg):
+        print(f"[{time.time() - start:7.0f}s] {msg}", flush=True)
+
+    # models: Markov fits, then the neural ones (given, or trained with an explicit budget)
+    models, notes = {}, []
+    k5 = min(5, size["max_order"])
+    models["markov5"] = fit_markov(work / "models", data_over, k5, size["max_order"], "markov_k5")
+    models["markov_best"] = fit_markov(work / "models", data_over, -1, size["max_order"], "markov_best")
+    best_k = json.loads((Path(models["markov_best"]) / "metrics.json").read_text()).get("order")
+    echo(f"Markov chains fitted (best k on valid = {best_k})")
+    for key in TRAINED:
+        found = find_model(models_dir, key)
+        if found is None:
+            # the config's own window length (128 bp) unless the samples are shorter: 1,024-bp training
+            # windows would cost 8x the tokens a step
+            over = data_over if size["length"] < 128 else [o for o in data_over if not o.startswith("data.seq_len=")]
+            found = train_model(work / "models", key, over, minutes, dry is not None)
+            notes.append(f"{key}: trained here for at most {minutes:g} min (cpu-hour config, train.max_minutes)")
+        else:
+            notes.append(f"{key}: {found}")
+        models[key] = found
+    cpu_hour = {k: find_model(Path(args.cpu_hour_dir), k) for k in TRAINED} if args.cpu_hour_dir else {}
+    rows = [("real test windows (floor: test vs valid)", None, None, []),
+            (f"Markov k={k5}", models["markov5"], None, []),
+            (f"Markov best k (k={best_k})", models["markov_best"], None, []),
+            ("Mamba AR", models["mamba_ar"], None, [])]
+    rows += [(name, models["caduceus_mdlm"], sampler, extra) for name, sampler, extra in MDLM_SAMPLERS]
+    if cpu_hour.get("mamba_ar"):
+        rows.append(("cpu-hour Mamba AR", cpu_hour["mamba_ar"], None, []))
+    if cpu_hour.get("caduceus_mdlm"):
+        rows.append(("cpu-hour MDLM ancestral", cpu_hour["caduceus_mdlm"], "ancestral", []))
+    table, per_row = [], {}
+    metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
+                    "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
+    for name, model_dir, sampler, extra in rows:
+        values = []
+        t0 = time.time()
+        for seed in range(size["seeds"]):
+            folder = work / "samples" / name.split(" (")[0].replace(" ", "_").replace("+", "plus") / f"seed{seed}"
+            folder.mkdir(parents=True, exist_ok=True)
+            fa = folder / "samples.fa"
+            if model_dir is None:
+                write_fasta(fa, real_windows(data, "test", size["length"], size["num"], seed))
+            else:
+                cmd = ["sample", model_dir, "-n", str(size["num"]), "--length", str(size["length"]),
+                       "--seed", str(seed), "--out", str(fa), "--force", *extra]
+                if sampler:
+                    cmd += ["--sampler", sampler]
+                    if sampler != "first_hitting":  # first-hitting: one call per token, no step count
+                        cmd += ["--steps", str(size["steps"])]
+                cli([cmd[0], "-q", *cmd[1:]])
+            cli(["metrics", "-q", str(fa), "--reference", data["fasta"], "--out", str(folder / "metrics"),
+                 *metrics_args])
+            values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
+        per_row[name] = {"model_dir": model_dir, "sampler": sampler, "options": extra, "per_seed": values,
+                         "summary": summarize(values), "wall_seconds": round(time.time() - t0, 1)}
+        echo(f"{name}: {size['seeds']} seeds in {time.time() - t0:.0f} s")
+    metrics = list(dict.fromkeys(k for r in per_row.values() for k in r["summary"]))
+    for name, r in per_row.items():
+        table.append({"row": name, **{m: (f"{r['summary'][m]['mean']:.4g} ± {r['summary'][m]['range']:.2g}"
+                                          if m in r["summary"] else "") for m in metrics}})
+    wall = time.time() - start
+    closest = closest_lines(per_row, rows[0][0])
+    transposed = [{"metric": m, **{n: (f"{r['summary'][m]['mean']:.4g} ± {r['summary'][m]['range']:.2g}"
+                                       if m in r["summary"] else "") for n, r in per_row.items()}} for m in metrics]
+    md = ["# Sample quality (cpu scale)" + (" — quick smoke run" if args.quick else ""), "",
+          f"- command: `{command}`",
+          f"- wall time: {wall / 60:.1f} min; machine: {describe_machine()}; {load_average()}",
+          f"- {size['seeds']} seeds x {size['num']} sequences x {size['length']} bp per row; MDLM samplers "
+          f"{size['steps']} steps (first-hitting: one call per token); reference: {size['reference_windows']} valid "
+          f"windows of {data['fasta']}; cells: mean ± range (max − min) over seeds",
+          f"- oracle: the best-k Markov chain fitted on the train split (k = {best_k})",
+          *[f"- model {n}" for n in notes], "", markdown_table(transposed), "", *closest]
+    text = "\n".join(md) + "\n"
+    if dry is not None:
+        print(text)
+        print(f"dry run: {len(per_row)} rows x {len(metrics)} metrics in {wall:.1f} s; no table written")
+        return 0
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    write_json(str(stem) + ".json", {"command": command, "wall_seconds": round(wall, 1), "machine": describe_machine(),
+                                      "load_average": load_average(), "sizes": size, "data": data, "notes": notes,
+                                      "rows": per_row, "metrics": metrics, "closest": closest})
+    atomic_write(str(stem) + ".md", text)
+    print(format_table(table))
+    print("\n".join(closest))
+    print(f"wrote {stem}.md and {stem}.json ({wall / 60:.1f} min)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

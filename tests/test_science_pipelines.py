@@ -1,0 +1,102 @@
+"""The cpu-hour recipe, the Genomic Benchmarks recipe and the sample-quality pipelines: every --dry-run
+builds, trains a step or two, scores and renders, on the data bundled in the package, writing nothing
+under results/; the wall-clock budget stops a training run; one-line errors for bad options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scripts import load_script
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pipeline(name: str):
+    return load_script(REPO / "pipelines" / f"{name}.py", f"pipeline_{name}")
+
+
+def _results_listing() -> list[Path]:
+    return sorted((REPO / "results").rglob("*")) if (REPO / "results").is_dir() else []
+
+
+def test_cpu_hour_dry_run_table_paired_comparison_and_plot(tmp_path, capsys):
+    ch = pipeline("cpu_hour")
+    before = _results_listing()
+    assert ch.main(["--dry-run", "--results", str(tmp_path / "res"), "--out-dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "res" / "cpu_hour.json").read_text())
+    assert [r["key"] for r in summary["rows"]] == ["mamba_ar", "caduceus_mdlm"]
+    markov = summary["markov"][0]
+    for r in summary["rows"]:
+        # the same test windows for every row (Markov included): the paired difference is their mean difference
+        assert r["test"]["sequence_tokens"] == markov["test"]["sequence_tokens"]
+        per_a = [n / t for n, t in zip(r["test"]["sequence_nats"], r["test"]["sequence_tokens"])]
+        per_b = [n / t for n, t in zip(markov["test"]["sequence_nats"], markov["test"]["sequence_tokens"])]
+        mean = sum(a - b for a, b in zip(per_a, per_b)) / len(per_a) / 0.6931471805599453
+        assert r["paired"]["mean"] == pytest.approx(mean, rel=1e-4)
+        assert r["train_wall_seconds"] > 0 and r["curve"], "the validation curve has wall-clock points"
+        assert all("wall_seconds" in p for p in r["curve"])
+    mdlm = summary["rows"][1]["test"]
+    assert mdlm["num_samples"] == 2 and mdlm["stratified_repeats"] is True  # K stratified t-samples per window
+    assert (tmp_path / "res" / "cpu_hour_valid_curve.png").stat().st_size > 1000
+    assert "Mamba AR (cpu-hour) − Markov" in out
+    assert _results_listing() == before
+
+
+def test_cpu_hour_bad_options_are_one_line_errors(capsys):
+    ch = pipeline("cpu_hour")
+    assert ch.main(["--rows", "nope"]) == 2
+    assert "error: --rows: unknown row(s) nope" in capsys.readouterr().err
+    assert ch.main(["--minutes", "0", "--dry-run"]) == 2
+    assert "error: --minutes 0: must be a positive number of minutes" in capsys.readouterr().err
+    assert ch.main(["--sweep", "nope"]) == 2
+    assert "error: --sweep: unknown row 'nope'" in capsys.readouterr().err
+
+
+def test_genomic_benchmarks_recipe_dry_runs(capsys):
+    gr = pipeline("genomic_benchmarks_recipe")
+    before = _results_listing()
+    assert gr.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "| dry_run_two_classes | full_mean_e1 |" in out and "| dry_run_two_classes | k-mer LR |" in out
+    assert "dry run: 3 cells trained one step" in out
+    assert gr.main(["--dry-run", "--learning-curve", "--recipe", "head_only_e3"]) == 0
+    out = capsys.readouterr().out
+    assert "| data set | row | n=4 | n=12 |" in out and "head_only_e3 (neural)" in out
+    assert gr.main(["--dry-run", "--learning-curve", "--recipe", "nope"]) == 2
+    assert "error: --recipe 'nope': not a candidate" in capsys.readouterr().err
+    assert _results_listing() == before
+
+
+def test_sample_quality_dry_run_every_row_and_metric(capsys):
+    sq = pipeline("sample_quality")
+    before = _results_listing()
+    assert sq.main(["--dry-run", "--cpu-hour-dir", ""]) == 0
+    out = capsys.readouterr().out
+    for row in ("real test windows", "Markov k=5", "Mamba AR", "MDLM ancestral", "MDLM cached", "MDLM first-hitting",
+                "MDLM ReMDM", "MDLM + RC-symmetric"):
+        assert row in out
+    # columns come from `dnadiff metrics` generically: k-mer JS, GC, memorisation, motifs and the oracle
+    for metric in ("kmer JS k=3 (bits)", "GC Wasserstein-1", "longest match (max)", "motif hit-rate Spearman",
+                   "oracle samples_bits_per_base"):
+        assert f"| {metric}" in out
+    assert _results_listing() == before
+
+
+def test_max_minutes_stops_training_on_time(tmp_path):
+    """train.max_minutes (Lightning max_time) ends a run long before max_steps; validation points carry
+    their wall clock in logs/metrics.csv."""
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.errors import DnadiffError
+    from dnadiff.training import train
+
+    over = [f"out_dir={tmp_path}", "name=t", "train.max_steps=100000", "train.max_minutes=0.05", "train.val_every=2",
+            "train.val_batches=1", "train.batch_size=2", "data.seq_len=32", "train.progress=false",
+            "model.overrides.scan_impl=chunked", "train.threads=1"]
+    res = train(load_config(RunConfig, "experiments/tiny_dna_mdlm", over))
+    assert 0 < res.metrics["steps"] < 100000
+    assert "val/wall_seconds" in (tmp_path / "t" / "logs" / "metrics.csv").read_text().splitlines()[0]
+    with pytest.raises(DnadiffError, match="train.max_minutes: must be a positive number of minutes"):
+        load_config(RunConfig, "experiments/tiny_dna_mdlm", ["train.max_minutes=0"])
