@@ -1,5 +1,5 @@
 """Official HyenaDNA checkpoints: small directories written with the official key names
-(REFERENCE.md; LongSafari/hyenadna-*-hf `modeling_hyena.py`, GitHub `standalone_hyenadna.py`) load
+(docs/references.md; LongSafari/hyenadna-*-hf `modeling_hyena.py`, GitHub `standalone_hyenadna.py`) load
 with every key mapped and nothing left over; bad files give one-line DnadiffErrors."""
 
 from __future__ import annotations

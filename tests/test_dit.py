@@ -1,5 +1,5 @@
 """DiT (MDLM §3.5.1): adaLN-zero init, attention equals an explicit softmax with rotary positions,
-causal masking, time conditioning, and the `small` preset's parameter count (REFERENCE.md: 92.4M
+causal masking, time conditioning, and the `small` preset's parameter count (docs/references.md: 92.4M
 non-embedding parameters)."""
 
 from __future__ import annotations

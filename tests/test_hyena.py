@@ -1,6 +1,6 @@
 """HyenaDNA: FFT convolutions equal direct ones, the operator equals a direct re-computation,
 filter construction, causal vs two-sided behaviour, vocab padding/tied head, and the tiny-1k
-parameter count (REFERENCE.md: 436,096)."""
+parameter count (docs/references.md: 436,096)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_fftconv_gradient_matches_direct():
 
 
 def _operator_direct(op, u):
-    """The order-2 Hyena operator (REFERENCE.md) recomputed with direct convolutions."""
+    """The order-2 Hyena operator (docs/references.md) recomputed with direct convolutions."""
     L, d = u.shape[1], op.d_model
     z = op.in_proj(u).transpose(1, 2)  # (B, 3d, L)
     w = op.short_filter.weight[:, 0]  # (3d, 3)

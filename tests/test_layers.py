@@ -1,4 +1,4 @@
-"""The layers do what their names say (DESIGN.md §1): data-layer code lives in
+"""The layers do what their names say (docs/architecture.md): data-layer code lives in
 dnadiff/data, `dnadiff eval` runs without Lightning, pipelines use the public API only."""
 
 from __future__ import annotations

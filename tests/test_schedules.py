@@ -24,7 +24,7 @@ def test_loglinear_weight_is_one_over_t(eps):
     s = build_schedule("loglinear", eps=eps)
     t = torch.linspace(1e-3, 1.0, 101, dtype=torch.float64)
     assert torch.equal(s.loss_weight(t), 1.0 / t)
-    # and the generic formula -α'/(1-α) agrees (up to rounding), as REFERENCE.md: dσ/expm1(σ) = 1/t
+    # and the generic formula -α'/(1-α) agrees (up to rounding), as docs/references.md: dσ/expm1(σ) = 1/t
     generic = -s.dalpha(t) / (1.0 - s.alpha(t))
     torch.testing.assert_close(generic, 1.0 / t, rtol=1e-9, atol=0)
     t = t[:-1]  # σ(1) = inf when ε = 0

@@ -4,7 +4,7 @@ dnadiff `caduceus` backbone, without the official code, mamba_ssm or trust_remot
 Directory: config.json (model_type "caduceus") + model.safetensors (or a sharded
 model.safetensors.index.json, or pytorch_model.bin, read with torch.load(weights_only=True)).
 
-Key mapping (REFERENCE.md "Official Caduceus checkpoint format"):
+Key mapping (docs/references.md "Official Caduceus checkpoint format"):
 - prefix `caduceus.` (CaduceusForMaskedLM) is dropped; a bare `backbone.` (Caduceus) is accepted;
 - non-fused PS names `layers.{i}.norm.submodule.weight`, `norm_f.submodule.weight` -> `.norm.weight`;
 - tied weights saved once are re-tied: `mamba_rev.{in,out}_proj.*` from `mamba_fwd`, the LM head from

@@ -4,7 +4,7 @@ Accepted: a local directory with `config.json` plus `model.safetensors` or `pyto
 (HF port, custom code) or `weights.ckpt` (GitHub release). `.bin`/`.ckpt` files are read with
 `torch.load(weights_only=True)` only: nothing is unpickled beyond tensors and plain containers.
 
-Key names (REFERENCE.md "Official HyenaDNA checkpoint format"): `HyenaDNAForCausalLM` saves
+Key names (docs/references.md "Official HyenaDNA checkpoint format"): `HyenaDNAForCausalLM` saves
 `hyena.backbone.<sub>` plus an untied `lm_head.weight`; `HyenaDNAModel` saves `backbone.<sub>`;
 GitHub `weights.ckpt` files add `model.` and, for checkpointed blocks, `.mixer.layer.` /
 `.mlp.layer.` infixes. `<sub>` is the same as our `HyenaDNA.backbone` (see hyena.py), so the

@@ -5,7 +5,7 @@ Layout of such a directory (the Hugging Face `MDLM` wrapper, custom code `modeli
                         hidden_dim, cond_dim, n_blocks, n_heads, dropout, time_conditioning
     model.safetensors   `MDLM.backbone` (the reference DiT) under the prefix `backbone.`
 
-The wrapper's DiT is the MDLM reference `models/dit.py` (paper §5.1, REFERENCE.md "DiT"), which our
+The wrapper's DiT is the MDLM reference `models/dit.py` (paper §5.1, docs/references.md "DiT"), which our
 `dit` backbone reproduces module for module, so the import is a key rename:
     backbone.vocab_embed.embedding      (V, H) parameter  -> vocab_embed.weight (nn.Embedding)
     backbone.rotary_emb.inv_freq        buffer            -> dropped (recomputed; checked to be base 1e4)

@@ -1,7 +1,7 @@
 """DiT: the diffusion transformer of MDLM (Sahoo et al. 2024, §3.5.1 and §5.1; Peebles & Xie 2023).
 
 A bidirectional transformer with rotary positions and adaLN-zero conditioning on the diffusion
-time, as in the MDLM reference `models/dit.py` (REFERENCE.md "DiT"):
+time, as in the MDLM reference `models/dit.py` (docs/references.md "DiT"):
 
     c      = SiLU(MLP(sinusoidal_256(t)))                    # width `adaln_dim` (128)
     block:  (shift, scale, gate) × 2 = Linear_zero(c)

@@ -1,6 +1,6 @@
 """HyenaDNA (Nguyen et al. 2023) with the Hyena operator (Poli et al. 2023), causal and bidirectional.
 
-Order-2 Hyena operator (REFERENCE.md "HyenaDNA"; Poli et al. §3):
+Order-2 Hyena operator (docs/references.md "HyenaDNA"; Poli et al. §3):
 
     x0, x1, v = split(ShortConv_3(in_proj(u)))       # depthwise conv, kernel 3, over 3d channels
     v = v ⊙ x1

@@ -1,7 +1,7 @@
 """Mamba (Gu & Dao 2023, arXiv 2312.00752): the selective-SSM mixer and a unidirectional Mamba LM.
 
 The mixer `Mamba` has the parameter names and initialisation of mamba_ssm's `Mamba`
-(`modules/mamba_simple.py`), so official weights load by name (REFERENCE.md "Mamba"):
+(`modules/mamba_simple.py`), so official weights load by name (docs/references.md "Mamba"):
 
     in_proj: d -> 2E (x, z)      conv1d: depthwise, kernel d_conv, causal      x_proj: E -> R + 2N
     dt_proj: R -> E (bias = softplus^{-1}(dt), dt log-uniform in [dt_min, dt_max])

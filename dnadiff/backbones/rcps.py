@@ -8,7 +8,7 @@ hidden state flips length and channels, rc(h) = flip_{L,C}(h). Every module f is
     RCPS(f)(h) = cat(f(h[..., :d]), rc(f(rc(h[..., d:]))))
 
 which makes the network RC-equivariant: h(RC(x)) = rc(h(x)), and the LM head turns that into
-logits(RC(x)) = flip_L(logits(x))[..., complement] (REFERENCE.md "Caduceus").
+logits(RC(x)) = flip_L(logits(x))[..., complement] (docs/references.md "Caduceus").
 Parameter/buffer names follow the official `modeling_rcps.py` so checkpoints load by name.
 """
 

@@ -44,7 +44,7 @@ from dnadiff.backbones.base import BACKBONES, Backbone
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer, complement_codes
 
-BASE_IDS = (DNATokenizer.a_id, DNATokenizer.c_id, DNATokenizer.g_id, DNATokenizer.t_id)  # A C G T (DESIGN.md §2)
+BASE_IDS = (DNATokenizer.a_id, DNATokenizer.c_id, DNATokenizer.g_id, DNATokenizer.t_id)  # A C G T (docs/architecture.md)
 NEG_INF = -1e6  # the SUBS constant: exp() is exactly 0 in float32, sums with 0 stay finite
 MAX_ORDER = 12  # 4^13 counts (537 MB as float64) is the most a model directory should hold
 

@@ -3,7 +3,7 @@
 - `holdout_split`: THE 90/10 train/validation split of dnadiff (Genomic Benchmarks protocol,
   class-conditional training on a benchmark, anything that carves a validation set out of a
   train set): train_test_split with random_state=seed.
-- `paper_splits`: one holdout split per seed (the published "5-fold CV", REFERENCE.md).
+- `paper_splits`: one holdout split per seed (the published "5-fold CV", docs/references.md).
 - `kfold_splits`: stratified k-fold cross-validation.
 - `stratified_subsample`: at most n indices with the class proportions kept.
 Every function returns sorted index arrays, so data sets keep their file order.

@@ -231,7 +231,7 @@ class DiffusionObjective(Objective):
     def discrete_weight(self, t: Tensor) -> Tensor:
         """T (α_s - α_t) / (1 - α_t), s = t - 1/T: the discrete-time weight of eq. 8 (times T for
         the uniform draw of the step). As T → ∞ it tends to the continuous weight -α'_t/(1-α_t)
-        of eq. 10; for log-linear with ε = 0 it equals 1/t exactly (REFERENCE.md)."""
+        of eq. 10; for log-linear with ε = 0 it equals 1/t exactly (docs/references.md)."""
         t64 = t.double()
         m_t = self.schedule.mask_prob(t64)  # 1 - α_t, cancellation-free
         m_s = self.schedule.mask_prob((t64 - 1.0 / self.T).clamp_min(0.0))

@@ -11,7 +11,7 @@ t(i) = i/T, s(i) = (i-1)/T the D3PM KL of step i under SUBS (zero-masking + carr
 (eq. 9: the posterior q(z_s | z_t = m, x) puts (α_s - α_t)/(1 - α_t) on x, the rest on m; with
 x_θ(m) = 0 only the x term of the KL survives), the reconstruction term is 0 (α_0 = 1 and
 carry-over) and Σ_i KL_i is estimated by T · KL_i with i ~ U{1..T}. For log-linear with ε = 0,
-T (α_s - α_t)/(1 - α_t) = 1/t exactly (REFERENCE.md). The discrete bound upper-bounds the
+T (α_s - α_t)/(1 - α_t) = 1/t exactly (docs/references.md). The discrete bound upper-bounds the
 continuous one and decreases toward it as T grows (§3.2.4).
 """
 

@@ -110,7 +110,7 @@ RANGE_LABEL = "range (max−min)"  # the name every table gives the spread over 
 def summarize(values: Sequence[float]) -> dict:
     """Mean and range (max − min) over runs, plus min, max, n.
 
-    The range is the MDLM paper's "±" (tab. 6/7; the Caduceus benchmark protocol, REFERENCE.md
+    The range is the MDLM paper's "±" (tab. 6/7; the Caduceus benchmark protocol, docs/references.md
     "Genomic Benchmarks"): the full spread over seeds, not half of it and not a standard error.
     """
     v = np.asarray([x for x in values if x is not None and not math.isnan(x)], dtype=np.float64)

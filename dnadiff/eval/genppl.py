@@ -12,7 +12,7 @@ Scoring rules:
     string) are stripped first;
   * tokens after the FIRST EOS are not scored; the first EOS itself is (ending the text is part of
     the sample). The reference MDLM code says "after first EOS" but masks every EOS token and scores
-    everything after it (REFERENCE.md, known pitfalls);
+    everything after it (docs/references.md, known pitfalls);
   * pads of the batch are never scored;
   * samples longer than the scorer's context W are scored with sliding windows (the Hugging Face
     "perplexity of fixed-length models" recipe): windows of W tokens start every `stride` tokens

@@ -1,6 +1,6 @@
 """Feeding a relaxed one-hot state into a denoiser, so gradients reach the tokens it was sampled as.
 
-Backbones take token ids (DESIGN.md §2) and know nothing of the relaxation. `call_soft(denoiser, x,
+Backbones take token ids (docs/architecture.md) and know nothing of the relaxation. `call_soft(denoiser, x,
 onehot, t)` returns `denoiser(x, t)`'s logits, with the gradient of `onehot` (Float[B, L, V], equal
 to one_hot(x) in value under straight-through, or a soft vector) flowing in through the token
 embedding:

@@ -2,7 +2,7 @@
 
     cfg = load_finetune_config("experiments/tiny_finetune", ["train.epochs=2"])
 
-Defaults follow the Caduceus Genomic Benchmarks recipe (REFERENCE.md "Genomic Benchmarks"):
+Defaults follow the Caduceus Genomic Benchmarks recipe (docs/references.md "Genomic Benchmarks"):
 10 epochs, AdamW weight decay 0.1, cosine schedule with 1% warmup, gradient clip 1.0, lr grid
 {1e-3, 2e-3} chosen on validation, 5 seeds of a 90/10 train/validation split.
 """

@@ -1,7 +1,7 @@
 """Sequence pooling over real (non-pad) positions, and strand helpers for right-padded batches.
 
 The reference Caduceus/HyenaDNA decoders mean-pool over every position, left pads included
-(REFERENCE.md "Genomic Benchmarks"), so a sequence's score depends on the longest sequence of its
+(docs/references.md "Genomic Benchmarks"), so a sequence's score depends on the longest sequence of its
 batch. Here pads never enter the pooled vector.
 """
 

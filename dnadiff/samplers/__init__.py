@@ -1,4 +1,4 @@
-"""Samplers for masked diffusion models: one class per file, one API (DESIGN.md §2).
+"""Samplers for masked diffusion models: one class per file, one API (docs/architecture.md).
 
     from dnadiff.samplers import build_sampler
     sampler = build_sampler("ancestral", steps=128)

@@ -1,6 +1,6 @@
 """The shared sampler machinery: one loop, the step contract, templates, NFE counting, draws.
 
-Every sampler has the call of DESIGN.md §2:
+Every sampler has the call of docs/architecture.md ("The sampler contract"):
 
     x = sampler.generate(denoiser, schedule, mask_id, shape, template=None, generator=None)
     sampler.last_nfe     # network calls of the last generate()

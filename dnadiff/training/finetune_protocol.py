@@ -1,6 +1,6 @@
 """Genomic Benchmarks protocols (tab. 7): splits, learning-rate choice, and the results summary.
 
-- `paper`: what the published "5-fold CV" is (REFERENCE.md "Genomic Benchmarks"): for each seed,
+- `paper`: what the published "5-fold CV" is (docs/references.md "Genomic Benchmarks"): for each seed,
   a random 90/10 train/validation split of the official train set; train; keep the best
   validation-accuracy epoch; evaluate it on the official test set.
 - `kfold`: true stratified k-fold cross-validation of the train set (every train example is in
