@@ -45,8 +45,8 @@ confidences, an AR decoding cache). `step` never mutates the state it gets (it r
 denoiser: every network call goes through `model_output`, so NFE counting, guidance (`guidance`
 hooks: `(state, logits) -> logits`, e.g. classifier guidance or SMC reweighting built on top of
 `step`) and progress are in one place. A hook sees the state of the rows being evaluated (a
-`select` of the batch when the cache leaves some out) and must treat rows independently. `rng` is a `StepRandom` for this step (below); its
-draws are the only randomness a step may use. Composite samplers (semi_ar) run the loop of an
+`select` of the batch when the cache leaves some out) and must treat rows independently. `rng`
+is a `StepRandom` for this step (below); its draws are the only randomness a step may use. Composite samplers (semi_ar) run the loop of an
 inner sampler once per window instead of defining `step`.
 
 Randomness (rng.py). `generator` may be
@@ -183,8 +183,8 @@ class SamplerState:
     def select(self, rows: Tensor) -> "SamplerState":
         """The state of sequences `rows` (Long[B']; repeats allowed): SMC-style resampling of
         particles. Per-sequence tensors (x, fixed, t, s, nfe, the output cache and tensors in
-        `extra`) are indexed; the shared grid, α and schedule are kept. Decoding caches in `extra` are not
-        tensors: samplers that hold one (AR) cannot be resampled this way."""
+        `extra`) are indexed; the shared grid, α and schedule are kept. Decoding caches in
+        `extra` are not tensors: samplers that hold one (AR) cannot be resampled this way."""
 
         def pick(v):
             return v[rows] if isinstance(v, Tensor) and v.dim() > 0 else v

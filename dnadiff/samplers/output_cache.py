@@ -38,7 +38,7 @@ class OutputCache:
     valid: Tensor
 
     @classmethod
-    def empty(cls, rows: int, device) -> "OutputCache":
+    def empty(cls, rows: int, device) -> OutputCache:
         return cls(x=None, logits=None, valid=torch.zeros(rows, dtype=torch.bool, device=device))
 
     def stale(self, x: Tensor) -> Tensor:
@@ -59,7 +59,7 @@ class OutputCache:
             base = self.logits.to(new.dtype)
         return base.index_copy(0, rows, new)  # out of place: the old cache is untouched
 
-    def store(self, x: Tensor, rows: Tensor, logits: Tensor) -> "OutputCache":
+    def store(self, x: Tensor, rows: Tensor, logits: Tensor) -> OutputCache:
         """The cache after evaluating `rows` of x, given the merged outputs `logits` [B, L, V]:
         those rows become valid for their current tokens; rows that kept their entry stay valid
         only if their tokens are unchanged."""
@@ -68,7 +68,7 @@ class OutputCache:
         valid[rows] = True
         return OutputCache(x=x, logits=logits, valid=valid)
 
-    def select(self, rows: Tensor) -> "OutputCache":
+    def select(self, rows: Tensor) -> OutputCache:
         """The cache of sequences `rows` (Long[B']; repeats allowed), as `SamplerState.select`."""
         return OutputCache(x=None if self.x is None else self.x[rows],
                            logits=None if self.logits is None else self.logits[rows], valid=self.valid[rows])
