@@ -1,12 +1,23 @@
-"""Sampler speed: wall time and NFE per sample for every sampler on one backbone.
+"""Sampler speed: denoiser rows evaluated and wall time, each sampler with and without the output cache.
 
-    python benchmarks/sampling.py                         # tiny Caduceus, L = 1024, T = 1000
-    python benchmarks/sampling.py --samplers ancestral,cached --num 1 --threads 1 --out bench.json
+    python benchmarks/sampling.py                        # ancestral vs cached, B = 16 and 1, L = T = 1024
+    python benchmarks/sampling.py --cells 16:256:256,1:1024:1024 --repeats 3 --out results/sampling_cache_cpu.json
+    python benchmarks/sampling.py --denoiser table --repeats 10   # a cheap denoiser: the row counts only
 
-The model is randomly initialised: NFE and time do not depend on what it learned (the unmasking
-rate is fixed by the schedule), only on its cost. For `cached`, NFE should be the number of steps at
-which a token changed + 1 (reported as `changed_steps` from the ancestral run with the same seed),
-and wall time should drop accordingly, since the model call dominates a step.
+A cell is B:L:T (batch, length, steps). For every sampler of --samplers it runs the sampler as it
+is and with `cache=True` (for `ancestral` that is the `cached` sampler), interleaved, --repeats
+times with seeds seed, seed + 1, ... (per-sequence counter-based streams), and reports:
+  rows      denoiser rows evaluated (`last_rows`: sequences pushed through the network, summed over
+            calls), and the cached run's rows as a fraction of the plain run's (mean, min, max over
+            the repeats);
+  calls     batched denoiser calls (`last_nfe`); per-row NFE mean / min / max of the cached run;
+  time      wall and process CPU seconds per run, min and median over the repeats (one thread:
+            the CPU time is the work done, the steadier figure on a shared machine);
+  same      whether both runs returned identical tokens (they must: the cache is exact).
+The denoiser is the untrained tiny Caduceus (`--denoiser caduceus:tiny`, 28K parameters; rows and
+calls do not depend on what a model learned: the unmasking times are set by the schedule), or
+`table`, a cheap time-independent per-row function of the neighbouring tokens whose cost is
+negligible (for the row counts over many seeds; its times measure the sampler's own overhead).
 
     python benchmarks/sampling.py --ar-decoding --out results/ar_decoding.json   # AR time per token
 
@@ -20,12 +31,13 @@ runs use the same seed and must give the same tokens (checked). Writes JSON and 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import statistics
 import sys
 import time
 
 import torch
+from tqdm.auto import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,12 +51,37 @@ MASK_ID, VOCAB = 3, 12  # the DNA tokenizer's ids
 
 def sampler_options(name: str, steps: int, length: int) -> dict:
     if name == "semi_ar":
-        return {"inner": "cached", "window": length // 2, "stride": length // 4, "inner_options": {"steps": steps // 2}}
+        return {"inner": "ancestral", "window": length // 2, "stride": length // 4, "inner_options": {"steps": steps // 2}}
     if name == "first_hitting":
         return {}
     if name == "remdm":
         return {"steps": steps, "schedule": "cap", "eta": 0.008}
     return {"steps": steps}
+
+
+class TableDenoiser(torch.nn.Module):
+    """A cheap time-independent denoiser: logits at i from fixed random tables of the tokens at
+    i - 1 and i + 1 (row-wise, deterministic)."""
+
+    time_conditioned = False
+
+    def __init__(self, vocab: int = VOCAB, seed: int = 0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.left = torch.nn.Parameter(torch.randn(vocab, vocab, generator=g))
+        self.right = torch.nn.Parameter(torch.randn(vocab, vocab, generator=g))
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None) -> torch.Tensor:
+        pad = torch.full_like(x[:, :1], MASK_ID)
+        return self.left[torch.cat([pad, x[:, :-1]], 1)] + self.right[torch.cat([x[:, 1:], pad], 1)]  # (B, L, V)
+
+
+def build_denoiser(spec: str, device: str):
+    if spec == "table":
+        return TableDenoiser().to(device).eval()
+    name, _, preset = spec.partition(":")
+    torch.manual_seed(0)
+    return build_backbone(name, preset=preset or "tiny", vocab_size=VOCAB).to(device).eval()
 
 
 def _sync(device: str) -> None:
@@ -129,63 +166,107 @@ def ar_decoding(args) -> int:
     return 0 if all(r["same_tokens"] for r in rows) else 1
 
 
+def _run(name: str, cache: bool, denoiser, schedule, B: int, L: int, T: int, seed: int, device: str) -> dict:
+    smp = build_sampler(name, cache=cache, **sampler_options(name, T, L))
+    _sync(device)
+    t0, c0 = time.perf_counter(), time.process_time()
+    x = smp.generate(denoiser, schedule, MASK_ID, (B, L), generator=seed)
+    _sync(device)
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "calls": smp.last_nfe,
+            "rows": smp.last_rows, "nfe_per_row": smp.last_nfe_per_row, "x": x}
+
+
+def bench_cell(name: str, denoiser, schedule, B: int, L: int, T: int, args) -> dict:
+    """Plain and cached runs of one sampler, interleaved (alternating which goes first), per seed."""
+    runs = {False: [], True: []}
+    same = True
+    for r in range(args.repeats):
+        seed = args.seed + r
+        order = (False, True) if r % 2 == 0 else (True, False)
+        out = {c: _run(name, c, denoiser, schedule, B, L, T, seed, args.device) for c in order}
+        same = same and bool(torch.equal(out[False]["x"], out[True]["x"]))
+        for c in (False, True):
+            runs[c].append(out[c])
+    frac = [c["rows"] / p["rows"] for p, c in zip(runs[False], runs[True])]
+    per_row = torch.cat([run["nfe_per_row"] for run in runs[True]]).double()
+
+    def stat(c, key, how):
+        values = [run[key] for run in runs[c]]
+        return statistics.median(values) if how == "median" else min(values)
+
+    row = {
+        "sampler": name, "B": B, "L": L, "T": T, "repeats": args.repeats,
+        "rows_plain": statistics.mean(run["rows"] for run in runs[False]),
+        "rows_cached": statistics.mean(run["rows"] for run in runs[True]),
+        "rows_frac": statistics.mean(frac), "rows_frac_min": min(frac), "rows_frac_max": max(frac),
+        "calls_plain": statistics.mean(run["calls"] for run in runs[False]),
+        "calls_cached": statistics.mean(run["calls"] for run in runs[True]),
+        "nfe_row_mean": float(per_row.mean()), "nfe_row_min": int(per_row.min()), "nfe_row_max": int(per_row.max()),
+        "wall_plain_min": stat(False, "wall_s", "min"), "wall_plain_med": stat(False, "wall_s", "median"),
+        "wall_cached_min": stat(True, "wall_s", "min"), "wall_cached_med": stat(True, "wall_s", "median"),
+        "cpu_plain_med": stat(False, "cpu_s", "median"), "cpu_cached_med": stat(True, "cpu_s", "median"),
+        "same_tokens": same,
+    }
+    row["wall_frac_med"] = row["wall_cached_med"] / row["wall_plain_med"]
+    row["cpu_frac_med"] = row["cpu_cached_med"] / row["cpu_plain_med"]
+    return row
+
+
+COLUMNS = {"sampler": "sampler", "B": "B", "L": "L", "T": "T", "repeats": "repeats", "rows_plain": "rows (plain)",
+           "rows_cached": "rows (cache)", "rows_frac": "rows frac", "rows_frac_min": "frac min",
+           "rows_frac_max": "frac max", "calls_plain": "calls (plain)", "calls_cached": "calls (cache)",
+           "nfe_row_mean": "NFE/row", "wall_plain_med": "wall plain s (med)", "wall_cached_med": "wall cache s (med)",
+           "wall_frac_med": "wall frac", "cpu_plain_med": "cpu plain s", "cpu_cached_med": "cpu cache s",
+           "cpu_frac_med": "cpu frac", "same_tokens": "same tokens"}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backbone", default="caduceus")
-    p.add_argument("--preset", default="tiny")
-    p.add_argument("--length", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--num", type=int, default=1, help="samples per sampler (one batch)")
-    p.add_argument("--samplers", default="ancestral,cached,analytic,first_hitting,confidence,remdm,semi_ar")
+    p.add_argument("--denoiser", default="caduceus:tiny", help="BACKBONE:PRESET (untrained) or `table`")
+    p.add_argument("--cells", default="16:1024:1024,1:1024:1024", help="comma-separated B:L:T")
+    p.add_argument("--samplers", default="ancestral", help="each runs plain and with cache=True")
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="write the results as JSON here")
+    p.add_argument("--out", default=None, help="write the results as JSON here (and a markdown table beside it)")
     p.add_argument("--ar-decoding", action="store_true", help="AR time per token vs L, re-run vs cached")
+    p.add_argument("--num", type=int, default=1, help="--ar-decoding: batch size")
     p.add_argument("--lengths", default="64,128,256,512,1024", help="--ar-decoding lengths")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.ar_decoding:
         return ar_decoding(args)
-    model = build_backbone(args.backbone, preset=args.preset, vocab_size=VOCAB).to(args.device).eval()
+    from dnadiff.machine import describe_machine, load_average, machine_info
+    from dnadiff.utils import atomic_write, markdown_table
+
+    denoiser = build_denoiser(args.denoiser, args.device)
     schedule = build_schedule("loglinear", eps=1e-3)
+    cells = [tuple(int(v) for v in c.split(":")) for c in args.cells.split(",")]
     rows = []
-    changed = None
-    for name in args.samplers.split(","):
-        sampler = build_sampler(name, **sampler_options(name, args.steps, args.length))
-        g = torch.Generator(device=args.device).manual_seed(args.seed)
-        _sync(args.device)
-        t0 = time.perf_counter()
-        x = sampler.generate(model, schedule, MASK_ID, (args.num, args.length), generator=g)
-        _sync(args.device)
-        wall = time.perf_counter() - t0
-        if name == "ancestral":
-            changed = sampler.last_changed_steps
-        row = {
-            "sampler": name,
-            "nfe": sampler.last_nfe,
-            "wall_s": wall,
-            "wall_s_per_sample": wall / args.num,
-            "tokens_per_s": args.num * args.length / wall,
-            "masked_left": int((x == MASK_ID).sum()),
-        }
-        if name == "cached" and changed is not None:
-            row["ancestral_changed_steps"] = changed
-        rows.append(row)
-        print(format_table([row]), flush=True)
-    by = {r["sampler"]: r for r in rows}
-    summary = {}
-    if "ancestral" in by and "cached" in by:
-        summary["cached_speedup"] = by["ancestral"]["wall_s"] / by["cached"]["wall_s"]
-        summary["cached_nfe"] = by["cached"]["nfe"]
-        summary["ancestral_changed_steps_plus_one"] = (changed or 0) + 1
+    with tqdm(total=len(cells) * len(args.samplers.split(",")), desc="cells", unit="cell") as bar:
+        for B, L, T in cells:
+            for name in args.samplers.split(","):
+                rows.append(bench_cell(name, denoiser, schedule, B, L, T, args))
+                bar.write(format_table([{COLUMNS[k]: v for k, v in rows[-1].items() if k in COLUMNS}], floatfmt=".5g"))
+                bar.update(1)
+    load = load_average()
+    table = [{COLUMNS[k]: v for k, v in r.items() if k in COLUMNS} for r in rows]
     print()
-    print(format_table(rows))
-    if summary:
-        print(json.dumps(summary, indent=1))
+    print(format_table(table, floatfmt=".5g"))
+    print(f"{describe_machine()}; {load}")
     if args.out:
-        write_json(args.out, {"settings": vars(args), "rows": rows, "summary": summary})
-    return 0
+        meta = {"settings": vars(args), "machine": machine_info(), "load_average": load}
+        write_json(args.out, {**meta, "rows": rows})
+        md = os.path.splitext(args.out)[0] + ".md"
+        atomic_write(md, "\n".join([
+            f"# Sampling with the per-row output cache ({args.denoiser})", "",
+            f"`python benchmarks/sampling.py --denoiser {args.denoiser} --cells {args.cells} --samplers {args.samplers} "
+            f"--repeats {args.repeats} --threads {args.threads} --out {args.out}`", "",
+            f"Machine: {describe_machine(meta['machine'])}; at the end, {load}.", "",
+            "rows: denoiser rows evaluated per run (mean over repeats); frac: cached / plain; "
+            "times: median over repeats, seconds.", "", markdown_table(table, floatfmt=".5g"), ""]))
+    return 0 if all(r["same_tokens"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -30,6 +30,9 @@ def test_sample_with_prefix_suffix(tiny_model, tmp_path):
         assert len(seq) == 40 and seq.startswith("ACGTACGT") and seq.endswith("TTTT") and set(seq) <= set("ACGT")
     stats = json.loads((tmp_path / "s.json").read_text())
     assert stats["num"] == 3 and stats["nfe_total"] >= 1 and stats["tokens_per_second"] > 0
+    # per sequence: the cached sampler evaluates a sequence only when it changed (at most every call)
+    assert stats["denoiser_rows"] <= 3 * stats["nfe_total"] and stats["nfe_per_sequence"] == stats["denoiser_rows"] / 3
+    assert 1 <= stats["nfe_per_sequence_min"] <= stats["nfe_per_sequence_max"] <= stats["nfe_total"]
 
 
 def test_sample_template_and_rc_symmetric(tiny_model, tmp_path):

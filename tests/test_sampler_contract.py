@@ -5,7 +5,8 @@ A new sampler must add its options to OPTIONS (the first test fails otherwise). 
     (the test drives the step API by hand and gets the same tokens, NFE and step count);
   * `step` is pure: the state it gets is left unchanged, and the same state + same draws give
     the same next state;
-  * template tokens never change and `last_nfe` counts every denoiser call;
+  * template tokens never change and `last_nfe` counts every denoiser call (`last_nfe_per_row`
+    each sequence's share, `last_rows` their sum);
   * with a seed (counter-based stream) samples do not depend on the batch layout: one batch of 6,
     chunks of 2 + 4 (first_row offsets) and `batch_size=4` give identical samples.
 """
@@ -56,7 +57,9 @@ def _by_hand(smp, den, x, rng):
     state = smp.init_state(counting, SCHED, MASK, x)
     while not state.done:
         t = smp.model_time(state)
-        logits = None if t is None else smp.model_output(counting, state, t)
+        logits = None
+        if t is not None:
+            logits, state = smp.evaluate(counting, state, t)
         state = smp.step(state, logits, rng.at(state.step))
     return smp.finish(counting, state, rng.at(state.step)), counting.calls
 
@@ -74,6 +77,7 @@ def test_generate_is_the_base_loop_over_step(den, name):
     rng = make_stream(torch.Generator().manual_seed(1), B, "cpu")
     state, calls = _by_hand(smp, den, tmpl.clone(), rng)
     assert torch.equal(state.x, x) and calls == smp.last_nfe and state.step == smp.last_steps
+    assert torch.equal(state.nfe, smp.last_nfe_per_row) and int(state.nfe.sum()) == smp.last_rows
 
 
 @pytest.mark.parametrize("name", sorted(set(OPTIONS) - COMPOSITE))

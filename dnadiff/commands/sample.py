@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.samplers import SeedStream
 
     chunk = args.batch_size or args.num
-    samples, nfe, steps_used, smp = [], 0, 0, None
+    samples, nfe, row_nfe, steps_used, smp = [], 0, [], 0, None
     # the bar counts denoising steps (network calls of the sampler), not batches
     steps = length if (model.is_autoregressive or sampler_name == "first_hitting") else (args.steps or model.config.sample.steps)
     per_step = (2 if args.rc_symmetric else 1) * (2 if args.label is not None and args.guidance else 1)
@@ -202,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
                                     label=args.label, guidance=args.guidance, rc_symmetric=args.rc_symmetric, **options)
             samples.append(x.cpu())
             nfe += smp.last_nfe
+            row_nfe.append(smp.last_nfe_per_row)
             steps_used = max(steps_used, smp.last_steps)
             calls[0], calls[1] = 0, calls[1] + 1  # a sampler that stopped early (all unmasked) finished its batch
             if bar is not None and calls[1] * steps > bar.n:
@@ -212,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     wall = time.time() - start
     x = torch.cat(samples)
+    row_nfe = torch.cat(row_nfe)  # (num,) denoiser calls each sequence took part in
     texts = model.decode(x)
     name = smp.name
     tag = f" class={args.label} guidance={args.guidance}" if args.label is not None else ""
@@ -223,6 +225,10 @@ def run(args: argparse.Namespace) -> int:
     stats = {
         "model": str(args.model_dir), "sampler": name,
         "num": args.num, "length": length, "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
+        # per sequence (the cached sampler skips sequences that did not change): rows pushed through
+        # the network, their mean per sequence and the range over sequences
+        "denoiser_rows": int(row_nfe.sum()), "nfe_per_sequence": float(row_nfe.double().mean()),
+        "nfe_per_sequence_min": int(row_nfe.min()), "nfe_per_sequence_max": int(row_nfe.max()),
         "wall_seconds": round(wall, 3), "seconds_per_sample": wall / args.num, "tokens_per_second": args.num * length / wall,
         # steps: the sampler's step count (None where it has none: first_hitting, autoregressive);
         # steps_used: loop steps actually taken (max over batches; early stop when all is unmasked)

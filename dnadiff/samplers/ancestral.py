@@ -10,11 +10,13 @@ and copies unmasked positions (carry-over unmasking). Temperature and nucleus ac
 the transition is built. After the last step a noise-removal pass fills what is still masked
 (`noise_removal`: "argmax" as the reference, "sample" for an exact draw, or "none").
 
-`cache=True` (the `cached` sampler) reuses p_θ while no token changed anywhere in the batch,
-which is exact only for models that ignore t: it is switched off for time-conditioned
-denoisers (`time_conditioned` option, else `getattr(denoiser, "time_conditioned", True)`).
-Both variants consume the generator identically, so with the same seed they return the same
-samples; `last_nfe` counts the real calls.
+`cache=True` (the `cached` sampler, or the option) evaluates the denoiser only on the sequences
+whose tokens changed since their last evaluation and reuses the other rows' outputs (base.py,
+`Sampler.evaluate`), which is exact only for models that ignore t: it is switched off for
+time-conditioned denoisers (`time_conditioned` option, else `getattr(denoiser,
+"time_conditioned", True)`). The step sees the same logits either way and the draws do not
+depend on the cache, so with the same seed both return the same samples; `last_nfe` counts the
+real calls, `last_nfe_per_row` each sequence's evaluations.
 """
 
 from __future__ import annotations
@@ -46,25 +48,10 @@ class AncestralSampler(Sampler):
     """`build_sampler("ancestral", steps=128, temperature=1.0, top_p=1.0, float32_draws=False)`."""
 
     name = "ancestral"
-    cache = False
 
-    def init_state(self, denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
-        state = super().init_state(denoiser, schedule, mask_id, x)
-        use_cache = self.cache and not self.is_time_conditioned(denoiser)
-        return state.replace(extra={**state.extra, "use_cache": use_cache, "changed_steps": 0})
-
-    def step(self, state: SamplerState, logits: Tensor | None, rng: StepRandom) -> SamplerState:
+    def step(self, state: SamplerState, logits: Tensor, rng: StepRandom) -> SamplerState:
         i, x = state.step, state.x
-        probs = state.probs if logits is None else self.x0_probs(logits, x, state.mask_id)  # (B, L, V)
+        probs = self.x0_probs(logits, x, state.mask_id)  # (B, L, V)
         alphas = state.alphas
         q = ancestral_step(probs, x, state.mask_id, alphas[i], alphas[i + 1])
-        x_new = rng.categorical(q)
-        changed = bool((x_new != x).any())
-        keep = state.extra["use_cache"] and not changed  # p_θ(x_s) = p_θ(x_t) for a t-free model
-        extra = {**state.extra, "changed_steps": state.extra["changed_steps"] + int(changed)}
-        return self.advance(state, x_new, probs=probs if keep else None, extra=extra)
-
-    def run(self, denoiser, schedule, mask_id, x, rng):
-        state = super().run(denoiser, schedule, mask_id, x, rng)
-        self.last_changed_steps = state.extra.get("changed_steps", 0)  # steps at which some token changed
-        return state
+        return self.advance(state, rng.categorical(q))

@@ -38,6 +38,9 @@ class AutoregressiveSampler(Sampler):
     def __init__(self, steps: int = 1, *, first_token_ids: list[int] | None = None, use_cache: bool = True,
                  bos_id: int | None = None, **options):
         super().__init__(1, **options)
+        if self.cache:
+            raise DnadiffError("sampler 'autoregressive': the cache option is for masked diffusion samplers "
+                               "(decoding reuses its state through use_cache)")
         self.first_token_ids = None if first_token_ids is None else [int(i) for i in first_token_ids]
         self.use_cache = bool(use_cache)
         self.bos_id = None if bos_id is None else int(bos_id)

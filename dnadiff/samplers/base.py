@@ -3,8 +3,10 @@
 Every sampler has the call of docs/architecture.md ("The sampler contract"):
 
     x = sampler.generate(denoiser, schedule, mask_id, shape, template=None, generator=None)
-    sampler.last_nfe     # network calls of the last generate()
-    sampler.last_steps   # loop steps actually taken (max over batch chunks)
+    sampler.last_nfe          # network calls of the last generate()
+    sampler.last_nfe_per_row  # Long[B]: the calls each sequence took part in (its own NFE)
+    sampler.last_rows         # rows pushed through the network, summed over calls (= its sum)
+    sampler.last_steps        # loop steps actually taken (max over batch chunks)
 
 `denoiser(x_t: Long[B, L], t: Float[B]) -> raw logits Float[B, L, V]`; samplers apply SUBS
 (MDLM §3.2.3) themselves. `template` is Long[B, L] (or [L], broadcast) holding fixed tokens and
@@ -22,20 +24,29 @@ and `Sampler.run` (the one loop) does
 
     while not state.done:
         t = model_time(state)
-        logits = None if t is None else model_output(denoiser, state, t)   # counted as NFE
+        if t is None: logits = None
+        else: logits, state = evaluate(denoiser, state, t)   # counted as NFE, per row too
         state = step(state, logits, rng.at(state.step))
         progress bar; guidance hooks are applied inside model_output
-    x = finish(denoiser, state, rng)            # noise removal (one more counted call, if any)
+    x = finish(denoiser, state, rng)   # noise removal (one more call, on rows still masked)
+
+`evaluate` makes the call through `model_output` (the denoiser, then the guidance hooks) and
+returns the state with its per-row NFE (`nfe`) and output cache (`cache`) updated. With the
+output cache on (`cache=True`, the `cached` sampler; only for a denoiser that ignores t) it sends
+the network only the rows whose tokens changed since their last evaluation and fills the others
+from the cache (output_cache.py, MDLM §4.1's caching applied per row), so every sampler gets the
+same logits, hence the same samples, as without it.
 
 `SamplerState` (below) holds everything the next step needs and nothing else: the tokens x_t,
-the template mask, the step index, the current time t, the time s the step goes to, cached
-p_θ (`probs`, reused while still valid: the `cached` sampler), and a dict `extra` of
-sampler-specific fields (e.g. ReMDM-conf's confidences, an AR decoding cache). `step` never
-mutates the state it gets (it returns `dataclasses.replace(state, ...)`) and never calls the
+the template mask, the step index, the current time t, the time s the step goes to, the per-row
+NFE and output cache, and a dict `extra` of sampler-specific fields (e.g. ReMDM-conf's
+confidences, an AR decoding cache). `step` never mutates the state it gets (it returns
+`dataclasses.replace(state, ...)`, which carries `nfe` and `cache` over) and never calls the
 denoiser: every network call goes through `model_output`, so NFE counting, guidance (`guidance`
 hooks: `(state, logits) -> logits`, e.g. classifier guidance or SMC reweighting built on top of
-`step`) and progress are in one place. `rng` is a `StepRandom` for this step (below); its
-draws are the only randomness a step may use. Composite samplers (semi_ar) run the loop of an
+`step`) and progress are in one place. A hook sees the state of the rows being evaluated (a
+`select` of the batch when the cache leaves some out) and must treat rows independently. `rng`
+is a `StepRandom` for this step (below); its draws are the only randomness a step may use. Composite samplers (semi_ar) run the loop of an
 inner sampler once per window instead of defining `step`.
 
 Randomness (rng.py). `generator` may be
@@ -62,6 +73,15 @@ Options shared by all samplers (keyword arguments of the constructor):
                (arXiv 2409.02908, §4) show float32 truncates the noise near 0, which starves the
                low-probability tail (lower diversity); float64 is the default.
   time_conditioned  whether the denoiser reads t (None: `getattr(denoiser, "time_conditioned", True)`).
+  cache        reuse each row's denoiser output until its tokens change, and skip rows with
+               nothing masked (default: on for `cached`, off for the others; every
+               masked-diffusion sampler accepts it). Exact only when the denoiser ignores t, so it
+               is off for time-conditioned denoisers whatever this says. Per-row NFE with it: one
+               evaluation at the start (if the row has a masked position), then one after every
+               step that changed the row and left it a masked position, when the output is used
+               (a further step, or noise removal). A row whose last change unmasks its last
+               token costs no call after it, so a row that changed at c steps and ended fully
+               unmasked has NFE = c, not c + 1.
   progress     show a progress bar over the loop's steps.
 """
 
@@ -76,6 +96,7 @@ from torch import Tensor
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
+from dnadiff.samplers.output_cache import OutputCache
 from dnadiff.samplers.rng import (  # noqa: F401  (re-exported: the samplers' draws)
     RandomStream,
     SeedStream,
@@ -134,7 +155,8 @@ class SamplerState:
     step    int              steps taken so far (index into the sampler's time grid)
     t       Float64[B]       time of x (1 at the start; first_hitting: per sequence)
     s       Float64[B]|None  time the next step moves to (grid samplers), None when not fixed
-    probs   Float64[B,L,V]|None  cached p_θ(x0 | x_t) still valid for x (None: query the model)
+    nfe     Long[B]|None     denoiser calls each row took part in so far (set by `evaluate`)
+    cache   OutputCache|None per-row denoiser outputs and the tokens they hold for (`cache` option)
     done    bool             the loop stops when True
     grid    Float64[N+1]|None    the time grid t_0 = 1 > ... > t_N = eps (grid samplers; shared)
     alphas  Float64[N+1]|None    α on the grid, float64 (shared)
@@ -149,7 +171,8 @@ class SamplerState:
     step: int = 0
     t: Tensor | None = None
     s: Tensor | None = None
-    probs: Tensor | None = None
+    nfe: Tensor | None = None
+    cache: OutputCache | None = None
     done: bool = False
     grid: Tensor | None = None
     alphas: Tensor | None = None
@@ -165,15 +188,16 @@ class SamplerState:
 
     def select(self, rows: Tensor) -> "SamplerState":
         """The state of sequences `rows` (Long[B']; repeats allowed): SMC-style resampling of
-        particles. Per-sequence tensors (x, fixed, t, s, probs and tensors in `extra`) are
-        indexed; the shared grid, α and schedule are kept. Decoding caches in `extra` are not
-        tensors: samplers that hold one (AR) cannot be resampled this way."""
+        particles. Per-sequence tensors (x, fixed, t, s, nfe, the output cache and tensors in
+        `extra`) are indexed; the shared grid, α and schedule are kept. Decoding caches in
+        `extra` are not tensors: samplers that hold one (AR) cannot be resampled this way."""
 
         def pick(v):
             return v[rows] if isinstance(v, Tensor) and v.dim() > 0 else v
 
         return self.replace(x=self.x[rows], fixed=self.fixed[rows], t=pick(self.t), s=pick(self.s),
-                            probs=pick(self.probs), extra={k: pick(v) for k, v in self.extra.items()})
+                            nfe=pick(self.nfe), cache=None if self.cache is None else self.cache.select(rows),
+                            extra={k: pick(v) for k, v in self.extra.items()})
 
 
 class CountingDenoiser:
@@ -209,6 +233,7 @@ class Sampler:
     and `step` (see the module docstring for the contract); `max_steps` sizes the progress bar."""
 
     name = "base"
+    cache = False  # the default of the `cache` option (the `cached` sampler: True)
 
     def __init__(
         self,
@@ -220,6 +245,7 @@ class Sampler:
         noise_removal: bool | str = True,
         float32_draws: bool = False,
         time_conditioned: bool | None = None,
+        cache: bool | None = None,
         batch_size: int | None = None,
         progress: bool = False,
     ):
@@ -246,10 +272,13 @@ class Sampler:
         self.noise_removal = noise_removal
         self.float32_draws = bool(float32_draws)
         self.time_conditioned = time_conditioned
+        self.cache = type(self).cache if cache is None else bool(cache)
         self.batch_size = None if batch_size is None else int(batch_size)
         self.progress = bool(progress)
         self.guidance: list[Callable[[SamplerState, Tensor], Tensor]] = []
         self.last_nfe = 0
+        self.last_nfe_per_row = torch.zeros(0, dtype=torch.long)
+        self.last_rows = 0
         self.last_steps = 0
 
     # ---- public API -------------------------------------------------------------------------
@@ -274,8 +303,9 @@ class Sampler:
         template: Tensor | None = None,
         generator: torch.Generator | int | SeedStream | None = None,
     ) -> Tensor:
-        """Long[B, L] samples; `self.last_nfe` holds the denoiser calls made, `self.last_steps`
-        the loop steps taken (max over chunks)."""
+        """Long[B, L] samples; `self.last_nfe` holds the denoiser calls made, `last_nfe_per_row`
+        (Long[B]) the calls each sequence took part in, `last_rows` their sum (rows pushed through
+        the network), `self.last_steps` the loop steps taken (max over chunks)."""
         B, L = int(shape[0]), int(shape[1])
         if B < 1 or L < 1:
             raise DnadiffError(f"sampler {self.name!r}: shape must be positive, got {tuple(shape)}")
@@ -284,13 +314,16 @@ class Sampler:
         stream = make_stream(generator, B, device, self.float32_draws)
         counting = CountingDenoiser(denoiser)
         chunk = self.batch_size or B
-        outs, steps = [], 0
+        outs, nfe, steps = [], [], 0
         for i in range(0, B, chunk):
             part = x[i : i + chunk]
             state = self.run(counting, schedule, int(mask_id), part, stream.rows(i, i + part.shape[0]))
             outs.append(state.x)
+            nfe.append(state.nfe if state.nfe is not None else torch.zeros(part.shape[0], dtype=torch.long))
             steps = max(steps, state.step)
         self.last_nfe = counting.calls
+        self.last_nfe_per_row = torch.cat([n.cpu() for n in nfe])
+        self.last_rows = counting.rows
         self.last_steps = steps
         return torch.cat(outs, dim=0)
 
@@ -316,13 +349,57 @@ class Sampler:
             bar = tqdm(total=self.max_steps(state), desc=f"sampling ({self.name})", unit="step", leave=False)
         while not state.done:
             t = self.model_time(state)
-            logits = None if t is None else self.model_output(denoiser, state, t)
+            logits = None
+            if t is not None:
+                logits, state = self.evaluate(denoiser, state, t)
             state = self.step(state, logits, rng.at(state.step))
             if bar is not None:
                 bar.update(1)
         if bar is not None:
             bar.close()
         return self.finish(denoiser, state, rng.at(state.step))
+
+    def uses_cache(self, denoiser) -> bool:
+        """Whether `evaluate` reuses outputs: the `cache` option, for a denoiser that ignores t."""
+        return self.cache and not self.is_time_conditioned(denoiser)
+
+    def evaluate(self, denoiser: Denoiser, state: SamplerState, t: Tensor,
+                 need: Tensor | None = None) -> tuple[Tensor, SamplerState]:
+        """The loop's model call: (logits Float[B, L, V] for every row of state.x, the state with
+        its per-row NFE and output cache updated).
+
+        Rows evaluated: all of them, or with the output cache on only the stale ones (tokens
+        changed since their cached output) that still hold a masked position: under SUBS a row
+        with none has p_θ(x0 | x_t) = the point mass on its tokens whatever the network says
+        (MDLM §3.2.3, carry-over), and no sampler reads its logits. `need` (Bool[B], optional)
+        limits them to the rows whose output will be used (noise removal: rows still masked).
+        The other rows get their cached output, or a zero placeholder when they have none (a row
+        that is not needed). No call is made when no row is left."""
+        B = state.x.shape[0]
+        nfe = state.nfe if state.nfe is not None else torch.zeros(B, dtype=torch.long, device=state.x.device)
+        caching = self.uses_cache(denoiser)
+        cache = state.cache if caching and state.cache is not None else OutputCache.empty(B, state.x.device)
+        todo = cache.stale(state.x) & state.masked.any(dim=1) if caching else \
+            torch.ones(B, dtype=torch.bool, device=state.x.device)
+        if need is not None:
+            todo = todo & need
+        rows = todo.nonzero().squeeze(1)
+        calls_before = getattr(denoiser, "calls", None)
+        if rows.numel() == B:
+            logits = new = self.model_output(denoiser, state, t)
+        elif rows.numel() > 0:
+            t_rows = t[rows] if isinstance(t, Tensor) and t.dim() > 0 else t
+            new = self.model_output(denoiser, state.replace(cache=None).select(rows), t_rows)
+            logits = cache.merged(rows, new)
+        else:
+            new, logits = None, cache.merged(rows, None)
+        if new is not None:  # each evaluated row took part in the calls just made (AR: maybe several)
+            calls = getattr(denoiser, "calls", None)
+            made = calls - calls_before if calls_before is not None and calls is not None else 1
+            nfe = nfe.index_add(0, rows, torch.full_like(rows, made))
+        if caching and new is not None:
+            cache = cache.store(state.x, rows, logits)
+        return logits, state.replace(nfe=nfe, cache=cache if caching else None)
 
     def model_output(self, denoiser: Denoiser, state: SamplerState, t: Tensor) -> Tensor:
         """The (counted) denoiser call on state.x at times t, then the guidance hooks."""
@@ -338,7 +415,7 @@ class Sampler:
         if self.noise_removal == "none" or not bool(masked.any()):
             return state
         t = torch.full((state.x.shape[0],), self.eps, dtype=torch.float64, device=state.x.device)
-        logits = self.model_output(denoiser, state, t)
+        logits, state = self.evaluate(denoiser, state, t, need=masked.any(dim=1))  # rows left unmasked: no call
         if self.noise_removal == "argmax":
             return state.replace(x=greedy_fill(logits, state.x, state.mask_id))
         fill = rng.categorical(self.x0_probs(logits, state.x, state.mask_id))
@@ -356,7 +433,7 @@ class Sampler:
         )
 
     def model_time(self, state: SamplerState) -> Tensor | None:
-        return None if state.probs is not None else state.t
+        return state.t
 
     def step(self, state: SamplerState, logits: Tensor | None, rng: StepRandom) -> SamplerState:
         raise NotImplementedError
@@ -433,6 +510,7 @@ __all__ = [
     "RandomStream",
     "StepRandom",
     "CountingDenoiser",
+    "OutputCache",
     "carry_over",
     "draw_categorical",
     "greedy_fill",

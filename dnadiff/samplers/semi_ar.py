@@ -8,8 +8,8 @@ has the requested length `shape[1]`, which may exceed the model's training lengt
 
 Options: `inner` (a sampler name) and `inner_options` (its options; the shared temperature/top_p
 etc. given here are passed on unless set there), `window`, `stride`. A `template` of the full
-length fixes tokens anywhere; each window sees its slice. NFE = sum of the inner samplers' calls; `last_steps` = the inner loops' steps, summed over
-windows. It runs the inner sampler's loop (base.py) per window instead of defining a `step`.
+length fixes tokens anywhere; each window sees its slice. NFE = sum of the inner samplers' calls
+(per sequence: summed over windows); `last_steps` = the inner loops' steps, summed over windows. It runs the inner sampler's loop (base.py) per window instead of defining a `step`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from torch import Tensor
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState
 
-_SHARED = ("temperature", "top_p", "eps", "noise_removal", "float32_draws", "time_conditioned")
+_SHARED = ("temperature", "top_p", "eps", "noise_removal", "float32_draws", "time_conditioned", "cache")
 
 
 @SAMPLERS.register("semi_ar")
@@ -63,7 +63,7 @@ class SemiARSampler(Sampler):
         B, total = x.shape
         first = min(self.window, total)
         state = self.inner.run(denoiser, schedule, mask_id, x[:, :first].clone(), rng.child(0))
-        out, steps, done, k = state.x, state.step, first, 0
+        out, steps, nfe, done, k = state.x, state.step, state.nfe, first, 0
         while done < total:
             k += 1
             new = min(self.stride, total - done)
@@ -72,5 +72,11 @@ class SemiARSampler(Sampler):
             state = self.inner.run(denoiser, schedule, mask_id, win, rng.child(k))
             out = torch.cat([out, state.x[:, done - start :]], dim=1)
             steps += state.step
+            nfe = _add(nfe, state.nfe)
             done += new
-        return SamplerState(x=out, fixed=x != mask_id, mask_id=mask_id, step=steps, done=True)
+        return SamplerState(x=out, fixed=x != mask_id, mask_id=mask_id, step=steps, nfe=nfe, done=True)
+
+
+def _add(a: Tensor | None, b: Tensor | None) -> Tensor | None:
+    """Per-row NFE summed over windows (None: a window made no call)."""
+    return b if a is None else a if b is None else a + b
