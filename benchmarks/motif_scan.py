@@ -15,7 +15,6 @@ Time: wall and process CPU seconds of the reference scan (the thresholds and the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time

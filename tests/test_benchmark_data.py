@@ -1,7 +1,5 @@
-import shutil
 
 import pytest
-import torch
 
 from dnadiff.data import SequenceClassificationDataset, load_benchmark_split, resolve_benchmark
 from dnadiff.errors import DnadiffError

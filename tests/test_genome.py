@@ -1,6 +1,4 @@
 import gzip
-import os
-import shutil
 
 import numpy as np
 import pytest

@@ -69,7 +69,7 @@ def test_metrics_genome_reference_and_oracle(tiny_model, tmp_path):
 
 
 def test_samples_do_not_depend_on_batch_size(tiny_model, tmp_path):
-    """Counter-based seeds (issue 13.9): --batch-size 2, 4 and 6 give the same FASTA, byte for byte."""
+    """Counter-based seeds: --batch-size 2, 4 and 6 give the same FASTA, byte for byte."""
     texts = []
     for bs in (2, 4, 6):
         out = tmp_path / f"b{bs}.fa"
@@ -99,9 +99,8 @@ def test_sample_json_records_steps_and_first_hitting_rejects_steps(tiny_model, t
 
 
 def test_sampling_never_queries_below_training_t_min(tiny_model):
-    """Issue 12.4: the grid, noise removal and first_hitting stay at t >= objective.t_min."""
+    """The grid, noise removal and first_hitting stay at t >= objective.t_min."""
     import dnadiff
-    import torch
 
     model = dnadiff.load(tiny_model)
     t_min = model.config.objective.t_min

@@ -445,7 +445,7 @@ def test_noise_removal_options(target):
 
 
 def test_analytic_sedd_score_keeps_alpha_in_float64(target):
-    """Issue 12.4: at α_t = 1 - 3e-9 (t near 0) float32 rounds α to 1 and the SEDD score to inf;
+    """At α_t = 1 - 3e-9 (t near 0) float32 rounds α to 1 and the SEDD score to inf;
     in float64 the sedd and subs parameterisations of an exact model still agree."""
     _, den = target
     x = torch.tensor([[3, 3, 1]])
