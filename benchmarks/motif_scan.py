@@ -51,7 +51,7 @@ def main() -> None:
                    help="the folder holding hg19_chr22_subset/")
     args = p.parse_args()
 
-    from dnadiff.commands.metrics import genome_reference
+    from dnadiff.data import genome_reference
     from dnadiff.eval.dna_metrics import MarkovModel, kmer_counts
     from dnadiff.eval.motifs import MotifScanner, background_of, load_jaspar, motif_metrics
     from dnadiff.machine import describe_machine, load_average, machine_info

@@ -16,7 +16,7 @@ SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "config
 # the commands that compute: each takes --threads (dnadiff/threads.py), applied once at start
 COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design", "design-finetune")
 THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; an explicit N is also exported as "
-                "OMP/MKL/NUMBA_NUM_THREADS to child processes). Default: OMP_NUM_THREADS when set, else the free "
+                "OMP/MKL_NUM_THREADS to child processes). Default: OMP_NUM_THREADS when set, else the free "
                 "physical cores at start "
                 "(cores minus the 1-minute load average, at least 1), so a busy machine gets 1 thread: on a busy "
                 "2-core machine torch's own default of 2 threads made sampling 9x slower than 1. "
@@ -134,3 +134,6 @@ def print_config(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":  # python -m dnadiff.cli
     sys.exit(main())
+
+
+__all__ = ["COMPUTE_COMMANDS", "SUBCOMMANDS", "build_parser", "main", "start_threads", "thread_count"]

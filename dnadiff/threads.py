@@ -29,7 +29,9 @@ from collections.abc import MutableMapping
 from dnadiff.errors import DnadiffError
 
 # variables a child process (a DDP worker, a subprocess) reads for its thread pools
-CHILD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+# NUMBA_NUM_THREADS is left alone: numba re-reads it and refuses a new value once its pool runs; the
+# compiled scan sets numba's count per call from torch's (dnadiff/backbones/scan_compiled.py)
+CHILD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def env_threads(environ: MutableMapping[str, str] | None = None) -> int | None:
@@ -86,7 +88,7 @@ def apply_threads(n: int, environ: MutableMapping[str, str] | None = None) -> in
     when numba is already imported (capped at the pool it started with); it is not imported here,
     because starting its thread pool in a command that never uses it costs time and may not be
     fork-safe for the data loader's workers. `environ` (the CLI passes os.environ for an explicit
-    --threads): OMP/MKL/NUMBA_NUM_THREADS for child processes, and for numba if imported later.
+    --threads): OMP/MKL_NUM_THREADS for child processes.
     """
     import torch
 

@@ -233,7 +233,7 @@ def score_markov(mdir: str, rows: list[dict], keys: list[str], out_dir: Path, da
 
 def compare(rows: list[dict], markov: list[dict]) -> list[str]:
     """Paired per-window differences of every neural row against the Markov row on the same test windows."""
-    from dnadiff.eval.paired import describe_difference, paired_difference
+    from dnadiff.eval import describe_difference, paired_difference
 
     lines = [f"{m['row']} (k = {m.get('order')}, chosen on valid): {m['test']['bits_per_token']:.4f} bits/base on "
              f"the same {m['test']['num_sequences']} test windows of {m['seq_len']} bp." for m in markov]

@@ -86,7 +86,7 @@ def cli(argv: list[str]) -> None:
 
 def metric_values(res: dict) -> dict[str, float]:
     """{metric: value} of a metrics.json: every row of summary_rows (the samples column), plus the oracle."""
-    from dnadiff.eval.dna_metrics import summary_rows
+    from dnadiff.eval import summary_rows
 
     out = {}
     for row in summary_rows(res):
@@ -104,7 +104,7 @@ def real_windows(data: dict, split: str, length: int, n: int, seed: int) -> list
     """n random full windows (no N) of a split: the real-DNA row's 'samples'."""
     import numpy as np
 
-    from dnadiff.commands.metrics import genome_reference
+    from dnadiff.data import genome_reference
 
     pool = genome_reference(data["fasta"], data["bed"], split, length, 100_000)
     idx = np.random.default_rng(seed).choice(len(pool), size=min(n, len(pool)), replace=False)

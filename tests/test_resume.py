@@ -63,8 +63,9 @@ def _first_step_recorder(seen: list):
 
 
 def _rows(run: Path) -> list[dict]:
+    """metrics.csv's rows without the wall-clock column (it differs between any two runs)."""
     with open(run / "logs" / "metrics.csv", newline="") as fh:
-        return list(csv.DictReader(fh))
+        return [{k: v for k, v in row.items() if k != "val/wall_seconds"} for row in csv.DictReader(fh)]
 
 
 def _same_weights(a: Path, b: Path) -> None:

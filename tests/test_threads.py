@@ -92,7 +92,7 @@ def test_apply_threads_sets_torch_numba_and_the_given_environment():
     before = torch.get_num_threads()
     assert apply_threads(3, env) == before
     assert torch.get_num_threads() == 3
-    assert env == {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3", "NUMBA_NUM_THREADS": "3"}
+    assert env == {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3"}
     assert apply_threads(1) == 3 and torch.get_num_threads() == 1
     with pytest.raises(DnadiffError, match="threads"):
         apply_threads(0)

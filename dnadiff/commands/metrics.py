@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
     samples = [seq for _, seq in sample_records]
     length = max(len(s) for s in samples)
     if bed:
+        from dnadiff.data import genome_reference
+
         reference = genome_reference(reference_path, bed, args.split, length, args.max_reference_windows)
         log.info("reference: %d windows of %d bp from split %r of %s", len(reference), length, args.split,
                  "the bundled chr22 sample" if reference_path != args.reference else args.reference)
@@ -297,27 +299,6 @@ def fasta_reference(records: list[tuple[str, str]], length: int, max_windows: in
     if short:
         note += f", plus {len(short)} short record(s) as they are"
     return seqs + short, note
-
-
-def genome_reference(fasta: str, bed: str, split: str, length: int, max_windows: int) -> list[str]:
-    """Windows of `length` bases (no N) from one split of a genome + BED, evenly spaced."""
-    import numpy as np
-
-    from dnadiff.data.fasta import Genome, GenomeWindows, read_bed
-    from dnadiff.errors import DnadiffError
-
-    read_bed(bed)  # a malformed BED fails before the genome is opened (and indexed)
-    genome = Genome(fasta)
-    ds = GenomeWindows(genome, read_bed(bed, genome), split, length, max_n_frac=0.0)
-    idx = np.linspace(0, len(ds) - 1, min(len(ds), max_windows)).round().astype(int)
-    seqs = []
-    for i in sorted(set(int(i) for i in idx)):
-        chrom, start, end = ds.locate(i)
-        if end - start == length:
-            seqs.append(genome.fetch(chrom, start, end))
-    if not seqs:
-        raise DnadiffError(f"{bed}: no full {length}-bp window without N in split {split!r}")
-    return seqs
 
 
 def oracle_perplexity(model_dir: str, samples: list[str], real: list[str], seed: int = 0) -> dict:

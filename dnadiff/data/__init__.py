@@ -14,7 +14,7 @@ from dnadiff.data.benchmarks import (
 )
 from dnadiff.data.datasets import LabelledWindows, build_split_dataset, genome_paths
 from dnadiff.data.documents import iter_documents
-from dnadiff.data.fasta import Genome, GenomeWindows, Interval, bundled_genome, read_bed
+from dnadiff.data.fasta import Genome, GenomeWindows, Interval, bundled_genome, genome_reference, read_bed
 from dnadiff.data.streamed_records import RecordIndex, RecordWindows, record_windows
 from dnadiff.data.records import format_fasta, read_fasta, tile_records, write_fasta
 from dnadiff.data.slices import write_masked_slice
@@ -23,7 +23,7 @@ from dnadiff.data.text import build_text_datasets
 from dnadiff.data.tokenizer_training import train_tokenizer
 
 __all__ = [
-    "Genome", "GenomeWindows", "Interval", "bundled_genome", "read_bed",
+    "Genome", "GenomeWindows", "Interval", "bundled_genome", "genome_reference", "read_bed",
     "format_fasta", "read_fasta", "tile_records", "write_fasta", "write_masked_slice",
     "RecordIndex", "RecordWindows", "record_windows",
     "LabelledSequences", "SequenceClassificationDataset", "load_benchmark_split", "pad_batch", "resolve_benchmark",

@@ -420,3 +420,19 @@ def bundled_genome() -> tuple[str, str]:
     """Paths (fasta, bed) of the small real human chr22 sample shipped inside the package."""
     root = Path(__file__).resolve().parent.parent / "assets" / "chr22_sample"
     return str(root / "chr22_sample.fa.gz"), str(root / "sequences.bed")
+
+
+def genome_reference(fasta: str, bed: str, split: str, length: int, max_windows: int) -> list[str]:
+    """Windows of `length` bases (no N) from one split of a genome + BED, evenly spaced."""
+    read_bed(bed)  # a malformed BED fails before the genome is opened (and indexed)
+    genome = Genome(fasta)
+    ds = GenomeWindows(genome, read_bed(bed, genome), split, length, max_n_frac=0.0)
+    idx = np.linspace(0, len(ds) - 1, min(len(ds), max_windows)).round().astype(int)
+    seqs = []
+    for i in sorted(set(int(i) for i in idx)):
+        chrom, start, end = ds.locate(i)
+        if end - start == length:
+            seqs.append(genome.fetch(chrom, start, end))
+    if not seqs:
+        raise DnadiffError(f"{bed}: no full {length}-bp window without N in split {split!r}")
+    return seqs

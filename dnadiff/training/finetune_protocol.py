@@ -114,7 +114,7 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
 
     watch = watch_launcher(launch_rank())  # a DDP worker whose launcher is killed stops at once, in one line
     try:
-        result = _run_finetune(cfg, out_dir, echo, resume)
+        result = _run_with_threads(cfg, out_dir, echo, resume)
     except BaseException:
         if watch is not None and watch.orphaned():  # a collective failed because the launcher died
             watch.stop()
@@ -124,7 +124,7 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
     return result
 
 
-def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool) -> dict[str, Any]:
+def _run_with_threads(cfg: FinetuneConfig, out_dir, echo, resume: bool) -> dict[str, Any]:
     from dnadiff.threads import apply_threads
     from dnadiff.training.run import resolve_threads
 
