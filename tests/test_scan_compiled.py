@@ -97,7 +97,8 @@ def test_bf16_inputs_and_autocast_compute_in_fp32():
     assert out32.dtype == torch.float32 and _rel(out32, ref) < 1e-5
 
 
-def test_threads_give_bitwise_identical_results():
+def test_threads_give_bitwise_identical_results(monkeypatch):
+    monkeypatch.setattr(scan_compiled, "_PARALLEL_MIN_WORK", 0)  # the parallel kernels even for this small call
     args = _inputs(4, 70, 8, 4, torch.float32, seed=5)
     gy = torch.randn(4, 70, 8, generator=torch.Generator().manual_seed(2))
     before = torch.get_num_threads()
@@ -137,9 +138,10 @@ def test_return_last_state_agrees_across_implementations():
         assert _rel(outs[impl][1], outs["ref"][1]) < 1e-12, impl
 
 
-def test_kernels_leave_torch_threads_alone_and_run_off_the_main_thread():
+def test_kernels_leave_torch_threads_alone_and_run_off_the_main_thread(monkeypatch):
     import threading
 
+    monkeypatch.setattr(scan_compiled, "_PARALLEL_MIN_WORK", 0)
     args = _inputs(2, 40, 4, 3, torch.float32, seed=8)
     before = torch.get_num_threads()
     try:
