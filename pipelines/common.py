@@ -36,3 +36,21 @@ def command_line(script: str | os.PathLike, argv: list[str] | None) -> str:
     arguments when main() was called without any (the command line)."""
     args = sys.argv[1:] if argv is None else argv
     return "python " + " ".join(shlex.quote(str(a)) for a in [os.path.relpath(script, REPO), *args])
+
+
+def main_with_dry_run(run, args, script: str, argv: list[str] | None, name: str) -> int:
+    """`run(args, command, dry)` with `dry` a temporary folder under --dry-run (else None), removed after;
+    a DnadiffError is one `error:` line and exit code 2."""
+    import tempfile
+
+    from dnadiff.errors import DnadiffError
+
+    tmp = tempfile.TemporaryDirectory(prefix=f"{name}_dry_run_") if args.dry_run else None
+    try:
+        return run(args, command_line(script, argv), Path(tmp.name) if tmp else None)
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if tmp:
+            tmp.cleanup()

@@ -71,7 +71,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -319,18 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-minutes", type=float, default=5.0, help="minutes per sweep candidate")
     ap.add_argument("--dry-run", action="store_true", help="tiny data, ~2 steps per row, outputs in a temp folder")
     args = ap.parse_args(argv)
-    from dnadiff.errors import DnadiffError
-
-    tmp = tempfile.TemporaryDirectory(prefix="cpu_hour_dry_run_") if args.dry_run else None
-    try:
-        return run(args, common.command_line(__file__, argv), Path(tmp.name) if tmp else None)
-    except DnadiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if tmp:
-            tmp.cleanup()
-
+    return common.main_with_dry_run(run, args, __file__, argv, "cpu_hour")
 
 def run(args, command: str, dry: Path | None) -> int:
     from dnadiff.errors import DnadiffError

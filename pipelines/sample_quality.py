@@ -36,7 +36,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -191,18 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="output stem (default results/sample_quality_cpu[_quick])")
     ap.add_argument("--work-dir", default=None, help="samples, metrics and trained models (default runs/...)")
     args = ap.parse_args(argv)
-    from dnadiff.errors import DnadiffError
-
-    tmp = tempfile.TemporaryDirectory(prefix="sample_quality_dry_run_") if args.dry_run else None
-    try:
-        return run(args, common.command_line(__file__, argv), Path(tmp.name) if tmp else None)
-    except DnadiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if tmp:
-            tmp.cleanup()
-
+    return common.main_with_dry_run(run, args, __file__, argv, "sample_quality")
 
 def run(args, command: str, dry: Path | None) -> int:
     from dnadiff.errors import DnadiffError

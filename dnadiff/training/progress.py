@@ -24,15 +24,10 @@ def _fmt(value: Any) -> str:
         return str(value)
 
 
-class StepProgressBar(ProgressBar):
-    """tqdm bar over optimizer steps (global_step / max_steps) plus a transient validation bar."""
+class _SwitchableBar(ProgressBar):
+    """Lightning's enable/disable switches for a bar of dnadiff's own (it disables bars while validating)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._enabled = True
-        self._bar = None
-        self._val_bar = None
-        self._last_step = 0
+    _enabled = True
 
     def disable(self) -> None:
         self._enabled = False
@@ -43,6 +38,17 @@ class StepProgressBar(ProgressBar):
     @property
     def is_enabled(self) -> bool:
         return self._enabled
+
+
+class StepProgressBar(_SwitchableBar):
+    """tqdm bar over optimizer steps (global_step / max_steps) plus a transient validation bar."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._enabled = True
+        self._bar = None
+        self._val_bar = None
+        self._last_step = 0
 
     def _postfix(self, trainer) -> str:
         metrics = trainer.callback_metrics
@@ -105,7 +111,7 @@ class StepProgressBar(ProgressBar):
         self._bar = self._val_bar = None
 
 
-class EpochProgressBar(ProgressBar):
+class EpochProgressBar(_SwitchableBar):
     """Fine-tuning's bar: `finetune lr3e-4/seed0 epoch 2/3  38/60 steps  loss 0.52  val_acc 0.81`.
 
     Lightning's own bar counts epochs from 0 and to max_epochs - 1 ("Epoch 0/0" for one epoch) and
@@ -118,16 +124,6 @@ class EpochProgressBar(ProgressBar):
         self.run, self.epochs, self.steps_per_epoch = run, int(epochs), int(steps_per_epoch)
         self._enabled = True
         self._bar = None
-
-    def disable(self) -> None:
-        self._enabled = False
-
-    def enable(self) -> None:
-        self._enabled = True
-
-    @property
-    def is_enabled(self) -> bool:
-        return self._enabled
 
     def _describe(self, trainer) -> None:
         epoch = min(int(trainer.current_epoch) + 1, self.epochs)
