@@ -49,14 +49,9 @@ from dnadiff.utils import format_table, markdown_table, write_json  # noqa: E402
 
 def rss_mib(pid: int | str = "self") -> float:
     """Resident set size now (VmRSS) of a process, in MiB."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    from dnadiff.machine import memory_kib
+
+    return (memory_kib("VmRSS", pid) or 0) / 1024
 
 
 def tree_rss_mib() -> float:

@@ -29,10 +29,9 @@ from dnadiff.utils import format_table, markdown_table, write_json  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # VmHWM (this process's own high-water mark), not ru_maxrss: on Linux a child's ru_maxrss starts at
 # its parent's RSS at the fork (exec keeps the forked copy's high-water mark), a floor that hides growth
-CHILD = ("import resource, sys, time\nfrom dnadiff.cli import main\nt = time.perf_counter()\n"
-         "rc = main(['eval', *sys.argv[1:], '-q'])\n"
-         "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
-         "print('PEAK', rc, hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+CHILD = ("import resource, sys, time\nfrom dnadiff.cli import main\nfrom dnadiff.machine import memory_kib\n"
+         "t = time.perf_counter()\nrc = main(['eval', *sys.argv[1:], '-q'])\n"
+         "print('PEAK', rc, memory_kib('VmHWM') or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
          " time.perf_counter() - t)\n")
 
 

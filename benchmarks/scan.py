@@ -87,27 +87,6 @@ def _fwd_bwd(fn, inputs, gy):
     fn(*inputs).backward(gy)
 
 
-def _reset_peak_rss() -> None:
-    """Start a new high-water mark (Linux: clear_refs 5). Without it a child's ru_maxrss starts at its
-    parent's peak (the figure survives fork + exec), hiding everything below that."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        pass
-
-
-def _peak_rss_kib() -> int:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
 def memory_worker(name: str, length: int, threads: int) -> dict:
     import torch
 
@@ -115,10 +94,15 @@ def memory_worker(name: str, length: int, threads: int) -> dict:
     fn = scan_fn(name)
     _fwd_bwd(fn, *make_inputs(32, seed=1))  # one-time allocations (BLAS, autograd, kernel compile)
     inputs, gy = make_inputs(length)
-    _reset_peak_rss()
-    before = _peak_rss_kib()
+    from dnadiff.machine import memory_kib, reset_peak_memory
+
+    def peak_kib() -> int:
+        return memory_kib("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    reset_peak_memory()
+    before = peak_kib()
     _fwd_bwd(fn, inputs, gy)
-    return {"impl": name, "L": length, "peak_mib": (_peak_rss_kib() - before) / 1024}
+    return {"impl": name, "L": length, "peak_mib": (peak_kib() - before) / 1024}
 
 
 def _busy_loop():  # a competing user's CPU-bound job

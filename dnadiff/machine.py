@@ -4,6 +4,7 @@
                          "torch_threads", "load_average"}   (JSON)
     describe_machine()  "vm (x86_64, CPU, 2 physical cores), torch 2.13.0+cpu, 2 threads"  (tables)
     load_average()      "load average 0.52, 0.61, 0.40 (1, 5, 15 min) on 2 CPUs"
+    memory_kib(field)   VmRSS / VmHWM of a process (KiB); reset_peak_memory() starts a new VmHWM
     available_cores()   physical cores this process may run on (the default thread count)
 """
 
@@ -77,4 +78,27 @@ def load_average() -> str:
     return "load average {:.2f}, {:.2f}, {:.2f} (1, 5, 15 min) on {} CPUs".format(*load, os.cpu_count())
 
 
-__all__ = ["available_cores", "machine_info", "describe_machine", "load_average"]
+def memory_kib(field: str = "VmRSS", pid: int | str = "self") -> int | None:
+    """A process's memory from Linux's /proc/PID/status, in KiB: "VmRSS" (resident now) or "VmHWM" (its
+    peak since it started or since `reset_peak_memory`); None where /proc is missing. (A child's
+    ru_maxrss starts at its parent's peak, which survives fork + exec: VmHWM is the process's own.)"""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_memory() -> None:
+    """Start a new VmHWM high-water mark for this process (Linux: clear_refs 5); a no-op elsewhere."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+__all__ = ["available_cores", "machine_info", "describe_machine", "load_average", "memory_kib", "reset_peak_memory"]

@@ -117,6 +117,15 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
             fh.write(data)
 
 
+def format_duration(seconds: float) -> str:
+    """'45 s', '12 min', '2.5 h': an estimated duration for a message."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def json_text(obj: Any) -> str:
     """The JSON text dnadiff writes (indented; numpy/torch scalars and arrays as numbers and lists)."""
     return json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
@@ -291,5 +300,5 @@ def recover_together(paths: list[str | os.PathLike]) -> None:
         clean_stale_temps(path)
 
 
-__all__ = ["atomic_path", "atomic_write", "json_text", "write_json", "format_table", "markdown_table", "refuse_existing",
+__all__ = ["atomic_path", "atomic_write", "format_duration", "json_text", "write_json", "format_table", "markdown_table", "refuse_existing",
            "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]

@@ -24,8 +24,9 @@ def small_genome(tmp_path_factory):
 
 
 def _vm_rss_kib() -> int:
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+    from dnadiff.machine import memory_kib
+
+    return memory_kib("VmRSS")
 
 
 def test_synthetic_genome_is_valid_bgzf_with_pyfaidx_indexes(small_genome, tmp_path):

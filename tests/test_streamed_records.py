@@ -171,9 +171,9 @@ def test_eval_records_memory_does_not_grow_with_the_file(tmp_path):
     (tmp_path / "big.fa").write_bytes(b">big\n" + seq + b"\n")
     (tmp_path / "small.fa").write_bytes(b">small\n" + seq[:1024] + b"\n")  # 32 windows: 8 evaluated, as above
     # the child's own high-water mark (VmHWM): its ru_maxrss would start at this process's RSS at the fork
-    code = ("import sys\nfrom dnadiff.cli import main\n"
+    code = ("import sys\nfrom dnadiff.cli import main\nfrom dnadiff.machine import memory_kib\n"
             "rc = main(['eval', sys.argv[1], '--records', sys.argv[2], '--max-windows', '8', '-q'])\n"
-            "print('RSS', rc, [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0])\n")
+            "print('RSS', rc, memory_kib('VmHWM'))\n")
 
     def peak_kib(fasta: str) -> int:
         out = subprocess.run([sys.executable, "-c", code, model, str(tmp_path / fasta)], env=child_env(), cwd=REPO,

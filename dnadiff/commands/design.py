@@ -135,9 +135,9 @@ def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num
     import torch
 
     from dnadiff.errors import DnadiffError
-    from dnadiff.logs import log
-
     from dnadiff.guidance import cg_rows_per_design
+    from dnadiff.logs import log
+    from dnadiff.utils import format_duration
 
     rows = cg_rows_per_design(model.schedule, sampler, len(token_ids), free)
     picks = torch.randint(len(token_ids), (32, length), generator=torch.Generator().manual_seed(0))
@@ -151,19 +151,11 @@ def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num
     total = rows * per_row * num
     log.info("exact classifier guidance (cg): about %s reward rows per design (%d steps × masked positions × %d "
              "tokens), estimated %s for %d designs", f"{rows:,.0f}", sampler.steps, len(token_ids),
-             _duration(total), num)
+             format_duration(total), num)
     if total > 3600 and not allow_slow:
-        raise DnadiffError(f"--method cg: about {rows:,.0f} reward rows per design, estimated {_duration(total)} for "
+        raise DnadiffError(f"--method cg: about {rows:,.0f} reward rows per design, estimated {format_duration(total)} for "
                            f"{num} designs; use --method cg_grad (one reward gradient per step), fewer --steps or "
                            "--num, or --allow-slow")
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -133,6 +133,7 @@ def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) 
 
     from dnadiff.eval.perplexity import evaluate_model
     from dnadiff.logs import log
+    from dnadiff.utils import format_duration
 
     n = len(items)
     batches = -(-n // args.batch_size)
@@ -156,14 +157,6 @@ def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) 
         quick = max(args.batch_size, int(n * 60 / total) // args.batch_size * args.batch_size)
         line += f"; --max-windows {quick:,} gives an estimate in about {format_duration(per_batch * quick / args.batch_size)}"
     log.info("%s", line)
-
-
-def format_duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def resolved_config(args: argparse.Namespace) -> dict:
