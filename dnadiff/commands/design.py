@@ -207,8 +207,6 @@ def run(args: argparse.Namespace) -> int:
     length = args.length or model.config.sample.length
     chosen = default_strength(args.method, reward, length, options, args.reward)  # from the reward's range
     method = build_method(args.method, sampler, reward, **options)  # unknown options: checked by name there
-    # (the command shows one bar over sampler steps, designs done and reward so far; method.progress, a bar over
-    # denoiser calls per batch, stays off so the two do not nest)
     if args.method == "cg_grad" and not hasattr(reward, "soft"):
         raise DnadiffError(f"--method cg_grad needs a differentiable reward (gc, gc:T, motif, classifier), not {args.reward}")
     template = build_template(tok, args.num, length, args.prefix, args.suffix, template_records, source=args.template_fasta)

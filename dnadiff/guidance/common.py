@@ -28,20 +28,6 @@ from dnadiff.samplers.rng import RandomStream, make_stream
 NOT_WRAPPABLE = ("semi_ar", "autoregressive")
 
 
-class TickingDenoiser(CountingDenoiser):
-    """CountingDenoiser that also moves a progress bar by one per denoiser call (None: no bar)."""
-
-    def __init__(self, denoiser, bar=None):
-        super().__init__(denoiser)
-        self.bar = bar
-
-    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
-        out = super().__call__(x_t, t)
-        if self.bar is not None:
-            self.bar.update(1)
-        return out
-
-
 class GuidedMethod:
     """Base of the guidance methods: checks the inner sampler, keeps the counters."""
 
@@ -55,7 +41,6 @@ class GuidedMethod:
         self.reward = reward
         self.last_stats: dict = {}
         self.last_rewards: Tensor | None = None
-        self.progress = False  # a bar over the denoiser calls of each generate() (`dnadiff design` sets it)
 
     def score(self, x: Tensor) -> Tensor:
         """Counted reward evaluation -> Float64[B]."""
@@ -71,22 +56,9 @@ class GuidedMethod:
         device = _device_of(denoiser, template, generator)  # Sampler.generate's rule
         x = self.sampler.initial_state(int(mask_id), (B, L), template, device)
         stream = make_stream(generator, B, device, self.sampler.float32_draws)
-        bar = None
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            from dnadiff.logs import progress_enabled
-
-            if progress_enabled():
-                bar = tqdm(total=getattr(self.sampler, "steps", None), desc=f"design ({self.name}, {B} seq)",
-                           unit="call", leave=False)
-        counter = TickingDenoiser(denoiser, bar)
+        counter = CountingDenoiser(denoiser)
         self._reward_rows = 0
-        try:
-            out, steps = self._generate(counter, schedule, int(mask_id), x, stream)
-        finally:
-            if bar is not None:
-                bar.close()
+        out, steps = self._generate(counter, schedule, int(mask_id), x, stream)
         rows_before = self._reward_rows
         self.last_rewards = self.score(out)
         self._reward_rows = rows_before  # the report's scores are not part of the method's cost
@@ -116,4 +88,4 @@ class GuidedMethod:
         return greedy_fill(logits, state.x, state.mask_id)
 
 
-__all__ = ["GuidedMethod", "NOT_WRAPPABLE", "TickingDenoiser"]
+__all__ = ["GuidedMethod", "NOT_WRAPPABLE"]
