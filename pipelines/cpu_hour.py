@@ -316,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=None, help="table folder (default results/)")
     ap.add_argument("--sweep", default=None, metavar="ROW", help="validation sweep of ROW's SWEEP candidates")
     ap.add_argument("--sweep-minutes", type=float, default=5.0, help="minutes per sweep candidate")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="rows trained at once, each in its own process (its threads: --threads, default 2 // jobs)")
+    ap.add_argument("--threads", type=int, default=None, help="train.threads of every row (default: the config's 2)")
+    ap.add_argument("--train-only", action="store_true", help=argparse.SUPPRESS)  # a --jobs worker: train, write, exit
     ap.add_argument("--dry-run", action="store_true", help="tiny data, ~2 steps per row, outputs in a temp folder")
     args = ap.parse_args(argv)
     return common.main_with_dry_run(run, args, __file__, argv, "cpu_hour")
@@ -335,6 +339,8 @@ def run(args, command: str, dry: Path | None) -> int:
         v = getattr(args, name)
         if v is not None and not v > 0:
             raise DnadiffError(f"--{name.replace('_', '-')} {v:g}: must be a positive number of minutes")
+    if args.jobs < 1 or (args.threads is not None and args.threads < 1):
+        raise DnadiffError(f"--jobs {args.jobs} / --threads {args.threads}: must be >= 1")
     if args.t_samples is not None and args.t_samples < 1:
         raise DnadiffError(f"--t-samples {args.t_samples}: must be >= 1")
     if args.markov_dir and not Path(args.markov_dir).is_dir():
@@ -378,15 +384,28 @@ def run(args, command: str, dry: Path | None) -> int:
         markov_valid = []
     else:
         rows = []
+        threads = args.threads or (max(1, 2 // args.jobs) if args.jobs > 1 else None)
+        extra = [f"train.threads={threads}"] if threads else []
+        trained = train_in_processes(keys, args, out_dir, minutes, threads, echo) if args.jobs > 1 else {}
         for key in keys:
-            cfg = row_config(key, out_dir, data, minutes, [], dry is not None)
-            r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo)
+            if key in trained:
+                r = trained[key]
+            else:
+                cfg = row_config(key, out_dir, data, minutes, extra, dry is not None)
+                r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo)
+            if args.train_only:
+                write_json(out_dir / f"{key}.train_row.json", r)
+                continue
             r.update(row=ROWS[key]["row"], kind=ROWS[key]["kind"])
             r["test"] = score(r["model_dir"], "test", eval_windows, t_samples)  # the test split: once per row
             echo(f"{key}: test {r['test']['bits_per_token']:.4f} bits/base")
             rows.append(r)
+        if args.train_only:
+            return 0
         columns = COLUMNS
-        settings = (f"{minutes:g} min wall-clock budget per row (train.max_minutes); test split, "
+        settings = (f"{minutes:g} min wall-clock budget per row (train.max_minutes)"
+                    + (f", {args.jobs} rows trained at once with {threads} thread(s) each" if args.jobs > 1 else "")
+                    + f"; test split, "
                     f"{eval_windows or 'all'} windows evenly spread (the same for every row); MDLM bound with "
                     f"{t_samples} stratified t-samples per window; ± is the standard error over windows")
         markov: list[dict] = []  # one per window length of the rows: it scores their very windows
@@ -413,6 +432,43 @@ def run(args, command: str, dry: Path | None) -> int:
     print(f"\nwrote {results / stem}.md (.json, _valid_curve.png) in {wall / 60:.1f} min"
           + (" (dry run: a temporary folder)" if dry else ""))
     return 0
+
+
+def train_in_processes(keys: list[str], args, out_dir: Path, minutes: float, threads: int, echo) -> dict[str, dict]:
+    """--jobs N: every row trained by its own `--train-only` process (N at a time), each with `threads` threads;
+    the parent then scores them as if it had trained them (one wall clock per row, measured in its process)."""
+    import subprocess
+
+    from dnadiff.errors import DnadiffError
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pending, running, done = list(keys), {}, {}
+    while pending or running:
+        while pending and len(running) < args.jobs:
+            key = pending.pop(0)
+            cmd = [sys.executable, __file__, "--rows", key, "--train-only", "--minutes", f"{minutes:g}",
+                   "--out-dir", str(out_dir), "--shared", args.shared, "--threads", str(threads)]
+            if args.t_samples:
+                cmd += ["--t-samples", str(args.t_samples)]
+            if args.dry_run:
+                cmd.append("--dry-run")
+            log = open(out_dir / f"{key}.train.log", "w")
+            running[key] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log)
+            echo(f"{key}: training in process {running[key][0].pid} ({threads} thread(s)), log {log.name}")
+        time.sleep(2)
+        for key, (proc, log) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            log.close()
+            del running[key]
+            if proc.returncode != 0:
+                for other, _ in running.values():
+                    other.terminate()
+                raise DnadiffError(f"row {key}: its training process exited with {proc.returncode}; see {log.name}")
+            done[key] = json.loads((out_dir / f"{key}.train_row.json").read_text())
+            echo(f"{key}: {done[key]['steps']} steps in {done[key]['train_wall_seconds'] / 60:.1f} min, "
+                 f"valid {done[key]['valid_bits']:.4f} bits/base")
+    return done
 
 
 def _score_loaded(model, split: str, windows: int) -> dict:
