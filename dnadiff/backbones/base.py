@@ -91,8 +91,9 @@ class Backbone(nn.Module):
     is_causal: bool = False
     time_conditioned: bool = False
     neural: bool = True  # a network (forward/backward, features); False: a count model (the Markov baseline)
-    # a count model's own `dnadiff train` (no Lightning): "module:function" taking (cfg, resume, overwrite, run_dir)
-    fit_run: str | None = None
+    # a count model's fit for `dnadiff train` (no Lightning): "module:function" taking (cfg, tokenizer) and
+    # returning (model, metrics, config to save); training.run writes the run directory around it
+    fit_counts: str | None = None
 
     @classmethod
     def from_preset(cls, preset: str = "tiny", **overrides: Any) -> "Backbone":

@@ -173,7 +173,7 @@ class MarkovChain(Backbone):
     time_conditioned = False
     hidden_size = 0
     neural = False  # counts, no gradients or features: the network contract tests skip it (tests/test_markov.py)
-    fit_run = "dnadiff.baselines.markov_fit:fit_markov_run"  # what `dnadiff train` runs for it
+    fit_counts = "dnadiff.baselines.markov_fit:fit_for_run"  # what `dnadiff train` runs for it
 
     def __init__(self, config: MarkovConfig):
         super().__init__()

@@ -28,7 +28,7 @@ from dnadiff.baselines.markov import (
     reverse_complement_codes,
     with_order,
 )
-from dnadiff.config import RunConfig, replace, save_config
+from dnadiff.config import RunConfig, replace
 from dnadiff.errors import DnadiffError
 
 
@@ -143,34 +143,15 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
     return chain, metrics
 
 
-def fit_markov_run(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir=None):
-    """`train(cfg)` for markov: writes runs/NAME/{config.yaml, metrics.json, model/} and returns a TrainResult.
-    The caller holds the run directory's lock (training.run.train)."""
-    from dnadiff.model_dir import save_model_dir
-    from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.training.run import (
-        TrainResult,
-        _prepare_run_dir,
-        refuse_existing_run_dir,
-    )
-    from dnadiff.utils import write_json
-
-    if resume:
-        raise DnadiffError("model.backbone=markov: a count fit has nothing to resume; run it again (it takes seconds)")
+def fit_for_run(cfg: RunConfig, tokenizer):
+    """What `dnadiff train` runs for markov (Backbone.fit_counts): checks the run's settings, fits, and
+    returns (chain, metrics, the config to save); training.run owns the run directory."""
     if cfg.objective.name != "ar":
         raise DnadiffError(f"objective.name: a Markov chain is an autoregressive model; set objective.name=ar "
                            f"(got {cfg.objective.name!r})")
     if cfg.model.init_from:
         raise DnadiffError("model.init_from: a Markov chain is fitted from counts, not initialised from a model")
-    run_dir = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
-    refuse_existing_run_dir(run_dir, overwrite, hint="use --overwrite to replace it")
-    tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
     if getattr(tokenizer, "kind", "dna") != "dna":
         raise DnadiffError("tokenizer.kind: a Markov chain over A/C/G/T needs the DNA tokenizer")
-    chain, metrics = fit_markov(cfg, tokenizer)  # before touching run_dir: bad data leaves nothing behind
-    _prepare_run_dir(run_dir, resume=False, overwrite=True)  # refused above unless empty or --overwrite
-    cfg = replace(cfg, **{"model.overrides": dataclasses.asdict(chain.config)})
-    save_config(cfg, run_dir / "config.yaml")
-    model_dir = save_model_dir(run_dir / "model", cfg, chain, tokenizer, metrics)
-    write_json(run_dir / "metrics.json", metrics)
-    return TrainResult(run_dir, model_dir, metrics)
+    chain, metrics = fit_markov(cfg, tokenizer)
+    return chain, metrics, replace(cfg, **{"model.overrides": dataclasses.asdict(chain.config)})

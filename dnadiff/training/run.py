@@ -188,9 +188,8 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     family = BACKBONES.get(cfg.model.backbone)
     if not family.neural:  # a count model fits itself, no Lightning (the Markov baseline: baselines/markov_fit.py)
-        fit = resolve_object(family.fit_run)
-        with RunDirLock(where):  # it replaces the directory only after a good fit: no cleanup needed
-            return fit(cfg, resume=resume, overwrite=overwrite, run_dir=where)
+        with RunDirLock(where):  # the directory is replaced only after a good fit: no cleanup needed
+            return _fit_counts(cfg, resolve_object(family.fit_counts), resume, overwrite, where)
     rank = launch_rank()
     watch = watch_launcher(rank)  # a worker whose launcher is killed stops at once, in one line
     try:
@@ -205,6 +204,26 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     if watch is not None:
         watch.close()  # rank 0 may exit first once every rank has the model directory
     return result
+
+
+def _fit_counts(cfg: RunConfig, fit, resume: bool, overwrite: bool, run_dir: Path) -> TrainResult:
+    """`train(cfg)` for a count model: writes run_dir/{config.yaml, metrics.json, model/}; bad data leaves
+    nothing behind (the fit runs before the directory is touched)."""
+    from dnadiff.model_dir import save_model_dir
+    from dnadiff.tokenizers import build_tokenizer
+    from dnadiff.utils import write_json
+
+    if resume:
+        raise DnadiffError(f"model.backbone={cfg.model.backbone}: a count fit has nothing to resume; run it again "
+                           "(it takes seconds)")
+    refuse_existing_run_dir(run_dir, overwrite, hint="use --overwrite to replace it")
+    tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
+    model, metrics, cfg = fit(cfg, tokenizer)
+    _prepare_run_dir(run_dir, resume=False, overwrite=True)  # refused above unless empty or --overwrite
+    save_config(cfg, run_dir / "config.yaml")
+    model_dir = save_model_dir(run_dir / "model", cfg, model, tokenizer, metrics)
+    write_json(run_dir / "metrics.json", metrics)
+    return TrainResult(run_dir, model_dir, metrics)
 
 
 def _train_rank0(cfg: RunConfig, resume: bool, overwrite: bool, where: Path, callbacks: list | None) -> TrainResult:
