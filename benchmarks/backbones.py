@@ -106,7 +106,8 @@ def bench_registry(args: argparse.Namespace) -> list[dict]:
 
 # (label, backbone, preset, selective scans per layer): each is raced against a mambapy LM of its own
 # d_model and n_layer (1 scan per layer); Caduceus runs one scan per direction (x2) and, PS, per strand (x2)
-COMPARED = [("caduceus:dna-467k (PS)", "caduceus", "dna-467k", 4), ("caduceus:dna-467k-ph (PH)", "caduceus", "dna-467k-ph", 2),
+COMPARED = [("caduceus:dna-467k (PS)", "caduceus", "dna-467k", 4),
+            ("caduceus:dna-467k-ph (PH)", "caduceus", "dna-467k-ph", 2),
             ("mamba:dna-465k", "mamba", "dna-465k", 1)]
 
 

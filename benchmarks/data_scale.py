@@ -88,7 +88,8 @@ def open_sets(meta: dict, seq_len: int, num_windows: int) -> tuple[dict, object]
     valid = build_split_dataset(cfg, tok, "valid")
     t2 = time.perf_counter()
     row = {"L": seq_len, "open_train_s": round(t1 - t0, 3), "open_valid_s": round(t2 - t1, 3),
-           "train_intervals": len(train.intervals), "valid_windows": len(valid), "rss_after_open_mib": round(rss_mib(), 1),
+           "train_intervals": len(train.intervals), "valid_windows": len(valid),
+           "rss_after_open_mib": round(rss_mib(), 1),
            "max_n_frac": cfg.data.max_n_frac, "rc_prob": cfg.data.rc_prob}
     return row, train
 

@@ -94,7 +94,8 @@ def _mamba_path(device: str) -> str:
     if not device.startswith("cuda"):
         return "pytorch"
     found = [k for k in KERNELS if kernels.kernel_available(k)]
-    return "cuda kernels" if len(found) == len(KERNELS) else ("some kernels: " + ",".join(found) if found else "pytorch")
+    return "cuda kernels" if len(found) == len(KERNELS) else (
+        "some kernels: " + ",".join(found) if found else "pytorch")
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -297,7 +298,8 @@ def markdown(results: dict) -> str:
     from dnadiff.utils import markdown_table
 
     lines = [f"# GPU check: {results['machine']}", "", f"device {results['device']}, tiny={results['tiny']}, "
-             f"wall {results['wall_s']} s, all pass: {results['all_pass']}; {results.get('load_average', 'load not recorded')} at the end", ""]
+             f"wall {results['wall_s']} s, all pass: {results['all_pass']}; "
+             f"{results.get('load_average', 'load not recorded')} at the end", ""]
     for kind in CHECKS:
         rows = [{k: v for k, v in r.items() if k != "check"} for r in results["checks"] if r["check"] == kind]
         if rows:
@@ -311,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     p.add_argument("--tiny", action="store_true", help="tiny sizes and few steps (the CPU test)")
     p.add_argument("--out", default=str(REPO / "results" / "gpu_check.json"), help="JSON output; the .md is beside it")
-    p.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated subset of {','.join(CHECKS)} (default: all)")
+    p.add_argument("--checks", default=",".join(CHECKS),
+                   help=f"comma-separated subset of {','.join(CHECKS)} (default: all)")
     args = p.parse_args(argv)
     chosen = [c.strip() for c in args.checks.split(",") if c.strip()]
     unknown = sorted(set(chosen) - set(CHECKS))

@@ -31,7 +31,8 @@ def main() -> None:
         for i in range(n):
             ds[i]
         dt = time.perf_counter() - t0
-        rows.append({"mode": mode, "rc_prob": rc, "windows": n, "seconds": round(dt, 3), "windows_per_s": round(n / dt, 1)})
+        rows.append({"mode": mode, "rc_prob": rc, "windows": n, "seconds": round(dt, 3),
+                     "windows_per_s": round(n / dt, 1)})
         for workers in (2,):
             dl = torch.utils.data.DataLoader(ds, batch_size=64, num_workers=workers)
             t0 = time.perf_counter()
@@ -44,7 +45,8 @@ def main() -> None:
             rows.append({"mode": f"{mode}+DataLoader(workers={workers})", "rc_prob": rc, "windows": seen,
                          "seconds": round(dt, 3), "windows_per_s": round(seen / dt, 1)})
     for r in rows:
-        print(f"{r['mode']:<32} rc={r['rc_prob']:<4} {r['windows']:>6} windows {r['seconds']:>7.2f} s  {r['windows_per_s']:>8.1f} windows/s")
+        print(f"{r['mode']:<32} rc={r['rc_prob']:<4} {r['windows']:>6} windows {r['seconds']:>7.2f} s  "
+              f"{r['windows_per_s']:>8.1f} windows/s")
     print(json.dumps(rows))
 
 

@@ -93,7 +93,8 @@ def main() -> None:
 
         write_json(args.json, {"machine": machine_info(), "reference_windows": len(reference), "length": args.length,
                                "motifs_usable": len(scanner.motifs), "motifs_total": len(motifs),
-                               "setup_seconds": t_setup, "scan_wall_seconds": wall, "scan_cpu_seconds": cpu, "rows": rows})
+                               "setup_seconds": t_setup, "scan_wall_seconds": wall, "scan_cpu_seconds": cpu,
+                               "rows": rows})
 
 
 if __name__ == "__main__":

@@ -40,8 +40,8 @@ def make_inputs(workdir: str, mb: int, with_gzip: bool) -> dict:
     import torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.model_dir import save_model_dir
     from dnadiff.config import RunConfig, load_config
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     os.makedirs(workdir, exist_ok=True)
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                 evals[f"{kind}_{seq_len}"] = json.load(fh)
             size = os.path.getsize(paths[kind]) / 2**20
             rows.append({"file": os.path.basename(paths[kind]), "file_mib": round(size, 1), "seq_len": seq_len,
-                         "max_windows": args.max_windows, "peak_mib": round(big, 1), "short_file_peak_mib": round(short, 1),
+                         "max_windows": args.max_windows, "peak_mib": round(big, 1),
+                         "short_file_peak_mib": round(short, 1),
                          "growth_mib": round(big - short, 1), "growth_over_file": round((big - short) / size, 2),
                          "eval_s": round(seconds, 2)})
             print(format_table([rows[-1]]), f"   [{load_average()}]", flush=True)

@@ -51,7 +51,8 @@ MASK_ID, VOCAB = 3, 12  # the DNA tokenizer's ids
 
 def sampler_options(name: str, steps: int, length: int) -> dict:
     if name == "semi_ar":
-        return {"inner": "ancestral", "window": length // 2, "stride": length // 4, "inner_options": {"steps": steps // 2}}
+        return {"inner": "ancestral", "window": length // 2, "stride": length // 4,
+                "inner_options": {"steps": steps // 2}}
     if name == "first_hitting":
         return {}
     if name == "remdm":
@@ -154,7 +155,8 @@ def ar_decoding(args) -> int:
             "with the cache; then the backbone alone: one `step` call, and one full forward at length L",
             "(what the re-run pays for the last token).",
             "",
-            markdown_table([{"backbone": r["backbone"], "L": r["L"], "re-run ms/token": f"{r['ms_per_token_rerun']:.3f}",
+            markdown_table([{"backbone": r["backbone"], "L": r["L"],
+                             "re-run ms/token": f"{r['ms_per_token_rerun']:.3f}",
                              "cached ms/token": f"{r['ms_per_token_cached']:.3f}", "speedup": f"{r['speedup']:.1f}",
                              "step only ms": f"{r['ms_per_token_step_only']:.3f}",
                              "full forward at L ms": f"{r['ms_forward_full_L']:.2f}", "same tokens": r["same_tokens"]}
@@ -261,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         md = os.path.splitext(args.out)[0] + ".md"
         atomic_write(md, "\n".join([
             f"# Sampling with the per-row output cache ({args.denoiser})", "",
-            f"`python benchmarks/sampling.py --denoiser {args.denoiser} --cells {args.cells} --samplers {args.samplers} "
+            f"`python benchmarks/sampling.py --denoiser {args.denoiser} --cells {args.cells} "
+            f"--samplers {args.samplers} "
             f"--repeats {args.repeats} --threads {args.threads} --out {args.out}`", "",
             f"Machine: {describe_machine(meta['machine'])}; at the end, {load}.", "",
             "rows: denoiser rows evaluated per run (mean over repeats); frac: cached / plain; "

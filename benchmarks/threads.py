@@ -50,8 +50,8 @@ def tiny_model(folder: str) -> str:
     import torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.model_dir import save_model_dir
     from dnadiff.config import RunConfig, load_config
+    from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     torch.manual_seed(0)
@@ -87,7 +87,8 @@ def run_sample(model: str, arm: str, args: argparse.Namespace, out: str) -> dict
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"error: {' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-500:]}")
-    return {"arm": arm, "threads": threads, "wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+    return {"arm": arm, "threads": threads, "wall_s": round(wall, 3),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "load_1min": round(load, 2)}
 
 
@@ -142,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             model = args.model or tiny_model(tmp)
             if busy and args.settle > 0:
                 time.sleep(args.settle)
-            print(f"busy ({args.busy} spinning process{'es' if args.busy != 1 else ''}): {load_average()}", file=sys.stderr)
+            print(f"busy ({args.busy} spinning process{'es' if args.busy != 1 else ''}): {load_average()}",
+                  file=sys.stderr)
             with tqdm(total=args.repeats * len(arms), desc="sample runs", unit="run") as bar:
                 for round_ in range(args.repeats):
                     for arm in arms:

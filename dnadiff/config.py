@@ -51,7 +51,8 @@ def _devices_ok(devices: Any) -> bool:
         return len(devices) > 0 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices)
     if isinstance(devices, str):
         parts = [p.strip() for p in devices.strip().rstrip(",").split(",")]
-        return all(p.lstrip("-").isdigit() for p in parts) and (len(parts) > 1 or int(parts[0]) == -1 or int(parts[0]) > 0)
+        return all(p.lstrip("-").isdigit() for p in parts) and (
+            len(parts) > 1 or int(parts[0]) == -1 or int(parts[0]) > 0)
     return False
 
 
@@ -66,7 +67,8 @@ class TokenizerConfig:
     def __post_init__(self):
         _check(self.train in (None, "bert-like", "gpt2-like"), "tokenizer.train",
                f"must be bert-like, gpt2-like or null, got {self.train!r}")
-        _check(self.train_vocab_size >= 300, "tokenizer.train_vocab_size", f"must be >= 300, got {self.train_vocab_size}")
+        _check(self.train_vocab_size >= 300, "tokenizer.train_vocab_size",
+               f"must be >= 300, got {self.train_vocab_size}")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ def setup_logging(verbosity: int = 0) -> None:
         if getattr(handler, "_dnadiff", False):
             log.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s" if level > logging.DEBUG else "%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(
+        "%(message)s" if level > logging.DEBUG else "%(levelname)s %(name)s: %(message)s"))
     handler._dnadiff = True  # type: ignore[attr-defined]
     log.addHandler(handler)
     log.setLevel(level)

@@ -84,7 +84,8 @@ def save_model_dir(
     metrics: dict[str, Any] | None = None,
     state_dict: dict[str, torch.Tensor] | None = None,
 ) -> Path:
-    """Write a model directory atomically (the config as `recorded_config` records it): built in a temporary folder, then renamed into place."""
+    """Write a model directory atomically (the config as `recorded_config` records it): built in a temporary
+    folder, then renamed into place."""
     path = Path(path)
     from dnadiff.backbones.base import BACKBONES
 

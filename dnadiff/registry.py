@@ -159,7 +159,8 @@ class Registry:
                 node.merge_with({k: v})
                 out[k] = OmegaConf.to_container(node, resolve=True)[k]
             except OmegaConfBaseException:
-                tp = _init_params(self.get(name))[0].get(k, ({f.name: f.type for f in dataclasses.fields(schema)}[k],))[0]
+                tp = _init_params(self.get(name))[0].get(
+                    k, ({f.name: f.type for f in dataclasses.fields(schema)}[k],))[0]
                 tp = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
                 raise DnadiffError(f"{key}{sep}{k}={v!r}: {label} expects {tp}; "
                                    f"valid options: {self.describe(name, exclude)}") from None

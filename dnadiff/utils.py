@@ -113,7 +113,8 @@ def _remove_quietly(path: str | None) -> None:
 
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
     with atomic_path(path) as tmp:
-        with open(tmp, "wb" if isinstance(data, bytes) else "w", encoding=None if isinstance(data, bytes) else "utf-8") as fh:
+        with open(tmp, "wb" if isinstance(data, bytes) else "w",
+                  encoding=None if isinstance(data, bytes) else "utf-8") as fh:
             fh.write(data)
 
 
@@ -300,5 +301,6 @@ def recover_together(paths: list[str | os.PathLike]) -> None:
         clean_stale_temps(path)
 
 
-__all__ = ["atomic_path", "atomic_write", "format_duration", "json_text", "write_json", "format_table", "markdown_table", "refuse_existing",
+__all__ = ["atomic_path", "atomic_write", "format_duration", "json_text", "write_json", "format_table",
+           "markdown_table", "refuse_existing",
            "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]

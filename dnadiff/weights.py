@@ -93,5 +93,6 @@ def load_state_into(backbone: torch.nn.Module, state: dict[str, torch.Tensor], w
         raise DnadiffError(f"{where}: weights do not match the model config ({detail})")
     for k, v in state.items():
         if tuple(v.shape) != tuple(own[k].shape):
-            raise DnadiffError(f"{where}: weight {k} has shape {tuple(v.shape)}, the config needs {tuple(own[k].shape)}")
+            raise DnadiffError(f"{where}: weight {k} has shape {tuple(v.shape)}, "
+                               f"the config needs {tuple(own[k].shape)}")
     backbone.load_state_dict(state)

@@ -26,8 +26,16 @@ from torch import Tensor, nn
 from dnadiff.backbones.base import BACKBONES, Backbone, flip_length, padding_mask, reverse_index
 from dnadiff.backbones.layers.norms import build_norm
 from dnadiff.backbones.mamba import Mamba, MambaConfig, init_mamba_weights, pad_vocab
-from dnadiff.backbones.rcps import (RCPSEmbedding, RCPSLMHead, RCPSWrapper, complement_table, rc_conjoin,
-                                    rcps_add_norm, reverse_complement_ids, swap_halves)
+from dnadiff.backbones.rcps import (
+    RCPSEmbedding,
+    RCPSLMHead,
+    RCPSWrapper,
+    complement_table,
+    rc_conjoin,
+    rcps_add_norm,
+    reverse_complement_ids,
+    swap_halves,
+)
 from dnadiff.errors import DnadiffError
 
 

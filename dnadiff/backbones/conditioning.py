@@ -19,7 +19,8 @@ class ClassConditional(nn.Module):
         super().__init__()
         cond_dim = getattr(backbone.config, "cond_dim", 0)
         if cond_dim <= 0:
-            raise DnadiffError("a class-conditional model needs a backbone built with cond_dim > 0 (model.overrides.cond_dim)")
+            raise DnadiffError("a class-conditional model needs a backbone built with cond_dim > 0 "
+                               "(model.overrides.cond_dim)")
         self.backbone = backbone
         self.num_classes = int(num_classes)
         self.label_embed = nn.Embedding(self.num_classes + 1, cond_dim)

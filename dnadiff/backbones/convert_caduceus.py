@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from dnadiff.backbones.caduceus import Caduceus, CaduceusConfig
-from dnadiff.tokenizers.dna import DNA_COMPLEMENT
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.dna import DNA_COMPLEMENT
 
 _SSM_KEYS = ("d_state", "d_conv", "expand", "dt_rank", "dt_min", "dt_max", "dt_init", "dt_scale",
              "dt_init_floor", "conv_bias", "bias")
@@ -144,7 +144,8 @@ def _retie(state: dict[str, torch.Tensor], model: Caduceus) -> None:
         mixer = "mixer.submodule" if cfg.rcps else "mixer"
         for i in range(cfg.n_layer):
             for p in ("in_proj.weight", "in_proj.bias", "out_proj.weight", "out_proj.bias"):
-                pairs.append((f"backbone.layers.{i}.{mixer}.mamba_fwd.{p}", f"backbone.layers.{i}.{mixer}.mamba_rev.{p}"))
+                pairs.append((f"backbone.layers.{i}.{mixer}.mamba_fwd.{p}",
+                              f"backbone.layers.{i}.{mixer}.mamba_rev.{p}"))
     emb = "backbone.embeddings.word_embeddings." + ("embedding.weight" if cfg.rcps else "weight")
     pairs.append((emb, "lm_head.lm_head.weight" if cfg.rcps else "lm_head.weight"))
     for src, dst in pairs:

@@ -156,7 +156,8 @@ def convert_state_dict(src: dict[str, Tensor], model: HyenaDNA) -> dict[str, Ten
             raise DnadiffError(f"HyenaDNA checkpoint: key {key!r} has no counterpart ({ours})")
         if tuple(own[ours].shape) != tuple(value.shape):
             raise DnadiffError(
-                f"HyenaDNA checkpoint: {key!r} has shape {tuple(value.shape)}, the model expects {tuple(own[ours].shape)}"
+                f"HyenaDNA checkpoint: {key!r} has shape {tuple(value.shape)}, "
+                f"the model expects {tuple(own[ours].shape)}"
             )
         out[ours] = value
     for prefix, copies in freq_groups.items():

@@ -127,7 +127,9 @@ class HFMaskedLM(Backbone):
         if self.cond_proj is not None:
             nn.init.normal_(self.cond_proj.weight, std=0.02)
 
-    def _inputs(self, input_ids: Tensor, cond: Tensor | None, attention_mask: Tensor | None = None) -> dict[str, Tensor]:
+    def _inputs(
+        self, input_ids: Tensor, cond: Tensor | None, attention_mask: Tensor | None = None
+    ) -> dict[str, Tensor]:
         if input_ids.dim() != 2:
             raise DnadiffError(f"hf_mlm: input_ids must be [B, L], got shape {tuple(input_ids.shape)}")
         real = padding_mask(input_ids, attention_mask)

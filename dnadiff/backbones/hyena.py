@@ -21,7 +21,8 @@ so the two sides differ while costing only `filter_order` parameters per layer; 
 stays causal (the long filter already sees both sides). Not the repo's shifted circular trick.
 
 Block (prenorm, as the HF port): r = u + Drop(Mixer(LN1(u))); out = r + Drop(MLP(LN2(r))), MLP 4d
-with tanh-GELU, fp32 residual stream, `embed_dropout` on the embeddings; final LayerNorm `ln_f`; vocab padded to a multiple of 8; LM head tied to the
+with tanh-GELU, fp32 residual stream, `embed_dropout` on the embeddings; final LayerNorm `ln_f`;
+vocab padded to a multiple of 8; LM head tied to the
 embedding (`tie_embeddings=True`, the repo's SequenceLMHeadModel) or a separate `lm_head`
 (the HF CausalLM checkpoints). Parameter/buffer names follow `standalone_hyenadna.py` and the HF
 port (`backbone.layers.{i}.mixer.filter_fn.implicit_filter.{0..6}` …), so checkpoints map by name.
@@ -320,7 +321,8 @@ class HyenaDNA(Backbone):
         self.time_conditioned = False
         self.backbone = HyenaLMBackbone(config)
         self.cond_proj = nn.Linear(config.cond_dim, config.d_model, bias=False) if config.cond_dim > 0 else None
-        self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.padded_vocab_size, bias=False)
+        self.lm_head = (None if config.tie_embeddings
+                        else nn.Linear(config.d_model, config.padded_vocab_size, bias=False))
         self._init_weights()
 
     def _init_weights(self) -> None:

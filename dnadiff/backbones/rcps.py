@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dnadiff.backbones.base import flip_length, padding_mask, reverse_index
-
 from dnadiff.tokenizers.dna import DNA_COMPLEMENT  # the tokenizer's complement table (ids 0..11)
 
 

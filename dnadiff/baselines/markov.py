@@ -44,7 +44,8 @@ from dnadiff.backbones.base import BACKBONES, Backbone
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer, complement_codes
 
-BASE_IDS = (DNATokenizer.a_id, DNATokenizer.c_id, DNATokenizer.g_id, DNATokenizer.t_id)  # A C G T (docs/architecture.md)
+# A C G T (docs/architecture.md)
+BASE_IDS = (DNATokenizer.a_id, DNATokenizer.c_id, DNATokenizer.g_id, DNATokenizer.t_id)
 NEG_INF = -1e6  # the SUBS constant: exp() is exactly 0 in float32, sums with 0 stay finite
 MAX_ORDER = 12  # 4^13 counts (537 MB as float64) is the most a model directory should hold
 
@@ -206,12 +207,14 @@ class MarkovChain(Backbone):
         return self.refresh()
 
     def refresh(self) -> "MarkovChain":
-        tables, self.discounts = probability_tables(self.counts(), self.order, self.config.smoothing, self.config.discount)
+        tables, self.discounts = probability_tables(self.counts(), self.order, self.config.smoothing,
+                                                    self.config.discount)
         device = self.device_anchor.device
         with np.errstate(divide="ignore"):
             flat = np.log(np.concatenate(tables, axis=0))  # (sum_j 4^j, 4) natural-log conditionals
         self.log_table = torch.as_tensor(np.maximum(flat, NEG_INF), dtype=torch.float32, device=device)
-        self.offsets = torch.as_tensor(np.cumsum([0] + [4**j for j in range(self.order)]), dtype=torch.long, device=device)
+        self.offsets = torch.as_tensor(np.cumsum([0] + [4**j for j in range(self.order)]), dtype=torch.long,
+                                       device=device)
         return self
 
     def tables(self) -> list[np.ndarray]:

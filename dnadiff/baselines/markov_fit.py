@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np

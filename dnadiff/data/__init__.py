@@ -15,10 +15,10 @@ from dnadiff.data.benchmarks import (
 from dnadiff.data.datasets import LabelledWindows, build_split_dataset, genome_paths
 from dnadiff.data.documents import iter_documents
 from dnadiff.data.fasta import Genome, GenomeWindows, Interval, bundled_genome, genome_reference, read_bed
-from dnadiff.data.streamed_records import RecordIndex, RecordWindows, record_windows
 from dnadiff.data.records import format_fasta, read_fasta, tile_records, write_fasta
 from dnadiff.data.slices import write_masked_slice
 from dnadiff.data.splits import holdout_split, kfold_splits, paper_splits, stratified_subsample
+from dnadiff.data.streamed_records import RecordIndex, RecordWindows, record_windows
 from dnadiff.data.text import build_text_datasets
 from dnadiff.data.tokenizer_training import train_tokenizer
 

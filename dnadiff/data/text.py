@@ -140,7 +140,8 @@ class DocSource:
     def count_raw(self) -> int:
         if self.hf is not None:
             return _hf_len(self.hf, self.opts)
-        return sum(1 for f in self.files for _ in iter_documents(f, self.opts.field, self.opts.txt_unit, field_hint="set data.text.field"))
+        return sum(1 for f in self.files
+                   for _ in iter_documents(f, self.opts.field, self.opts.txt_unit, field_hint="set data.text.field"))
 
     def bounds(self) -> tuple[int, Optional[int]]:
         """[start, stop) document indices of this split (stop None = to the end)."""
@@ -237,7 +238,8 @@ def _load_local_copy(datasets, spec: dict, opts: TextOptions):
         try:
             loaded = datasets.load_from_disk(folder)
         except Exception as exc:
-            raise DnadiffError(f"{where}: cannot read the save_to_disk folder ({str(exc).splitlines()[0][:200]})") from None
+            raise DnadiffError(f"{where}: cannot read the save_to_disk folder "
+                               f"({str(exc).splitlines()[0][:200]})") from None
         if isinstance(loaded, datasets.DatasetDict):
             if split not in loaded:
                 raise DnadiffError(f"{where}: no {split!r} split in this copy of {name} (it has {', '.join(loaded)})")
@@ -245,7 +247,8 @@ def _load_local_copy(datasets, spec: dict, opts: TextOptions):
         elif split == "train":  # one Dataset saved alone: the train split
             ds = loaded
         else:
-            raise DnadiffError(f"{where}: a single saved Dataset (taken as train), but {name} needs a {split!r} split too")
+            raise DnadiffError(f"{where}: a single saved Dataset (taken as train), "
+                               f"but {name} needs a {split!r} split too")
         return ds.to_iterable_dataset() if opts.streaming else ds
     files = _parquet_split_files(folder, split)
     if not files:
@@ -256,7 +259,8 @@ def _load_local_copy(datasets, spec: dict, opts: TextOptions):
         return datasets.load_dataset("parquet", data_files={split: files}, split=split, cache_dir=opts.hf_cache_dir,
                                      streaming=opts.streaming)
     except Exception as exc:
-        raise DnadiffError(f"{where}: cannot read the {split!r} parquet files ({str(exc).splitlines()[0][:200]})") from None
+        raise DnadiffError(f"{where}: cannot read the {split!r} parquet files "
+                           f"({str(exc).splitlines()[0][:200]})") from None
 
 
 def _hf_load(spec: dict, opts: TextOptions):
@@ -501,7 +505,8 @@ class StreamingTextDataset(IterableDataset):
         info = get_worker_info()
         filt = None if info is None else (lambda i, n=info.num_workers, k=info.id: i % n == k)
         for ids, mask in iter_items(self.source, self.tokenizer, self.seq_len, self.opts, filt):
-            yield {"input_ids": torch.tensor(ids, dtype=torch.long), "attention_mask": torch.tensor(mask, dtype=torch.long)}
+            yield {"input_ids": torch.tensor(ids, dtype=torch.long),
+                   "attention_mask": torch.tensor(mask, dtype=torch.long)}
 
 
 _MEMO: dict[str, TokenBlockDataset] = {}

@@ -16,7 +16,8 @@ package so that the whole pipeline runs without a download:
 
 The byte-level BPE is deterministic. The WordPiece trainer breaks count ties differently from run
 to run; its ids are renumbered canonically (on the 2.4 MB fortunes corpus at 2,048 pieces that
-gives identical tokenizers run after run; on a tiny corpus the learnt pieces themselves may differ). An existing folder trained with the same settings and corpus
+gives identical tokenizers run after run; on a tiny corpus the learnt pieces themselves may differ).
+An existing folder trained with the same settings and corpus
 is reused (its `dnadiff_tokenizer.json` records what built it).
 """
 
@@ -156,7 +157,8 @@ def ensure_tokenizer(cfg) -> None:
     if tcfg.kind != "text" or not tcfg.train:
         return
     if not tcfg.path:
-        raise DnadiffError("tokenizer.path: name the folder that tokenizer.train builds (e.g. runs/tokenizers/bert-like)")
+        raise DnadiffError("tokenizer.path: name the folder that tokenizer.train builds "
+                           "(e.g. runs/tokenizers/bert-like)")
     out = Path(tcfg.path)
     if out.is_dir() and not (out / STAMP).is_file() and any(out.iterdir()):
         return  # a tokenizer the user made: used as it is

@@ -1,4 +1,5 @@
-"""Evaluation: likelihood bounds (perplexity.py), paired per-window comparisons (paired.py), DNA sample statistics (dna_metrics.py), JASPAR motif
+"""Evaluation: likelihood bounds (perplexity.py), paired per-window comparisons (paired.py),
+DNA sample statistics (dna_metrics.py), JASPAR motif
 content (motifs.py), Fréchet distance and held-out classifier accuracy through a trained encoder
 (encoders.py), generative perplexity (genppl.py), zero-shot text perplexity (zeroshot.py), classification
 metrics and the mean ± range summaries of the tables (classification.py), figures (plots.py). Plain

@@ -313,7 +313,8 @@ def compare(
     """All metrics of one sample set against one reference set (no floor)."""
     res: dict = {"num_samples": len(samples), "num_reference": len(reference)}
     res["mean_length"] = float(np.mean([len(s) for s in samples]))
-    res["kmer_js"] = {str(k): js_divergence(kmer_counts(samples, k), kmer_counts(reference, k)) for k in range(1, kmax + 1)}
+    res["kmer_js"] = {str(k): js_divergence(kmer_counts(samples, k), kmer_counts(reference, k))
+                      for k in range(1, kmax + 1)}
     res["kmer_pearson"] = {"k": 3, "r": kmer_pearson(samples, reference, 3)}
     gs, gr = gc_content(samples), gc_content(reference)
     res["gc"] = {
@@ -378,7 +379,8 @@ def dna_metrics(
     reference = _clean(reference, "reference")
     if kmax < 1 or kmax > 12:
         raise DnadiffError(f"kmax must be in 1..12, got {kmax}")
-    opts = dict(kmax=kmax, markov_order=markov_order, entropy_k=entropy_k, match_threshold=match_threshold, both_strands=both_strands)
+    opts = dict(kmax=kmax, markov_order=markov_order, entropy_k=entropy_k, match_threshold=match_threshold,
+                both_strands=both_strands)
     out = {"samples": compare(samples, reference, **opts, extras=extras)}
     er = np.array([kmer_entropy(s, entropy_k) for s in reference])
     out["reference_stats"] = {
@@ -407,7 +409,8 @@ def summary_rows(res: dict) -> list[dict]:
             d = d[k]
         return d
 
-    rows = [{"metric": f"kmer JS k={k} (bits)", "samples": v, "floor": get(f, "kmer_js", k)} for k, v in s["kmer_js"].items()]
+    rows = [{"metric": f"kmer JS k={k} (bits)", "samples": v, "floor": get(f, "kmer_js", k)}
+            for k, v in s["kmer_js"].items()]
     if "kmer_pearson" in s:
         rows.append({"metric": f"{s['kmer_pearson']['k']}-mer Pearson r", "samples": s["kmer_pearson"]["r"],
                      "floor": get(f, "kmer_pearson", "r")})
@@ -420,14 +423,17 @@ def summary_rows(res: dict) -> list[dict]:
             "samples": s["kmer_entropy"]["samples_mean"],
             "floor": get(f, "kmer_entropy", "samples_mean"),
         },
-        {"metric": f"Markov-{s['markov_ppl']['order']} perplexity", "samples": s["markov_ppl"]["samples"], "floor": get(f, "markov_ppl", "samples")},
+        {"metric": f"Markov-{s['markov_ppl']['order']} perplexity", "samples": s["markov_ppl"]["samples"],
+         "floor": get(f, "markov_ppl", "samples")},
     ]
     if "memorisation" in s:
         m, fm = s["memorisation"], f.get("memorisation", {})
         key = f"share_ge_{m['threshold']}bp"
         rows += [
-            {"metric": "longest match (max)", "samples": m["longest_match_max"], "floor": fm.get("longest_match_max", "")},
-            {"metric": "longest match (median)", "samples": m["longest_match_median"], "floor": fm.get("longest_match_median", "")},
+            {"metric": "longest match (max)", "samples": m["longest_match_max"],
+             "floor": fm.get("longest_match_max", "")},
+            {"metric": "longest match (median)", "samples": m["longest_match_median"],
+             "floor": fm.get("longest_match_median", "")},
             {"metric": f"share with >= {m['threshold']}-bp match", "samples": m[key], "floor": fm.get(key, "")},
         ]
     if "motifs" in s:
@@ -435,14 +441,17 @@ def summary_rows(res: dict) -> list[dict]:
         rows += [
             {"metric": f"motif hits/kb ({n} JASPAR; reference {s['motifs']['hits_per_kb_reference']:.4g})",
              "samples": s["motifs"]["hits_per_kb_samples"], "floor": get(f, "motifs", "hits_per_kb_samples")},
-            {"metric": "motif hit-rate Spearman", "samples": s["motifs"]["spearman"], "floor": get(f, "motifs", "spearman")},
+            {"metric": "motif hit-rate Spearman", "samples": s["motifs"]["spearman"],
+             "floor": get(f, "motifs", "spearman")},
             {"metric": "motif spectrum JS (bits)", "samples": s["motifs"]["js"], "floor": get(f, "motifs", "js")},
         ]
     if "frechet" in s:
-        rows.append({"metric": "Frechet distance (in-house embedder; not SFID/FBD)", "samples": s["frechet"]["distance"],
+        rows.append({"metric": "Frechet distance (in-house embedder; not SFID/FBD)",
+                     "samples": s["frechet"]["distance"],
                      "floor": get(f, "frechet", "distance")})
     c = res.get("classifier")
     if c:
-        rows.append({"metric": f"held-out classifier accuracy (n={c['num_samples']})", "samples": c["accuracy"], "floor": ""})
+        rows.append({"metric": f"held-out classifier accuracy (n={c['num_samples']})", "samples": c["accuracy"],
+                     "floor": ""})
         rows.append({"metric": "held-out classifier mean p(class)", "samples": c["mean_probability"], "floor": ""})
     return rows

@@ -155,7 +155,9 @@ class Embedder:
         return np.stack([self._cache[s] for s in seqs])
 
 
-def frechet_metric(embedder: Embedder, samples: Sequence[str], reference: Sequence[str], progress: bool = False) -> dict:
+def frechet_metric(
+    embedder: Embedder, samples: Sequence[str], reference: Sequence[str], progress: bool = False
+) -> dict:
     """The in-house Fréchet distance of samples vs reference under `embedder`, labelled as such."""
     x, y = embedder(samples, progress), embedder(reference, progress)
     return {"distance": frechet_from_embeddings(x, y), "dim": int(x.shape[1]), "embedder": embedder.name,
@@ -177,7 +179,8 @@ def class_index(label: str | int, classes: Sequence[str], where: str = "class") 
 @torch.no_grad()
 def predict_proba(model, seqs: Sequence[str], batch_size: int = 64, where: str = "samples") -> np.ndarray:
     """Class probabilities (n, C) from the classifier's forward (its own strand conjoining)."""
-    out = [model(ids, mask).double().softmax(-1).cpu().numpy() for ids, mask in _batches(model.eval(), list(seqs), batch_size, where)]
+    out = [model(ids, mask).double().softmax(-1).cpu().numpy()
+           for ids, mask in _batches(model.eval(), list(seqs), batch_size, where)]
     return np.concatenate(out)
 
 

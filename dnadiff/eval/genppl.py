@@ -146,7 +146,8 @@ def scoring_window(model, max_length: int | None = None, stride: int | None = No
         raise DnadiffError(f"generative perplexity: context {ctx} is too short")
     stride = max(1, ctx // 2) if stride is None else int(stride)
     if not 1 <= stride <= max(1, ctx // 2):
-        raise DnadiffError(f"generative perplexity: stride must be in [1, {max(1, ctx // 2)}] (half the window {ctx}), got {stride}")
+        raise DnadiffError(f"generative perplexity: stride must be in [1, {max(1, ctx // 2)}] "
+                           f"(half the window {ctx}), got {stride}")
     return ctx, stride
 
 

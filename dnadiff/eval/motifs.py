@@ -74,7 +74,8 @@ def load_jaspar(release: str = JASPAR_RELEASE, collection: str = "CORE", tax_gro
     try:
         from pyjaspar import jaspardb
     except ImportError:
-        raise DnadiffError("JASPAR motifs need the pyjaspar package: pip install pyjaspar (or use --no-motifs)") from None
+        raise DnadiffError("JASPAR motifs need the pyjaspar package: "
+                           "pip install pyjaspar (or use --no-motifs)") from None
     import contextlib
     import io
 
@@ -236,7 +237,9 @@ class MotifScanner:
                     np.add.at(hits, (owner[pos[ok]], idx[ch[ok] % idx.size]), 1)
         return hits
 
-    def scan(self, seqs: Sequence[str], progress: bool = False, desc: str = "motif scan") -> tuple[np.ndarray, np.ndarray]:
+    def scan(
+        self, seqs: Sequence[str], progress: bool = False, desc: str = "motif scan"
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(hits Int64[n, M], scanned A/C/G/T bases Int64[n]) of each sequence, both strands."""
         seqs = [str(s).upper() for s in seqs]
         todo = list(dict.fromkeys(s for s in seqs if s not in self._cache))

@@ -4,5 +4,6 @@ from dnadiff.heads.classifier import ClassificationHead, SequenceClassifier, def
 from dnadiff.heads.config import FinetuneConfig, load_finetune_config
 from dnadiff.heads.pooling import POOLINGS, pool, reverse_complement_padded
 
-__all__ = ["ClassificationHead", "SequenceClassifier", "default_conjoin", "POOLINGS", "pool", "reverse_complement_padded",
+__all__ = ["ClassificationHead", "SequenceClassifier", "default_conjoin", "POOLINGS", "pool",
+           "reverse_complement_padded",
            "FinetuneConfig", "load_finetune_config"]

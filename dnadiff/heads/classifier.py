@@ -72,7 +72,8 @@ class SequenceClassifier(nn.Module):
             raise DnadiffError(f"a classifier needs at least 2 classes, got {num_classes}")
         conjoin = default_conjoin(backbone) if conjoin == "auto" else conjoin
         if conjoin == "ps" and not is_rcps(backbone):
-            raise DnadiffError("model.conjoin: 'ps' needs an RCPS backbone (Caduceus-PS, rcps: true); use 'ph' or 'none'")
+            raise DnadiffError("model.conjoin: 'ps' needs an RCPS backbone (Caduceus-PS, rcps: true); "
+                               "use 'ph' or 'none'")
         self.backbone = backbone
         self.num_classes = num_classes
         self.pooling, self.conjoin, self.rc_aug = pooling, conjoin, rc_aug
@@ -80,7 +81,8 @@ class SequenceClassifier(nn.Module):
         self.freeze_backbone = freeze_backbone
         width = backbone.hidden_size // 2 if conjoin == "ps" else backbone.hidden_size
         self.head = ClassificationHead(width, num_classes, dropout)
-        size = max(16, int(getattr(backbone, "padded_vocab_size", 0) or 0), int(getattr(backbone, "vocab_size", 0) or 0))
+        size = max(16, int(getattr(backbone, "padded_vocab_size", 0) or 0),
+                   int(getattr(backbone, "vocab_size", 0) or 0))
         self.register_buffer("complement", complement_tensor(size), persistent=False)
         if freeze_backbone:
             for p in self.backbone.parameters():
@@ -115,7 +117,8 @@ class SequenceClassifier(nn.Module):
         rev = hidden[..., d:].flip(-1)  # (B, L, d) RC strand, in forward position order
         # the RC strand reads the sequence backwards: its first token is the last real position
         rev_mode = {"first": "last", "last": "first"}.get(self.pooling, self.pooling)
-        return 0.5 * (self.head(pool(fwd, attention_mask, self.pooling)) + self.head(pool(rev, attention_mask, rev_mode)))
+        return 0.5 * (self.head(pool(fwd, attention_mask, self.pooling))
+                      + self.head(pool(rev, attention_mask, rev_mode)))
 
     def reverse_complement(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         return reverse_complement_padded(input_ids, attention_mask, self.complement)

@@ -25,7 +25,9 @@ from dnadiff.errors import DnadiffError
 FORMAT = "dnadiff-classifier"
 
 
-def save_classifier_dir(path: str | os.PathLike, classifier, classes: list[str], info: dict[str, Any] | None = None) -> Path:
+def save_classifier_dir(
+    path: str | os.PathLike, classifier, classes: list[str], info: dict[str, Any] | None = None
+) -> Path:
     """Write `classifier` (a SequenceClassifier) to directory `path` atomically per file."""
     from dnadiff.backbones import BACKBONES
     from dnadiff.utils import atomic_write

@@ -9,7 +9,8 @@ Names: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm, a
 each file for its options; base.py for the shared ones and the step contract: `init_state`,
 `model_time`, pure `step`, one loop in `Sampler.run`). `cache=True` (the default of `cached`)
 makes any masked-diffusion sampler evaluate only the sequences whose tokens changed, for a
-denoiser that ignores t (output_cache.py): the same samples with fewer denoiser rows. `generator` may be a torch.Generator (one
+denoiser that ignores t (output_cache.py): the same samples with fewer denoiser rows.
+`generator` may be a torch.Generator (one
 stream for the batch) or an int seed / `SeedStream` (per-sequence counter-based draws: samples do
 not depend on the batch size). Denoiser wrappers: `rc_symmetric(denoiser,
 complement_ids, mask_id)` (strand-averaged predictions) and `guided(cond, uncond, scale, mask_id)`

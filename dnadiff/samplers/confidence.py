@@ -38,7 +38,8 @@ class ConfidenceSampler(Sampler):
     def __init__(self, steps: int = 128, *, criterion: str = "confidence", score_noise: float = 0.0, **options):
         super().__init__(steps, **options)
         if criterion not in CRITERIA:
-            raise DnadiffError(f"sampler 'confidence': criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
+            raise DnadiffError(f"sampler 'confidence': criterion must be one of {', '.join(CRITERIA)}, "
+                               f"got {criterion!r}")
         self.criterion = criterion
         self.score_noise = float(score_noise)
 

@@ -50,7 +50,8 @@ class FirstHittingSampler(Sampler):
 
     def init_state(self, denoiser, schedule, mask_id: int, x: Tensor) -> SamplerState:
         B = x.shape[0]
-        return SamplerState(x=x, fixed=x != mask_id, mask_id=int(mask_id), t=torch.ones(B, dtype=torch.float64, device=x.device),
+        return SamplerState(x=x, fixed=x != mask_id, mask_id=int(mask_id),
+                            t=torch.ones(B, dtype=torch.float64, device=x.device),
                             done=not bool((x == mask_id).any()), schedule=schedule)
 
     def model_time(self, state: SamplerState) -> Tensor:

@@ -108,7 +108,8 @@ class _CounterStep(StepRandom):
         return self.gens
 
     def rand(self, shape=(), dtype=torch.float64):
-        return torch.stack([torch.rand(shape, generator=g, device=self.device, dtype=dtype) for g in self._generators()])
+        return torch.stack([torch.rand(shape, generator=g, device=self.device, dtype=dtype)
+                            for g in self._generators()])
 
     def randint(self, high):
         return torch.cat([torch.randint(high, (1,), generator=g, device=self.device) for g in self._generators()])
@@ -189,7 +190,8 @@ def make_stream(generator, rows: int, device, float32_draws: bool = False) -> Ra
         return SeedStream(generator).bind(rows, device, float32_draws)
     if generator is None or isinstance(generator, torch.Generator):
         return SharedStream(generator, rows, device, float32_draws)
-    raise DnadiffError(f"generator must be a torch.Generator, an int seed or a SeedStream, got {type(generator).__name__}")
+    raise DnadiffError(f"generator must be a torch.Generator, an int seed or a SeedStream, "
+                       f"got {type(generator).__name__}")
 
 
 __all__ = ["RandomStream", "SeedStream", "SharedStream", "StepRandom", "draw_categorical", "make_stream", "splitmix64"]

@@ -9,7 +9,8 @@ has the requested length `shape[1]`, which may exceed the model's training lengt
 Options: `inner` (a sampler name) and `inner_options` (its options; the shared temperature/top_p
 etc. given here are passed on unless set there), `window`, `stride`. A `template` of the full
 length fixes tokens anywhere; each window sees its slice. NFE = sum of the inner samplers' calls
-(per sequence: summed over windows); `last_steps` = the inner loops' steps, summed over windows. It runs the inner sampler's loop (base.py) per window instead of defining a `step`.
+(per sequence: summed over windows); `last_steps` = the inner loops' steps, summed over windows.
+It runs the inner sampler's loop (base.py) per window instead of defining a `step`.
 """
 
 from __future__ import annotations

@@ -91,7 +91,8 @@ class DNATokenizer:
             pos = int(np.flatnonzero(ids < 0)[0])
             char = chr(raw[pos]) if raw[pos] < 128 else "non-ASCII"
             allowed = "ACGTN" if self.strict else "ACGTN or IUPAC codes"
-            raise DnadiffError(f"{where}: character {char!r} at position {offset + pos} is not DNA (allowed: {allowed})")
+            raise DnadiffError(f"{where}: character {char!r} at position {offset + pos} is not DNA "
+                               f"(allowed: {allowed})")
         return ids
 
     def encode(self, seq: str, where: str = "sequence") -> list[int]:
@@ -122,7 +123,8 @@ class DNATokenizer:
     def complement(self, ids):
         """Complement ids (list, numpy array or torch tensor), same type back."""
         if isinstance(ids, torch.Tensor):
-            cmap = torch.tensor(self.complement_map(max(16, int(ids.max()) + 1 if ids.numel() else 16)), device=ids.device)
+            cmap = torch.tensor(self.complement_map(max(16, int(ids.max()) + 1 if ids.numel() else 16)),
+                                device=ids.device)
             return cmap[ids]
         if isinstance(ids, np.ndarray):
             cmap = np.asarray(self.complement_map(max(16, int(ids.max()) + 1 if ids.size else 16)))

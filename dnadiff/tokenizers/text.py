@@ -23,7 +23,8 @@ def _not_found(name_or_path: str) -> str:
         return (f"tokenizer {name_or_path!r}: no tokenizer folder there; set tokenizer.train=bert-like (or gpt2-like) "
                 "to build it from the training text on first use, or give the folder of an existing tokenizer")
     return (f"tokenizer {name_or_path!r}: not found locally (not a folder, not in the Hugging Face cache); fetch it "
-            f"once with: python -c \"from transformers import AutoTokenizer; AutoTokenizer.from_pretrained('{name_or_path}')\"")
+            f"once with: python -c \"from transformers import AutoTokenizer; "
+            f"AutoTokenizer.from_pretrained('{name_or_path}')\"")
 
 
 class TextTokenizer:
