@@ -67,19 +67,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
+import common
 
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
+
+REPO = Path(__file__).resolve().parent.parent
 
 ROWS = {
     "mamba_ar": {"row": "Mamba AR (cpu-hour)", "config": "experiments/cpu_hour_mamba_ar", "kind": "exact"},

@@ -41,18 +41,13 @@ import sys
 import time
 from pathlib import Path
 
+import common
+import perplexity_baselines as baselines  # the Markov rows
+
+from dnadiff.eval import RANGE_LABEL
+from dnadiff.machine import describe_machine, load_average
+
 REPO = Path(__file__).resolve().parent.parent
-import importlib.util  # noqa: E402
-
-# pipelines/common.py, loaded by its path: this folder never goes on sys.path (a script here would
-# shadow an installed package of the same name: genomic_benchmarks.py)
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-baselines = common.load_sibling("perplexity_baselines")  # the Markov rows, beside this file
-
-from dnadiff.eval import RANGE_LABEL  # noqa: E402
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
 SCALES = {
     # CPU: tiny networks (~20-30K parameters), 128-bp windows of the shared 21.6 Mb chr22 subset.
@@ -305,14 +300,14 @@ def scale_settings(args) -> dict:
 def run(args, command: str) -> int:
     import tempfile
 
-    from dnadiff.errors import DnadiffError
     import torch
 
     from dnadiff.checkpoint import load
-    from dnadiff.eval import evaluate_model
     from dnadiff.config import RunConfig, load_config
-    from dnadiff.training import train
     from dnadiff.data import build_split_dataset
+    from dnadiff.errors import DnadiffError
+    from dnadiff.eval import evaluate_model
+    from dnadiff.training import train
     from dnadiff.utils import format_table
     MARKOV_ORDERS, MAX_ORDER, budget_seconds = baselines.MARKOV_ORDERS, baselines.MAX_ORDER, baselines.budget_seconds
     run_markov_rows, timer_callback = baselines.run_markov_rows, baselines.timer_callback

@@ -23,7 +23,6 @@ bundled 250-per-class subset.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import os
@@ -33,15 +32,11 @@ import sys
 import time
 from pathlib import Path
 
+import common
 import numpy as np
 import torch
 
-# pipelines/common.py, loaded by its path (this folder never goes on sys.path)
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
 
 SCALES = {"cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=16, num_cg=4, steps=16, length=200,
                       svdd_m=4, smc_k=4, smc_alpha=0.1)}

@@ -25,7 +25,6 @@ tasks, judged by the property itself (|GC − 0.6| ≤ 0.02; motif present on ei
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -33,15 +32,12 @@ import sys
 import time
 from pathlib import Path
 
+import common
+import guided_design as gd  # benchmark halves, k-mer oracle, benchmark reader
 import numpy as np
 import torch
 
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-gd = common.load_sibling("guided_design")  # benchmark halves, k-mer oracle, benchmark reader
-
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
 
 SCALES = {
     "cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=64, steps=32, length=200, seeds=(0, 1),

@@ -32,19 +32,17 @@ Writes results/sample_quality_cpu.md and .json (--quick: results/sample_quality_
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
+import common
 
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
+
+REPO = Path(__file__).resolve().parent.parent
 
 SIZES = {  # seeds, num, length, steps, reference windows, Markov max order, training minutes
     "cpu": {"seeds": 3, "num": 64, "length": 1024, "steps": 256, "reference_windows": 1000, "max_order": 10,

@@ -43,21 +43,14 @@ import sys
 import time
 from pathlib import Path
 
+import common
 import torch
 
+from dnadiff.config import RunConfig, load_config, replace
+from dnadiff.errors import DnadiffError
+from dnadiff.machine import describe_machine, machine_info
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from dnadiff.config import RunConfig, load_config, replace  # noqa: E402
-from dnadiff.errors import DnadiffError  # noqa: E402
-from dnadiff.machine import describe_machine, machine_info  # noqa: E402
-
-import importlib.util  # noqa: E402
-
-# pipelines/common.py, loaded by its path (this folder never goes on sys.path)
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
 
 FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"  # the full corpus
 T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")

@@ -1,17 +1,17 @@
 """Tab. 7 of the MDLM paper: Genomic Benchmarks accuracy for several initialisations of one backbone.
 
     # CPU scale: the two shared benchmarks, tiny models from the DNA perplexity pipeline (<= 45 min, 2 cores)
-    python pipelines/genomic_benchmarks.py --scale cpu \
+    python pipelines/genomic_benchmarks_table.py --scale cpu \
         --init mlm=results/dna_perplexity_models/mlm --init mdlm=results/dna_perplexity_models/mdlm \
         --init ar=results/dna_perplexity_models/ar
     # paper scale: the 8 Genomic Benchmarks (in ~/.genomic_benchmarks, or --download), tab. 7 recipe
-    python pipelines/genomic_benchmarks.py --scale paper --init mlm=PATH --init mdlm=PATH --init ar=PATH
+    python pipelines/genomic_benchmarks_table.py --scale paper --init mlm=PATH --init mdlm=PATH --init ar=PATH
     # every row and data set built and stepped once on tiny synthetic sets (seconds), no table written
-    python pipelines/genomic_benchmarks.py --scale paper --dry-run
+    python pipelines/genomic_benchmarks_table.py --scale paper --dry-run
     # re-render the table of a finished run from its JSON (no training)
-    python pipelines/genomic_benchmarks.py --from-json results/genomic_benchmarks_cpu.json
+    python pipelines/genomic_benchmarks_table.py --from-json results/genomic_benchmarks_cpu.json
     # (re)run only the k-mer LR baseline row and merge it into the stored rows of the table
-    python pipelines/genomic_benchmarks.py --scale cpu --only-baselines
+    python pipelines/genomic_benchmarks_table.py --scale cpu --only-baselines
 
 Every initialisation NAME=PATH is a model directory (dnadiff, or official Caduceus/HyenaDNA);
 `scratch` is added automatically: the architecture of the first --init (or the config's default
@@ -53,20 +53,11 @@ import sys
 import time
 from pathlib import Path
 
+import common
+
+from dnadiff.machine import describe_machine, load_average
+
 REPO = Path(__file__).resolve().parent.parent
-# `python pipelines/genomic_benchmarks.py` puts this folder first on sys.path, where this script would
-# shadow the `genomic_benchmarks` package (its loc2seq downloads the sets: --download): drop it
-sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(REPO))
-
-import importlib.util  # noqa: E402
-
-# pipelines/common.py and the sibling pipelines are loaded by their paths, never through sys.path
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
 SHARED_BENCHMARKS = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "benchmarks"  # the full sets
 PAPER_SETS = [
@@ -258,10 +249,11 @@ def make_dry_run_sets(root: Path, scale: str, per_class: tuple[int, int] = (8, 2
 
 def make_dry_run_inits(root: Path, scale: str) -> dict[str, str]:
     """Stand-ins for DEFAULT_INITS: the DNA perplexity pipeline's --dry-run models at this scale."""
+    import dna_perplexity
+
     from dnadiff.errors import DnadiffError
 
-    dp = common.load_sibling("dna_perplexity")
-    if dp.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", ",".join(DEFAULT_INITS.values()),
+    if dna_perplexity.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", ",".join(DEFAULT_INITS.values()),
                 "--no-markov"]):  # the models only
         raise DnadiffError("--dry-run: the DNA perplexity pipeline's dry run failed")
     return discover_inits(root)
