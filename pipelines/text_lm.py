@@ -439,6 +439,47 @@ def _main(args, command: str, dry_root: Path | None = None) -> int:
         os.chdir(cwd)  # _run works from the repository root
 
 
+CPU_NOTES = [
+    "fortunes (Debian `fortunes`, 2.4 MB) stands in for LM1B/OWT; tokenizers (bert-like WordPiece, "
+    "gpt2-like byte-level BPE) are trained on its train split; numbers are not comparable to the paper's.",
+    "Generative perplexity uses a small GPT-2 trained here on the same corpus for a fixed number of steps "
+    "(gpt2-large is not available offline). Fortunes documents are short (~50 tokens), so the first-EOS "
+    "figure covers only a sample's first document; the semi-AR sample shares its first window with the "
+    "ancestral one (same seed), hence the whole-sample column.",
+    "Diffusion test PPL is the NELBO bound with one time draw per sequence per round (--mc rounds, fixed "
+    "seed); the T sweep reuses the same seed (common random numbers).",
+]
+
+
+def run_setting(st: dict, base: list[str], args, out_dir: Path, dry_root: Path | None) -> dict:
+    """One setting (a tokenizer and its rows): every row trained and evaluated, then its samples and
+    zero-shot scores where the setting asks for them."""
+    entry = {"setting": st["setting"], "rows": {}}
+    extra = ([f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}", "tokenizer.train=null"]  # built above
+             if st["tokenizer"] else [])
+    for r, config in st["rows"].items():
+        over = base + extra + (DRY_RUN if dry_root else [])
+        if dry_root and args.scale == "paper":
+            params = count_parameters(config, over)
+            log(f"{config}: {params:,} parameters at its configured size (vocabulary of the dry-run "
+                "tokenizer); training a shrunken copy")
+            over = over + DRY_RUN_SHRINK
+        row = train_row(config, over, out_dir, args.resume and not dry_root)
+        if dry_root and args.scale == "paper":
+            row["parameters_full_size"] = params
+        row["eval"] = evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
+        entry["rows"][r] = row
+    if st["samples"] and "mdlm" in entry["rows"]:
+        entry["samples"] = sample_eval(entry["rows"], args, out_dir / st["setting"])
+    if args.zeroshot_root and "mdlm" in entry["rows"]:
+        import dnadiff
+        from dnadiff.eval import zero_shot_eval
+
+        m = dnadiff.load(entry["rows"]["mdlm"]["model_dir"], map_location=args.device)
+        entry["zeroshot"] = zero_shot_eval(m, args.zeroshot_root, seq_len=m.config.data.seq_len, log=log)
+    return entry
+
+
 def _run(args, command: str, dry_root: Path | None) -> int:
     import transformers
 
@@ -453,49 +494,17 @@ def _run(args, command: str, dry_root: Path | None) -> int:
     payload = {"scale": args.scale, "command": command,
                "machine": machine_info(), "settings": [], "notes": [], "num_samples": args.num_samples}
     try:
-        common = prepare_dry_run(out_dir) if dry_root else prepare_cpu(args, out_dir) if args.scale == "cpu" else []
-        common += [f"train.max_steps={args.steps}"] if args.steps else []
-        common += list(args.set)
+        base = prepare_dry_run(out_dir) if dry_root else prepare_cpu(args, out_dir) if args.scale == "cpu" else []
+        base += [f"train.max_steps={args.steps}"] if args.steps else []
+        base += list(args.set)
         for st in settings_for(args):
-            entry = {"setting": st["setting"], "rows": {}}
-            extra = ([f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}", "tokenizer.train=null"]  # built above
-                     if st["tokenizer"] else [])
-            for r, config in st["rows"].items():
-                over = common + extra + (DRY_RUN if dry_root else [])
-                if dry_root and args.scale == "paper":
-                    params = count_parameters(config, over)
-                    log(f"{config}: {params:,} parameters at its configured size (vocabulary of the dry-run "
-                        "tokenizer); training a shrunken copy")
-                    over = over + DRY_RUN_SHRINK
-                row = train_row(config, over, out_dir, args.resume and not dry_root)
-                if dry_root and args.scale == "paper":
-                    row["parameters_full_size"] = params
-                row["eval"] = evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
-                entry["rows"][r] = row
-            if st["samples"] and "mdlm" in entry["rows"]:
-                entry["samples"] = sample_eval(entry["rows"], args, out_dir / st["setting"])
-            if args.zeroshot_root and "mdlm" in entry["rows"]:
-                import dnadiff
-                from dnadiff.eval import zero_shot_eval
-
-                m = dnadiff.load(entry["rows"]["mdlm"]["model_dir"], map_location=args.device)
-                entry["zeroshot"] = zero_shot_eval(m, args.zeroshot_root, seq_len=m.config.data.seq_len, log=log)
-            payload["settings"].append(entry)
+            payload["settings"].append(run_setting(st, base, args, out_dir, dry_root))
     except DnadiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     payload["wall_seconds"] = time.time() - start
     if args.scale == "cpu":
-        payload["notes"] += [
-            "fortunes (Debian `fortunes`, 2.4 MB) stands in for LM1B/OWT; tokenizers (bert-like WordPiece, "
-            "gpt2-like byte-level BPE) are trained on its train split; numbers are not comparable to the paper's.",
-            "Generative perplexity uses a small GPT-2 trained here on the same corpus for a fixed number of steps "
-            "(gpt2-large is not available offline). Fortunes documents are short (~50 tokens), so the first-EOS "
-            "figure covers only a sample's first document; the semi-AR sample shares its first window with the "
-            "ancestral one (same seed), hence the whole-sample column.",
-            "Diffusion test PPL is the NELBO bound with one time draw per sequence per round (--mc rounds, fixed "
-            "seed); the T sweep reuses the same seed (common random numbers).",
-        ]
+        payload["notes"] += CPU_NOTES
     if dry_root:
         write_results(payload, dry_root / "text_lm_dry_run")  # the table code runs too; nothing is kept
         print((dry_root / "text_lm_dry_run.md").read_text())
