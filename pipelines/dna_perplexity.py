@@ -53,8 +53,9 @@ REPO = Path(__file__).resolve().parent.parent
 SCALES = {
     # CPU: tiny networks (~20-30K parameters), 128-bp windows of the shared 21.6 Mb chr22 subset.
     "cpu": {
-        "data": ["data.fasta={shared}/hg19_chr22_subset/chr22.fa.gz", "data.bed={shared}/hg19_chr22_subset/sequences.bed",
-                 "data.seq_len=128", "data.rc_prob=0.5", "data.max_n_frac=0.1"],
+        "data": ["data.fasta={shared}/hg19_chr22_subset/chr22.fa.gz",
+                 "data.bed={shared}/hg19_chr22_subset/sequences.bed", "data.seq_len=128", "data.rc_prob=0.5",
+                 "data.max_n_frac=0.1"],
         "train": ["train.batch_size=16", "train.lr=3e-3", "train.warmup_steps=20", "train.ema=0.99",
                   "train.val_every=100000", "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false",
                   "train.log_every=10", "train.threads=1"],

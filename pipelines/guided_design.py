@@ -225,7 +225,8 @@ def markdown(res: dict) -> str:
             f"Wall time: {res['wall_s']} s on {res['machine']}; at the end, {res['load_average']}.  \n"
             f"Oracle (k-mer logistic regression on half B) test accuracy: {res['oracle_test_accuracy']:.3f}; the guide "
             f"is a noise-aware HyenaDNA classifier fine-tuned on half A (clean test accuracy "
-            f"{res.get('guide_test_accuracy', float('nan')):.3f}, on a 200-sequence test subsample).\n\n```\n{table}\n```\n")
+            f"{res.get('guide_test_accuracy', float('nan')):.3f}, on a 200-sequence test subsample).\n\n"
+            f"```\n{table}\n```\n")
 
 
 def main() -> int:

@@ -51,7 +51,8 @@ SCALES = {
 
 def dnadiff_cmd(*argv) -> None:
     """A `dnadiff` command in a child process (as the other pipelines run them)."""
-    subprocess.run([sys.executable, "-m", "dnadiff", *map(str, argv)], check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    subprocess.run([sys.executable, "-m", "dnadiff", *map(str, argv)], check=True,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
 def kmer3_pearson(seqs: list[str], real: list[str]) -> float:
@@ -187,8 +188,9 @@ def run(args) -> dict:
     clf_dir = work / "classifier_A"
     if not (clf_dir / "classifier").is_dir():
         dnadiff_cmd("finetune", "-q", "experiments/tiny_finetune", f"data.dataset={work / 'data/halfA'}",
-                    "model.backbone=hyena", "model.noisy=true", "protocol.seeds=[0]", f"train.epochs={sc['clf_epochs']}",
-                    f"data.max_train={sc['clf_max_train']}", "data.max_test=200", "--out", clf_dir, "--no-progress")
+                    "model.backbone=hyena", "model.noisy=true", "protocol.seeds=[0]",
+                    f"train.epochs={sc['clf_epochs']}", f"data.max_train={sc['clf_max_train']}", "data.max_test=200",
+                    "--out", clf_dir, "--no-progress")
 
     from dnadiff.checkpoint import load
     from dnadiff.eval import gc_content

@@ -52,7 +52,8 @@ from dnadiff.machine import describe_machine, machine_info
 
 REPO = Path(__file__).resolve().parent.parent
 
-FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"  # the full corpus
+# the full corpus
+FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"
 T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")
 
 
@@ -372,14 +373,16 @@ def write_results(payload: dict, base: Path) -> None:
         lines.append("")
     lines += ["Pad policy (diffusion rows, padded LM1B-style sentences): `reference` = pads masked by the forward "
               "process but only real tokens scored and counted (official MDLM, tab. 1); `score` = pads scored too "
-              "(NELBO of the padded sequence); `visible` = pads never masked nor scored (can fall below the entropy).", ""]
+              "(NELBO of the padded sequence); `visible` = pads never masked nor scored (can fall below the "
+              "entropy).", ""]
     if payload.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]]
     atomic_write(base.with_suffix(".md"), "\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", choices=("cpu", "paper", "gpu"), default="cpu",
                    help="cpu (fortunes, tiny DiTs) or paper (LM1B/OWT, DiT small); gpu = old name of paper")
     p.add_argument("--setting", choices=("lm1b", "owt"), default="owt", help="paper scale: which table")
@@ -393,7 +396,8 @@ def main(argv=None) -> int:
     p.add_argument("--eval-batch", type=int, default=32)
     p.add_argument("--num-samples", type=int, default=16)
     p.add_argument("--sample-batch", type=int, default=16)
-    p.add_argument("--sample-steps", type=int, default=None, help="sampler steps (default 64 on cpu, 1000 at paper scale)")
+    p.add_argument("--sample-steps", type=int, default=None,
+                   help="sampler steps (default 64 on cpu, 1000 at paper scale)")
     p.add_argument("--semi-ar-mult", type=int, default=2, help="semi-AR length = this x training length (tab. 5: 2)")
     p.add_argument("--scorer", default="gpt2-large", help="paper scale: HF causal LM for generative perplexity")
     p.add_argument("--scorer-steps", type=int, default=300, help="cpu: steps of the locally trained GPT-2 scorer")
