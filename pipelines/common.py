@@ -1,8 +1,9 @@
 """What the pipeline scripts share: the command line they record and the --dry-run wrapper.
 
 `python pipelines/X.py` puts pipelines/ first on sys.path, so a pipeline imports this module and its
-sibling pipelines by name (`import common`). No file here may take the name of an installed package
-it would shadow (the Genomic Benchmarks table is genomic_benchmarks_table.py, not genomic_benchmarks.py).
+sibling pipelines by name (`import common`). No file here may take the name of a module importable
+without that folder (genomic_benchmarks.py would hide the `genomic_benchmarks` package):
+tests/test_baseline_pipelines.py checks.
 """
 
 from __future__ import annotations

@@ -439,6 +439,8 @@ def train_row(spec: dict, seed: int, overrides: list[str], budget: dict, evaluat
 
 
 def run(args, command: str) -> int:
+    from dnadiff.utils import format_table
+
     plan = plan_run(args)
     specs = select_rows(row_specs(plan.scale), args.only)
     results: dict[str, list[dict]] = {}
@@ -469,8 +471,6 @@ def run(args, command: str) -> int:
     versus = versus_markov(table, results, args.scale, plan.scale["data"], plan.results_dir, own_json=results_json)
     summary = run_summary(args, command, plan, wall, table, results, versus, budget, prior)
     write_outputs(summary, plan.results_dir, plan.data)
-    from dnadiff.utils import format_table
-
     print(format_table(table, COLUMNS))
     print("\n".join(versus))
     print(f"\nwrote {plan.results_dir}/{plan.stem}.md (.json); {wall / 60:.1f} min")
