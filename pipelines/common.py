@@ -1,34 +1,19 @@
-"""What the pipeline scripts share: loading a sibling script by its path, and the command line they record.
+"""What the pipeline scripts share: the command line they record and the --dry-run wrapper.
 
-Each pipeline loads this file by path (see `_common` at its top), never through sys.path: a folder
-of scripts on sys.path lets pipelines/genomic_benchmarks.py shadow the `genomic_benchmarks` package.
+`python pipelines/X.py` puts pipelines/ first on sys.path, so a pipeline imports this module and its
+sibling pipelines by name (`import common`). No file here may take the name of a module importable
+without that folder (genomic_benchmarks.py would hide the `genomic_benchmarks` package):
+tests/test_baseline_pipelines.py checks.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shlex
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-
-
-def load_sibling(name: str):
-    """The pipeline script pipelines/NAME.py as a module (cached: one module per script per process)."""
-    key = f"dnadiff_pipelines_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, HERE / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[key] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            del sys.modules[key]
-            raise
-    return sys.modules[key]
+REPO = Path(__file__).resolve().parent.parent
 
 
 def command_line(script: str | os.PathLike, argv: list[str] | None) -> str:

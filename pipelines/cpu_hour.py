@@ -67,19 +67,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
+import common
 
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
+
+REPO = Path(__file__).resolve().parent.parent
 
 ROWS = {
     "mamba_ar": {"row": "Mamba AR (cpu-hour)", "config": "experiments/cpu_hour_mamba_ar", "kind": "exact"},
@@ -324,11 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     return common.main_with_dry_run(run, args, __file__, argv, "cpu_hour")
 
-def run(args, command: str, dry: Path | None) -> int:
+def check_args(args) -> list[str]:
+    """The rows asked for, after checking the options a run would trip over late."""
     from dnadiff.errors import DnadiffError
-    from dnadiff.utils import atomic_write, format_table, write_json
 
-    scale = SCALES[args.scale]
     keys = [k for k in args.rows.split(",") if k]
     unknown = sorted(set(keys) - set(ROWS))
     if unknown or not keys:
@@ -345,18 +342,91 @@ def run(args, command: str, dry: Path | None) -> int:
         raise DnadiffError(f"--t-samples {args.t_samples}: must be >= 1")
     if args.markov_dir and not Path(args.markov_dir).is_dir():
         raise DnadiffError(f"--markov-dir {args.markov_dir}: not a model directory")
-    minutes = args.minutes or scale["minutes"]
-    eval_windows = scale["eval_windows"] if args.eval_windows is None else args.eval_windows
-    t_samples = args.t_samples or scale["t_samples"]
-    data = [d.format(shared=args.shared) for d in DATA]
-    max_order = args.markov_max_order
-    if not 0 <= max_order <= 12:
-        raise DnadiffError(f"--markov-max-order {max_order}: must be in 0..12")
+    return keys
+
+
+def run_settings(args, dry: Path | None) -> dict:
+    """Budget, test windows, t-samples, data and the Markov row's largest k: the scale's, the options',
+    or --dry-run's tiny ones."""
+    from dnadiff.errors import DnadiffError
+
+    scale = SCALES[args.scale]
+    s = {"minutes": args.minutes or scale["minutes"],
+         "eval_windows": scale["eval_windows"] if args.eval_windows is None else args.eval_windows,
+         "t_samples": args.t_samples or scale["t_samples"], "data": [d.format(shared=args.shared) for d in DATA],
+         "max_order": args.markov_max_order}
+    if not 0 <= s["max_order"] <= 12:
+        raise DnadiffError(f"--markov-max-order {s['max_order']}: must be in 0..12")
     if dry is not None:
-        data, minutes = DRY_RUN["data"], DRY_RUN["minutes"]
-        eval_windows, t_samples, max_order = DRY_RUN["eval_windows"], DRY_RUN["t_samples"], DRY_RUN["markov_max_order"]
+        s.update(data=DRY_RUN["data"], minutes=DRY_RUN["minutes"], eval_windows=DRY_RUN["eval_windows"],
+                 t_samples=DRY_RUN["t_samples"], max_order=DRY_RUN["markov_max_order"])
     elif not (Path(args.shared) / "hg19_chr22_subset").is_dir():
         raise DnadiffError(f"--shared {args.shared}: no hg19_chr22_subset folder (set DNADIFF_DATA)")
+    return s
+
+
+def run_sweep(args, s: dict, out_dir: Path, dry: bool, echo) -> dict:
+    """--sweep ROW: every candidate trained and scored on the valid windows (the test split is not read)."""
+    key = args.sweep
+    minutes = DRY_RUN["minutes"] if dry else args.sweep_minutes
+    rows = []
+    for name, extra in SWEEP[key].items():
+        cfg = row_config(key, out_dir / name, s["data"], minutes, extra, dry)
+        r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, s["t_samples"], echo)
+        r.update(row=f"{key} {name}", kind=ROWS[key]["kind"], overrides=extra)
+        rows.append(r)
+    table = [{"candidate": r["row"], "overrides": " ".join(r["overrides"]) or "(the shipped config)",
+              "valid bits/base": f"{r['valid_bits']:.4f} ± {r['valid_bits_se']:.4f}", "steps": r["steps"],
+              "params": r["parameters"], "train wall": f"{r['train_wall_seconds'] / 60:.1f} min"} for r in rows]
+    settings = (f"validation sweep of {key}: {minutes:g} min per candidate, scored on the valid windows the "
+                "training validated on (the test split is not read)")
+    return {"rows": rows, "table": table, "columns": list(table[0]), "settings": settings, "markov_valid": []}
+
+
+def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> dict | None:
+    """The rows trained (here, or by --jobs processes) and scored once on the test windows, then the
+    Markov row scored on the very same windows; None for a --train-only worker (its rows are written)."""
+    from dnadiff.utils import write_json
+
+    minutes, eval_windows, t_samples = s["minutes"], s["eval_windows"], s["t_samples"]
+    rows = []
+    threads = args.threads or (max(1, 2 // args.jobs) if args.jobs > 1 else None)
+    extra = [f"train.threads={threads}"] if threads else []
+    trained = train_in_processes(keys, args, out_dir, minutes, threads, echo) if args.jobs > 1 else {}
+    for key in keys:
+        if key in trained:
+            r = trained[key]
+        else:
+            cfg = row_config(key, out_dir, s["data"], minutes, extra, dry)
+            r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo)
+        if args.train_only:
+            write_json(out_dir / f"{key}.train_row.json", r)
+            continue
+        r.update(row=ROWS[key]["row"], kind=ROWS[key]["kind"])
+        r["test"] = score(r["model_dir"], "test", eval_windows, t_samples)  # the test split: once per row
+        echo(f"{key}: test {r['test']['bits_per_token']:.4f} bits/base")
+        rows.append(r)
+    if args.train_only:
+        return None
+    settings = (f"{minutes:g} min wall-clock budget per row (train.max_minutes)"
+                + (f", {args.jobs} rows trained at once with {threads} thread(s) each" if args.jobs > 1 else "")
+                + f"; test split, "
+                f"{eval_windows or 'all'} windows evenly spread (the same for every row); MDLM bound with "
+                f"{t_samples} stratified t-samples per window; ± is the standard error over windows")
+    markov: list[dict] = []  # one per window length of the rows: it scores their very windows
+    if not args.no_markov:
+        mdir = fit_markov(out_dir, s["data"], s["max_order"], args.markov_dir, echo)
+        markov = score_markov(mdir, rows, keys, out_dir, s["data"], minutes, eval_windows, dry)
+    versus = compare(rows, markov) if markov else []  # first: it adds each row's "paired" that the table shows
+    return {"rows": rows, "table": table_rows(rows, markov), "columns": COLUMNS, "settings": settings,
+            "markov_valid": [(m["row"], m["valid_bits"]) for m in markov], "markov": markov, "versus": versus}
+
+
+def run(args, command: str, dry: Path | None) -> int:
+    from dnadiff.utils import atomic_write, format_table, write_json
+
+    keys = check_args(args)
+    s = run_settings(args, dry)
     stem = f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour"
     out_dir = Path(args.out_dir) if args.out_dir else (dry / "runs" if dry else REPO / "runs" / stem)
     results = Path(args.results) if args.results else (dry / "results" if dry else REPO / "results")
@@ -367,67 +437,26 @@ def run(args, command: str, dry: Path | None) -> int:
         print(f"[{time.time() - start:7.0f}s] {msg}", flush=True)
 
     if args.sweep:  # candidates of one row, valid windows only (the test split is not read)
-        key = args.sweep
-        minutes = DRY_RUN["minutes"] if dry else args.sweep_minutes
-        rows = []
-        for name, extra in SWEEP[key].items():
-            cfg = row_config(key, out_dir / name, data, minutes, extra, dry is not None)
-            r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo)
-            r.update(row=f"{key} {name}", kind=ROWS[key]["kind"], overrides=extra)
-            rows.append(r)
-        table = [{"candidate": r["row"], "overrides": " ".join(r["overrides"]) or "(the shipped config)",
-                  "valid bits/base": f"{r['valid_bits']:.4f} ± {r['valid_bits_se']:.4f}", "steps": r["steps"],
-                  "params": r["parameters"], "train wall": f"{r['train_wall_seconds'] / 60:.1f} min"} for r in rows]
-        columns = list(table[0])
-        settings = (f"validation sweep of {key}: {minutes:g} min per candidate, scored on the valid windows the "
-                    "training validated on (the test split is not read)")
-        markov_valid = []
+        done = run_sweep(args, s, out_dir, dry is not None, echo)
     else:
-        rows = []
-        threads = args.threads or (max(1, 2 // args.jobs) if args.jobs > 1 else None)
-        extra = [f"train.threads={threads}"] if threads else []
-        trained = train_in_processes(keys, args, out_dir, minutes, threads, echo) if args.jobs > 1 else {}
-        for key in keys:
-            if key in trained:
-                r = trained[key]
-            else:
-                cfg = row_config(key, out_dir, data, minutes, extra, dry is not None)
-                r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo)
-            if args.train_only:
-                write_json(out_dir / f"{key}.train_row.json", r)
-                continue
-            r.update(row=ROWS[key]["row"], kind=ROWS[key]["kind"])
-            r["test"] = score(r["model_dir"], "test", eval_windows, t_samples)  # the test split: once per row
-            echo(f"{key}: test {r['test']['bits_per_token']:.4f} bits/base")
-            rows.append(r)
-        if args.train_only:
+        done = run_rows(args, keys, s, out_dir, dry is not None, echo)
+        if done is None:
             return 0
-        columns = COLUMNS
-        settings = (f"{minutes:g} min wall-clock budget per row (train.max_minutes)"
-                    + (f", {args.jobs} rows trained at once with {threads} thread(s) each" if args.jobs > 1 else "")
-                    + f"; test split, "
-                    f"{eval_windows or 'all'} windows evenly spread (the same for every row); MDLM bound with "
-                    f"{t_samples} stratified t-samples per window; ± is the standard error over windows")
-        markov: list[dict] = []  # one per window length of the rows: it scores their very windows
-        if not args.no_markov:
-            mdir = fit_markov(out_dir, data, max_order, args.markov_dir, echo)
-            markov = score_markov(mdir, rows, keys, out_dir, data, minutes, eval_windows, dry is not None)
-        markov_valid = [(m["row"], m["valid_bits"]) for m in markov]
-        versus = compare(rows, markov) if markov else []
-        table = table_rows(rows, markov)
     wall = time.time() - start
     png = results / f"{stem}_valid_curve.png"
-    plot_curves(rows, markov_valid, png, f"{'sweep ' + args.sweep if args.sweep else 'cpu-hour rows'}: validation")
+    plot_curves(done["rows"], done["markov_valid"], png,
+                f"{'sweep ' + args.sweep if args.sweep else 'cpu-hour rows'}: validation")
     summary = {"title": ("Validation sweep, " + args.sweep) if args.sweep else "cpu-hour recipe vs the Markov chain "
                "(human chr22, paired per window)", "command": command, "wall_seconds": round(wall, 1),
-               "machine": describe_machine(), "load_average_at_end": load_average(), "data": data,
-               "settings": settings, "table": table, "columns": columns, "plot": os.path.relpath(png, results),
-               "versus_markov": [] if args.sweep else versus, "rows": rows}
+               "machine": describe_machine(), "load_average_at_end": load_average(), "data": s["data"],
+               "settings": done["settings"], "table": done["table"], "columns": done["columns"],
+               "plot": os.path.relpath(png, results), "versus_markov": [] if args.sweep else done["versus"],
+               "rows": done["rows"]}
     if not args.sweep:
-        summary["markov"] = markov
+        summary["markov"] = done["markov"]
     write_json(results / f"{stem}.json", summary)
     atomic_write(results / f"{stem}.md", render(summary))
-    print(format_table(table, columns))
+    print(format_table(done["table"], done["columns"]))
     print("\n".join(summary["versus_markov"]))
     print(f"\nwrote {results / stem}.md (.json, _valid_curve.png) in {wall / 60:.1f} min"
           + (" (dry run: a temporary folder)" if dry else ""))

@@ -35,30 +35,27 @@ directory under runs/dna_perplexity_{scale}/ (the Genomic Benchmarks pipeline ca
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
+import common
+import perplexity_baselines as baselines  # the Markov rows
+
+from dnadiff.eval import RANGE_LABEL
+from dnadiff.machine import describe_machine, load_average
+
 REPO = Path(__file__).resolve().parent.parent
-import importlib.util  # noqa: E402
-
-# pipelines/common.py, loaded by its path: this folder never goes on sys.path (a script here would
-# shadow an installed package of the same name: genomic_benchmarks.py)
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-baselines = common.load_sibling("perplexity_baselines")  # the Markov rows, beside this file
-
-from dnadiff.eval import RANGE_LABEL  # noqa: E402
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
 
 SCALES = {
     # CPU: tiny networks (~20-30K parameters), 128-bp windows of the shared 21.6 Mb chr22 subset.
     "cpu": {
-        "data": ["data.fasta={shared}/hg19_chr22_subset/chr22.fa.gz", "data.bed={shared}/hg19_chr22_subset/sequences.bed",
-                 "data.seq_len=128", "data.rc_prob=0.5", "data.max_n_frac=0.1"],
+        "data": ["data.fasta={shared}/hg19_chr22_subset/chr22.fa.gz",
+                 "data.bed={shared}/hg19_chr22_subset/sequences.bed", "data.seq_len=128", "data.rc_prob=0.5",
+                 "data.max_n_frac=0.1"],
         "train": ["train.batch_size=16", "train.lr=3e-3", "train.warmup_steps=20", "train.ema=0.99",
                   "train.val_every=100000", "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false",
                   "train.log_every=10", "train.threads=1"],
@@ -302,20 +299,27 @@ def scale_settings(args) -> dict:
     return scale
 
 
-def run(args, command: str) -> int:
+@dataclasses.dataclass
+class Plan:
+    """What a run trains and where it writes, from the command line (validated)."""
+
+    scale: dict
+    seeds: int
+    eval_windows: int
+    data: list[str]
+    markov_orders: tuple
+    markov_max: int
+    stem: str
+    out_dir: Path
+    results_dir: str
+    tmp: object = None  # the --dry-run folder (a TemporaryDirectory) when --out-dir is not given
+
+
+def plan_run(args) -> Plan:
+    """The run's settings: the scale's, --dry-run's tiny data and one step, the output locations."""
     import tempfile
 
     from dnadiff.errors import DnadiffError
-    import torch
-
-    from dnadiff.checkpoint import load
-    from dnadiff.eval import evaluate_model
-    from dnadiff.config import RunConfig, load_config
-    from dnadiff.training import train
-    from dnadiff.data import build_split_dataset
-    from dnadiff.utils import format_table
-    MARKOV_ORDERS, MAX_ORDER, budget_seconds = baselines.MARKOV_ORDERS, baselines.MAX_ORDER, baselines.budget_seconds
-    run_markov_rows, timer_callback = baselines.run_markov_rows, baselines.timer_callback
 
     if args.dry_run and (args.only_baselines or args.budget_minutes is not None):
         raise DnadiffError("--dry-run does not combine with --only-baselines or --budget-minutes")
@@ -325,7 +329,7 @@ def run(args, command: str) -> int:
     seeds = args.seeds or scale["seeds"]
     eval_windows = scale["eval_windows"]
     data = [d.format(shared=args.shared) for d in scale["data"]]
-    markov_orders, markov_max = MARKOV_ORDERS, MAX_ORDER
+    markov_orders, markov_max = baselines.MARKOV_ORDERS, baselines.MAX_ORDER
     tmp = None
     if args.dry_run:  # same rows, presets and recipe; tiny data and one step
         seeds, eval_windows = 1, DRY_RUN["eval_windows"]
@@ -337,35 +341,52 @@ def run(args, command: str) -> int:
     # a budget run is its own experiment: its table does not replace the step-budget one
     stem = f"dna_perplexity_{args.scale}" + (f"_budget{args.budget_minutes:g}min" if args.budget_minutes else "")
     out_dir = Path(args.out_dir or (tmp.name if tmp else REPO / "runs" / stem))
-    results_dir = args.results or str(REPO / "results")
-    specs = row_specs(scale)
-    if args.only:  # the rows asked for and the rows they are initialised from
-        keep = set(args.only.split(","))
-        unknown = keep - {s["key"] for s in specs}
-        if unknown:
-            raise DnadiffError(f"--only: unknown row key(s) {', '.join(sorted(unknown))}; "
-                               f"rows: {', '.join(s['key'] for s in specs)}")
-        keep |= {s["init"] for s in specs if s["key"] in keep and s.get("init")}
-        specs = [s for s in specs if s["key"] in keep]
-    results: dict[str, list[dict]] = {}
-    prior = None
-    results_json = Path(results_dir) / f"{stem}.json"
-    if args.only_baselines:  # the neural rows as the earlier run measured them
-        if not results_json.is_file():
-            raise DnadiffError(f"--only-baselines: {results_json} not found (run the pipeline once first)")
-        try:
-            prior = json.loads(results_json.read_text())
-            prior_data, prior_runs = prior["settings"]["data"], prior["runs"]
-        except (ValueError, KeyError, TypeError):
-            raise DnadiffError(f"--only-baselines: {results_json} is not a dna_perplexity results JSON") from None
-        if prior_data != scale["data"]:
-            raise DnadiffError(f"--only-baselines: {results_json} was made with other data settings "
-                               f"({', '.join(prior_data)})")
-        results = {k: v for k, v in prior_runs.items() if not k.startswith("markov")}
-        specs = [s for s in specs if s["key"] in results]
-    budget = budget_seconds(specs, args.budget_minutes, seeds) if args.budget_minutes else {}
-    start = time.time()
+    return Plan(scale=scale, seeds=seeds, eval_windows=eval_windows, data=data, markov_orders=markov_orders,
+                markov_max=markov_max, stem=stem, out_dir=out_dir, results_dir=args.results or str(REPO / "results"),
+                tmp=tmp)
+
+
+def select_rows(specs: list[dict], only: str | None) -> list[dict]:
+    """--only: the rows asked for and the rows they are initialised from."""
+    from dnadiff.errors import DnadiffError
+
+    if not only:
+        return specs
+    keep = set(only.split(","))
+    unknown = keep - {s["key"] for s in specs}
+    if unknown:
+        raise DnadiffError(f"--only: unknown row key(s) {', '.join(sorted(unknown))}; "
+                           f"rows: {', '.join(s['key'] for s in specs)}")
+    keep |= {s["init"] for s in specs if s["key"] in keep and s.get("init")}
+    return [s for s in specs if s["key"] in keep]
+
+
+def load_prior(results_json: Path, scale: dict) -> tuple[dict, dict[str, list[dict]]]:
+    """--only-baselines: the earlier run's JSON and its neural rows (made with the same data settings)."""
+    from dnadiff.errors import DnadiffError
+
+    if not results_json.is_file():
+        raise DnadiffError(f"--only-baselines: {results_json} not found (run the pipeline once first)")
+    try:
+        prior = json.loads(results_json.read_text())
+        prior_data, prior_runs = prior["settings"]["data"], prior["runs"]
+    except (ValueError, KeyError, TypeError):
+        raise DnadiffError(f"--only-baselines: {results_json} is not a dna_perplexity results JSON") from None
+    if prior_data != scale["data"]:
+        raise DnadiffError(f"--only-baselines: {results_json} was made with other data settings "
+                           f"({', '.join(prior_data)})")
+    return prior, {k: v for k, v in prior_runs.items() if not k.startswith("markov")}
+
+
+def make_evaluator(eval_windows: int):
+    """evaluate_dir(model_dir, seed): a model's test-split perplexity on `eval_windows` evenly spread
+    windows (all when 0); the Markov rows are scored by it too."""
     import numpy as np
+    import torch
+
+    from dnadiff.checkpoint import load
+    from dnadiff.data import build_split_dataset
+    from dnadiff.eval import evaluate_model
 
     def evaluate_dir(model_dir, seed: int) -> dict:
         model = load(model_dir)
@@ -377,67 +398,110 @@ def run(args, command: str) -> int:
         return {"seed": seed, "perplexity": ev["perplexity"], "bits_per_base": ev["bits_per_token"],
                 "std_error_bits": ev["bits_std_error"], "bases": ev["num_tokens"]}
 
-    for seed in range(seeds if prior is None else 0):
+    return evaluate_dir
+
+
+def row_overrides(spec: dict, seed: int, plan: Plan, dry_run: bool, budget: dict) -> list[str]:
+    """The config overrides of one neural row's run at one seed."""
+    out_dir = plan.out_dir
+    overrides = [f"name={spec['key']}_seed{seed}", f"out_dir={out_dir}", f"train.seed={seed}",
+                 f"train.max_steps={spec['steps']}", f"model.backbone={spec['backbone']}",
+                 f"objective.name={spec['objective']}", *plan.data, *plan.scale["train"], *spec.get("extra", [])]
+    if spec.get("preset"):
+        overrides.append(f"model.preset={spec['preset']}")
+    if spec.get("T"):
+        overrides.append(f"objective.T={spec['T']}")
+    if spec.get("init"):
+        overrides.append(f"model.init_from={out_dir / (spec['init'] + f'_seed{seed}') / 'model'}")
+    if dry_run:
+        overrides += DRY_RUN["train"]
+    if budget:  # time, not steps, ends the run
+        overrides.append("train.max_steps=1000000")
+    return overrides
+
+
+def train_row(spec: dict, seed: int, overrides: list[str], budget: dict, evaluate_dir, start: float) -> dict:
+    """Train one row at one seed, score it on the test windows and print its line."""
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.training import train
+
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)
+    t0 = time.time()
+    callbacks = [baselines.timer_callback(budget[spec["key"]])] if budget else None
+    res = train(cfg, overwrite=True, callbacks=callbacks)
+    train_s = time.time() - t0
+    row = evaluate_dir(res.model_dir, seed)
+    row.update(train_seconds=round(train_s, 1), parameters=res.metrics["parameters"],
+               steps_done=res.metrics["steps"], model_dir=str(res.model_dir))
+    print(f"[{time.time() - start:7.0f}s] {spec['row']:<34} seed {seed}: ppl {row['perplexity']:.4f} "
+          f"({row['bits_per_base']:.4f} bits/base, train {train_s:.0f}s, {row['steps_done']} steps)", flush=True)
+    return row
+
+
+def run(args, command: str) -> int:
+    from dnadiff.utils import format_table
+
+    plan = plan_run(args)
+    specs = select_rows(row_specs(plan.scale), args.only)
+    results: dict[str, list[dict]] = {}
+    prior = None
+    results_json = Path(plan.results_dir) / f"{plan.stem}.json"
+    if args.only_baselines:  # the neural rows as the earlier run measured them
+        prior, results = load_prior(results_json, plan.scale)
+        specs = [s for s in specs if s["key"] in results]
+    budget = baselines.budget_seconds(specs, args.budget_minutes, plan.seeds) if args.budget_minutes else {}
+    start = time.time()
+    evaluate_dir = make_evaluator(plan.eval_windows)
+    for seed in range(plan.seeds if prior is None else 0):
         for spec in specs:
-            name = f"{spec['key']}_seed{seed}"
-            overrides = [f"name={name}", f"out_dir={out_dir}", f"train.seed={seed}", f"train.max_steps={spec['steps']}",
-                         f"model.backbone={spec['backbone']}", f"objective.name={spec['objective']}", *data, *scale["train"],
-                         *spec.get("extra", [])]
-            if spec.get("preset"):
-                overrides.append(f"model.preset={spec['preset']}")
-            if spec.get("T"):
-                overrides.append(f"objective.T={spec['T']}")
-            if spec.get("init"):
-                overrides.append(f"model.init_from={out_dir / (spec['init'] + f'_seed{seed}') / 'model'}")
-            if args.dry_run:
-                overrides += DRY_RUN["train"]
-            if budget:  # time, not steps, ends the run
-                overrides.append("train.max_steps=1000000")
-            cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)
-            t0 = time.time()
-            res = train(cfg, overwrite=True, callbacks=[timer_callback(budget[spec["key"]])] if budget else None)
-            train_s = time.time() - t0
-            row = evaluate_dir(res.model_dir, seed)
-            row.update(train_seconds=round(train_s, 1), parameters=res.metrics["parameters"],
-                       steps_done=res.metrics["steps"], model_dir=str(res.model_dir))
-            results.setdefault(spec["key"], []).append(row)
-            print(f"[{time.time() - start:7.0f}s] {spec['row']:<34} seed {seed}: ppl {row['perplexity']:.4f} "
-                  f"({row['bits_per_base']:.4f} bits/base, train {train_s:.0f}s, {row['steps_done']} steps)", flush=True)
+            overrides = row_overrides(spec, seed, plan, args.dry_run, budget)
+            results.setdefault(spec["key"], []).append(train_row(spec, seed, overrides, budget, evaluate_dir, start))
     if not args.no_markov:  # the classical rows: same data settings, same test windows and scorer
-        markov_specs = baselines.markov_specs
-
-        specs = specs + markov_specs(markov_orders, markov_max)
-        results.update(run_markov_rows(data, out_dir, evaluate_dir, orders=markov_orders, max_order=markov_max,
-                                       echo=lambda m: print(f"[{time.time() - start:7.0f}s] {m}", flush=True)))
-
+        specs = specs + baselines.markov_specs(plan.markov_orders, plan.markov_max)
+        results.update(baselines.run_markov_rows(
+            plan.data, plan.out_dir, evaluate_dir, orders=plan.markov_orders, max_order=plan.markov_max,
+            echo=lambda m: print(f"[{time.time() - start:7.0f}s] {m}", flush=True)))
     wall = time.time() - start
     table = summarize_rows(specs, results, budget=bool(budget))
     if args.dry_run:
-        print(format_table([{"model": r["model"], "params": r["params"], "steps of the full run": r["steps"]}
-                            for r in table]))
-        compare_with_markov = baselines.compare_with_markov
-
-        print("\n".join(compare_with_markov(table, results)))  # this run's rows only: the data is the sample
-        print(f"\ndry run ({args.scale}): {len(table)} rows built, stepped once (Markov rows: fitted) and evaluated "
-              f"in {wall:.1f} s")
-        if tmp:
-            tmp.cleanup()
+        print_dry_run(args.scale, table, results, wall)
+        if plan.tmp:
+            plan.tmp.cleanup()
         return 0
-    versus = versus_markov(table, results, args.scale, scale["data"], results_dir, own_json=results_json)
+    versus = versus_markov(table, results, args.scale, plan.scale["data"], plan.results_dir, own_json=results_json)
+    summary = run_summary(args, command, plan, wall, table, results, versus, budget, prior)
+    write_outputs(summary, plan.results_dir, plan.data)
+    print(format_table(table, COLUMNS))
+    print("\n".join(versus))
+    print(f"\nwrote {plan.results_dir}/{plan.stem}.md (.json); {wall / 60:.1f} min")
+    return 0
+
+
+def print_dry_run(scale: str, table: list[dict], results: dict[str, list[dict]], wall: float) -> None:
+    from dnadiff.utils import format_table
+
+    print(format_table([{"model": r["model"], "params": r["params"], "steps of the full run": r["steps"]}
+                        for r in table]))
+    print("\n".join(baselines.compare_with_markov(table, results)))  # this run's rows only: the data is the sample
+    print(f"\ndry run ({scale}): {len(table)} rows built, stepped once (Markov rows: fitted) and evaluated "
+          f"in {wall:.1f} s")
+
+
+def run_summary(args, command: str, plan: Plan, wall: float, table: list[dict], results: dict[str, list[dict]],
+                versus: list[str], budget: dict, prior: dict | None) -> dict:
+    """What results/STEM.json holds: command, machine, settings, rows, per-seed runs, the comparison."""
+    scale = plan.scale
+    seeds = plan.seeds if prior is None else max((len(v) for v in results.values()), default=0)
     summary = {"command": command, "wall_seconds": round(wall, 1), "machine": describe_machine(), "scale": args.scale,
                "settings": {k: v for k, v in scale.items() if k != "presets"} | {"presets": scale["presets"]},
-               "data": data, "seeds": seeds if prior is None else max((len(v) for v in results.values()), default=0),
-               "rows": table, "runs": results, "load_average_at_end": load_average(), "versus_markov": versus,
-               "budget_minutes": args.budget_minutes, "budget_seconds_per_run": budget, "stem": stem}
+               "data": plan.data, "seeds": seeds, "rows": table, "runs": results,
+               "load_average_at_end": load_average(), "versus_markov": versus,
+               "budget_minutes": args.budget_minutes, "budget_seconds_per_run": budget, "stem": plan.stem}
     if prior:
         summary["neural_rows_from"] = {k: prior.get(k) for k in ("command", "wall_seconds", "machine")}
         if prior.get("regenerated_rows"):
             summary["regenerated_rows"] = prior["regenerated_rows"]
-    write_outputs(summary, results_dir, data)
-    print(format_table(table, COLUMNS))
-    print("\n".join(versus))
-    print(f"\nwrote {results_dir}/{stem}.md (.json); {wall / 60:.1f} min")
-    return 0
+    return summary
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ protocol and subsamples, and the learning curve (test accuracy vs training-set s
     python pipelines/genomic_benchmarks_recipe.py --dry-run                  # both modes, synthetic sets, seconds
     python pipelines/genomic_benchmarks_recipe.py --dry-run --learning-curve
 
-Protocol (that of pipelines/genomic_benchmarks.py --scale cpu, so the numbers sit beside its table):
+Protocol (that of pipelines/genomic_benchmarks_table.py --scale cpu, so the numbers sit beside its table):
 `dnadiff finetune`'s paper protocol, 3 seeds x a random 90/10 train/valid split of a stratified
 subsample of --max-train training sequences (default 1,000), scored on a stratified subsample of
 --max-test test sequences (500), each run's best-validation epoch scored on the test set.
@@ -34,23 +34,18 @@ Writes results/genomic_benchmarks_recipe.{md,json} (--learning-curve: ..._learni
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(REPO))
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-gb = common.load_sibling("genomic_benchmarks")
+import common
+import genomic_benchmarks_table as gb
 
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
+
+REPO = Path(__file__).resolve().parent.parent
 
 CANDIDATES = {
     "full_mean_e1": [],  # the cpu table's recipe: full fine-tuning, mean pooling, 1 epoch, lr 2e-3

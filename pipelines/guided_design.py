@@ -23,7 +23,6 @@ bundled 250-per-class subset.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import os
@@ -33,15 +32,11 @@ import sys
 import time
 from pathlib import Path
 
+import common
 import numpy as np
 import torch
 
-# pipelines/common.py, loaded by its path (this folder never goes on sys.path)
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
 
 SCALES = {"cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=16, num_cg=4, steps=16, length=200,
                       svdd_m=4, smc_k=4, smc_alpha=0.1)}
@@ -117,14 +112,9 @@ def evaluate(seqs: list[str], oracle, reward_fn, real_coding: list[str], train: 
     return row
 
 
-def run(args) -> dict:
-    torch.set_num_threads(1)
-    sc = SCALES[args.scale]
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    root = benchmark_root()
-    halves = split_halves(root, work / "data")
+def train_generator_and_guide(root: Path, work: Path, sc: dict) -> tuple[Path, Path]:
+    """The class-conditional generator (whole train set) and the noise-aware guide (half A), each trained
+    once per work folder; their run folders."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     gen_dir = work / "generator"
     if not (gen_dir / "model").is_dir():
@@ -135,20 +125,66 @@ def run(args) -> dict:
     if not (clf_dir / "classifier").is_dir():
         subprocess.run([sys.executable, "-m", "dnadiff", "finetune", "-q", "experiments/tiny_finetune",
                         f"data.dataset={work / 'data/halfA'}", "model.backbone=hyena", "model.noisy=true",
-                        "protocol.seeds=[0]", f"train.epochs={sc['clf_epochs']}", f"data.max_train={sc['clf_max_train']}",
-                        "data.max_test=200", "--out", str(clf_dir), "--no-progress"], check=True, env=env)
+                        "protocol.seeds=[0]", f"train.epochs={sc['clf_epochs']}",
+                        f"data.max_train={sc['clf_max_train']}", "data.max_test=200", "--out", str(clf_dir),
+                        "--no-progress"], check=True, env=env)
+    return gen_dir, clf_dir
+
+
+def method_plan(sc: dict) -> list[tuple]:
+    """(row label, method, options, designs) per guided row; best-of-N's options name the method whose
+    denoiser budget it gets."""
+    return [("unguided", "none", {}, sc["num"]), ("cfg w=1", "cfg", {}, sc["num"]),
+            ("cg (exact)", "cg", {"scale": 1.0}, sc["num_cg"]), ("cg_grad", "cg_grad", {"scale": 1.0}, sc["num"]),
+            ("svdd", "svdd", {"candidates": sc["svdd_m"], "alpha": 0.0}, sc["num"]),
+            ("smc", "smc", {"particles": sc["smc_k"], "alpha": sc["smc_alpha"]}, sc["num"]),
+            ("best_of_n @svdd budget", "best_of_n", "svdd", sc["num"]),
+            ("best_of_n @smc budget", "best_of_n", "smc", sc["num"])]
+
+
+def design(model, reward, name: str, opts, num: int, sc: dict, seed: int, nfe: dict):
+    """`num` designs with one method: the token ids, the method's NFE stats and the options it ran with.
+    `nfe` holds the denoiser calls per sequence of SVDD and SMC, the budgets of the best-of-N rows."""
+    from dnadiff.guidance import build_method
+    from dnadiff.model import SuppressTokens
+    from dnadiff.samplers import SeedStream
+
+    L, steps, tok = sc["length"], sc["steps"], model.tokenizer
+    if name == "cfg":
+        x = model.generate(num, L, steps=steps, label="coding", guidance=1.0, generator=SeedStream(seed))
+        return x, {"nfe_per_sequence": 2 * steps, "reward_evals_per_sequence": 0}, opts
+    if name == "best_of_n":
+        opts = {"n": max(1, int(round(nfe[opts] / steps)))}
+    if name in ("cg", "cg_grad"):
+        opts = {**opts, "token_ids": list(tok.nucleotide_ids)}
+    method = build_method(name, model.build_sampler("ancestral", steps), reward, **opts)
+    den = SuppressTokens(model.conditional_denoiser(None), model.banned_ids())
+    x = method.generate(den, model.schedule, tok.mask_id, (num, L), generator=SeedStream(seed))
+    if name in ("svdd", "smc"):
+        nfe[name] = method.last_stats["nfe_per_sequence"]
+    return x, method.last_stats, opts
+
+
+def run(args) -> dict:
+    from dnadiff.checkpoint import load
+    from dnadiff.guidance import build_reward
+
+    torch.set_num_threads(1)
+    sc = SCALES[args.scale]
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    root = benchmark_root()
+    halves = split_halves(root, work / "data")
+    gen_dir, clf_dir = train_generator_and_guide(root, work, sc)
     guide = json.loads((clf_dir / "results.json").read_text())
     guide_acc = float(np.mean([r["test"]["accuracy"] for r in guide["runs"]]))
     oracle = fit_oracle(halves[("B", "coding")], halves[("B", "intergenic")])
     real_pos = class_sequences(root, "test", "coding")
     real_neg = class_sequences(root, "test", "intergenic")
-    oracle_acc = float(((oracle(real_pos) > 0.5).sum() + (oracle(real_neg) <= 0.5).sum()) / (len(real_pos) + len(real_neg)))
+    right = (oracle(real_pos) > 0.5).sum() + (oracle(real_neg) <= 0.5).sum()
+    oracle_acc = float(right / (len(real_pos) + len(real_neg)))
     train_all = sum((v for v in halves.values()), [])
-
-    from dnadiff.checkpoint import load
-    from dnadiff.guidance import build_method, build_reward
-    from dnadiff.model import SuppressTokens
-    from dnadiff.samplers import SeedStream
 
     model = load(str(gen_dir / "model"))
     model.backbone.eval()
@@ -158,32 +194,10 @@ def run(args) -> dict:
     def reward_of(seqs):
         return float(reward(torch.tensor([tok.encode(s) for s in seqs])).mean())
 
-    L, steps = sc["length"], sc["steps"]
-    rows, svdd_nfe, smc_nfe = [], None, None
-    plan = [("unguided", "none", {}, sc["num"]), ("cfg w=1", "cfg", {}, sc["num"]),
-            ("cg (exact)", "cg", {"scale": 1.0}, sc["num_cg"]), ("cg_grad", "cg_grad", {"scale": 1.0}, sc["num"]),
-            ("svdd", "svdd", {"candidates": sc["svdd_m"], "alpha": 0.0}, sc["num"]),
-            ("smc", "smc", {"particles": sc["smc_k"], "alpha": sc["smc_alpha"]}, sc["num"]),
-            ("best_of_n @svdd budget", "best_of_n", "svdd", sc["num"]), ("best_of_n @smc budget", "best_of_n", "smc", sc["num"])]
-    for label, name, opts, num in plan:
+    rows, nfe = [], {}
+    for label, name, opts, num in method_plan(sc):
         start = time.time()
-        if name == "cfg":
-            x = model.generate(num, L, steps=steps, label="coding", guidance=1.0, generator=SeedStream(args.seed))
-            stats = {"nfe_per_sequence": 2 * steps, "reward_evals_per_sequence": 0}
-        else:
-            if name == "best_of_n":
-                budget = svdd_nfe if opts == "svdd" else smc_nfe
-                opts = {"n": max(1, int(round(budget / steps)))}
-            if name in ("cg", "cg_grad"):
-                opts = {**opts, "token_ids": list(tok.nucleotide_ids)}
-            method = build_method(name, model.build_sampler("ancestral", steps), reward, **opts)
-            den = SuppressTokens(model.conditional_denoiser(None), model.banned_ids())
-            x = method.generate(den, model.schedule, tok.mask_id, (num, L), generator=SeedStream(args.seed))
-            stats = method.last_stats
-            if name == "svdd":
-                svdd_nfe = stats["nfe_per_sequence"]
-            if name == "smc":
-                smc_nfe = stats["nfe_per_sequence"]
+        x, stats, opts = design(model, reward, name, opts, num, sc, args.seed, nfe)
         seqs = model.decode(x)
         row = {"method": label, "num": num, **{k: v for k, v in opts.items() if k != "token_ids"},
                **evaluate(seqs, oracle, reward_of, real_pos, train_all),
@@ -191,10 +205,12 @@ def run(args) -> dict:
                "wall_s": round(time.time() - start, 1)}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    for label, seqs in (("real coding (test)", real_pos[: sc["num"] * 4]), ("real intergenic (test)", real_neg[: sc["num"] * 4])):
+    for label, seqs in (("real coding (test)", real_pos[: sc["num"] * 4]),
+                        ("real intergenic (test)", real_neg[: sc["num"] * 4])):
         rows.append({"method": label, "num": len(seqs), **evaluate(seqs, oracle, reward_of, real_pos, train_all)})
-    return {"rows": rows, "oracle_test_accuracy": oracle_acc, "guide_test_accuracy": guide_acc, "benchmark": str(root), "scale": args.scale,
-            "wall_s": round(time.time() - t0, 1), "machine": describe_machine(), "load_average": load_average(),
+    return {"rows": rows, "oracle_test_accuracy": oracle_acc, "guide_test_accuracy": guide_acc,
+            "benchmark": str(root), "scale": args.scale, "wall_s": round(time.time() - t0, 1),
+            "machine": describe_machine(), "load_average": load_average(),
             "command": common.command_line(__file__, None)}
 
 
@@ -209,7 +225,8 @@ def markdown(res: dict) -> str:
             f"Wall time: {res['wall_s']} s on {res['machine']}; at the end, {res['load_average']}.  \n"
             f"Oracle (k-mer logistic regression on half B) test accuracy: {res['oracle_test_accuracy']:.3f}; the guide "
             f"is a noise-aware HyenaDNA classifier fine-tuned on half A (clean test accuracy "
-            f"{res.get('guide_test_accuracy', float('nan')):.3f}, on a 200-sequence test subsample).\n\n```\n{table}\n```\n")
+            f"{res.get('guide_test_accuracy', float('nan')):.3f}, on a 200-sequence test subsample).\n\n"
+            f"```\n{table}\n```\n")
 
 
 def main() -> int:

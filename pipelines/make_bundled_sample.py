@@ -15,7 +15,6 @@ from pathlib import Path
 
 from dnadiff.data import write_masked_slice
 
-
 TARGET = {"train": 1_200_000, "valid": 150_000, "test": 150_000}
 
 

@@ -25,7 +25,6 @@ tasks, judged by the property itself (|GC − 0.6| ≤ 0.02; motif present on ei
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -33,15 +32,12 @@ import sys
 import time
 from pathlib import Path
 
+import common
+import guided_design as gd  # benchmark halves, k-mer oracle, benchmark reader
 import numpy as np
 import torch
 
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-gd = common.load_sibling("guided_design")  # benchmark halves, k-mer oracle, benchmark reader
-
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
 
 SCALES = {
     "cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=64, steps=32, length=200, seeds=(0, 1),
@@ -55,7 +51,8 @@ SCALES = {
 
 def dnadiff_cmd(*argv) -> None:
     """A `dnadiff` command in a child process (as the other pipelines run them)."""
-    subprocess.run([sys.executable, "-m", "dnadiff", *map(str, argv)], check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    subprocess.run([sys.executable, "-m", "dnadiff", *map(str, argv)], check=True,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
 def kmer3_pearson(seqs: list[str], real: list[str]) -> float:
@@ -191,8 +188,9 @@ def run(args) -> dict:
     clf_dir = work / "classifier_A"
     if not (clf_dir / "classifier").is_dir():
         dnadiff_cmd("finetune", "-q", "experiments/tiny_finetune", f"data.dataset={work / 'data/halfA'}",
-                    "model.backbone=hyena", "model.noisy=true", "protocol.seeds=[0]", f"train.epochs={sc['clf_epochs']}",
-                    f"data.max_train={sc['clf_max_train']}", "data.max_test=200", "--out", clf_dir, "--no-progress")
+                    "model.backbone=hyena", "model.noisy=true", "protocol.seeds=[0]",
+                    f"train.epochs={sc['clf_epochs']}", f"data.max_train={sc['clf_max_train']}", "data.max_test=200",
+                    "--out", clf_dir, "--no-progress")
 
     from dnadiff.checkpoint import load
     from dnadiff.eval import gc_content

@@ -32,19 +32,17 @@ Writes results/sample_quality_cpu.md and .json (--quick: results/sample_quality_
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
+import common
 
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.machine import describe_machine, load_average
+
+REPO = Path(__file__).resolve().parent.parent
 
 SIZES = {  # seeds, num, length, steps, reference windows, Markov max order, training minutes
     "cpu": {"seeds": 3, "num": 64, "length": 1024, "steps": 256, "reference_windows": 1000, "max_order": 10,
@@ -192,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     return common.main_with_dry_run(run, args, __file__, argv, "sample_quality")
 
-def run(args, command: str, dry: Path | None) -> int:
+def run_sizes(args, dry: Path | None) -> tuple[dict, float, Path | None]:
+    """The sizes of the run (dry, quick or cpu, with --seeds/--num/--length/--steps), the training budget
+    of a missing model and --models-dir, validated."""
     from dnadiff.errors import DnadiffError
-    from dnadiff.utils import atomic_write, format_table, markdown_table, write_json
 
     size = dict(SIZES["dry" if dry else "quick" if args.quick else "cpu"])
     for k in ("seeds", "num", "length", "steps"):
@@ -209,9 +208,14 @@ def run(args, command: str, dry: Path | None) -> int:
     models_dir = Path(args.models_dir) if args.models_dir else None
     if models_dir is not None and not models_dir.is_dir():
         raise DnadiffError(f"--models-dir {models_dir}: not a folder")
-    stem = Path(args.out or REPO / "results" / ("sample_quality_cpu" + ("_quick" if args.quick else "")))
-    work = Path(args.work_dir) if args.work_dir else (dry if dry else REPO / "runs" / stem.name)
-    if dry or args.quick:  # the chr22 sample bundled in the package
+    return size, minutes, models_dir
+
+
+def genome_files(args, dry: Path | None) -> tuple[str, str]:
+    """The FASTA and BED: the chr22 sample bundled in the package (dry and quick runs), else the shared subset."""
+    from dnadiff.errors import DnadiffError
+
+    if dry or args.quick:
         from dnadiff.data_root import bundled_data_root
 
         sample = Path(bundled_data_root()) / "chr22_sample"
@@ -220,15 +224,13 @@ def run(args, command: str, dry: Path | None) -> int:
         fasta, bed = (f"{args.shared}/hg19_chr22_subset/chr22.fa.gz", f"{args.shared}/hg19_chr22_subset/sequences.bed")
         if not Path(fasta).is_file():
             raise DnadiffError(f"--shared {args.shared}: no hg19_chr22_subset/chr22.fa.gz (set DNADIFF_DATA)")
-    fasta, bed = str(fasta), str(bed)
-    data = {"fasta": fasta, "bed": bed}
-    data_over = [f"data.fasta={fasta}", f"data.bed={bed}", f"data.seq_len={min(size['length'], 1024)}"]
-    start = time.time()
+    return str(fasta), str(bed)
 
-    def echo(msg):
-        print(f"[{time.time() - start:7.0f}s] {msg}", flush=True)
 
-    # models: Markov fits, then the neural ones (given, or trained with an explicit budget)
+def prepare_models(work: Path, data_over: list[str], size: dict, models_dir: Path | None, minutes: float,
+                   dry: bool, echo) -> tuple[dict, list[str], int, int]:
+    """The Markov fits, then the neural models (given, or trained with an explicit budget): the models by
+    key, a note per neural model, the Markov rows' k and the best k on valid."""
     models, notes = {}, []
     k5 = min(5, size["max_order"])
     models["markov5"] = fit_markov(work / "models", data_over, k5, size["max_order"], "markov_k5")
@@ -241,12 +243,17 @@ def run(args, command: str, dry: Path | None) -> int:
             # the config's own window length (128 bp) unless the samples are shorter: 1,024-bp training
             # windows would cost 8x the tokens a step
             over = data_over if size["length"] < 128 else [o for o in data_over if not o.startswith("data.seq_len=")]
-            found = train_model(work / "models", key, over, minutes, dry is not None)
+            found = train_model(work / "models", key, over, minutes, dry)
             notes.append(f"{key}: trained here for at most {minutes:g} min (cpu-hour config, train.max_minutes)")
         else:
             notes.append(f"{key}: {found}")
         models[key] = found
-    cpu_hour = {k: find_model(Path(args.cpu_hour_dir), k) for k in TRAINED} if args.cpu_hour_dir else {}
+    return models, notes, k5, best_k
+
+
+def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None) -> list[tuple]:
+    """(name, model directory or None for real windows, sampler, extra options) of every row."""
+    cpu_hour = {k: find_model(Path(cpu_hour_dir), k) for k in TRAINED} if cpu_hour_dir else {}
     rows = [("real test windows (floor: test vs valid)", None, None, []),
             (f"Markov k={k5}", models["markov5"], None, []),
             (f"Markov best k (k={best_k})", models["markov_best"], None, []),
@@ -256,40 +263,47 @@ def run(args, command: str, dry: Path | None) -> int:
         rows.append(("cpu-hour Mamba AR", cpu_hour["mamba_ar"], None, []))
     if cpu_hour.get("caduceus_mdlm"):
         rows.append(("cpu-hour MDLM ancestral", cpu_hour["caduceus_mdlm"], "ancestral", []))
-    table, per_row = [], {}
-    metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
-                    "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
-    for name, model_dir, sampler, extra in rows:
-        values = []
-        t0 = time.time()
-        for seed in range(size["seeds"]):
-            folder = work / "samples" / name.split(" (")[0].replace(" ", "_").replace("+", "plus") / f"seed{seed}"
-            folder.mkdir(parents=True, exist_ok=True)
-            fa = folder / "samples.fa"
-            if model_dir is None:
-                write_fasta(fa, real_windows(data, "test", size["length"], size["num"], seed))
-            else:
-                cmd = ["sample", model_dir, "-n", str(size["num"]), "--length", str(size["length"]),
-                       "--seed", str(seed), "--out", str(fa), "--force", *extra]
-                if sampler:
-                    cmd += ["--sampler", sampler]
-                    if sampler != "first_hitting":  # first-hitting: one call per token, no step count
-                        cmd += ["--steps", str(size["steps"])]
-                cli([cmd[0], "-q", *cmd[1:]])
-            cli(["metrics", "-q", str(fa), "--reference", data["fasta"], "--out", str(folder / "metrics"),
-                 *metrics_args])
-            values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
-        per_row[name] = {"model_dir": model_dir, "sampler": sampler, "options": extra, "per_seed": values,
-                         "summary": summarize(values), "wall_seconds": round(time.time() - t0, 1)}
-        echo(f"{name}: {size['seeds']} seeds in {time.time() - t0:.0f} s")
-    metrics = list(dict.fromkeys(k for r in per_row.values() for k in r["summary"]))
-    for name, r in per_row.items():
-        table.append({"row": name, **{m: (f"{r['summary'][m]['mean']:.4g} ± {r['summary'][m]['range']:.2g}"
-                                          if m in r["summary"] else "") for m in metrics}})
-    wall = time.time() - start
-    closest = closest_lines(per_row, rows[0][0])
-    transposed = [{"metric": m, **{n: (f"{r['summary'][m]['mean']:.4g} ± {r['summary'][m]['range']:.2g}"
-                                       if m in r["summary"] else "") for n, r in per_row.items()}} for m in metrics]
+    return rows
+
+
+def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list[str], echo) -> dict:
+    """One row: per seed, its samples (or real windows) and their metrics; the per-seed values and summary."""
+    name, model_dir, sampler, extra = row
+    values = []
+    t0 = time.time()
+    for seed in range(size["seeds"]):
+        folder = work / "samples" / name.split(" (")[0].replace(" ", "_").replace("+", "plus") / f"seed{seed}"
+        folder.mkdir(parents=True, exist_ok=True)
+        fa = folder / "samples.fa"
+        if model_dir is None:
+            write_fasta(fa, real_windows(data, "test", size["length"], size["num"], seed))
+        else:
+            cmd = ["sample", model_dir, "-n", str(size["num"]), "--length", str(size["length"]),
+                   "--seed", str(seed), "--out", str(fa), "--force", *extra]
+            if sampler:
+                cmd += ["--sampler", sampler]
+                if sampler != "first_hitting":  # first-hitting: one call per token, no step count
+                    cmd += ["--steps", str(size["steps"])]
+            cli([cmd[0], "-q", *cmd[1:]])
+        cli(["metrics", "-q", str(fa), "--reference", data["fasta"], "--out", str(folder / "metrics"),
+             *metrics_args])
+        values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
+    out = {"model_dir": model_dir, "sampler": sampler, "options": extra, "per_seed": values,
+           "summary": summarize(values), "wall_seconds": round(time.time() - t0, 1)}
+    echo(f"{name}: {size['seeds']} seeds in {time.time() - t0:.0f} s")
+    return out
+
+
+def _cell(summary: dict, metric: str) -> str:
+    return f"{summary[metric]['mean']:.4g} ± {summary[metric]['range']:.2g}" if metric in summary else ""
+
+
+def render(args, command: str, wall: float, size: dict, data: dict, notes: list[str], best_k: int,
+           per_row: dict, metrics: list[str], closest: list[str]) -> str:
+    """The markdown page: one column per row, one line per metric (mean ± range over seeds)."""
+    from dnadiff.utils import markdown_table
+
+    transposed = [{"metric": m, **{n: _cell(r["summary"], m) for n, r in per_row.items()}} for m in metrics]
     md = ["# Sample quality (cpu scale)" + (" — quick smoke run" if args.quick else ""), "",
           f"- command: `{command}`",
           f"- wall time: {wall / 60:.1f} min; machine: {describe_machine()}; {load_average()}",
@@ -298,7 +312,33 @@ def run(args, command: str, dry: Path | None) -> int:
           f"windows of {data['fasta']}; cells: mean ± range (max − min) over seeds",
           f"- oracle: the best-k Markov chain fitted on the train split (k = {best_k})",
           *[f"- model {n}" for n in notes], "", markdown_table(transposed), "", *closest]
-    text = "\n".join(md) + "\n"
+    return "\n".join(md) + "\n"
+
+
+def run(args, command: str, dry: Path | None) -> int:
+    from dnadiff.utils import atomic_write, format_table, write_json
+
+    size, minutes, models_dir = run_sizes(args, dry)
+    stem = Path(args.out or REPO / "results" / ("sample_quality_cpu" + ("_quick" if args.quick else "")))
+    work = Path(args.work_dir) if args.work_dir else (dry if dry else REPO / "runs" / stem.name)
+    fasta, bed = genome_files(args, dry)
+    data = {"fasta": fasta, "bed": bed}
+    data_over = [f"data.fasta={fasta}", f"data.bed={bed}", f"data.seq_len={min(size['length'], 1024)}"]
+    start = time.time()
+
+    def echo(msg):
+        print(f"[{time.time() - start:7.0f}s] {msg}", flush=True)
+
+    models, notes, k5, best_k = prepare_models(work, data_over, size, models_dir, minutes, dry is not None, echo)
+    rows = sample_rows(models, k5, best_k, args.cpu_hour_dir)
+    metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
+                    "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
+    per_row = {row[0]: score_row(row, size, work, data, metrics_args, echo) for row in rows}
+    metrics = list(dict.fromkeys(k for r in per_row.values() for k in r["summary"]))
+    table = [{"row": name, **{m: _cell(r["summary"], m) for m in metrics}} for name, r in per_row.items()]
+    wall = time.time() - start
+    closest = closest_lines(per_row, rows[0][0])
+    text = render(args, command, wall, size, data, notes, best_k, per_row, metrics, closest)
     if dry is not None:
         print(text)
         print(f"dry run: {len(per_row)} rows x {len(metrics)} metrics in {wall:.1f} s; no table written")

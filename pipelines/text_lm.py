@@ -43,23 +43,17 @@ import sys
 import time
 from pathlib import Path
 
+import common
 import torch
 
+from dnadiff.config import RunConfig, load_config, replace
+from dnadiff.errors import DnadiffError
+from dnadiff.machine import describe_machine, machine_info
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from dnadiff.config import RunConfig, load_config, replace  # noqa: E402
-from dnadiff.errors import DnadiffError  # noqa: E402
-from dnadiff.machine import describe_machine, machine_info  # noqa: E402
-
-import importlib.util  # noqa: E402
-
-# pipelines/common.py, loaded by its path (this folder never goes on sys.path)
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-
-FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"  # the full corpus
+# the full corpus
+FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"
 T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")
 
 
@@ -379,14 +373,16 @@ def write_results(payload: dict, base: Path) -> None:
         lines.append("")
     lines += ["Pad policy (diffusion rows, padded LM1B-style sentences): `reference` = pads masked by the forward "
               "process but only real tokens scored and counted (official MDLM, tab. 1); `score` = pads scored too "
-              "(NELBO of the padded sequence); `visible` = pads never masked nor scored (can fall below the entropy).", ""]
+              "(NELBO of the padded sequence); `visible` = pads never masked nor scored (can fall below the "
+              "entropy).", ""]
     if payload.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]]
     atomic_write(base.with_suffix(".md"), "\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", choices=("cpu", "paper", "gpu"), default="cpu",
                    help="cpu (fortunes, tiny DiTs) or paper (LM1B/OWT, DiT small); gpu = old name of paper")
     p.add_argument("--setting", choices=("lm1b", "owt"), default="owt", help="paper scale: which table")
@@ -400,7 +396,8 @@ def main(argv=None) -> int:
     p.add_argument("--eval-batch", type=int, default=32)
     p.add_argument("--num-samples", type=int, default=16)
     p.add_argument("--sample-batch", type=int, default=16)
-    p.add_argument("--sample-steps", type=int, default=None, help="sampler steps (default 64 on cpu, 1000 at paper scale)")
+    p.add_argument("--sample-steps", type=int, default=None,
+                   help="sampler steps (default 64 on cpu, 1000 at paper scale)")
     p.add_argument("--semi-ar-mult", type=int, default=2, help="semi-AR length = this x training length (tab. 5: 2)")
     p.add_argument("--scorer", default="gpt2-large", help="paper scale: HF causal LM for generative perplexity")
     p.add_argument("--scorer-steps", type=int, default=300, help="cpu: steps of the locally trained GPT-2 scorer")
@@ -446,6 +443,47 @@ def _main(args, command: str, dry_root: Path | None = None) -> int:
         os.chdir(cwd)  # _run works from the repository root
 
 
+CPU_NOTES = [
+    "fortunes (Debian `fortunes`, 2.4 MB) stands in for LM1B/OWT; tokenizers (bert-like WordPiece, "
+    "gpt2-like byte-level BPE) are trained on its train split; numbers are not comparable to the paper's.",
+    "Generative perplexity uses a small GPT-2 trained here on the same corpus for a fixed number of steps "
+    "(gpt2-large is not available offline). Fortunes documents are short (~50 tokens), so the first-EOS "
+    "figure covers only a sample's first document; the semi-AR sample shares its first window with the "
+    "ancestral one (same seed), hence the whole-sample column.",
+    "Diffusion test PPL is the NELBO bound with one time draw per sequence per round (--mc rounds, fixed "
+    "seed); the T sweep reuses the same seed (common random numbers).",
+]
+
+
+def run_setting(st: dict, base: list[str], args, out_dir: Path, dry_root: Path | None) -> dict:
+    """One setting (a tokenizer and its rows): every row trained and evaluated, then its samples and
+    zero-shot scores where the setting asks for them."""
+    entry = {"setting": st["setting"], "rows": {}}
+    extra = ([f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}", "tokenizer.train=null"]  # built above
+             if st["tokenizer"] else [])
+    for r, config in st["rows"].items():
+        over = base + extra + (DRY_RUN if dry_root else [])
+        if dry_root and args.scale == "paper":
+            params = count_parameters(config, over)
+            log(f"{config}: {params:,} parameters at its configured size (vocabulary of the dry-run "
+                "tokenizer); training a shrunken copy")
+            over = over + DRY_RUN_SHRINK
+        row = train_row(config, over, out_dir, args.resume and not dry_root)
+        if dry_root and args.scale == "paper":
+            row["parameters_full_size"] = params
+        row["eval"] = evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
+        entry["rows"][r] = row
+    if st["samples"] and "mdlm" in entry["rows"]:
+        entry["samples"] = sample_eval(entry["rows"], args, out_dir / st["setting"])
+    if args.zeroshot_root and "mdlm" in entry["rows"]:
+        import dnadiff
+        from dnadiff.eval import zero_shot_eval
+
+        m = dnadiff.load(entry["rows"]["mdlm"]["model_dir"], map_location=args.device)
+        entry["zeroshot"] = zero_shot_eval(m, args.zeroshot_root, seq_len=m.config.data.seq_len, log=log)
+    return entry
+
+
 def _run(args, command: str, dry_root: Path | None) -> int:
     import transformers
 
@@ -460,49 +498,17 @@ def _run(args, command: str, dry_root: Path | None) -> int:
     payload = {"scale": args.scale, "command": command,
                "machine": machine_info(), "settings": [], "notes": [], "num_samples": args.num_samples}
     try:
-        common = prepare_dry_run(out_dir) if dry_root else prepare_cpu(args, out_dir) if args.scale == "cpu" else []
-        common += [f"train.max_steps={args.steps}"] if args.steps else []
-        common += list(args.set)
+        base = prepare_dry_run(out_dir) if dry_root else prepare_cpu(args, out_dir) if args.scale == "cpu" else []
+        base += [f"train.max_steps={args.steps}"] if args.steps else []
+        base += list(args.set)
         for st in settings_for(args):
-            entry = {"setting": st["setting"], "rows": {}}
-            extra = ([f"tokenizer.path={out_dir / 'tokenizers' / st['tokenizer']}", "tokenizer.train=null"]  # built above
-                     if st["tokenizer"] else [])
-            for r, config in st["rows"].items():
-                over = common + extra + (DRY_RUN if dry_root else [])
-                if dry_root and args.scale == "paper":
-                    params = count_parameters(config, over)
-                    log(f"{config}: {params:,} parameters at its configured size (vocabulary of the dry-run "
-                        "tokenizer); training a shrunken copy")
-                    over = over + DRY_RUN_SHRINK
-                row = train_row(config, over, out_dir, args.resume and not dry_root)
-                if dry_root and args.scale == "paper":
-                    row["parameters_full_size"] = params
-                row["eval"] = evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
-                entry["rows"][r] = row
-            if st["samples"] and "mdlm" in entry["rows"]:
-                entry["samples"] = sample_eval(entry["rows"], args, out_dir / st["setting"])
-            if args.zeroshot_root and "mdlm" in entry["rows"]:
-                import dnadiff
-                from dnadiff.eval import zero_shot_eval
-
-                m = dnadiff.load(entry["rows"]["mdlm"]["model_dir"], map_location=args.device)
-                entry["zeroshot"] = zero_shot_eval(m, args.zeroshot_root, seq_len=m.config.data.seq_len, log=log)
-            payload["settings"].append(entry)
+            payload["settings"].append(run_setting(st, base, args, out_dir, dry_root))
     except DnadiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     payload["wall_seconds"] = time.time() - start
     if args.scale == "cpu":
-        payload["notes"] += [
-            "fortunes (Debian `fortunes`, 2.4 MB) stands in for LM1B/OWT; tokenizers (bert-like WordPiece, "
-            "gpt2-like byte-level BPE) are trained on its train split; numbers are not comparable to the paper's.",
-            "Generative perplexity uses a small GPT-2 trained here on the same corpus for a fixed number of steps "
-            "(gpt2-large is not available offline). Fortunes documents are short (~50 tokens), so the first-EOS "
-            "figure covers only a sample's first document; the semi-AR sample shares its first window with the "
-            "ancestral one (same seed), hence the whole-sample column.",
-            "Diffusion test PPL is the NELBO bound with one time draw per sequence per round (--mc rounds, fixed "
-            "seed); the T sweep reuses the same seed (common random numbers).",
-        ]
+        payload["notes"] += CPU_NOTES
     if dry_root:
         write_results(payload, dry_root / "text_lm_dry_run")  # the table code runs too; nothing is kept
         print((dry_root / "text_lm_dry_run.md").read_text())

@@ -1,8 +1,8 @@
-"""Load a script of the repository (pipelines/, benchmarks/, tests/ drivers) as a module, by its path.
+"""Load a script of the repository (benchmarks/, tests/ drivers) as a module, by its path.
 
-Scripts are not packages: importing them by name needs their folder on sys.path, where a script
-can shadow an installed package of the same name (pipelines/genomic_benchmarks.py vs the
-`genomic_benchmarks` package). Loading by path leaves sys.path and sys.modules alone.
+Scripts are not packages: importing them by name needs their folder on sys.path. The pipelines are
+imported by name (pytest puts pipelines/ on sys.path: pyproject.toml); the other scripts are loaded
+by path here, which leaves sys.path and sys.modules alone.
 """
 
 from __future__ import annotations

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import perplexity_baselines as pb  # pipelines/ is on sys.path in the tests (pyproject.toml)
 import pytest
 
-from scripts import load_script
-
 REPO = Path(__file__).resolve().parent.parent
-pb = load_script(REPO / "pipelines" / "perplexity_baselines.py", "pipeline_perplexity_baselines")
 
 
 def test_budget_split_by_step_share():
@@ -57,14 +56,14 @@ def test_markov_rows_fit_on_the_same_data_and_pick_the_valid_best(tmp_path):
 
 
 def test_genomic_benchmarks_only_baselines_merges_the_kmer_row(tmp_path):
-    gb = load_script(REPO / "pipelines" / "genomic_benchmarks.py", "pipeline_genomic_benchmarks")
+    import genomic_benchmarks_table as gb
     from test_kmer_lr import make_benchmark
 
     bench = make_benchmark(tmp_path / "toy", n_train=30, n_test=10)
     stem = tmp_path / "tab7"
     neural = {"toy": {m: {"mean": 0.6, "pm": 0.01, "min": 0.59, "max": 0.61, "n": 3}
                       for m in ("accuracy", "mcc", "f1_macro", "auroc")}}
-    prior = {"command": "python pipelines/genomic_benchmarks.py --scale cpu", "wall_s": 600, "machine": "m",
+    prior = {"command": "python pipelines/genomic_benchmarks_table.py --scale cpu", "wall_s": 600, "machine": "m",
              "inits": {"mdlm": "/gone/model"}, "datasets": ["toy"], "table": {"mdlm": neural},
              "cells": [{"init": "mdlm", "dataset": "toy", "wall_s": 60, "majority_baseline": 0.5}]}
     stem.with_suffix(".json").write_text(json.dumps(prior))
@@ -80,16 +79,16 @@ def test_genomic_benchmarks_only_baselines_merges_the_kmer_row(tmp_path):
 
 
 def test_genomic_benchmarks_script_does_not_shadow_the_package(tmp_path):
-    """`python pipelines/genomic_benchmarks.py` puts pipelines/ first on sys.path, where the script hid the
-    `genomic_benchmarks` package whose loc2seq --download uses. A stand-in package on PYTHONPATH must win
-    after the script ran the way the command line runs it (its folder first on sys.path)."""
+    """`python pipelines/genomic_benchmarks_table.py` puts pipelines/ first on sys.path: the
+    `genomic_benchmarks` package, whose loc2seq --download uses, must still be the one imported (a
+    stand-in package on PYTHONPATH here) after the script ran the way the command line runs it."""
     pkg = tmp_path / "site" / "genomic_benchmarks"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "loc2seq.py").write_text("def download_dataset(*a, **k):\n    return 'the package'\n")
     code = ("import runpy, sys\n"
-            f"sys.path[0] = {str(REPO / 'pipelines')!r}  # what `python pipelines/genomic_benchmarks.py` sets\n"
-            f"runpy.run_path({str(REPO / 'pipelines' / 'genomic_benchmarks.py')!r}, run_name='gb_cli')\n"
+            f"sys.path[0] = {str(REPO / 'pipelines')!r}  # what `python pipelines/genomic_benchmarks_table.py` sets\n"
+            f"runpy.run_path({str(REPO / 'pipelines' / 'genomic_benchmarks_table.py')!r}, run_name='gb_cli')\n"
             "from genomic_benchmarks.loc2seq import download_dataset\n"
             "print(download_dataset())\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(REPO)]))
@@ -98,10 +97,12 @@ def test_genomic_benchmarks_script_does_not_shadow_the_package(tmp_path):
     assert proc.stdout.strip() == "the package"
 
 
-def test_loading_the_pipelines_leaves_sys_path_alone():
-    """Tests load the pipelines by path: pipelines/ never lands on sys.path (where it shadowed packages)."""
-    before = list(sys.path)
-    load_script(REPO / "pipelines" / "dna_perplexity.py", "pipeline_dna_perplexity")
-    load_script(REPO / "pipelines" / "genomic_benchmarks.py", "pipeline_genomic_benchmarks")
-    assert str(REPO / "pipelines") not in sys.path and "genomic_benchmarks" not in sys.modules
-    assert [p for p in sys.path if p not in before] in ([], [str(REPO)])
+def test_no_pipeline_shadows_an_importable_module():
+    """pipelines/ goes first on sys.path when a pipeline runs: no script there may take the name of a
+    module importable without it (the Genomic Benchmarks table once hid the `genomic_benchmarks` package)."""
+    here = REPO / "pipelines"
+    elsewhere = [p for p in sys.path if Path(p or os.curdir).resolve() != here]
+    for script in sorted(here.glob("*.py")):
+        name = script.stem
+        assert name not in sys.builtin_module_names, name
+        assert importlib.machinery.PathFinder.find_spec(name, elsewhere) is None, f"pipelines/{name}.py shadows {name}"

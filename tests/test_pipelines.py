@@ -4,19 +4,19 @@ re-render from their JSON. No test here reads ../shared/data."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from pathlib import Path
 
 import pytest
 
-from scripts import load_script
-
 REPO = Path(__file__).resolve().parent.parent
 
 
 def pipeline(name: str):
-    return load_script(REPO / "pipelines" / f"{name}.py", f"pipeline_{name}")
+    """pipelines/NAME.py as a module (pipelines/ is on sys.path in the tests: pyproject.toml)."""
+    return importlib.import_module(name)
 
 
 # ----------------------------------------------------------------------------- dry runs
@@ -71,7 +71,7 @@ def test_dna_perplexity_only_takes_the_rows_it_starts_from(tmp_path, capsys):
 def test_genomic_benchmarks_dry_run(scale, capsys):
     """Stand-in inits from the DNA pipeline's dry run, synthetic sets (paper: the 8 sets of tab. 7 with
     their recipes), one step per cell; nothing written outside a temporary folder."""
-    gb = pipeline("genomic_benchmarks")
+    gb = pipeline("genomic_benchmarks_table")
     before = sorted((REPO / "results").iterdir())
     assert gb.main(["--scale", scale, "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -206,9 +206,9 @@ def _gb_cell(init: str, accs: list[float], pm: bool) -> dict:
 
 def test_genomic_benchmarks_rerender_reports_the_range(tmp_path):
     """An old results JSON (half-range `pm`) re-renders with the full range max − min."""
-    gb = pipeline("genomic_benchmarks")
+    gb = pipeline("genomic_benchmarks_table")
     cells = [_gb_cell("scratch", [0.80, 0.90, 0.85], pm=True), _gb_cell("mdlm", [0.70, 0.72, 0.74], pm=True)]
-    payload = {"command": "python pipelines/genomic_benchmarks.py --scale cpu", "wall_s": 60.0, "machine": "m",
+    payload = {"command": "python pipelines/genomic_benchmarks_table.py --scale cpu", "wall_s": 60.0, "machine": "m",
                "scale": "cpu", "settings": "s", "inits": {"mdlm": "/x"}, "datasets": ["ds"],
                "table": {c["init"]: {"ds": c["summary"]} for c in cells}, "cells": cells, "note": ""}
     src = tmp_path / "gb.json"
@@ -254,14 +254,14 @@ def test_text_lm_rerender(tmp_path):
 
 def test_pipelines_record_the_command_they_ran(monkeypatch):
     """One recorder for every pipeline: the script relative to the repository, arguments shell-quoted;
-    main(argv) records argv, even an empty one (genomic_benchmarks recorded the process's own arguments
-    for main([]): pytest's, in a test), and main() the command line."""
-    common = load_script(REPO / "pipelines" / "common.py", "pipeline_common")
-    script = REPO / "pipelines" / "genomic_benchmarks.py"
-    monkeypatch.setattr("sys.argv", ["pipelines/genomic_benchmarks.py", "--scale", "cpu", "--out", "a b"])
-    assert common.command_line(script, []) == "python pipelines/genomic_benchmarks.py"
-    assert common.command_line(script, ["--seeds", "2"]) == "python pipelines/genomic_benchmarks.py --seeds 2"
-    assert common.command_line(script, None) == "python pipelines/genomic_benchmarks.py --scale cpu --out 'a b'"
-    for name in ("dna_perplexity", "genomic_benchmarks", "text_lm", "guided_design"):
+    main(argv) records argv, even an empty one (not the process's own arguments: pytest's, in a test),
+    and main() the command line."""
+    common = pipeline("common")
+    script = REPO / "pipelines" / "genomic_benchmarks_table.py"
+    monkeypatch.setattr("sys.argv", ["pipelines/genomic_benchmarks_table.py", "--scale", "cpu", "--out", "a b"])
+    assert common.command_line(script, []) == "python pipelines/genomic_benchmarks_table.py"
+    assert common.command_line(script, ["--seeds", "2"]) == "python pipelines/genomic_benchmarks_table.py --seeds 2"
+    assert common.command_line(script, None) == "python pipelines/genomic_benchmarks_table.py --scale cpu --out 'a b'"
+    for name in ("dna_perplexity", "genomic_benchmarks_table", "text_lm", "guided_design"):
         src = (REPO / "pipelines" / f"{name}.py").read_text()
         assert "common.command_line(__file__" in src and "sys.argv[1:]" not in src, name

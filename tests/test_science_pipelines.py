@@ -4,17 +4,18 @@ under results/; the wall-clock budget stops a training run; one-line errors for 
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
-from scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def pipeline(name: str):
-    return load_script(REPO / "pipelines" / f"{name}.py", f"pipeline_{name}")
+    """pipelines/NAME.py as a module (pipelines/ is on sys.path in the tests: pyproject.toml)."""
+    return importlib.import_module(name)
 
 
 def _results_listing() -> list[Path]:

@@ -1,17 +1,17 @@
 """Tab. 7 of the MDLM paper: Genomic Benchmarks accuracy for several initialisations of one backbone.
 
     # CPU scale: the two shared benchmarks, tiny models from the DNA perplexity pipeline (<= 45 min, 2 cores)
-    python pipelines/genomic_benchmarks.py --scale cpu \
+    python pipelines/genomic_benchmarks_table.py --scale cpu \
         --init mlm=results/dna_perplexity_models/mlm --init mdlm=results/dna_perplexity_models/mdlm \
         --init ar=results/dna_perplexity_models/ar
     # paper scale: the 8 Genomic Benchmarks (in ~/.genomic_benchmarks, or --download), tab. 7 recipe
-    python pipelines/genomic_benchmarks.py --scale paper --init mlm=PATH --init mdlm=PATH --init ar=PATH
+    python pipelines/genomic_benchmarks_table.py --scale paper --init mlm=PATH --init mdlm=PATH --init ar=PATH
     # every row and data set built and stepped once on tiny synthetic sets (seconds), no table written
-    python pipelines/genomic_benchmarks.py --scale paper --dry-run
+    python pipelines/genomic_benchmarks_table.py --scale paper --dry-run
     # re-render the table of a finished run from its JSON (no training)
-    python pipelines/genomic_benchmarks.py --from-json results/genomic_benchmarks_cpu.json
+    python pipelines/genomic_benchmarks_table.py --from-json results/genomic_benchmarks_cpu.json
     # (re)run only the k-mer LR baseline row and merge it into the stored rows of the table
-    python pipelines/genomic_benchmarks.py --scale cpu --only-baselines
+    python pipelines/genomic_benchmarks_table.py --scale cpu --only-baselines
 
 Every initialisation NAME=PATH is a model directory (dnadiff, or official Caduceus/HyenaDNA);
 `scratch` is added automatically: the architecture of the first --init (or the config's default
@@ -53,22 +53,14 @@ import sys
 import time
 from pathlib import Path
 
+import common
+
+from dnadiff.machine import describe_machine, load_average
+
 REPO = Path(__file__).resolve().parent.parent
-# `python pipelines/genomic_benchmarks.py` puts this folder first on sys.path, where this script would
-# shadow the `genomic_benchmarks` package (its loc2seq downloads the sets: --download): drop it
-sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(REPO))
 
-import importlib.util  # noqa: E402
-
-# pipelines/common.py and the sibling pipelines are loaded by their paths, never through sys.path
-_spec = importlib.util.spec_from_file_location("dnadiff_pipelines_common", Path(__file__).with_name("common.py"))
-common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(common)
-
-from dnadiff.machine import describe_machine, load_average  # noqa: E402
-
-SHARED_BENCHMARKS = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "benchmarks"  # the full sets
+# the full sets
+SHARED_BENCHMARKS = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "benchmarks"
 PAPER_SETS = [
     "dummy_mouse_enhancers_ensembl", "demo_coding_vs_intergenomic_seqs", "demo_human_or_worm",
     "human_enhancers_cohn", "human_enhancers_ensembl", "human_ensembl_regulatory",
@@ -258,11 +250,12 @@ def make_dry_run_sets(root: Path, scale: str, per_class: tuple[int, int] = (8, 2
 
 def make_dry_run_inits(root: Path, scale: str) -> dict[str, str]:
     """Stand-ins for DEFAULT_INITS: the DNA perplexity pipeline's --dry-run models at this scale."""
+    import dna_perplexity
+
     from dnadiff.errors import DnadiffError
 
-    dp = common.load_sibling("dna_perplexity")
-    if dp.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", ",".join(DEFAULT_INITS.values()),
-                "--no-markov"]):  # the models only
+    only = ",".join(DEFAULT_INITS.values())
+    if dna_perplexity.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", only, "--no-markov"]):
         raise DnadiffError("--dry-run: the DNA perplexity pipeline's dry run failed")
     return discover_inits(root)
 
@@ -291,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--download", action="store_true", help="paper scale: download missing Genomic Benchmarks sets")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: 1 at --scale cpu and for --dry-run, where tiny models gain "
-                        "nothing from more and a busy shared CPU slows badly with more; torch's default at --scale paper)")
+                        "nothing from more and a busy shared CPU slows badly with more; torch's default at --scale "
+                        "paper)")
     p.add_argument("--progress", action="store_true", help="show Lightning progress bars")
     p.add_argument("--fresh", action="store_true",
                    help="rerun every cell (default: reuse a cell's results.json when its config is identical)")
@@ -319,102 +313,152 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(threads)
     try:
         if not args.dry_run:
-            return _run(args, argv, threads)
+            return _run(args, argv)
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="genomic_benchmarks_dry_run_") as tmp:
-            return _run(args, argv, threads, Path(tmp))
+            return _run(args, argv, Path(tmp))
     finally:
         torch.set_num_threads(before)
 
 
-def _run(args, argv, threads, dry_root: Path | None = None) -> int:
-    from dnadiff.config import replace
+def choose_inits(args, out_stem: Path, dry_root: Path | None) -> tuple[dict | None, dict[str, str]]:
+    """The initialisations to fine-tune (and, with --only-baselines, the earlier run they come from)."""
     from dnadiff.errors import DnadiffError
+
+    if args.only_baselines and (dry_root is not None or args.no_kmer_lr):
+        raise DnadiffError("--only-baselines runs the k-mer LR row: not with --dry-run or --no-kmer-lr")
+    if args.only_baselines:
+        prior = load_prior(out_stem)
+        return prior, prior["inits"]
+    if args.init:
+        return None, parse_inits(args.init)
+    if dry_root is not None:
+        return None, make_dry_run_inits(dry_root / "models", args.scale)
+    return None, discover_inits(Path(args.models_dir or RUNS / f"dna_perplexity_{args.scale}"))
+
+
+def choose_datasets(args, dry_root: Path | None) -> list[str]:
+    """The data sets: --datasets, the dry run's synthetic ones, the shared full sets (cpu) or tab. 7's (paper)."""
+    from dnadiff.errors import DnadiffError
+
+    if args.datasets:
+        return list(args.datasets)
+    if dry_root is not None:
+        return make_dry_run_sets(dry_root / "data", args.scale)
+    if args.scale == "cpu":
+        return [str(d) for d in sorted(SHARED_BENCHMARKS.iterdir()) if (d / "train").is_dir()]
+    # the 8 sets of tab. 7 that are present locally (or all, with --download)
+    datasets = PAPER_SETS if args.download else [d for d in PAPER_SETS if _present(d)]
+    missing = sorted(set(PAPER_SETS) - set(datasets))
+    if missing:
+        print(f"skipping sets not in the genomic-benchmarks cache (use --download): {', '.join(missing)}")
+    if not datasets:
+        raise DnadiffError("no Genomic Benchmarks set found locally; pass --download or --datasets")
+    return datasets
+
+
+def plan_rows(args, inits: dict[str, str], prior: dict | None, datasets: list[str], out_stem: Path):
+    """The rows to run now (name -> config overrides), the table and cells kept from a prior run, and
+    the init whose architecture the scratch row copies."""
+    from dnadiff.errors import DnadiffError
+
+    rows: dict[str, list[str] | None] = {}
+    table: dict[str, dict] = {}
+    cells = []
+    if prior:  # the other rows as the earlier run measured them; only the baseline runs now
+        scratch_like = prior.get("scratch_architecture", prior.get("scratch_like"))
+        table = {k: v for k, v in prior["table"].items() if k != KMER_ROW}
+        cells = [c for c in prior["cells"] if c["init"] != KMER_ROW]
+        missing = sorted(set(prior["datasets"]) - {Path(d).name for d in datasets})
+        if missing:
+            raise DnadiffError(f"--only-baselines: {out_stem}.json has data sets {', '.join(missing)} not found now")
+    else:
+        scratch_like = pick_scratch_architecture(inits)
+        if not args.no_scratch:
+            rows["scratch"] = scratch_overrides(inits[scratch_like]) if scratch_like else []
+        for name, path in inits.items():
+            rows[name] = [f"model.init_from={json.dumps(path)}"]
+    if not args.no_kmer_lr:
+        rows[KMER_ROW] = ["model.backbone=kmer_lr", "model.init_from=null"]
+    return rows, table, cells, scratch_like
+
+
+def cell_config(args, init_over: list[str], ds: str, init_dir: Path, inits: dict, dry: bool):
+    """The fine-tuning config of one (init, data set) cell."""
+    from dnadiff.config import replace
     from dnadiff.heads import load_finetune_config
+
+    ds_name = Path(ds).name
+    base = args.config or "finetune/finetune_base"
+    if not args.config and args.scale == "paper" and ds_name in PAPER_SETS:
+        base = f"finetune/finetune_{ds_name}"  # its max length
+    over = cell_overrides(args, ds, ds_name, init_dir) + init_over
+    if args.scale == "cpu" and not any(o.startswith("model.backbone") for o in init_over) and not inits:
+        over.append("model.preset=tiny")  # scratch only: the tiny Caduceus-PS
+    cfg = load_finetune_config(base, over + (DRY_RUN_CAPS if dry else []))
+    if dry:  # the recipe's first learning rate only
+        cfg = replace(cfg, **{"train.lr_grid": list(cfg.train.lr_grid[:1])})
+    return cfg
+
+
+def run_cell(args, init: str, cfg, cell_dir: Path, dry: bool) -> dict:
+    """Fine-tune one cell (or reuse its finished results.json): its record in the results JSON."""
     from dnadiff.training import run_finetune
 
+    res = None if args.fresh or dry else cached_result(cell_dir, cfg)
+    print(f"== {init} on {cell_dir.name}" + (" (finished earlier: reusing its results.json)" if res else ""),
+          flush=True)
+    res = res or run_finetune(cfg, cell_dir)
+    s = with_full_range(res["summary"])  # a reused results.json may predate the `range` key
+    return {"init": init, "dataset": cell_dir.name, "init_from": cfg.model.init_from,
+            "majority_baseline": res["majority_baseline"], "selected_lr": res["selected_lr"],
+            "num_parameters": res["num_parameters"], "summary": s, "wall_s": res["wall_s"],
+            "runs": [{k: r[k] for k in ("run", "seed", "best_epoch", "val_acc", "test")} for r in res["runs"]]}
+
+
+def _run(args, argv, dry_root: Path | None = None) -> int:
+    from dnadiff.errors import DnadiffError
+
     t0 = time.time()
-    prior = None
+    dry = dry_root is not None
     try:
         out_stem = Path(args.out or REPO / "results" / f"genomic_benchmarks_{args.scale}")
-        if args.only_baselines and (dry_root is not None or args.no_kmer_lr):
-            raise DnadiffError("--only-baselines runs the k-mer LR row: not with --dry-run or --no-kmer-lr")
-        if args.only_baselines:
-            prior = load_prior(out_stem)
-            inits = prior["inits"]
-        elif args.init:
-            inits = parse_inits(args.init)
-        elif dry_root is not None:
-            inits = make_dry_run_inits(dry_root / "models", args.scale)
-        else:
-            inits = discover_inits(Path(args.models_dir or RUNS / f"dna_perplexity_{args.scale}"))
-        if args.datasets:
-            datasets = list(args.datasets)
-        elif dry_root is not None:
-            datasets = make_dry_run_sets(dry_root / "data", args.scale)
-        elif args.scale == "cpu":
-            datasets = [str(d) for d in sorted(SHARED_BENCHMARKS.iterdir()) if (d / "train").is_dir()]
-        else:  # the 8 sets of tab. 7 that are present locally (or all, with --download)
-            datasets = PAPER_SETS if args.download else [d for d in PAPER_SETS if _present(d)]
-            missing = sorted(set(PAPER_SETS) - set(datasets))
-            if missing:
-                print(f"skipping sets not in the genomic-benchmarks cache (use --download): {', '.join(missing)}")
-            if not datasets:
-                raise DnadiffError("no Genomic Benchmarks set found locally; pass --download or --datasets")
-        rows: dict[str, list[str] | None] = {}
-        table: dict[str, dict] = {}
-        cells = []
-        if prior:  # the other rows as the earlier run measured them; only the baseline runs now
-            scratch_like = prior.get("scratch_architecture", prior.get("scratch_like"))
-            table = {k: v for k, v in prior["table"].items() if k != KMER_ROW}
-            cells = [c for c in prior["cells"] if c["init"] != KMER_ROW]
-            missing = sorted(set(prior["datasets"]) - {Path(d).name for d in datasets})
-            if missing:
-                raise DnadiffError(f"--only-baselines: {out_stem}.json has data sets {', '.join(missing)} not found now")
-        else:
-            scratch_like = pick_scratch_architecture(inits)
-            if not args.no_scratch:
-                rows["scratch"] = scratch_overrides(inits[scratch_like]) if scratch_like else []
-            for name, path in inits.items():
-                rows[name] = [f"model.init_from={json.dumps(path)}"]
-        if not args.no_kmer_lr:
-            rows[KMER_ROW] = ["model.backbone=kmer_lr", "model.init_from=null"]
-        runs_dir = Path(args.runs_dir or (dry_root / "runs" if dry_root else REPO / "runs" / f"genomic_benchmarks_{args.scale}"))
+        prior, inits = choose_inits(args, out_stem, dry_root)
+        datasets = choose_datasets(args, dry_root)
+        rows, table, cells, scratch_like = plan_rows(args, inits, prior, datasets, out_stem)
+        runs_dir = Path(args.runs_dir or (dry_root / "runs" if dry else RUNS / f"genomic_benchmarks_{args.scale}"))
         for init, init_over in rows.items():
             table[init] = {}
             init_dir = runs_dir / init.replace(" ", "_")  # "k-mer LR" -> k-mer_LR
             for ds in datasets:
-                ds_name = Path(ds).name
-                base = args.config or "finetune/finetune_base"
-                if not args.config and args.scale == "paper" and ds_name in PAPER_SETS:
-                    base = f"finetune/finetune_{ds_name}"  # its max length
-                over = cell_overrides(args, ds, ds_name, init_dir) + init_over
-                if args.scale == "cpu" and not any(o.startswith("model.backbone") for o in init_over) and not inits:
-                    over.append("model.preset=tiny")  # scratch only: the tiny Caduceus-PS
-                cfg = load_finetune_config(base, over + (DRY_RUN_CAPS if dry_root else []))
-                if dry_root is not None:  # the recipe's first learning rate only
-                    cfg = replace(cfg, **{"train.lr_grid": list(cfg.train.lr_grid[:1])})
-                    # every row trains on the first set, every set's recipe trains with the first row; the
-                    # other cells only build their config (the model and the set vary independently)
-                    if init != next(iter(rows)) and ds != datasets[0]:
-                        continue
-                res = None if args.fresh or dry_root else cached_result(init_dir / ds_name, cfg)
-                print(f"== {init} on {ds_name}" + (" (finished earlier: reusing its results.json)" if res else ""),
-                      flush=True)
-                res = res or run_finetune(cfg, init_dir / ds_name)
-                s = with_full_range(res["summary"])  # a reused results.json may predate the `range` key
-                table[init][ds_name] = {m: s[m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
-                cells.append({"init": init, "dataset": ds_name, "init_from": cfg.model.init_from,
-                              "majority_baseline": res["majority_baseline"], "selected_lr": res["selected_lr"],
-                              "num_parameters": res["num_parameters"], "summary": s, "wall_s": res["wall_s"],
-                              "runs": [{k: r[k] for k in ("run", "seed", "best_epoch", "val_acc", "test")}
-                                       for r in res["runs"]]})
+                cfg = cell_config(args, init_over, ds, init_dir, inits, dry)
+                # dry run: every row trains on the first set, every set's recipe trains with the first row;
+                # the other cells only build their config (the model and the set vary independently)
+                if dry and init != next(iter(rows)) and ds != datasets[0]:
+                    continue
+                cell = run_cell(args, init, cfg, init_dir / Path(ds).name, dry)
+                table[init][cell["dataset"]] = {m: cell["summary"][m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
+                cells.append(cell)
     except DnadiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
     wall = time.time() - t0
+    payload = run_payload(args, argv, wall, inits, scratch_like, datasets, table, cells, prior)
+    md = render(payload)
+    if dry:
+        print(md)
+        print(f"dry run ({args.scale}): {len(rows)} rows x {len(datasets)} data sets configured, {len(cells)} cells "
+              f"trained one step in {wall:.1f} s; no table written")
+        return 0
+    write_outputs(payload, md, out_stem)
+    return 0
+
+
+def run_payload(args, argv, wall: float, inits: dict, scratch_like: str | None, datasets: list[str], table: dict,
+                cells: list[dict], prior: dict | None) -> dict:
+    """What OUT.json holds (render() adds the comparison note)."""
     command = common.command_line(__file__, argv)
     settings = ("tab. 7 recipe (finetune/finetune_<set>.yaml)" if args.scale == "paper" else
                 f"paper protocol, {args.seeds} seeds, {args.epochs} epochs, {args.max_train} train / "
@@ -429,14 +473,7 @@ def _run(args, argv, threads, dry_root: Path | None = None) -> int:
         payload["neural_rows_from"] = {k: prior.get(k) for k in ("command", "wall_s", "machine")}
         # the datasets in the prior's order (the k-mer row covers every one of them)
         payload["datasets"] = list(dict.fromkeys([*prior["datasets"], *payload["datasets"]]))
-    md = render(payload)
-    if dry_root is not None:
-        print(md)
-        print(f"dry run ({args.scale}): {len(rows)} rows x {len(datasets)} data sets configured, {len(cells)} cells "
-              f"trained one step in {wall:.1f} s; no table written")
-        return 0
-    write_outputs(payload, md, out_stem)
-    return 0
+    return payload
 
 
 def render(payload: dict) -> str:
