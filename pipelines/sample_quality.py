@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num", type=int, default=None, help="sequences per seed (default 64)")
     ap.add_argument("--length", type=int, default=None, help="bases per sequence (default 1024)")
     ap.add_argument("--steps", type=int, default=None, help="MDLM sampling steps (default 256)")
+    ap.add_argument("--mdlm-rows", default=",".join(r[0] for r in MDLM_SAMPLERS),
+                    help="the MDLM rows to run, comma-separated (default: all; first-hitting makes one network "
+                         "call per token, 1,024 for 1,024 bp)")
     ap.add_argument("--out", default=None, help="output stem (default results/sample_quality_cpu[_quick])")
     ap.add_argument("--work-dir", default=None, help="samples, metrics and trained models (default runs/...)")
     args = ap.parse_args(argv)
@@ -251,14 +254,16 @@ def prepare_models(work: Path, data_over: list[str], size: dict, models_dir: Pat
     return models, notes, k5, best_k
 
 
-def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None) -> list[tuple]:
+def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
+                mdlm_rows: list[str] | None = None) -> list[tuple]:
     """(name, model directory or None for real windows, sampler, extra options) of every row."""
     cpu_hour = {k: find_model(Path(cpu_hour_dir), k) for k in TRAINED} if cpu_hour_dir else {}
     rows = [("real test windows (floor: test vs valid)", None, None, []),
             (f"Markov k={k5}", models["markov5"], None, []),
             (f"Markov best k (k={best_k})", models["markov_best"], None, []),
             ("Mamba AR", models["mamba_ar"], None, [])]
-    rows += [(name, models["caduceus_mdlm"], sampler, extra) for name, sampler, extra in MDLM_SAMPLERS]
+    rows += [(name, models["caduceus_mdlm"], sampler, extra) for name, sampler, extra in MDLM_SAMPLERS
+             if mdlm_rows is None or name in mdlm_rows]
     if cpu_hour.get("mamba_ar"):
         rows.append(("cpu-hour Mamba AR", cpu_hour["mamba_ar"], None, []))
     if cpu_hour.get("caduceus_mdlm"):
@@ -319,6 +324,13 @@ def run(args, command: str, dry: Path | None) -> int:
     from dnadiff.utils import atomic_write, format_table, write_json
 
     size, minutes, models_dir = run_sizes(args, dry)
+    mdlm_rows = [r.strip() for r in args.mdlm_rows.split(",") if r.strip()]
+    unknown = sorted(set(mdlm_rows) - {r[0] for r in MDLM_SAMPLERS})
+    if unknown:
+        from dnadiff.errors import DnadiffError
+
+        raise DnadiffError(f"--mdlm-rows: unknown row(s) {', '.join(map(repr, unknown))}; rows: "
+                           f"{', '.join(r[0] for r in MDLM_SAMPLERS)}")
     stem = Path(args.out or REPO / "results" / ("sample_quality_cpu" + ("_quick" if args.quick else "")))
     work = Path(args.work_dir) if args.work_dir else (dry if dry else REPO / "runs" / stem.name)
     fasta, bed = genome_files(args, dry)
@@ -330,7 +342,7 @@ def run(args, command: str, dry: Path | None) -> int:
         print(f"[{time.time() - start:7.0f}s] {msg}", flush=True)
 
     models, notes, k5, best_k = prepare_models(work, data_over, size, models_dir, minutes, dry is not None, echo)
-    rows = sample_rows(models, k5, best_k, args.cpu_hour_dir)
+    rows = sample_rows(models, k5, best_k, args.cpu_hour_dir, mdlm_rows)
     metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
                     "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
     per_row = {row[0]: score_row(row, size, work, data, metrics_args, echo) for row in rows}
