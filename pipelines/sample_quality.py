@@ -59,11 +59,12 @@ TRAINED = {"mamba_ar": "experiments/cpu_hour_mamba_ar", "caduceus_mdlm": "experi
 
 
 def find_model(root: Path | None, name: str) -> str | None:
-    """root/NAME or root/NAME/model when it is a model directory."""
+    """root/NAME/model or root/NAME, the first that is a model directory (a run directory also holds a
+    config.yaml: weights must sit beside it)."""
     if root is None:
         return None
-    for p in (root / name, root / name / "model"):
-        if (p / "config.json").is_file() or (p / "config.yaml").is_file():
+    for p in (root / name / "model", root / name):
+        if (p / "config.json").is_file() or ((p / "config.yaml").is_file() and any(p.glob("*.safetensors"))):
             return str(p)
     return None
 
