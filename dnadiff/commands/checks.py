@@ -50,8 +50,10 @@ def check_train_inputs(cfg) -> None:
         resolve_benchmark(data.benchmark or "")
     elif data.kind != "text":
         raise DnadiffError(f"data.kind: must be genome, text or benchmark, got {data.kind!r}")
-    if cfg.tokenizer.kind not in ("dna", "text"):
-        raise DnadiffError(f"tokenizer.kind: must be dna or text, got {cfg.tokenizer.kind!r}")
+    from dnadiff.tokenizers.base import TOKENIZERS, kinds_text
+
+    if cfg.tokenizer.kind not in TOKENIZERS:
+        raise DnadiffError(f"tokenizer.kind: must be {kinds_text()}, got {cfg.tokenizer.kind!r}")
     if cfg.model.init_from:  # a local folder, or a Hub id that must be in the local Hugging Face cache
         from dnadiff.hub import resolve_model_path
 

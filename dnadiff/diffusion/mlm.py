@@ -28,6 +28,14 @@ class MLMObjective(Objective):
 
     name = "mlm"
     needs_time = False
+    generator = False
+
+    @classmethod
+    def config_kwargs(cls, cfg, tokenizer) -> dict:
+        if getattr(tokenizer, "kind", "dna") == "dna":
+            return {"random_token_ids": tokenizer.nucleotide_ids}
+        specials = set(tokenizer.special_ids)
+        return {"random_token_ids": [i for i in range(tokenizer.vocab_size) if i not in specials]}
 
     def __init__(
         self,

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.base import TOKENIZERS
 
 SPECIAL_TOKENS = ["[CLS]", "[SEP]", "[BOS]", "[MASK]", "[PAD]", "[RESERVED]", "[UNK]"]
 NUCLEOTIDES = "ACGTN"
@@ -40,6 +41,7 @@ def complement_codes(codes: np.ndarray) -> np.ndarray:
     return np.where(codes >= 0, _CODE_COMPLEMENT[np.clip(codes, 0, 3)], codes).astype(codes.dtype)
 
 
+@TOKENIZERS.register("dna")
 class DNATokenizer:
     """Encode/decode DNA strings; complement and reverse-complement token ids."""
 
@@ -47,6 +49,10 @@ class DNATokenizer:
     a_id, c_id, g_id, t_id, n_id = range(7, 12)
     vocab_size = 12
     kind = "dna"
+
+    @classmethod
+    def from_config(cls, path: str | None = None, strict: bool = False) -> "DNATokenizer":
+        return cls(strict=strict)
 
     def __init__(self, strict: bool = False):
         self.strict = strict
