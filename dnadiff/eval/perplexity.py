@@ -179,7 +179,7 @@ def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batc
         if not objective.discrete_bound:
             from dnadiff.diffusion import OBJECTIVES
 
-            names = " or ".join(sorted(OBJECTIVES.where(discrete_bound=True), key=lambda n: n != "mdlm"))  # the default first
+            names = " or ".join(sorted(OBJECTIVES.where(discrete_bound=True), key=lambda n: n != "mdlm"))
             raise DnadiffError(f"--T needs an {names} model, not {model.config.objective.name!r}")
         _, objective = build_objective_for(replace(model.config, **{"objective.T": T}), model.tokenizer)
     loader = torch.utils.data.DataLoader(items, batch_size=batch_size, shuffle=False)

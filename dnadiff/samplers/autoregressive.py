@@ -44,7 +44,8 @@ class AutoregressiveSampler(Sampler):
     def defaults_from(cls, model) -> dict:
         """A free first token among the real tokens; the objective's context token."""
         tok = model.tokenizer
-        first = getattr(tok, "nucleotide_ids", None) or [i for i in range(tok.vocab_size) if i not in set(tok.special_ids)]
+        specials = set(tok.special_ids)
+        first = getattr(tok, "nucleotide_ids", None) or [i for i in range(tok.vocab_size) if i not in specials]
         return {"first_token_ids": list(first), "bos_id": model.objective.bos_id}
 
     def __init__(self, steps: int = 1, *, first_token_ids: list[int] | None = None, use_cache: bool = True,

@@ -46,7 +46,7 @@ def block_classes(family: str) -> set[type[nn.Module]]:
 
 
 def float32_classes(family: str) -> tuple[type[nn.Module], ...]:
-    """Modules whose parameters and compute stay in float32 under FSDP mixed precision: the backbone's `float32_modules`."""
+    """Modules kept float32 (parameters and compute) under FSDP mixed precision: the backbone's `float32_modules`."""
     from dnadiff.backbones.base import BACKBONES
 
     return tuple(BACKBONES.get(family).float32_modules) if family in BACKBONES else ()
