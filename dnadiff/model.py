@@ -239,7 +239,7 @@ class DiffusionModel:
         cls = SAMPLERS.get(name) if name in SAMPLERS else None  # an unknown name: the registry's error below
         if (cls is not None and cls.autoregressive) != self.is_autoregressive:
             kind = "an AR model samples only" if self.is_autoregressive else "only AR models sample"
-            ar_name = own or (SAMPLERS.where(autoregressive=True) or ["autoregressive"])[0]
+            ar_name = own or SAMPLERS.where(autoregressive=True)[0]
             raise DnadiffError(f"sampler {name!r}: {kind} with {ar_name!r}")
         opts = dict(self.config.sample.options) if name == self.config.sample.sampler else {}
         opts.update(options)

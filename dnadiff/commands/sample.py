@@ -20,8 +20,9 @@ each FASTA header names its stream (seed=S index=I), and `--seed S --first-index
 regenerates that record alone. --prefix/--suffix fix the ends; --template-fasta gives one template
 per record with N at the positions to fill (records are cycled over --num); N in --prefix/--suffix
 also marks a position to fill. Writes FASTA (one record per sample) and OUT.json with NFE, steps
-(configured and actually used), wall time and tokens/s; without --out the FASTA goes to stdout. Text models write OUT.jsonl (one {"id", "text"}
-per line) or OUT.txt. An existing output is kept unless --force."""
+(configured and actually used), wall time and tokens/s; without --out the FASTA goes to stdout.
+Text models write OUT.jsonl (one {"id", "text"} per line) or OUT.txt. An existing output is kept
+unless --force."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
