@@ -297,11 +297,8 @@ class DiffusionModel:
         return guided(cond, self.make_denoiser(labels=None), guidance, mask_id=self.tokenizer.mask_id)
 
     def banned_ids(self) -> list[int]:
-        """Token ids a sampler must never produce (kept: real tokens and the mask id)."""
-        tok = self.tokenizer
-        if getattr(tok, "kind", "dna") == "dna":
-            return [i for i in range(tok.vocab_size) if i not in tok.nucleotide_ids and i != tok.mask_id]
-        return [tok.pad_id]
+        """Token ids a sampler must never produce (the tokenizer's `never_sampled_ids`)."""
+        return list(self.tokenizer.never_sampled_ids)
 
     def decode(self, ids: Tensor) -> list[str]:
         return [self.tokenizer.decode(row) for row in ids]

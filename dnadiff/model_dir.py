@@ -61,9 +61,7 @@ def recorded_config(cfg: RunConfig, tokenizer) -> RunConfig:
 
         tokenizer = DNATokenizer()
     if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options and tokenizer is not None:
-        from dnadiff.diffusion.ar import default_ar_bos
-
-        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": default_ar_bos(tokenizer)}})
+        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": tokenizer.ar_context_id}})
     return cfg
 
 

@@ -30,13 +30,6 @@ def ar_inputs(x: Tensor, bos_id: int) -> Tensor:
     return torch.cat([torch.full_like(x[:, :1], bos_id), x[:, :-1]], dim=1)
 
 
-def default_ar_bos(tokenizer) -> int | None:
-    """The context token for a new model: [BOS] for DNA, so that AR scores every real base like the
-    diffusion objectives; None (the reference's first-token-as-context) for text, whose sequences
-    start with their own [CLS]/BOS token."""
-    return tokenizer.bos_id if getattr(tokenizer, "kind", "dna") == "dna" else None
-
-
 @OBJECTIVES.register("ar")
 class ARObjective(Objective):
     """`build_objective("ar", bos_id=2)`; schedule / mask_id / vocab_size are accepted and unused."""
@@ -49,7 +42,7 @@ class ARObjective(Objective):
 
     @classmethod
     def config_kwargs(cls, cfg, tokenizer) -> dict:
-        return {"bos_id": default_ar_bos(tokenizer)}
+        return {"bos_id": tokenizer.ar_context_id}  # the tokenizer's: [BOS] for DNA, none for text
 
     def __init__(self, schedule=None, mask_id=None, vocab_size=None, T=None, bos_id: int | None = None):
         if T is not None:

@@ -32,10 +32,7 @@ class MLMObjective(Objective):
 
     @classmethod
     def config_kwargs(cls, cfg, tokenizer) -> dict:
-        if getattr(tokenizer, "kind", "dna") == "dna":
-            return {"random_token_ids": tokenizer.nucleotide_ids}
-        specials = set(tokenizer.special_ids)
-        return {"random_token_ids": [i for i in range(tokenizer.vocab_size) if i not in specials]}
+        return {"random_token_ids": list(tokenizer.content_ids)}
 
     def __init__(
         self,

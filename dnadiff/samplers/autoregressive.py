@@ -43,10 +43,7 @@ class AutoregressiveSampler(Sampler):
     @classmethod
     def defaults_from(cls, model) -> dict:
         """A free first token among the real tokens; the objective's context token."""
-        tok = model.tokenizer
-        specials = set(tok.special_ids)
-        first = getattr(tok, "nucleotide_ids", None) or [i for i in range(tok.vocab_size) if i not in specials]
-        return {"first_token_ids": list(first), "bos_id": model.objective.bos_id}
+        return {"first_token_ids": list(model.tokenizer.content_ids), "bos_id": model.objective.bos_id}
 
     def __init__(self, steps: int = 1, *, first_token_ids: list[int] | None = None, use_cache: bool = True,
                  bos_id: int | None = None, **options):

@@ -78,6 +78,23 @@ class DNATokenizer:
     def special_ids(self) -> list[int]:
         return list(range(7))
 
+    # what models built on this tokenizer take from it (objectives, samplers, DiffusionModel)
+    @property
+    def content_ids(self) -> list[int]:
+        """The real tokens: MLM's random replacements, an AR model's free first token."""
+        return self.nucleotide_ids
+
+    @property
+    def never_sampled_ids(self) -> list[int]:
+        """Ids a sampler never produces: specials and N (N is not scored in training, so its logit
+        is untrained); the mask id stays (samplers handle it)."""
+        return [i for i in range(self.vocab_size) if i not in self.nucleotide_ids and i != self.mask_id]
+
+    @property
+    def ar_context_id(self) -> int | None:
+        """The `ar` objective's context token: [BOS], so AR scores every real base like the diffusion objectives."""
+        return self.bos_id
+
     def complement_map(self, size: int | None = None) -> list[int]:
         """complement_map()[i] is the complement id of i; ids >= 12 (model padding) map to themselves."""
         size = size or self.vocab_size

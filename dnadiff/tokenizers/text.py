@@ -84,6 +84,21 @@ class TextTokenizer:
     def special_ids(self) -> list[int]:
         return sorted(set(int(i) for i in self.hf.all_special_ids))
 
+    # what models built on this tokenizer take from it (see DNATokenizer)
+    @property
+    def content_ids(self) -> list[int]:
+        specials = set(self.special_ids)
+        return [i for i in range(self.vocab_size) if i not in specials]
+
+    @property
+    def never_sampled_ids(self) -> list[int]:
+        return [self.pad_id]
+
+    @property
+    def ar_context_id(self) -> int | None:
+        """None: a text sequence starts with its own [CLS]/BOS token, its first token is the context."""
+        return None
+
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self.hf.encode(text, add_special_tokens=add_special_tokens))
 
