@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from dnadiff.errors import DnadiffError
-from dnadiff.tokenizers.base import TOKENIZERS
+from dnadiff.tokenizers.base import TOKENIZERS, Tokenizer
 
 SPECIAL_TOKENS = ["[CLS]", "[SEP]", "[BOS]", "[MASK]", "[PAD]", "[RESERVED]", "[UNK]"]
 NUCLEOTIDES = "ACGTN"
@@ -42,7 +42,7 @@ def complement_codes(codes: np.ndarray) -> np.ndarray:
 
 
 @TOKENIZERS.register("dna")
-class DNATokenizer:
+class DNATokenizer(Tokenizer):
     """Encode/decode DNA strings; complement and reverse-complement token ids."""
 
     cls_id, sep_id, bos_id, mask_id, pad_id, reserved_id, unk_id = range(7)
@@ -78,7 +78,7 @@ class DNATokenizer:
     def special_ids(self) -> list[int]:
         return list(range(7))
 
-    # what models built on this tokenizer take from it (objectives, samplers, DiffusionModel)
+    # what models built on this tokenizer take from it (tokenizers/base.py)
     @property
     def content_ids(self) -> list[int]:
         """The real tokens: MLM's random replacements, an AR model's free first token."""

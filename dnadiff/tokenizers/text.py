@@ -14,7 +14,7 @@ from typing import Sequence
 import torch
 
 from dnadiff.errors import DnadiffError
-from dnadiff.tokenizers.base import TOKENIZERS
+from dnadiff.tokenizers.base import TOKENIZERS, Tokenizer
 
 
 def _not_found(name_or_path: str) -> str:
@@ -29,7 +29,10 @@ def _not_found(name_or_path: str) -> str:
 
 
 @TOKENIZERS.register("text")
-class TextTokenizer:
+class TextTokenizer(Tokenizer):
+    """Content: every non-special id; never sampled: [PAD]; AR context: none (a text sequence starts
+    with its own [CLS]/BOS token)."""
+
     kind = "text"
 
     @classmethod
@@ -83,21 +86,6 @@ class TextTokenizer:
     @property
     def special_ids(self) -> list[int]:
         return sorted(set(int(i) for i in self.hf.all_special_ids))
-
-    # what models built on this tokenizer take from it (see DNATokenizer)
-    @property
-    def content_ids(self) -> list[int]:
-        specials = set(self.special_ids)
-        return [i for i in range(self.vocab_size) if i not in specials]
-
-    @property
-    def never_sampled_ids(self) -> list[int]:
-        return [self.pad_id]
-
-    @property
-    def ar_context_id(self) -> int | None:
-        """None: a text sequence starts with its own [CLS]/BOS token, its first token is the context."""
-        return None
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self.hf.encode(text, add_special_tokens=add_special_tokens))
