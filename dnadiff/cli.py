@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Callable
 
 from dnadiff.errors import DnadiffError
 
@@ -21,6 +22,49 @@ THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; 
                 "(cores minus the 1-minute load average, at least 1), so a busy machine gets 1 thread: on a busy "
                 "2-core machine torch's own default of 2 threads made sampling 9x slower than 1. "
                 "train/finetune/demo: sets train.threads, which a config may also set")
+
+
+def _registry_lists() -> dict[str, Callable[[], str]]:
+    """Placeholders of the commands' help texts -> their text, from the registries (a new sampler,
+    reward or guidance method shows up in --help without an edit here)."""
+
+    def samplers(**declared) -> str:
+        from dnadiff.samplers import SAMPLERS
+
+        return ", ".join(SAMPLERS.where(**declared))
+
+    def methods() -> str:
+        from dnadiff.guidance import METHODS
+
+        return " | ".join(METHODS.names())
+
+    def rewards() -> str:
+        from dnadiff.guidance.rewards import reward_specs
+
+        return reward_specs()
+
+    return {"{samplers}": lambda: samplers(autoregressive=False),
+            "{ar_samplers}": lambda: samplers(autoregressive=True),
+            "{stepless_samplers}": lambda: samplers(has_steps=False, autoregressive=False),
+            "{guidable_samplers}": lambda: samplers(guidable=True), "{methods}": methods, "{rewards}": rewards}
+
+
+def fill_lists(text: str) -> str:
+    for key, value in _registry_lists().items():
+        if key in text:
+            text = text.replace(key, value())
+    return text
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Fills the registry lists (`{samplers}`, `{methods}`, ...) into help texts when help is shown,
+    not when the parser is built: the registries import torch, which parsing does not need."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(fill_lists(text))
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return fill_lists(super()._get_help_string(action) or "")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.HELP),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpFormatter,
             parents=[verbosity, compute] if name in COMPUTE_COMMANDS else [verbosity],
             usage=getattr(module, "USAGE", None),
         )
@@ -136,4 +180,5 @@ if __name__ == "__main__":  # python -m dnadiff.cli
     sys.exit(main())
 
 
-__all__ = ["COMPUTE_COMMANDS", "SUBCOMMANDS", "build_parser", "main", "start_threads", "thread_count"]
+__all__ = ["COMPUTE_COMMANDS", "HelpFormatter", "SUBCOMMANDS", "build_parser", "fill_lists", "main", "start_threads",
+           "thread_count"]

@@ -58,7 +58,7 @@ def _devices_ok(devices: Any) -> bool:
 
 @dataclass(frozen=True)
 class TokenizerConfig:
-    kind: str = "dna"  # dna | text
+    kind: str = "dna"  # a TOKENIZERS name (tokenizers/)
     path: Optional[str] = None  # text: local tokenizer folder or HF-cache name
     strict: bool = False  # dna: IUPAC ambiguity codes raise instead of becoming N
     train: Optional[str] = None  # text: bert-like | gpt2-like: build `path` from the data's train split on first use
@@ -73,7 +73,7 @@ class TokenizerConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    backbone: str = "caduceus"  # dit | mamba | caduceus | hyena | hf_mlm
+    backbone: str = "caduceus"  # a BACKBONES name (backbones/)
     preset: str = "tiny"
     overrides: dict[str, Any] = field(default_factory=dict)  # backbone config fields
     init_from: Optional[str] = None  # dnadiff model dir or official Caduceus/HyenaDNA HF dir

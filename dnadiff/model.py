@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from dnadiff.config import RunConfig
 from dnadiff.errors import DnadiffError
-from dnadiff.model_dir import default_ar_bos, resolve_time_input, save_model_dir
+from dnadiff.model_dir import resolve_time_input, save_model_dir
 
 
 def sigma_of(schedule, t: Tensor) -> Tensor:
@@ -110,22 +110,10 @@ class SuppressTokens(nn.Module):
 
 
 def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
-    """Keyword arguments of build_objective for a run config and its tokenizer."""
-    name = cfg.objective.name
-    kwargs: dict[str, Any] = {"mask_id": tokenizer.mask_id, "vocab_size": tokenizer.vocab_size}
-    if name in ("mdlm", "d3pm", "sedd"):
-        kwargs.update(T=cfg.objective.T, t_min=cfg.objective.t_min, stratified=cfg.objective.stratified,
-                      pad_policy=cfg.objective.pad_policy)
-    if name == "ar":
-        kwargs["bos_id"] = default_ar_bos(tokenizer)
-    if name == "mlm":
-        if getattr(tokenizer, "kind", "dna") == "dna":
-            kwargs["random_token_ids"] = tokenizer.nucleotide_ids
-        else:
-            specials = set(tokenizer.special_ids)
-            kwargs["random_token_ids"] = [i for i in range(tokenizer.vocab_size) if i not in specials]
-    kwargs.update(cfg.objective.options)
-    return kwargs
+    """Keyword arguments of build_objective for a run config and its tokenizer (the objective declares them)."""
+    from dnadiff.diffusion import OBJECTIVES
+
+    return OBJECTIVES.get(cfg.objective.name).kwargs_for(cfg, tokenizer)
 
 
 def build_objective_for(cfg: RunConfig, tokenizer):
@@ -156,7 +144,7 @@ class DiffusionModel:
 
     @property
     def is_autoregressive(self) -> bool:
-        return self.config.objective.name == "ar"
+        return bool(self.objective.autoregressive)
 
     def to(self, device) -> "DiffusionModel":
         self.backbone.to(device)
@@ -238,47 +226,46 @@ class DiffusionModel:
         return (x, smp) if return_sampler else x
 
     def build_sampler(self, sampler: str | None = None, steps: int | None = None, **options: Any):
-        """The sampler for this model: `sampler` (default: the config's; `autoregressive` for AR
-        models) with the config's options, then `options`, then this model's defaults
-        (`sampler_defaults`). An explicit `steps` beats the config's."""
-        from dnadiff.samplers import build_sampler
+        """The sampler for this model: `sampler` (default: the objective's, e.g. `autoregressive` for
+        AR models, else the config's) with the config's options, then `options`, then this model's
+        defaults (the sampler's `defaults_from`). An explicit `steps` beats the config's."""
+        from dnadiff.samplers import SAMPLERS, build_sampler
 
-        if self.config.objective.name == "mlm":
-            raise DnadiffError("an MLM-trained model is not a generator: fine-tune it with the mdlm objective first")
-        default = "autoregressive" if self.is_autoregressive else self.config.sample.sampler
-        name = sampler or default
-        if (name == "autoregressive") != self.is_autoregressive:
+        if not self.objective.generator:
+            raise DnadiffError(f"an {self.objective.name.upper()}-trained model is not a generator: fine-tune it with "
+                               "the mdlm objective first")
+        own = self.objective.default_sampler
+        name = sampler or own or self.config.sample.sampler
+        cls = SAMPLERS.get(name) if name in SAMPLERS else None  # an unknown name: the registry's error below
+        if (cls is not None and cls.autoregressive) != self.is_autoregressive:
             kind = "an AR model samples only" if self.is_autoregressive else "only AR models sample"
-            raise DnadiffError(f"sampler {name!r}: {kind} with 'autoregressive'")
+            ar_name = own or SAMPLERS.where(autoregressive=True)[0]
+            raise DnadiffError(f"sampler {name!r}: {kind} with {ar_name!r}")
         opts = dict(self.config.sample.options) if name == self.config.sample.sampler else {}
         opts.update(options)
-        if name == "first_hitting":
-            if steps:
+        if cls is not None and not cls.has_steps:
+            if steps and not cls.autoregressive:
                 raise DnadiffError(f"sampler {name!r} has no steps (one call per generated token): drop --steps")
-            opts.pop("steps", None)
-        elif name == "autoregressive":
-            opts.pop("steps", None)  # one step per position: a diffusion step count does not apply
+            opts.pop("steps", None)  # AR: one step per position, a diffusion step count does not apply
         else:
             if steps:
                 opts["steps"] = steps  # an explicit argument beats the config's options
             opts.setdefault("steps", self.config.sample.steps)
         for key, value in self.sampler_defaults(name).items():
             opts.setdefault(key, value)
-        if "eps" in opts and name != "autoregressive" and float(opts["eps"]) < self.sampling_eps:
+        if "eps" in opts and (cls is None or cls.has_time) and float(opts["eps"]) < self.sampling_eps:
             raise DnadiffError(f"sampler option eps={opts['eps']} is below the model's training t_min "
                                f"{self.sampling_eps} (objective.t_min): it would query times the model never saw")
         return build_sampler(name, **opts)  # an unknown name: the registry's one-line error
 
     def sampler_defaults(self, name: str) -> dict[str, Any]:
-        """Options a sampler gets from this model: the smallest time is the training t_min (a model
-        is never queried at times it never saw; the reference samples down to 1e-5 after training
-        on [1e-3, 1]); AR models draw a free first token among the real tokens."""
-        if name == "autoregressive":
-            first = getattr(self.tokenizer, "nucleotide_ids", None) or [
-                i for i in range(self.tokenizer.vocab_size) if i not in set(self.tokenizer.special_ids)
-            ]
-            return {"first_token_ids": list(first), "bos_id": self.objective.bos_id}
-        return {"eps": self.sampling_eps}
+        """Options a sampler gets from this model (its `defaults_from`: the training t_min as the
+        smallest time; AR's free first token among the real tokens)."""
+        from dnadiff.samplers import SAMPLERS
+        from dnadiff.samplers.base import Sampler
+
+        cls = SAMPLERS.get(name) if name in SAMPLERS else Sampler
+        return cls.defaults_from(self)
 
     @property
     def sampling_eps(self) -> float:
@@ -310,11 +297,8 @@ class DiffusionModel:
         return guided(cond, self.make_denoiser(labels=None), guidance, mask_id=self.tokenizer.mask_id)
 
     def banned_ids(self) -> list[int]:
-        """Token ids a sampler must never produce (kept: real tokens and the mask id)."""
-        tok = self.tokenizer
-        if getattr(tok, "kind", "dna") == "dna":
-            return [i for i in range(tok.vocab_size) if i not in tok.nucleotide_ids and i != tok.mask_id]
-        return [tok.pad_id]
+        """Token ids a sampler must never produce (the tokenizer's `never_sampled_ids`)."""
+        return list(self.tokenizer.never_sampled_ids)
 
     def decode(self, ids: Tensor) -> list[str]:
         return [self.tokenizer.decode(row) for row in ids]

@@ -51,13 +51,6 @@ def resolve_time_input(value: str | None) -> str:
     return value or "sigma"
 
 
-def default_ar_bos(tokenizer) -> int | None:
-    """The `ar` objective's context token for a new model: [BOS] for DNA, so that AR scores every
-    real base like the diffusion objectives (diffusion/ar.py); None (the reference's first-token-as-
-    context) for text, whose sequences start with their own [CLS]/BOS token."""
-    return tokenizer.bos_id if getattr(tokenizer, "kind", "dna") == "dna" else None
-
-
 def recorded_config(cfg: RunConfig, tokenizer) -> RunConfig:
     """The config with the defaults that changed over time written out, as a model directory
     records them: `model.time_input`, and the `ar` objective's `bos_id` (load_config_of reads a
@@ -68,7 +61,7 @@ def recorded_config(cfg: RunConfig, tokenizer) -> RunConfig:
 
         tokenizer = DNATokenizer()
     if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options and tokenizer is not None:
-        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": default_ar_bos(tokenizer)}})
+        cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": tokenizer.ar_context_id}})
     return cfg
 
 

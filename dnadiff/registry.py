@@ -7,8 +7,9 @@
 
     SCHEDULES.build("loglinear", eps=1e-3)
 
-A registry may name the modules that register its entries (`providers`): they are imported on
-the first lookup, so a registry never needs its package's __init__ (or a module of a higher layer,
+A registry may name the modules that register its entries (`providers`), or a `package` whose
+every module is one (a new sampler is one new file, listed nowhere): they are imported on the
+first lookup, so a registry never needs its package's __init__ (or a module of a higher layer,
 such as a baseline registered as a backbone) imported first, and those modules may import the
 registry's module freely without an import cycle.
 
@@ -74,20 +75,35 @@ def resolve_object(spec: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def package_modules(package: str | None) -> list[str]:
+    """The modules of `package` (not its subpackages or private modules), found without running
+    its __init__."""
+    import importlib.util
+    import pkgutil
+
+    if package is None:
+        return []
+    spec = importlib.util.find_spec(package)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return [f"{package}.{m.name}" for m in pkgutil.iter_modules(locations)
+            if not m.ispkg and not m.name.startswith("_")]
+
+
 class Registry:
     """A named collection of constructors; names are unique."""
 
-    def __init__(self, kind: str, providers: tuple[str, ...] = ()):
+    def __init__(self, kind: str, providers: tuple[str, ...] = (), package: str | None = None):
         self.kind = kind
         self._items: dict[str, Callable[..., Any]] = {}
         self._schemas: dict[str, type] = {}
         self._providers = tuple(providers)  # modules whose import registers the entries
-        self._loaded = not self._providers
+        self._package = package  # every module of this package is a provider
+        self._loaded = not (self._providers or package)
 
     def _load_providers(self) -> None:
         if not self._loaded:
             self._loaded = True  # first: a provider's own lookups must not re-enter
-            for module in self._providers:
+            for module in (*package_modules(self._package), *self._providers):
                 importlib.import_module(module)
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -183,6 +199,10 @@ class Registry:
     def names(self) -> list[str]:
         self._load_providers()
         return sorted(self._items)
+
+    def where(self, **declared: Any) -> list[str]:
+        """The names whose entry declares every given class attribute value, e.g. `where(autoregressive=True)`."""
+        return [n for n in self.names() if all(getattr(self._items[n], k, None) == v for k, v in declared.items())]
 
     def __contains__(self, name: object) -> bool:
         self._load_providers()

@@ -62,6 +62,22 @@ def test_registry_build_checks_names_and_surfaces_bugs():
         reg.check_options("ok", {"steps": 1.5}, "x")
 
 
+def test_a_registry_imports_every_module_of_its_package(tmp_path, monkeypatch):
+    pkg = tmp_path / "plugpkg_decl"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "reg.py").write_text("from dnadiff.registry import Registry\n"
+                                "THINGS = Registry('thing', package='plugpkg_decl')\n")
+    for name, fast in (("alpha", True), ("beta", False)):
+        (pkg / f"{name}.py").write_text(f"from plugpkg_decl.reg import THINGS\n\n\n@THINGS.register('{name}')\n"
+                                        f"class Thing:\n    fast = {fast}\n")
+    (pkg / "_private.py").write_text("raise RuntimeError('private modules are not providers')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from plugpkg_decl.reg import THINGS
+
+    assert THINGS.names() == ["alpha", "beta"] and THINGS.where(fast=True) == ["alpha"]
+
+
 def test_finetune_and_train_share_the_trainer_fields():
     import dataclasses
 

@@ -45,6 +45,18 @@ def test_every_registered_sampler_is_covered():
     assert sorted(OPTIONS) == SAMPLERS.names()
 
 
+def test_declarations_agree():
+    """An objective's own sampler is registered and decodes the way the objective trains."""
+    from dnadiff.diffusion import OBJECTIVES
+
+    for name in OBJECTIVES.names():
+        obj = OBJECTIVES.get(name)
+        if obj.default_sampler is not None:
+            assert SAMPLERS.get(obj.default_sampler).autoregressive == obj.autoregressive, name
+    for name in SAMPLERS.where(autoregressive=True):
+        assert not SAMPLERS.get(name).guidable and not SAMPLERS.get(name).has_time, name
+
+
 def _template(B):
     tmpl = torch.full((B, 4), MASK)
     tmpl[::2, 1] = 2  # half the rows fix position 1

@@ -43,9 +43,7 @@ from torch import Tensor, nn
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
-BACKBONES = Registry("backbone", providers=(
-    "dnadiff.backbones.caduceus", "dnadiff.backbones.dit", "dnadiff.backbones.hf_mlm", "dnadiff.backbones.hyena",
-    "dnadiff.backbones.mamba",
+BACKBONES = Registry("backbone", package="dnadiff.backbones", providers=(
     "dnadiff.baselines.markov",  # the classical order-k baseline, registered as "markov"
 ))
 
@@ -94,6 +92,10 @@ class Backbone(nn.Module):
     # a count model's fit for `dnadiff train` (no Lightning): "module:function" taking (cfg, tokenizer) and
     # returning (model, metrics, config to save); training.run writes the run directory around it
     fit_counts: str | None = None
+    # FSDP (training/strategy.py): the repeated block classes wrapped as units (empty: no FSDP), and
+    # the modules whose parameters and compute stay float32 under mixed precision
+    fsdp_blocks: tuple[type[nn.Module], ...] = ()
+    float32_modules: tuple[type[nn.Module], ...] = ()
 
     @classmethod
     def from_preset(cls, preset: str = "tiny", **overrides: Any) -> "Backbone":

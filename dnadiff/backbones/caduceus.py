@@ -152,6 +152,8 @@ class Caduceus(Backbone):
     """Caduceus-PH (`rcps=False`) or -PS (`rcps=True`) masked LM over DNA ids; `t` is ignored."""
 
     Config = CaduceusConfig
+    fsdp_blocks = (CaduceusBlock,)  # BiMamba's tied in/out projections stay inside one unit
+    float32_modules = (Mamba,)  # the selective scan
     PRESETS = {
         "tiny": dict(d_model=32, n_layer=2, rcps=True),
         "tiny-ph": dict(d_model=32, n_layer=2, rcps=False),

@@ -177,6 +177,7 @@ class DiTFinalLayer(nn.Module):
 @BACKBONES.register("dit")
 class DiT(Backbone):
     Config = DiTConfig
+    fsdp_blocks = (DiTBlock,)
     PRESETS = {
         "tiny": dict(hidden_size=64, n_heads=4, n_blocks=2, adaln_dim=32, dropout=0.0),
         "tiny-causal": dict(hidden_size=64, n_heads=4, n_blocks=2, adaln_dim=32, dropout=0.0, causal=True),

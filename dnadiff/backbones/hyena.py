@@ -302,6 +302,8 @@ class HyenaLMBackbone(nn.Module):
 @BACKBONES.register("hyena")
 class HyenaDNA(Backbone):
     Config = HyenaConfig
+    fsdp_blocks = (HyenaBlock,)
+    float32_modules = (HyenaFilter,)  # the long-filter FFT convolution
     _TINY = dict(d_model=32, n_layer=2, d_inner=128, filter_order=16, l_max=1026)
     _TINY_1K = dict(d_model=128, n_layer=2, d_inner=512, filter_order=64, l_max=1026)
     PRESETS = {

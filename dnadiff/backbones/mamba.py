@@ -307,6 +307,8 @@ class MambaLM(Backbone):
     """Unidirectional (causal) Mamba language model; `t` is ignored."""
 
     Config = MambaConfig
+    fsdp_blocks = (MambaBlock,)
+    float32_modules = (Mamba,)  # the selective scan
     PRESETS = {
         "tiny": dict(d_model=32, n_layer=2),
         "gb-d128": dict(d_model=128, n_layer=4),  # the Genomic Benchmarks Mamba baseline (d128 × 4)

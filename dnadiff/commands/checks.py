@@ -15,14 +15,16 @@ from dnadiff.errors import DnadiffError
 # ------------------------------------------------------------------------------------ samplers
 
 
-def check_sampler_options(name: str | None, options: dict[str, Any], autoregressive: bool = False) -> None:
+def check_sampler_options(name: str | None, options: dict[str, Any], model_sets: bool = False) -> None:
     """Refuse unknown option names and values of the wrong type against the sampler's declared
-    option schema (registry.py), naming the valid options, their types and defaults."""
+    option schema (registry.py), naming the valid options, their types and defaults.
+    `model_sets`: `name` is the model's own sampler (AR decoding), whose `model_options` come from
+    the model, not the user."""
     from dnadiff.samplers import SAMPLERS
 
-    if autoregressive:  # first_token_ids: set from the tokenizer, not by the user
-        SAMPLERS.check_options("autoregressive", options, "--option", exclude=("first_token_ids",), sep=" ",
-                               label="autoregressive sampling")
+    if model_sets:
+        SAMPLERS.check_options(name, options, "--option", exclude=SAMPLERS.get(name).model_options, sep=" ",
+                               label=f"{name} sampling")
     else:
         SAMPLERS.check_options(name or "ancestral", options, "--option", sep=" ")
 
@@ -50,8 +52,10 @@ def check_train_inputs(cfg) -> None:
         resolve_benchmark(data.benchmark or "")
     elif data.kind != "text":
         raise DnadiffError(f"data.kind: must be genome, text or benchmark, got {data.kind!r}")
-    if cfg.tokenizer.kind not in ("dna", "text"):
-        raise DnadiffError(f"tokenizer.kind: must be dna or text, got {cfg.tokenizer.kind!r}")
+    from dnadiff.tokenizers.base import TOKENIZERS, kinds_text
+
+    if cfg.tokenizer.kind not in TOKENIZERS:
+        raise DnadiffError(f"tokenizer.kind: must be {kinds_text()}, got {cfg.tokenizer.kind!r}")
     if cfg.model.init_from:  # a local folder, or a Hub id that must be in the local Hugging Face cache
         from dnadiff.hub import resolve_model_path
 
@@ -101,6 +105,7 @@ def check_writable(path: str | None, flag: str = "--out") -> None:
     try:
         fd, probe = tempfile.mkstemp(prefix=".dnadiff-write-check.", suffix=".tmp", dir=existing)
     except OSError as exc:
-        raise DnadiffError(f"{flag} {path}: cannot write in {existing} ({exc.strerror or type(exc).__name__})") from None
+        why = exc.strerror or type(exc).__name__
+        raise DnadiffError(f"{flag} {path}: cannot write in {existing} ({why})") from None
     os.close(fd)
     os.remove(probe)

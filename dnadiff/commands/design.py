@@ -12,31 +12,37 @@ DESCRIPTION = """Steer a masked-diffusion DNA model toward a reward while sampli
   dnadiff design MODEL --reward motif:TATAAA --method best_of_n --option n=16 --prefix ACGT --out d.fa
   dnadiff design MODEL --reward mypkg.rewards:score --method cg --option scale=2 --out d.fa
 
-Rewards: gc (GC fraction), gc:T (-|GC - T|), motif:SEQ (count on both strands), classifier:DIR
-(log p(target | x) of a `dnadiff finetune` OUT/classifier directory; --target names the class,
-default the last), module:function (Long[B, L] token ids -> B floats). Methods (--option KEY=VALUE
-sets their options): none (the sampler alone), best_of_n (n=8), svdd (candidates=8, alpha=0),
-smc (particles=16, ess_threshold=0.5, output=sample, alpha), cg (exact classifier guidance, scale),
-cg_grad (first-order: gc, gc:T, motif, classifier without RCPS conjoining; scale). Unset strengths
-come from the reward's range (one base substitution's effect u: 1/L for gc, 1 for motif and
-classifier): smc alpha = u, cg/cg_grad scale = 1/u; a module:function reward needs them given. Exact
-cg states its cost (reward rows per design, estimated time) and refuses a run over an hour unless
---allow-slow. --rc-symmetric
-averages the model's predictions and the reward over both strands. Writes OUT (FASTA, one record
-per design with its reward) and OUT.json (per-sequence rewards, summary, NFE: denoiser rows and
-reward evaluations per sequence, counted separately); an existing output is kept unless --force."""
+Rewards: {rewards}
+gc: GC fraction; gc:T: -|GC - T|; motif:SEQ: count on both strands; classifier:DIR: log p(target | x)
+of a `dnadiff finetune` OUT/classifier directory (--target names the class, default the last);
+module:function: Long[B, L] token ids -> B floats.
+
+Methods: {methods}
+--option KEY=VALUE sets their options: none (the sampler alone), best_of_n (n=8), svdd
+(candidates=8, alpha=0), smc (particles=16, ess_threshold=0.5, output=sample, alpha), cg (exact
+classifier guidance, scale), cg_grad (first-order: gc, gc:T, motif, classifier without RCPS
+conjoining; scale). Unset strengths come from the reward's range (one base substitution's effect u:
+1/L for gc, 1 for motif and classifier): smc alpha = u, cg/cg_grad scale = 1/u; a module:function
+reward needs them given. Exact cg states its cost (reward rows per design, estimated time) and
+refuses a run over an hour unless --allow-slow.
+
+--rc-symmetric averages the model's predictions and the reward over both strands. Writes OUT
+(FASTA, one record per design with its reward) and OUT.json (per-sequence rewards, summary, NFE:
+denoiser rows and reward evaluations per sequence, counted separately); an existing output is kept
+unless --force."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="a dnadiff DNA model directory (masked diffusion)")
-    p.add_argument("--reward", required=True, help="gc | gc:T | motif:SEQ | classifier:DIR | module:function")
+    p.add_argument("--reward", required=True, help="{rewards}")
     p.add_argument("--target", default=None, help="class name or index for --reward classifier:DIR")
-    p.add_argument("--method", default="svdd", help="none | best_of_n | svdd | smc | cg | cg_grad (default svdd)")
+    p.add_argument("--method", default="svdd", help="{methods} (default svdd)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="method option, e.g. --option particles=32 --option alpha=0.1 (repeatable)")
     p.add_argument("-n", "--num", type=int, default=4, help="number of designs (default 4)")
     p.add_argument("--length", type=int, default=None, help="length in bases (default: the model's sample.length)")
-    p.add_argument("--sampler", default="ancestral", help="the masked-diffusion sampler wrapped (default ancestral)")
+    p.add_argument("--sampler", default="ancestral",
+                   help="the masked-diffusion sampler wrapped: {guidable_samplers} (default ancestral)")
     p.add_argument("--steps", type=int, default=None, help="sampling steps (default: the model config's)")
     p.add_argument("--prefix", default=None, help="fixed sequence at the start")
     p.add_argument("--suffix", default=None, help="fixed sequence at the end")
@@ -62,25 +68,18 @@ def parse_options(items: list[str]) -> dict:
     return parse_overrides(items)
 
 
-def check_args(args: argparse.Namespace) -> dict:
-    """Everything the user typed, checked before any model is loaded; returns the method options."""
-    from dnadiff.commands.sample import check_prefix_suffix
+def check_args(args: argparse.Namespace):
+    """Everything the user typed, checked before any model is loaded -> (the request, the method options)."""
+    from dnadiff.commands.request import Request, check_prefix_suffix
     from dnadiff.errors import DnadiffError
     from dnadiff.guidance.methods import check_method_options
+    from dnadiff.samplers import SAMPLERS
 
-    if args.num <= 0:
-        raise DnadiffError(f"--num must be positive, got {args.num}")
-    for flag, value in (("--length", args.length), ("--steps", args.steps), ("--batch-size", args.batch_size)):
-        if value is not None and value <= 0:
-            raise DnadiffError(f"{flag} must be positive, got {value}")
-    if args.prefix == "" or args.suffix == "":
-        raise DnadiffError("--prefix/--suffix: empty sequence")
-    if args.template_fasta and (args.prefix or args.suffix):
-        raise DnadiffError("--template-fasta excludes --prefix/--suffix")
+    req = Request.checked(args)
     check_prefix_suffix(args)
-    if args.sampler in ("semi_ar", "autoregressive"):
+    if args.sampler in SAMPLERS and not SAMPLERS.get(args.sampler).guidable:
         raise DnadiffError(f"--sampler {args.sampler}: guidance wraps a single-window masked-diffusion sampler")
-    return check_method_options(args.method, parse_options(args.option))
+    return req, check_method_options(args.method, parse_options(args.option))
 
 
 class DesignProgress:
@@ -163,54 +162,43 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dnadiff.checkpoint import load_for_inference, official_kind
-    from dnadiff.commands.sample import format_samples, output_paths
-    from dnadiff.data.records import read_fasta
+    from dnadiff.commands.request import format_samples, masked_diffusion_dna
     from dnadiff.errors import DnadiffError
-    from dnadiff.guidance import build_method, build_reward, default_strength, rc_averaged
+    from dnadiff.guidance import METHODS, build_method, build_reward, default_strength, rc_averaged
     from dnadiff.logs import log
     from dnadiff.model import SuppressTokens
-    from dnadiff.model_dir import load_config_of
-    from dnadiff.samplers import SeedStream, build_template, rc_symmetric
-    from dnadiff.utils import (
-        format_table,
-        json_text,
-        recover_together,
-        refuse_existing,
-        write_together,
-    )
+    from dnadiff.samplers import SeedStream, rc_symmetric
+    from dnadiff.utils import format_table, json_text, write_together
 
-    options = check_args(args)
-    cfg = None if official_kind(args.model_dir) else load_config_of(args.model_dir)
-    if cfg is not None and (cfg.tokenizer.kind != "dna" or cfg.objective.name in ("ar", "mlm")):
+    req, options = check_args(args)
+    declared = METHODS.get(args.method)  # what the method needs (checked by name in check_args)
+    cfg = req.load_config()
+    if cfg is not None and not masked_diffusion_dna(cfg):
         raise DnadiffError(f"{args.model_dir}: design needs a masked-diffusion DNA model "
                            f"(this one is {cfg.tokenizer.kind}, objective {cfg.objective.name})")
-    out, stats_path = output_paths(args.out, "dna")
+    out, stats_path = req.resolve_outputs("dna")
     if out is None:
         raise DnadiffError("--out: give a FASTA file name (the JSON of rewards goes beside it)")
-    recover_together([out, stats_path])
-    refuse_existing([out, stats_path], args.force)
-    from dnadiff.commands.checks import check_writable
+    req.reserve_outputs()  # before the model is loaded, not after minutes of design
+    req.read_templates()
 
-    check_writable(out)  # before the model is loaded, not after minutes of design
-    template_records = read_fasta(args.template_fasta) if args.template_fasta else None
-
-    model = load_for_inference(args.model_dir)  # in eval mode (every loader sets it)
+    model = req.load_model()
     device = model.device
     reward = build_reward(args.reward, target=args.target, device=device)
     if args.rc_symmetric:
         reward = rc_averaged(reward, model.tokenizer.complement_map())
     tok = model.tokenizer
-    if args.method in ("cg", "cg_grad"):
+    if declared.needs_token_ids:
         options.setdefault("token_ids", list(tok.nucleotide_ids))
     sampler = model.build_sampler(args.sampler, args.steps)
-    length = args.length or model.config.sample.length
+    length = req.length(model)
     chosen = default_strength(args.method, reward, length, options, args.reward)  # from the reward's range
     method = build_method(args.method, sampler, reward, **options)  # unknown options: checked by name there
-    if args.method == "cg_grad" and not hasattr(reward, "soft"):
-        raise DnadiffError(f"--method cg_grad needs a differentiable reward (gc, gc:T, motif, classifier), not {args.reward}")
-    template = build_template(tok, args.num, length, args.prefix, args.suffix, template_records, source=args.template_fasta)
-    if args.method == "cg":
+    if declared.needs_soft_reward and not hasattr(reward, "soft"):
+        raise DnadiffError(f"--method {args.method} needs a differentiable reward (gc, gc:T, motif, classifier), "
+                           f"not {args.reward}")
+    template = req.template(model, length)
+    if declared.states_cost:
         free = length if template is None else int((template == tok.mask_id).sum(1).max())
         check_cg_cost(reward, model, sampler, options["token_ids"], free, length, args.num, args.allow_slow)
     denoiser = model.denoiser

@@ -110,12 +110,14 @@ def run(args: argparse.Namespace) -> int:
     check_args(args)
     from pathlib import Path
 
+    from dnadiff.commands.request import masked_diffusion_dna
+
     if Path(args.out).resolve() == Path(args.model_dir).resolve():
         raise DnadiffError(f"--out {args.out}: is the pretrained model itself; choose another folder")
     if official_kind(args.model_dir):
         raise DnadiffError(f"{args.model_dir}: design-finetune needs a dnadiff masked-diffusion DNA model directory")
     cfg = load_config_of(args.model_dir)
-    if cfg.tokenizer.kind != "dna" or cfg.objective.name in ("ar", "mlm"):
+    if not masked_diffusion_dna(cfg):
         raise DnadiffError(f"{args.model_dir}: design-finetune needs a masked-diffusion DNA model "
                            f"(this one is {cfg.tokenizer.kind}, objective {cfg.objective.name})")
     device = "cuda" if torch.cuda.is_available() else "cpu"

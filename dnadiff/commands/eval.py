@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
                          batch_size=args.batch_size, seed=args.seed, progress=progress_enabled())
     unit = "base" if model.tokenizer.kind == "dna" else "token"
     out = {
-        "model": str(args.model_dir), "data": source, "seq_len": seq_len, "kind": "bound" if res["objective"] != "ar" else "exact",
+        "model": str(args.model_dir), "data": source, "seq_len": seq_len,
+        "kind": "exact" if model.objective.deterministic else "bound",
         f"nats_per_{unit}": res["nats_per_token"], f"bits_per_{unit}": res["bits_per_token"],
         "perplexity": res["perplexity"], "std_error_nats": res["std_error"], "perplexity_std_error": res["perplexity_std_error"],
         f"num_{unit}s": res["num_tokens"], "num_windows": res["num_sequences"], "objective": res["objective"],
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     }
     if unit == "base":
         out["uniform_baseline_bits_per_base"] = 2.0
-    if res["objective"] == "ar":  # which positions the AR number covers (diffusion: every real one)
+    if model.objective.autoregressive:  # which positions the AR number covers (diffusion: every real one)
         out["ar_scored"] = ("every real position, like the diffusion bounds ([BOS] context)"
                             if getattr(model.objective, "bos_id", None) is not None
                             else "real positions after each window's first (the first is context)")

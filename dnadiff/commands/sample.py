@@ -12,23 +12,24 @@ DESCRIPTION = """Generate sequences with any masked-diffusion sampler.
   dnadiff sample MODEL --num 2 --length 300 --template-fasta templates.fa --out filled.fa
   dnadiff sample MODEL -n 8 > x.fa          # FASTA on stdout, progress and statistics on stderr
 
-Samplers: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm (AR models:
-autoregressive). first_hitting takes no --steps (one call per token). The seed gives every
-sequence its own random stream, so --batch-size does not change the samples: each FASTA header
-names its stream (seed=S index=I), and `--seed S --first-index I --num 1` regenerates that record
-alone. --prefix/--suffix fix
-the ends; --template-fasta gives one template per record with N at the positions to fill (records
-are cycled over --num); N in --prefix/--suffix also marks a position to fill. Writes FASTA (one
-record per sample) and OUT.json with NFE, steps (configured and actually used), wall time and
-tokens/s; without --out the FASTA goes to stdout. Text models write OUT.jsonl (one {"id", "text"}
-per line) or OUT.txt. An existing output is kept unless --force."""
+Samplers: {samplers}
+AR models: {ar_samplers}. Without --steps (one call per token): {stepless_samplers}.
+
+The seed gives every sequence its own random stream, so --batch-size does not change the samples:
+each FASTA header names its stream (seed=S index=I), and `--seed S --first-index I --num 1`
+regenerates that record alone. --prefix/--suffix fix the ends; --template-fasta gives one template
+per record with N at the positions to fill (records are cycled over --num); N in --prefix/--suffix
+also marks a position to fill. Writes FASTA (one record per sample) and OUT.json with NFE, steps
+(configured and actually used), wall time and tokens/s; without --out the FASTA goes to stdout.
+Text models write OUT.jsonl (one {"id", "text"} per line) or OUT.txt. An existing output is kept
+unless --force."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="a dnadiff model directory (or a Hub id org/name in the local Hugging Face cache)")
     p.add_argument("-n", "--num", type=int, default=4, help="number of sequences (default 4)")
     p.add_argument("--length", type=int, default=None, help="length in tokens (default: the model's sample.length)")
-    p.add_argument("--sampler", default=None, help="sampler name (default: the model config's)")
+    p.add_argument("--sampler", default=None, help="{samplers} (default: the model config's)")
     p.add_argument("--steps", type=int, default=None, help="sampling steps (default: the model config's)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1 = off)")
@@ -53,128 +54,61 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
 
 
-def check_prefix_suffix(args: argparse.Namespace) -> None:
-    """--prefix/--suffix are DNA (N: a position to fill), checked before any model is loaded."""
-    from dnadiff.tokenizers import DNATokenizer
-
-    for flag, seq in (("--prefix", args.prefix), ("--suffix", args.suffix)):
-        if seq:
-            DNATokenizer().encode_array(seq, where=flag)
-
-
-def output_paths(out: str | None, kind: str) -> tuple[str | None, str | None]:
-    """(samples path, statistics JSON path) for --out; (None, None) when the samples go to stdout."""
-    import os
-
-    from dnadiff.errors import DnadiffError
-
-    if out is None or out == "-":
-        return None, None
-    if os.path.isdir(out):
-        raise DnadiffError(f"{out}: is a directory, expected a file name (e.g. {os.path.join(out, 'samples.fa')})")
-    root, ext = os.path.splitext(out)
-    if kind == "text" and ext.lower() in (".fa", ".fasta", ".fna", ".fas"):
-        raise DnadiffError(f"--out {out}: a text model writes .jsonl or .txt samples, not FASTA")
-    stats = root + ".json"
-    if os.path.abspath(stats) == os.path.abspath(out):
-        raise DnadiffError(f"--out {out}: the samples and their statistics ({stats}) would be the same file")
-    return out, stats
-
-
-def format_samples(records: list[tuple[str, str]], kind: str, path: str | None) -> str:
-    """FASTA for DNA; for text, JSONL (stdout or .jsonl) or plain text blocks (.txt)."""
-    import json
-
-    if kind == "dna":
-        from dnadiff.data.records import format_fasta
-
-        return format_fasta(records)
-    if path is not None and path.lower().endswith(".txt"):
-        return "".join(f"### {name}\n{text}\n\n" for name, text in records)
-    return "".join(json.dumps({"id": name.partition(" ")[0], "description": name.partition(" ")[2], "text": text},
-                              ensure_ascii=False) + "\n" for name, text in records)
-
-
 def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
     import torch
-    from dnadiff.checkpoint import load_for_inference, official_kind
-    from dnadiff.commands.checks import check_sampler_options, check_writable
+
+    from dnadiff.commands.checks import check_sampler_options
+    from dnadiff.commands.request import Request, check_prefix_suffix, format_samples
     from dnadiff.config import parse_overrides
-    from dnadiff.data.records import read_fasta
     from dnadiff.errors import DnadiffError
     from dnadiff.logs import log, progress_bar
-    from dnadiff.model_dir import load_config_of
-    from dnadiff.samplers import build_template
-    from dnadiff.utils import (
-        format_table,
-        recover_together,
-        refuse_existing,
-        write_together,
-    )
+    from dnadiff.samplers import SAMPLERS, SeedStream, build_sampler
+    from dnadiff.utils import format_table, json_text, write_together
 
     # ---- everything the user typed is checked before the model is loaded
-    if args.num <= 0:
-        raise DnadiffError(f"--num must be positive, got {args.num}")
-    if args.first_index < 0:
-        raise DnadiffError(f"--first-index must be >= 0, got {args.first_index}")
-    if args.length is not None and args.length <= 0:
-        raise DnadiffError(f"--length must be positive, got {args.length}")
-    if args.steps is not None and args.steps <= 0:
-        raise DnadiffError(f"--steps must be positive, got {args.steps}")
-    if args.batch_size is not None and args.batch_size <= 0:
-        raise DnadiffError(f"--batch-size must be positive, got {args.batch_size}")
-    if args.prefix == "" or args.suffix == "":
-        raise DnadiffError("--prefix/--suffix: empty sequence")
-    if args.template_fasta and (args.prefix or args.suffix):
-        raise DnadiffError("--template-fasta excludes --prefix/--suffix")
-    cfg = None if official_kind(args.model_dir) else load_config_of(args.model_dir)
-    kind = cfg.tokenizer.kind if cfg is not None else "dna"
-    autoregressive = cfg is not None and cfg.objective.name == "ar"
-    out, stats_path = output_paths(args.out, kind)
-    if out is not None:
-        recover_together([out, stats_path])  # a killed earlier run: finish its pair, drop its temp files
-        refuse_existing([out, stats_path], args.force)
-        check_writable(out)  # before the model is loaded, not after minutes of sampling
+    req = Request.checked(args)
+    req.load_config()
+    kind = req.kind
+    objective = req.objective
+    autoregressive = objective is not None and objective.autoregressive
+    out, stats_path = req.resolve_outputs(kind)
+    req.reserve_outputs()
     options = parse_overrides(args.option)
     if args.temperature != 1.0:
         options["temperature"] = args.temperature
     if args.top_p != 1.0:
         options["top_p"] = args.top_p
-    sampler_name = args.sampler or (cfg.sample.sampler if cfg is not None else "ancestral")
-    check_sampler_options(sampler_name, options, autoregressive=autoregressive)
-    if not autoregressive:  # the sampler's own value checks (temperature > 0, ...) before the model loads
-        from dnadiff.samplers import build_sampler
-
+    sampler_name = args.sampler or (req.cfg.sample.sampler if req.cfg is not None else "ancestral")
+    if autoregressive:  # the model's own decoding: the options it sets are not the user's
+        check_sampler_options(objective.default_sampler, options, model_sets=True)
+    else:  # and the sampler's own value checks (temperature > 0, ...) before the model loads
+        check_sampler_options(sampler_name, options)
         build_sampler(sampler_name, **options, **({"steps": args.steps} if args.steps else {}))
-    if (args.prefix or args.suffix or args.template_fasta) and kind != "dna":
+    if req.fixes_tokens and kind != "dna":
         raise DnadiffError("--prefix/--suffix/--template-fasta need a DNA model")
     check_prefix_suffix(args)
-    template_records = read_fasta(args.template_fasta) if args.template_fasta else None
-    if template_records:  # record I takes template I (cycled), whatever --first-index the run starts at
-        k = args.first_index % len(template_records)
-        template_records = template_records[k:] + template_records[:k]
+    req.read_templates(first_index=args.first_index)
 
-    model = load_for_inference(args.model_dir)
-    length = args.length or model.config.sample.length
-    if length <= 0:
-        raise DnadiffError(f"--length must be positive, got {length}")
+    model = req.load_model()
+    length = req.length(model)
     max_len = getattr(model.backbone.config, "l_max", None) or getattr(model.backbone.config, "max_seq_len", None)
-    if max_len and length > max_len and (args.sampler or model.config.sample.sampler) != "semi_ar":
-        raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler semi_ar")
-    template = build_template(model.tokenizer, args.num, length, args.prefix, args.suffix, template_records,
-                              source=args.template_fasta)
+    chosen = args.sampler or model.config.sample.sampler
+    if max_len and length > max_len and not (chosen in SAMPLERS and SAMPLERS.get(chosen).any_length):
+        raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler "
+                           f"{' or '.join(SAMPLERS.where(any_length=True))}")
+    template = req.template(model, length)
     if args.rc_symmetric:
         if model.tokenizer.kind != "dna":
             raise DnadiffError("--rc-symmetric needs a DNA model")
-    from dnadiff.samplers import SeedStream
 
     chunk = args.batch_size or args.num
     samples, nfe, row_nfe, steps_used, smp = [], 0, [], 0, None
     # the bar counts denoising steps (network calls of the sampler), not batches
-    steps = length if (model.is_autoregressive or sampler_name == "first_hitting") else (args.steps or model.config.sample.steps)
+    stepless = model.is_autoregressive or not SAMPLERS.get(sampler_name).has_steps  # one call per token
+    steps = length if stepless else (args.steps or model.config.sample.steps)
     per_step = (2 if args.rc_symmetric else 1) * (2 if args.label is not None and args.guidance else 1)
     batches = -(-args.num // chunk)
     bar = None  # opened at the first network call: an early error stays the only line on stderr
@@ -198,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
             n = min(chunk, args.num - i)
             tmpl = template[i : i + n] if template is not None else None
             x, smp = model.generate(n, length, sampler=args.sampler, steps=args.steps, template=tmpl,
-                                    generator=SeedStream(args.seed, first_row=args.first_index + i), return_sampler=True,
+                                    generator=SeedStream(args.seed, first_row=args.first_index + i),
+                                    return_sampler=True,
                                     label=args.label, guidance=args.guidance, rc_symmetric=args.rc_symmetric, **options)
             samples.append(x.cpu())
             nfe += smp.last_nfe
@@ -229,11 +164,12 @@ def run(args: argparse.Namespace) -> int:
         # the network, their mean per sequence and the range over sequences
         "denoiser_rows": int(row_nfe.sum()), "nfe_per_sequence": float(row_nfe.double().mean()),
         "nfe_per_sequence_min": int(row_nfe.min()), "nfe_per_sequence_max": int(row_nfe.max()),
-        "wall_seconds": round(wall, 3), "seconds_per_sample": wall / args.num, "tokens_per_second": args.num * length / wall,
+        "wall_seconds": round(wall, 3), "seconds_per_sample": wall / args.num,
+        "tokens_per_second": args.num * length / wall,
         # steps: the sampler's step count (None where it has none: first_hitting, autoregressive);
         # steps_used: loop steps actually taken (max over batches; early stop when all is unmasked)
-        "steps": smp.steps if name not in ("first_hitting", "autoregressive") else None,
-        "steps_used": steps_used, "eps": None if name == "autoregressive" else smp.eps,
+        "steps": smp.steps if smp.has_steps else None,
+        "steps_used": steps_used, "eps": smp.eps if smp.has_time else None,
         "seed": args.seed, "first_index": first,
         "seed_stream": "per-sequence counter-based (independent of --batch-size); record I: --seed S --first-index I",
         "class": args.label, "guidance": args.guidance, "out": out or "-",
@@ -244,8 +180,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         log.info("%s", table)
         return 0
-    from dnadiff.utils import json_text
-
     write_together([(out, body), (stats_path, json_text(stats))])
     log.info("%s", table)
     log.info("\nwrote %s and %s", out, stats_path)

@@ -5,7 +5,6 @@
     out = obj.loss(denoiser, x0, attention_mask)   # LossOutput(loss, nll[B] nats, num_tokens[B])
 """
 
-from dnadiff.diffusion import ar, d3pm, mdlm, mlm, sedd  # noqa: F401  (register the objectives)
 from dnadiff.diffusion.base import OBJECTIVES, DiffusionObjective, LossOutput, Objective, q_sample
 from dnadiff.diffusion.schedules import SCHEDULES, Schedule, build_schedule
 from dnadiff.diffusion.sedd import sedd_log_score
@@ -14,7 +13,7 @@ from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 
 def build_objective(name: str = "mdlm", **kwargs) -> Objective:
     """`build_objective("mdlm", schedule=sched, mask_id=3, vocab_size=12, T=None)`;
-    names: ar, d3pm, mdlm, mlm, sedd. Unknown names/keywords raise DnadiffError."""
+    names: OBJECTIVES.names() (ar, d3pm, mdlm, mlm, sedd). Unknown names/keywords raise DnadiffError."""
     return OBJECTIVES.build(name, **kwargs)
 
 

@@ -37,6 +37,12 @@ class ARObjective(Objective):
     name = "ar"
     needs_time = False
     deterministic = True
+    autoregressive = True
+    default_sampler = "autoregressive"
+
+    @classmethod
+    def config_kwargs(cls, cfg, tokenizer) -> dict:
+        return {"bos_id": tokenizer.ar_context_id}  # the tokenizer's: [BOS] for DNA, none for text
 
     def __init__(self, schedule=None, mask_id=None, vocab_size=None, T=None, bos_id: int | None = None):
         if T is not None:

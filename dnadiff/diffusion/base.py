@@ -42,8 +42,7 @@ from dnadiff.diffusion.schedules import Schedule
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
-OBJECTIVES = Registry("objective", providers=tuple(f"dnadiff.diffusion.{m}"
-                                                  for m in ("ar", "d3pm", "mdlm", "mlm", "sedd")))
+OBJECTIVES = Registry("objective", package="dnadiff.diffusion")
 
 PAD_POLICIES = ("reference", "score", "visible")
 
@@ -115,11 +114,31 @@ class Objective:
         sedd); False for ar / mlm, which call the denoiser with t = 0. Whether the backbone *uses*
         t is the backbone's business (`time_conditioned`), not the objective's.
     deterministic: one pass gives the exact value (ar); evaluation then skips repeats.
+
+What a model trained with it can do (DiffusionModel, the sample/design/eval commands read these):
+    generator: it samples sequences (mlm: False, a model to fine-tune first).
+    autoregressive: it samples left to right with `default_sampler`, never with a diffusion sampler.
+    discrete_bound: it has the discrete-time bound of `T` (eval --T).
     """
 
     name = "base"
     needs_time = False
     deterministic = False
+    generator = True
+    autoregressive = False
+    default_sampler: str | None = None  # None: the config's sample.sampler
+    discrete_bound = False
+
+    @classmethod
+    def kwargs_for(cls, cfg, tokenizer) -> dict:
+        """Constructor keywords for a run config (`cfg.objective` holds T, t_min, options...) and its
+        tokenizer; the config's own `objective.options` come last."""
+        return {"mask_id": tokenizer.mask_id, "vocab_size": tokenizer.vocab_size, **cls.config_kwargs(cfg, tokenizer),
+                **cfg.objective.options}
+
+    @classmethod
+    def config_kwargs(cls, cfg, tokenizer) -> dict:
+        return {}
 
     def loss(
         self,
@@ -142,6 +161,11 @@ class DiffusionObjective(Objective):
     """
 
     needs_time = True
+
+    @classmethod
+    def config_kwargs(cls, cfg, tokenizer) -> dict:
+        o = cfg.objective
+        return {"T": o.T, "t_min": o.t_min, "stratified": o.stratified, "pad_policy": o.pad_policy}
 
     def __init__(
         self,

@@ -42,6 +42,7 @@ class D3PMObjective(DiffusionObjective):
     """`build_objective("d3pm", schedule=s, mask_id=3, T=1000, carry_over=False, zero_masking=False)`."""
 
     name = "d3pm"
+    discrete_bound = True
 
     def __init__(self, schedule=None, mask_id=None, vocab_size=None, T=None, t_min=1e-3, stratified=True,
                  carry_over: bool = False, zero_masking: bool = False, pad_policy: str = "reference"):

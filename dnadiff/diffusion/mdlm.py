@@ -28,6 +28,7 @@ class MDLMObjective(DiffusionObjective):
     """`build_objective("mdlm", schedule=s, mask_id=3, vocab_size=12, T=None)`."""
 
     name = "mdlm"
+    discrete_bound = True
 
     def token_loss(self, denoiser, x0: Tensor, x_t: Tensor, t: Tensor, real: Tensor) -> Tensor:
         # SUBS: zero-masking softmax at masked positions; carry-over zeros the rest (not read)

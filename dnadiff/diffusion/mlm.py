@@ -28,6 +28,11 @@ class MLMObjective(Objective):
 
     name = "mlm"
     needs_time = False
+    generator = False
+
+    @classmethod
+    def config_kwargs(cls, cfg, tokenizer) -> dict:
+        return {"random_token_ids": list(tokenizer.content_ids)}
 
     def __init__(
         self,

@@ -176,8 +176,11 @@ def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batc
 
     objective = model.objective
     if T is not None:
-        if model.config.objective.name not in ("mdlm", "d3pm"):
-            raise DnadiffError(f"--T needs an mdlm or d3pm model, not {model.config.objective.name!r}")
+        if not objective.discrete_bound:
+            from dnadiff.diffusion import OBJECTIVES
+
+            names = " or ".join(sorted(OBJECTIVES.where(discrete_bound=True), key=lambda n: n != "mdlm"))
+            raise DnadiffError(f"--T needs an {names} model, not {model.config.objective.name!r}")
         _, objective = build_objective_for(replace(model.config, **{"objective.T": T}), model.tokenizer)
     loader = torch.utils.data.DataLoader(items, batch_size=batch_size, shuffle=False)
     gen = torch.Generator(device="cpu").manual_seed(seed)

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod
+from dnadiff.guidance.common import METHODS, GuidedMethod
 
 
 def budget_n(nfe_per_sequence: float, unguided_nfe_per_sequence: float) -> int:
@@ -24,6 +24,7 @@ def budget_n(nfe_per_sequence: float, unguided_nfe_per_sequence: float) -> int:
     return max(1, int(math.floor(nfe_per_sequence / unguided_nfe_per_sequence + 0.5)))
 
 
+@METHODS.register("best_of_n")
 class BestOfN(GuidedMethod):
     """`BestOfN(sampler, reward, n=8)`."""
 

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod
+from dnadiff.guidance.common import METHODS, GuidedMethod
 
 
 def tilt_masked(lp: Tensor, shift: Tensor, masked: Tensor) -> Tensor:
@@ -82,6 +82,7 @@ def gradient_guidance_logits(logits: Tensor, x: Tensor, mask_id: int, reward, sc
     return tilt_masked(lp, shift, x == mask_id)
 
 
+@METHODS.register("cg")
 class ClassifierGuidance(GuidedMethod):
     """`cg`: `ClassifierGuidance(sampler, reward, scale=1.0, token_ids=None)`, exact over the vocabulary.
 
@@ -89,6 +90,9 @@ class ClassifierGuidance(GuidedMethod):
 
     name = "cg"
     gradient = False  # the first-order variant: FirstOrderClassifierGuidance (cg_grad)
+    strength = ("scale", True)  # tilt exp(scale·r): scale = 1/unit
+    needs_token_ids = True
+    states_cost = True  # |masked positions| x tokens reward rows per step
 
     def __init__(self, sampler, reward, scale: float = 1.0, token_ids: Optional[list[int]] = None):
         super().__init__(sampler, reward)
@@ -116,11 +120,14 @@ class ClassifierGuidance(GuidedMethod):
         return state.x, state.step
 
 
+@METHODS.register("cg_grad")
 class FirstOrderClassifierGuidance(ClassifierGuidance):
     """`cg_grad`: classifier guidance with the first-order (gradient) approximation of the reward."""
 
     name = "cg_grad"
     gradient = True
+    needs_soft_reward = True
+    states_cost = False  # one reward gradient per step
 
 
 __all__ = ["ClassifierGuidance", "FirstOrderClassifierGuidance", "exact_guidance_logits", "gradient_guidance_logits",

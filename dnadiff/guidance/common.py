@@ -22,19 +22,36 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
+from dnadiff.registry import Registry
 from dnadiff.samplers.base import CountingDenoiser, Sampler, SamplerState, _device_of, greedy_fill
 from dnadiff.samplers.rng import RandomStream, make_stream
 
-NOT_WRAPPABLE = ("semi_ar", "autoregressive")
+# `dnadiff design --method NAME`; each method's options are its constructor's typed keywords
+# (after sampler and reward)
+METHODS = Registry("guidance method", package="dnadiff.guidance")
 
 
 class GuidedMethod:
-    """Base of the guidance methods: checks the inner sampler, keeps the counters."""
+    """Base of the guidance methods: checks the inner sampler, keeps the counters.
+
+    What a method declares for `dnadiff design`:
+      strength: (option, inverse) of the tilt's strength, set from the reward's range when unset
+          (strength.py: option = 1/unit when inverse, else unit); None: no strength.
+      needs_token_ids: takes `token_ids`, the tokens a masked position may become (the command
+          gives the model's nucleotides).
+      needs_soft_reward: the reward must define a differentiable `soft(onehot)`.
+      states_cost: the command states the run's reward rows and time first, and refuses one over
+          an hour without --allow-slow.
+    """
 
     name = "guided"
+    strength: tuple[str, bool] | None = None
+    needs_token_ids = False
+    needs_soft_reward = False
+    states_cost = False
 
     def __init__(self, sampler: Sampler, reward: Callable[[Tensor], Tensor]):
-        if getattr(sampler, "name", None) in NOT_WRAPPABLE:
+        if not getattr(sampler, "guidable", True):
             raise DnadiffError(f"guidance method {self.name!r}: sampler {sampler.name!r} cannot be wrapped "
                                "(use ancestral, analytic, remdm, confidence or first_hitting)")
         self.sampler = sampler
@@ -88,4 +105,4 @@ class GuidedMethod:
         return greedy_fill(logits, state.x, state.mask_id)
 
 
-__all__ = ["GuidedMethod", "NOT_WRAPPABLE"]
+__all__ = ["GuidedMethod", "METHODS"]

@@ -13,14 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.best_of_n import BestOfN
-from dnadiff.guidance.classifier_guidance import ClassifierGuidance, FirstOrderClassifierGuidance
-from dnadiff.guidance.common import GuidedMethod
-from dnadiff.guidance.smc import SMC
-from dnadiff.guidance.svdd import SVDD
-from dnadiff.registry import Registry
+from dnadiff.guidance.common import METHODS, GuidedMethod
 
 
+@METHODS.register("none")
 class Unguided(GuidedMethod):
     """The wrapped sampler alone (a reference row: same counters, rewards of its samples)."""
 
@@ -31,11 +27,6 @@ class Unguided(GuidedMethod):
         return state.x, state.step
 
 
-# Each method's options are its constructor's typed keywords (after sampler and reward).
-METHODS = Registry("guidance method")
-for _name, _cls in (("none", Unguided), ("best_of_n", BestOfN), ("svdd", SVDD), ("smc", SMC),
-                    ("cg", ClassifierGuidance), ("cg_grad", FirstOrderClassifierGuidance)):
-    METHODS.register(_name)(_cls)
 _NOT_OPTIONS = ("sampler", "reward")
 
 

@@ -34,7 +34,7 @@ from dnadiff.tokenizers.dna import DNATokenizer
 TOK = DNATokenizer()
 # name -> Reward class; each parses its own `name:arg` spec in `from_spec` (a new reward: one class
 # here, or any `module:function` of the user's, which needs no registration)
-REWARDS = Registry("reward")
+REWARDS = Registry("reward", package="dnadiff.guidance")
 
 
 class Reward:
@@ -52,6 +52,14 @@ class Reward:
 
     def __init__(self):
         self.calls = 0
+
+    def strength_unit(self, length: int) -> float | None:
+        """What one base substitution can change this reward by (`reward_unit`); None: unknown."""
+        return None
+
+    def soft_problem(self) -> str | None:
+        """Why this reward's `soft(onehot)` cannot score relaxed input here (None: it can)."""
+        return None
 
     def __call__(self, x: Tensor) -> Tensor:
         self.calls += int(x.shape[0])
@@ -84,6 +92,9 @@ class GC(Reward):
         self.target = target
         self.name = "gc" if target is None else f"gc:{target:g}"
 
+    def strength_unit(self, length: int) -> float:
+        return 1.0 / max(1, int(length))  # a fraction of L bases
+
     def score(self, x: Tensor) -> Tensor:
         gc = ((x == TOK.c_id) | (x == TOK.g_id)).double().mean(dim=1)  # (B,)
         return gc if self.target is None else -(gc - self.target).abs()
@@ -114,6 +125,9 @@ class Motif(Reward):
             raise DnadiffError(f"--reward motif:{motif}: only A, C, G, T are allowed in a motif")
         self.fwd = torch.tensor(ids)
         self.rev = torch.tensor(TOK.reverse_complement(ids))
+
+    def strength_unit(self, length: int) -> float:
+        return 1.0  # one occurrence
 
     def _count(self, x: Tensor, m: Tensor) -> Tensor:
         k = m.numel()
@@ -184,6 +198,18 @@ class Classifier(Reward):
         self.name = f"classifier:{os.path.basename(os.path.normpath(path))}[{classes[self.target] if classes else self.target}]"
         self.batch_size = int(batch_size)
         self.device = torch.device(device)
+
+    def strength_unit(self, length: int) -> float:
+        return 1.0  # nats of log-probability
+
+    def soft_problem(self) -> str | None:
+        if self.model.conjoin == "ps":
+            return f"{self.name}: an RCPS (conjoin ps) classifier cannot take soft one-hot input"
+        try:
+            self._token_embedding()
+        except DnadiffError as exc:
+            return str(exc)
+        return None
 
     def _token_embedding(self):
         for name, mod in self.model.backbone.named_modules():
@@ -257,10 +283,9 @@ def reward_unit(reward: Callable, length: int) -> float | None:
     A tilt exp(r / unit) then weighs one better base by a factor e, where exp(r / 1) on a GC
     fraction would move nothing (a 200-bp GC differs by 0.005 per base)."""
     inner = reward.inner if isinstance(reward, RCAveraged) else reward
-    if isinstance(inner, GC):
-        return 1.0 / max(1, int(length))
-    if isinstance(inner, (Motif, Classifier)):
-        return 1.0
+    declared = inner.strength_unit(length) if isinstance(inner, Reward) else None
+    if declared is not None:
+        return declared
     unit = getattr(inner, "unit", None)
     return float(unit) if isinstance(unit, (int, float)) and unit > 0 else None
 
@@ -271,14 +296,7 @@ def soft_support(reward: Callable) -> str | None:
     inner = reward.inner if isinstance(reward, RCAveraged) else reward
     if not callable(getattr(reward, "soft", None)):
         return f"{getattr(reward, 'name', 'the reward')} takes token ids only (it defines no soft(onehot))"
-    if isinstance(inner, Classifier):
-        if inner.model.conjoin == "ps":
-            return f"{inner.name}: an RCPS (conjoin ps) classifier cannot take soft one-hot input"
-        try:
-            inner._token_embedding()
-        except DnadiffError as exc:
-            return str(exc)
-    return None
+    return inner.soft_problem() if isinstance(inner, Reward) else None
 
 
 def rc_averaged(reward: Callable, complement_ids=None) -> RCAveraged:

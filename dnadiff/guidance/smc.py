@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod
+from dnadiff.guidance.common import METHODS, GuidedMethod
 from dnadiff.samplers.base import greedy_fill
 
 
@@ -42,10 +42,12 @@ def multinomial_draws(w: Tensor, rng) -> Tensor:
     return torch.searchsorted(cdf, u.contiguous()).clamp_max(w.shape[1] - 1)
 
 
+@METHODS.register("smc")
 class SMC(GuidedMethod):
     """`SMC(sampler, reward, particles=16, alpha=1.0, ess_threshold=0.5, output="sample")`."""
 
     name = "smc"
+    strength = ("alpha", False)  # target p·exp(r/alpha): alpha = the reward's unit
 
     def __init__(self, sampler, reward, particles: int = 16, alpha: float = 1.0, ess_threshold: float = 0.5,
                  output: str = "sample"):

@@ -12,18 +12,18 @@ tiny model, where SVDD reached 0.73). With α = unit a better base weighs a fact
 from __future__ import annotations
 
 from dnadiff.errors import DnadiffError
+from dnadiff.guidance.common import METHODS
 from dnadiff.guidance.rewards import reward_unit
-
-STRENGTH = {"smc": ("alpha", False), "cg": ("scale", True), "cg_grad": ("scale", True)}  # option, 1/unit?
 
 
 def default_strength(method: str, reward, length: int, options: dict, spec: str) -> dict:
     """The tilt's strength when the user gave none, from the reward's range (rewards.reward_unit):
     smc alpha = unit (target p·exp(r/unit)), cg/cg_grad scale = 1/unit; a fixed alpha = 1 on a GC
     fraction in [0, 1] tilts by e^0.005 per base, i.e. not at all. Returns what was chosen."""
-    if method not in STRENGTH or STRENGTH[method][0] in options:
+    declared = METHODS.get(method).strength  # (option, inverse) or None
+    if declared is None or declared[0] in options:
         return {}
-    key, inverse = STRENGTH[method]
+    key, inverse = declared
     unit = reward_unit(reward, length)
     if unit is None:
         raise DnadiffError(f"--method {method} with --reward {spec}: give the strength, --option {key}=VALUE "
@@ -42,4 +42,4 @@ def cg_rows_per_design(schedule, sampler, num_tokens: int, free: int) -> float:
     return float(num_tokens * free * still_masked.sum())
 
 
-__all__ = ["STRENGTH", "cg_rows_per_design", "default_strength"]
+__all__ = ["cg_rows_per_design", "default_strength"]

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.guidance.common import GuidedMethod
+from dnadiff.guidance.common import METHODS, GuidedMethod
 from dnadiff.samplers.base import greedy_fill
 from dnadiff.samplers.rng import StepRandom
 
@@ -29,6 +29,7 @@ def select_candidates(values: Tensor, alpha: float, rng: StepRandom | None) -> T
     return rng.categorical(w)
 
 
+@METHODS.register("svdd")
 class SVDD(GuidedMethod):
     """`SVDD(sampler, reward, candidates=8, alpha=0.0)`."""
 

@@ -5,9 +5,10 @@
     x = sampler.generate(denoiser, schedule, mask_id, (B, L), template=None, generator=g)
     sampler.last_nfe, sampler.last_nfe_per_row   # batched calls; calls per sequence (Long[B])
 
-Names: ancestral, cached, analytic, first_hitting, semi_ar, confidence, remdm, autoregressive (see
-each file for its options; base.py for the shared ones and the step contract: `init_state`,
-`model_time`, pure `step`, one loop in `Sampler.run`). `cache=True` (the default of `cached`)
+Names: `SAMPLERS.names()`, one file each (ancestral, cached, analytic, first_hitting, semi_ar,
+confidence, remdm, autoregressive; see each file for its options and declarations, base.py for
+the shared ones and the step contract: `init_state`, `model_time`, pure `step`, one loop in
+`Sampler.run`). `cache=True` (the default of `cached`)
 makes any masked-diffusion sampler evaluate only the sequences whose tokens changed, for a
 denoiser that ignores t (output_cache.py): the same samples with fewer denoiser rows.
 `generator` may be a torch.Generator (one
@@ -17,16 +18,6 @@ complement_ids, mask_id)` (strand-averaged predictions) and `guided(cond, uncond
 (classifier-free guidance). Templates (prefix/suffix prompts, infilling): `build_template`.
 """
 
-from dnadiff.samplers import (  # noqa: F401
-    analytic,
-    ancestral,
-    autoregressive,
-    cached,
-    confidence,
-    first_hitting,
-    remdm,
-    semi_ar,
-)
 from dnadiff.samplers.base import (
     SAMPLERS,
     Sampler,

@@ -34,6 +34,16 @@ class AutoregressiveSampler(Sampler):
     """`build_sampler("autoregressive", first_token_ids=[7, 8, 9, 10], use_cache=True)`; `steps` unused."""
 
     name = "autoregressive"
+    has_steps = False
+    has_time = False
+    autoregressive = True
+    guidable = False
+    model_options = ("first_token_ids",)
+
+    @classmethod
+    def defaults_from(cls, model) -> dict:
+        """A free first token among the real tokens; the objective's context token."""
+        return {"first_token_ids": list(model.tokenizer.content_ids), "bos_id": model.objective.bos_id}
 
     def __init__(self, steps: int = 1, *, first_token_ids: list[int] | None = None, use_cache: bool = True,
                  bos_id: int | None = None, **options):

@@ -107,8 +107,7 @@ from dnadiff.samplers.rng import (  # noqa: F401  (re-exported: the samplers' dr
     splitmix64,
 )
 
-SAMPLERS = Registry("sampler", providers=tuple(f"dnadiff.samplers.{m}" for m in (
-    "analytic", "ancestral", "autoregressive", "cached", "confidence", "first_hitting", "remdm", "semi_ar")))
+SAMPLERS = Registry("sampler", package="dnadiff.samplers")
 
 
 def build_sampler(name: str = "ancestral", **options) -> "Sampler":
@@ -234,6 +233,19 @@ class Sampler:
 
     name = "base"
     cache = False  # the default of the `cache` option (the `cached` sampler: True)
+    # what callers may rely on (DiffusionModel.build_sampler, the sample and design commands)
+    has_steps = True  # a step count applies (first_hitting: one call per token, autoregressive)
+    has_time = True  # it walks diffusion time down to `eps` (autoregressive: no)
+    autoregressive = False  # left-to-right decoding: the sampler of AR models, and only of them
+    guidable = True  # guidance methods can wrap it (one window stepped by `step`)
+    any_length = False  # it may generate beyond the backbone's maximum length (semi_ar's windows)
+    model_options: tuple[str, ...] = ()  # options the model sets (`defaults_from`), not the user
+
+    @classmethod
+    def defaults_from(cls, model) -> dict[str, Any]:
+        """Options this sampler takes from a DiffusionModel: the smallest time is the training
+        t_min (a model is never queried at times it never saw)."""
+        return {"eps": model.sampling_eps}
 
     def __init__(
         self,

@@ -44,6 +44,7 @@ class FirstHittingSampler(Sampler):
     max(τ, eps): never below the training t_min."""
 
     name = "first_hitting"
+    has_steps = False
 
     def __init__(self, steps: int = 1, **options):
         super().__init__(1, **options)  # `steps` is ignored (see the class docstring)

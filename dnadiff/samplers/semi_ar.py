@@ -29,6 +29,8 @@ class SemiARSampler(Sampler):
     """`build_sampler("semi_ar", inner="ancestral", inner_options={"steps": 128}, window=1024, stride=512)`."""
 
     name = "semi_ar"
+    guidable = False  # composite: runs an inner sampler per window
+    any_length = True
 
     def __init__(
         self,

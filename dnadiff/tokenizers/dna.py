@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.base import TOKENIZERS, Tokenizer
 
 SPECIAL_TOKENS = ["[CLS]", "[SEP]", "[BOS]", "[MASK]", "[PAD]", "[RESERVED]", "[UNK]"]
 NUCLEOTIDES = "ACGTN"
@@ -40,13 +41,18 @@ def complement_codes(codes: np.ndarray) -> np.ndarray:
     return np.where(codes >= 0, _CODE_COMPLEMENT[np.clip(codes, 0, 3)], codes).astype(codes.dtype)
 
 
-class DNATokenizer:
+@TOKENIZERS.register("dna")
+class DNATokenizer(Tokenizer):
     """Encode/decode DNA strings; complement and reverse-complement token ids."""
 
     cls_id, sep_id, bos_id, mask_id, pad_id, reserved_id, unk_id = range(7)
     a_id, c_id, g_id, t_id, n_id = range(7, 12)
     vocab_size = 12
     kind = "dna"
+
+    @classmethod
+    def from_config(cls, path: str | None = None, strict: bool = False) -> "DNATokenizer":
+        return cls(strict=strict)
 
     def __init__(self, strict: bool = False):
         self.strict = strict
@@ -71,6 +77,23 @@ class DNATokenizer:
     @property
     def special_ids(self) -> list[int]:
         return list(range(7))
+
+    # what models built on this tokenizer take from it (tokenizers/base.py)
+    @property
+    def content_ids(self) -> list[int]:
+        """The real tokens: MLM's random replacements, an AR model's free first token."""
+        return self.nucleotide_ids
+
+    @property
+    def never_sampled_ids(self) -> list[int]:
+        """Ids a sampler never produces: specials and N (N is not scored in training, so its logit
+        is untrained); the mask id stays (samplers handle it)."""
+        return [i for i in range(self.vocab_size) if i not in self.nucleotide_ids and i != self.mask_id]
+
+    @property
+    def ar_context_id(self) -> int | None:
+        """The `ar` objective's context token: [BOS], so AR scores every real base like the diffusion objectives."""
+        return self.bos_id
 
     def complement_map(self, size: int | None = None) -> list[int]:
         """complement_map()[i] is the complement id of i; ids >= 12 (model padding) map to themselves."""

@@ -14,6 +14,7 @@ from typing import Sequence
 import torch
 
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.base import TOKENIZERS, Tokenizer
 
 
 def _not_found(name_or_path: str) -> str:
@@ -27,8 +28,18 @@ def _not_found(name_or_path: str) -> str:
             f"AutoTokenizer.from_pretrained('{name_or_path}')\"")
 
 
-class TextTokenizer:
+@TOKENIZERS.register("text")
+class TextTokenizer(Tokenizer):
+    """Content: every non-special id; never sampled: [PAD]; AR context: none (a text sequence starts
+    with its own [CLS]/BOS token)."""
+
     kind = "text"
+
+    @classmethod
+    def from_config(cls, path: str | None = None, strict: bool = False) -> "TextTokenizer":
+        if not path:
+            raise DnadiffError("tokenizer.path: a text tokenizer needs a local path or cached name")
+        return cls(path)
 
     def __init__(self, name_or_path: str, hf_tokenizer=None):
         if hf_tokenizer is None:

@@ -1,20 +1,20 @@
 """The Lightning strategy of a run: DDP as Lightning ships it, FSDP with an explicit wrap policy.
 
 FSDP shards parameters per *wrapped unit*. Each backbone family wraps its repeated block (the unit
-that holds most of the parameters and runs as one piece):
-
-    caduceus  CaduceusBlock   (BiMamba's reverse direction shares in_proj/out_proj with the forward
-                               one: both live in the same block, so the tie is inside one unit)
-    mamba     MambaBlock      hyena  HyenaBlock      dit  DiTBlock
+that holds most of the parameters and runs as one piece), declared as `fsdp_blocks` on its class:
+caduceus CaduceusBlock (BiMamba's reverse direction shares in_proj/out_proj with the forward one:
+both live in the same block, so the tie is inside one unit), mamba MambaBlock, hyena HyenaBlock,
+dit DiTBlock.
 
 Everything else (embeddings, the LM head tied to the embedding table, final norm, time and label
 embeddings) stays in the root unit, so a tied pair is never split across units (FSDP requires
 that; `use_orig_params=True` keeps parameter names and the ties visible to the optimiser groups).
 
 Mixed precision: the selective scan (Mamba/Caduceus mixers) and Hyena's long-filter FFT convolution
-run in float32 (their parameters A_log, D, dt bias, filter taps lose too much in bf16); FSDP's
-`_module_classes_to_ignore` keeps those modules' parameters and computation in full precision while
-the rest of the block computes in bf16. Gradients are reduced in float32.
+run in float32 (their parameters A_log, D, dt bias, filter taps lose too much in bf16): the
+backbone's `float32_modules`, which FSDP's `_module_classes_to_ignore` keeps in full precision
+(parameters and computation) while the rest of the block computes in bf16. Gradients are reduced
+in float32.
 """
 
 from __future__ import annotations
@@ -36,37 +36,20 @@ def resolve_precision(precision: str) -> str:
 
 
 def block_classes(family: str) -> set[type[nn.Module]]:
-    """The classes FSDP wraps for a backbone family (registry name)."""
-    if family == "caduceus":
-        from dnadiff.backbones.caduceus import CaduceusBlock
+    """The classes FSDP wraps for a backbone family (registry name): its `fsdp_blocks`."""
+    from dnadiff.backbones.base import BACKBONES
 
-        return {CaduceusBlock}
-    if family == "mamba":
-        from dnadiff.backbones.mamba import MambaBlock
-
-        return {MambaBlock}
-    if family == "hyena":
-        from dnadiff.backbones.hyena import HyenaBlock
-
-        return {HyenaBlock}
-    if family == "dit":
-        from dnadiff.backbones.dit import DiTBlock
-
-        return {DiTBlock}
-    raise DnadiffError(f"train.strategy=fsdp: no wrap policy for backbone {family!r} (use ddp)")
+    blocks = BACKBONES.get(family).fsdp_blocks if family in BACKBONES else ()
+    if not blocks:
+        raise DnadiffError(f"train.strategy=fsdp: no wrap policy for backbone {family!r} (use ddp)")
+    return set(blocks)
 
 
 def float32_classes(family: str) -> tuple[type[nn.Module], ...]:
-    """Modules whose parameters and compute stay in float32 under FSDP mixed precision."""
-    if family in ("caduceus", "mamba"):
-        from dnadiff.backbones.mamba import Mamba
+    """Modules kept float32 (parameters and compute) under FSDP mixed precision: the backbone's `float32_modules`."""
+    from dnadiff.backbones.base import BACKBONES
 
-        return (Mamba,)
-    if family == "hyena":
-        from dnadiff.backbones.hyena import HyenaFilter
-
-        return (HyenaFilter,)
-    return ()
+    return tuple(BACKBONES.get(family).float32_modules) if family in BACKBONES else ()
 
 
 def fsdp_mixed_precision(precision: str, family: str):
