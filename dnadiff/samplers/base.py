@@ -1,88 +1,9 @@
-"""The shared sampler machinery: one loop, the step contract, templates, NFE counting, draws.
-
-Every sampler has the call of docs/architecture.md ("The sampler contract"):
+"""The shared sampler machinery: one loop (`Sampler.run`), the step contract, templates, NFE counting,
+per-row output caching, the shared options. The contract, the state, the randomness and every
+option are described in docs/architecture.md ("The sampler contract").
 
     x = sampler.generate(denoiser, schedule, mask_id, shape, template=None, generator=None)
-    sampler.last_nfe          # network calls of the last generate()
-    sampler.last_nfe_per_row  # Long[B]: the calls each sequence took part in (its own NFE)
-    sampler.last_rows         # rows pushed through the network, summed over calls (= its sum)
-    sampler.last_steps        # loop steps actually taken (max over batch chunks)
-
-`denoiser(x_t: Long[B, L], t: Float[B]) -> raw logits Float[B, L, V]`; samplers apply SUBS
-(MDLM §3.2.3) themselves. `template` is Long[B, L] (or [L], broadcast) holding fixed tokens and
-`mask_id` at the free positions: prefix, suffix and infill conditioning are all templates, and a
-sampler never changes a fixed token.
-
-The step contract (as diffusers' schedulers: the loop lives here, a sampler only says how one
-step moves the state). A sampler implements three methods:
-
-    state = sampler.init_state(denoiser, schedule, mask_id, x)      # x: Long[B, L], template applied
-    t     = sampler.model_time(state)    # Float[B] time at which to query the denoiser, or None
-    state = sampler.step(state, logits, rng)                        # pure: state in, new state out
-
-and `Sampler.run` (the one loop) does
-
-    while not state.done:
-        t = model_time(state)
-        if t is None: logits = None
-        else: logits, state = evaluate(denoiser, state, t)   # counted as NFE, per row too
-        state = step(state, logits, rng.at(state.step))
-        progress bar; guidance hooks are applied inside model_output
-    x = finish(denoiser, state, rng)   # noise removal (one more call, on rows still masked)
-
-`evaluate` makes the call through `model_output` (the denoiser, then the guidance hooks) and
-returns the state with its per-row NFE (`nfe`) and output cache (`cache`) updated. With the
-output cache on (`cache=True`, the `cached` sampler; only for a denoiser that ignores t) it sends
-the network only the rows whose tokens changed since their last evaluation and fills the others
-from the cache (output_cache.py, MDLM §4.1's caching applied per row), so every sampler gets the
-same logits, hence the same samples, as without it.
-
-`SamplerState` (below) holds everything the next step needs and nothing else: the tokens x_t,
-the template mask, the step index, the current time t, the time s the step goes to, the per-row
-NFE and output cache, and a dict `extra` of sampler-specific fields (e.g. ReMDM-conf's
-confidences, an AR decoding cache). `step` never mutates the state it gets (it returns
-`dataclasses.replace(state, ...)`, which carries `nfe` and `cache` over) and never calls the
-denoiser: every network call goes through `model_output`, so NFE counting, guidance (`guidance`
-hooks: `(state, logits) -> logits`, e.g. classifier guidance or SMC reweighting built on top of
-`step`) and progress are in one place. A hook sees the state of the rows being evaluated (a
-`select` of the batch when the cache leaves some out) and must treat rows independently. `rng`
-is a `StepRandom` for this step (below); its draws are the only randomness a step may use. Composite samplers (semi_ar) run the loop of an
-inner sampler once per window instead of defining `step`.
-
-Randomness (rng.py). `generator` may be
-  * a `torch.Generator` (or None: torch's global one): one stream shared by the whole batch, so
-    samples depend on the batch size (the historical behaviour, kept bit-identical), or
-  * an int seed or a `SeedStream(seed, first_row=0)`: a counter-based stream. Every draw of
-    sequence r (global index, `first_row` + row in the batch) at loop step i comes from its own
-    torch generator seeded with splitmix64(seed, r, i[, window]), so a sequence's sample does not
-    depend on how the batch is chunked (`dnadiff sample --batch-size 4` and `16` agree).
-Categorical draws are made in float64 either way (`float32_draws` is the reference's noise).
-
-Options shared by all samplers (keyword arguments of the constructor):
-  temperature  p ∝ p_θ^{1/T} (applied to p_θ(x0 | x_t) before the transition is built)
-  top_p        nucleus, the ReMDM/MDLM code's convention (`diffusion.py`, nucleus_p): sort p_θ,
-               keep the tokens whose cumulative probability (inclusive) is <= top_p, plus the
-               most likely token always; renormalise. E.g. p = (0.5, 0.3, 0.2), top_p = 0.7
-               keeps only the first token (0.5 <= 0.7 < 0.8).
-  eps          smallest time of the grid (reference: 1e-5). `DiffusionModel.generate` sets it to
-               the training t_min of the model directory, so a model is never queried at times
-               it never saw.
-  batch_size   generate in chunks of this many rows (None: all at once)
-  float32_draws  categorical draws with the reference's float32 exponential noise
-               (`1e-10 - log(rand + 1e-10)`, float32) instead of float64 ones. Zheng et al. 2024
-               (arXiv 2409.02908, §4) show float32 truncates the noise near 0, which starves the
-               low-probability tail (lower diversity); float64 is the default.
-  time_conditioned  whether the denoiser reads t (None: `getattr(denoiser, "time_conditioned", True)`).
-  cache        reuse each row's denoiser output until its tokens change, and skip rows with
-               nothing masked (default: on for `cached`, off for the others; every
-               masked-diffusion sampler accepts it). Exact only when the denoiser ignores t, so it
-               is off for time-conditioned denoisers whatever this says. Per-row NFE with it: one
-               evaluation at the start (if the row has a masked position), then one after every
-               step that changed the row and left it a masked position, when the output is used
-               (a further step, or noise removal). A row whose last change unmasks its last
-               token costs no call after it, so a row that changed at c steps and ended fully
-               unmasked has NFE = c, not c + 1.
-  progress     show a progress bar over the loop's steps.
+    denoiser(x_t: Long[B, L], t: Float[B]) -> raw logits Float[B, L, V]   # SUBS (MDLM §3.2.3) applied here
 """
 
 from __future__ import annotations
