@@ -58,7 +58,8 @@ class FinetuneTrainConfig(TrainerConfig):
 
 @dataclass(frozen=True)
 class FinetuneDataConfig:
-    dataset: str = "benchmarks/human_chr22_repeats"  # folder NAME/{train,test}/CLASS/*.txt (relative: under root) or a genomic-benchmarks name
+    # a folder NAME/{train,test}/CLASS/*.txt (relative: under root) or a genomic-benchmarks name
+    dataset: str = "benchmarks/human_chr22_repeats"
     root: Optional[str] = None  # data root of relative dataset paths (None: $DNADIFF_DATA, else the bundled data)
     download: bool = False  # fetch a named genomic-benchmarks set into its cache (network)
     max_len: Optional[int] = None  # truncate longer sequences (tab. 7 lists each set's max length)
@@ -87,7 +88,8 @@ class FinetuneModelConfig:
     rc_aug: bool = True  # reverse-complement augmentation in training (p = 0.5)
     dropout: float = 0.0
     freeze_backbone: bool = False  # linear probe: train the head only
-    noisy: bool = False  # noise-aware classifier (guidance): train on masked inputs z_t, t ~ U(0, 1) (Schiff et al. 2024)
+    # noise-aware classifier (guidance): train on masked inputs z_t, t ~ U(0, 1) (Schiff et al. 2024)
+    noisy: bool = False
 
     def __post_init__(self):
         _check(self.pooling in ("mean", "first", "last"), "model.pooling",
@@ -100,7 +102,8 @@ class FinetuneModelConfig:
 @dataclass(frozen=True)
 class ProtocolConfig:
     name: str = "paper"  # paper: one random 90/10 split per seed | kfold: stratified k-fold CV
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])  # paper: one run each; kfold: seeds[0] shuffles the folds
+    # paper: one run each; kfold: seeds[0] shuffles the folds
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     folds: int = 5  # kfold
     valid_frac: float = 0.1  # paper
     max_runs: Optional[int] = None  # cap the runs (quick checks)

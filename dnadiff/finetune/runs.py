@@ -131,7 +131,8 @@ def _run_with_threads(cfg: FinetuneConfig, out_dir, echo, resume: bool) -> dict[
 
 
 RUNS_DIR = "runs"  # out_dir/runs/lr{lr}/{run}.json: one finished run (restart-safe resume)
-BEST_DIR = "best_classifiers"  # out_dir/best_classifiers/lr{lr}/: that lr's best run so far (copied to out_dir/classifier)
+# out_dir/best_classifiers/lr{lr}/: that lr's best run so far (copied to out_dir/classifier)
+BEST_DIR = "best_classifiers"
 
 
 def _config_fingerprint(cfg: FinetuneConfig) -> str:
@@ -231,7 +232,8 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
             record = out / RUNS_DIR / f"lr{lr:g}" / f"{name}.json"
             res = _cached_run(record, fingerprint) if resume else None
             if res is None:
-                res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}", str(out))
+                res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}",
+                                     str(out))
                 if writer:  # the lr's best run so far, on disk (a resumed job finds it there)
                     keep_best_classifier(out / BEST_DIR / f"lr{lr:g}", made[-1], res, train_all.classes,
                                          {"lr": lr, "dataset": str(root), "max_len": cfg.data.max_len,

@@ -129,7 +129,8 @@ class ClassifierModule(L.LightningModule):
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, loader: DataLoader, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def predict_logits(model: nn.Module, loader: DataLoader,
+                   device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """All logits (N, C) and labels (N,) of a loader, model in eval mode."""
     was_training = model.training
     model.eval().to(device)
@@ -216,7 +217,8 @@ class _FinetuneData(L.LightningDataModule):
         if world == 1:
             return DataLoader(self.valid_set, batch_size=self.eval_bs, shuffle=False, collate_fn=self.collate,
                               num_workers=self.nw)
-        batches = [[(i, {"position": i}) for i in b] for b in rank_batches(len(self.valid_set), self.eval_bs, rank, world)]
+        dealt = rank_batches(len(self.valid_set), self.eval_bs, rank, world)
+        batches = [[(i, {"position": i}) for i in b] for b in dealt]
         if not batches:  # fewer batches than ranks: an empty rank must still reach the gather
             batches = [[(0, {"position": -1})]]
         return DataLoader(_Tagged(self.valid_set), batch_sampler=batches, collate_fn=_tagged_collate(self.collate),
