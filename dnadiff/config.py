@@ -138,8 +138,8 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class TrainerConfig:
-    """The training fields `dnadiff train` (TrainConfig) and `dnadiff finetune` (FinetuneTrainConfig)
-    share: same names, same checks (the values the Lightning Trainer and AdamW get)."""
+    """The training fields `dnadiff train` (TrainConfig) and `dnadiff finetune` (FinetuneTrainConfig,
+    dnadiff/finetune/config.py) share: same names, same checks (the values the Lightning Trainer and AdamW get)."""
 
     batch_size: int = 32
     betas: tuple[float, float] = (0.9, 0.999)
@@ -206,42 +206,6 @@ class TrainConfig(TrainerConfig):
         _check(self.val_batches >= 0, "train.val_batches", f"must be >= 0, got {self.val_batches}")
         _check(0 <= self.seed < 2**32, "train.seed", f"must be in [0, 2^32), got {self.seed}")
         super().__post_init__()
-
-
-@dataclass(frozen=True)
-class FinetuneTrainConfig(TrainerConfig):
-    """`dnadiff finetune`'s training section (Caduceus Genomic Benchmarks recipe, heads/config.py)."""
-
-    batch_size: int = 256
-    weight_decay: float = 0.1
-    devices: Any = 1
-    epochs: int = 10
-    eval_batch_size: Optional[int] = None  # default: batch_size
-    lr: Optional[float] = None  # one learning rate (as in `train`); null: sweep lr_grid
-    lr_grid: list[float] = field(default_factory=lambda: [1e-3, 2e-3])  # chosen per model on validation accuracy
-    warmup_steps: Optional[int] = None  # linear warmup steps (as in `train`); null: warmup_frac of the steps
-    warmup_frac: float = 0.01  # linear warmup over this fraction of the steps, then cosine to 0
-    max_steps_per_epoch: Optional[int] = None  # cap (quick checks)
-    deterministic: bool = True
-
-    def __post_init__(self):
-        _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
-        _check(self.eval_batch_size is None or self.eval_batch_size > 0, "train.eval_batch_size", "must be > 0")
-        _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid), "train.lr_grid",
-               f"needs one or more positive learning rates, got {self.lr_grid}")
-        _check(0.0 <= self.warmup_frac < 1.0, "train.warmup_frac", f"must be in [0, 1), got {self.warmup_frac}")
-        _check(self.lr is None or self.lr > 0, "train.lr", f"must be > 0 (or null to sweep lr_grid), got {self.lr}")
-        _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
-               "must be > 0 or null")
-        super().__post_init__()
-
-    def learning_rates(self) -> list[float]:
-        """The learning rates the protocol tries: `lr` alone when set, else `lr_grid`."""
-        return [float(self.lr)] if self.lr is not None else [float(x) for x in self.lr_grid]
-
-    def warmup(self, total_steps: int) -> int:
-        """Warmup steps of a run of `total_steps`: `warmup_steps` when set, else warmup_frac of them."""
-        return int(self.warmup_steps) if self.warmup_steps is not None else int(round(self.warmup_frac * total_steps))
 
 
 # Choices of the machine a run happens on, not of the model: a model directory records their
@@ -589,7 +553,7 @@ def replace(obj: Any, **changes: Any) -> Any:
     return dataclasses.replace(obj, **kwargs)
 
 
-__all__ = ["RunConfig", "TrainConfig", "FinetuneTrainConfig", "TrainerConfig", "ModelConfig",
+__all__ = ["RunConfig", "TrainConfig", "TrainerConfig", "ModelConfig",
            "ObjectiveConfig", "DataConfig", "SampleConfig", "ScheduleConfig", "TokenizerConfig",
            "CONFIG_ROOT", "load_config", "save_config", "replace", "to_dict", "from_dict", "parse_overrides",
            "resolve_config_path", "config_groups", "without_runtime"]

@@ -17,7 +17,7 @@ def check_options(obj: Any) -> Any:
     changes: dict[str, Any] = {}
     model = getattr(obj, "model", None)
     if getattr(model, "backbone", None) == "kmer_lr":  # the k-mer LR baseline is no network: its own options
-        from dnadiff.baselines.kmer_lr import kmer_options
+        from dnadiff.finetune.kmer_lr import kmer_options
 
         kmer_options(dict(model.overrides))  # a typo fails at load time, listing the known options
     elif getattr(model, "overrides", None) and not model.init_from:  # init_from: checked against the loaded network

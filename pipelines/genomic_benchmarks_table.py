@@ -20,7 +20,7 @@ protocol of `dnadiff finetune` (seeds x random 90/10 split, best validation accu
 on the shuffled test set) and reports test accuracy as mean ± range, the range being max − min
 over the runs (the paper's tab. 7 "±"); results.json of every cell also holds MCC, macro-F1 and AUROC.
 A classical baseline row, `k-mer LR` (k-mer frequencies k = 3..6 on both strands + L2 logistic
-regression, dnadiff/baselines/kmer_lr.py), runs under the same protocol, subsamples, seeds and
+regression, dnadiff/finetune/kmer_lr.py), runs under the same protocol, subsamples, seeds and
 splits (--no-kmer-lr skips it; --only-baselines runs only it and keeps the other rows of OUT.json).
 
 --scale cpu sizes (chosen to fit 45 minutes on 2 shared CPU cores with 4 inits x 2 data sets):
@@ -70,7 +70,7 @@ RUNS = REPO / "runs"  # pipelines/dna_perplexity.py --scale S writes runs/dna_pe
 # tab. 7 rows -> the DNA perplexity pipeline's run keys (seed 0 of each): MLM-pretrained Caduceus, the
 # same model fine-tuned with MDLM, and the AR baseline (Mamba)
 DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar"}
-KMER_ROW = "k-mer LR"  # the classical baseline row (dnadiff/baselines/kmer_lr.py), same cells and protocol
+KMER_ROW = "k-mer LR"  # the classical baseline row (dnadiff/finetune/kmer_lr.py), same cells and protocol
 
 
 def parse_inits(items: list[str]) -> dict[str, str]:
@@ -387,7 +387,7 @@ def plan_rows(args, inits: dict[str, str], prior: dict | None, datasets: list[st
 def cell_config(args, init_over: list[str], ds: str, init_dir: Path, inits: dict, dry: bool):
     """The fine-tuning config of one (init, data set) cell."""
     from dnadiff.config import replace
-    from dnadiff.heads import load_finetune_config
+    from dnadiff.finetune import load_finetune_config
 
     ds_name = Path(ds).name
     base = args.config or "finetune/finetune_base"
@@ -404,7 +404,7 @@ def cell_config(args, init_over: list[str], ds: str, init_dir: Path, inits: dict
 
 def run_cell(args, init: str, cfg, cell_dir: Path, dry: bool) -> dict:
     """Fine-tune one cell (or reuse its finished results.json): its record in the results JSON."""
-    from dnadiff.training import run_finetune
+    from dnadiff.finetune import run_finetune
 
     res = None if args.fresh or dry else cached_result(cell_dir, cfg)
     print(f"== {init} on {cell_dir.name}" + (" (finished earlier: reusing its results.json)" if res else ""),

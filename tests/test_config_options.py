@@ -81,8 +81,8 @@ def test_a_registry_imports_every_module_of_its_package(tmp_path, monkeypatch):
 def test_finetune_and_train_share_the_trainer_fields():
     import dataclasses
 
-    from dnadiff.config import FinetuneTrainConfig, TrainConfig, TrainerConfig
-    from dnadiff.heads.config import FinetuneConfig, load_finetune_config
+    from dnadiff.config import TrainConfig, TrainerConfig
+    from dnadiff.finetune.config import FinetuneConfig, FinetuneTrainConfig, load_finetune_config
 
     shared = {f.name for f in dataclasses.fields(TrainerConfig)}
     assert {"batch_size", "betas", "weight_decay", "grad_clip", "precision", "threads", "devices"} <= shared
@@ -98,7 +98,7 @@ def test_finetune_and_train_share_the_trainer_fields():
 
 def test_finetune_takes_trains_lr_and_warmup_steps():
     """`train.lr` and `train.warmup_steps` mean in `finetune` what they mean in `train`."""
-    from dnadiff.heads.config import load_finetune_config
+    from dnadiff.finetune.config import load_finetune_config
 
     base = load_finetune_config("experiments/tiny_finetune")
     assert base.train.lr is None and base.train.learning_rates() == [3e-3]  # the config's lr_grid

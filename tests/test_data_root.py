@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dnadiff.config import RunConfig, load_config
 from dnadiff.data_root import bundled_data_root, data_root
-from dnadiff.heads.config import load_finetune_config
+from dnadiff.finetune.config import load_finetune_config
 
 BUNDLED = Path(bundled_data_root())
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dnadiff.heads.config import load_finetune_config
-from dnadiff.training.finetune_protocol import run_finetune
+from dnadiff.finetune.config import load_finetune_config
+from dnadiff.finetune.runs import run_finetune
 
 import progress_wait
 from benchmark_files import write_benchmark

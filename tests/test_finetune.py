@@ -10,8 +10,8 @@ import pytest
 from dnadiff.config import CONFIG_ROOT
 from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 from dnadiff.errors import DnadiffError
-from dnadiff.heads.config import FinetuneConfig, load_finetune_config
-from dnadiff.training.finetune_protocol import protocol_runs
+from dnadiff.finetune.config import FinetuneConfig, load_finetune_config
+from dnadiff.finetune.protocol import protocol_runs
 
 
 def test_paper_splits_disjoint_90_10_deterministic():
@@ -157,11 +157,11 @@ def test_init_from_model_dir_copies_weights_per_run(tmp_path):
 
     from dnadiff.backbones import build_backbone
     from dnadiff.config import RunConfig, from_dict
-    from dnadiff.model_dir import save_model_dir
-    from dnadiff.training.finetune_protocol import (
+    from dnadiff.finetune.runs import (
         build_backbone_template,
         classifier_factory,
     )
+    from dnadiff.model_dir import save_model_dir
 
     torch.manual_seed(0)
     bb = build_backbone("caduceus", preset="tiny", vocab_size=12)
@@ -210,12 +210,12 @@ def test_finetune_metrics_do_not_depend_on_eval_batch_size_or_order(tmp_path, ba
         load_benchmark_split,
         pad_batch,
     )
-    from dnadiff.training.finetune import predict_logits
-    from dnadiff.training.finetune_protocol import (
+    from dnadiff.finetune.runs import (
         build_backbone_template,
         classifier_factory,
         run_finetune,
     )
+    from dnadiff.training.finetune import predict_logits
 
     data = _variable_length_benchmark(tmp_path / "bench")
     results = []
@@ -249,7 +249,7 @@ def test_finetune_threads_are_split_between_its_processes(monkeypatch):
     import torch
 
     import dnadiff.machine
-    from dnadiff.training import finetune_protocol
+    from dnadiff.finetune import runs as finetune_protocol
 
     seen = []
     monkeypatch.setattr(dnadiff.machine, "available_cores", lambda: 8)

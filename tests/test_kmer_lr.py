@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from dnadiff.baselines.kmer_lr import kmer_features, kmer_options, run_kmer_lr
 from dnadiff.errors import DnadiffError
-from dnadiff.heads.config import load_finetune_config
+from dnadiff.finetune.config import load_finetune_config
+from dnadiff.finetune.kmer_lr import kmer_features, kmer_options, run_kmer_lr
 
 
 def idx(kmer: str) -> int:
@@ -54,7 +54,7 @@ def test_protocol_runs_choice_of_c_and_metrics(tmp_path):
         "model.overrides.ks=[3,4]", "model.overrides.c_grid=[0.0001,0.1]"])
     res = run_kmer_lr(cfg, tmp_path / "out", echo=lambda *a: None)
     assert res["num_train"] == 120 and res["num_test"] == 60 and len(res["runs"]) == 3
-    from dnadiff.training.finetune_protocol import protocol_runs
+    from dnadiff.finetune.protocol import protocol_runs
 
     runs = protocol_runs(cfg, np.repeat([0, 1], 60))  # the neural heads' splits
     assert [(r["run"], r["num_train"], r["num_valid"]) for r in res["runs"]] == \
@@ -68,7 +68,7 @@ def test_protocol_runs_choice_of_c_and_metrics(tmp_path):
 
 
 def test_same_row_through_dnadiff_finetune(tmp_path):
-    from dnadiff.training.finetune_protocol import run_finetune
+    from dnadiff.finetune.runs import run_finetune
 
     bench = make_benchmark(tmp_path / "bench", n_train=30, n_test=10)
     cfg = load_finetune_config("finetune/finetune_base", [

@@ -130,8 +130,8 @@ def test_interrupted_plot_keeps_the_old_png(tmp_path, monkeypatch):
 def test_interrupted_finetune_results_keep_the_old_ones(tmp_path, monkeypatch):
     """run_finetune writes results.json through write_json: a crash there keeps the previous file."""
     import dnadiff.utils as utils
-    from dnadiff.heads.config import load_finetune_config
-    from dnadiff.training.finetune_protocol import run_finetune
+    from dnadiff.finetune.config import load_finetune_config
+    from dnadiff.finetune.runs import run_finetune
 
     cfg = load_finetune_config("experiments/tiny_finetune", [*_FT, "protocol.seeds=[0]", "data.max_train=16"])
     run_finetune(cfg, tmp_path, echo=lambda *a: None)
@@ -143,7 +143,7 @@ def test_interrupted_finetune_results_keep_the_old_ones(tmp_path, monkeypatch):
             _explode_mid_write(monkeypatch, utils)
         return real(path, obj)
 
-    import dnadiff.training.finetune_protocol as fp
+    import dnadiff.finetune.runs as fp
 
     monkeypatch.setattr(utils, "write_json", crash_on_results)
     with pytest.raises(Boom):
@@ -166,9 +166,9 @@ def _strip(d):
 
 
 def test_finetune_resume_after_crash_equals_uninterrupted(tmp_path, monkeypatch):
-    from dnadiff.heads.config import load_finetune_config
+    from dnadiff.finetune.config import load_finetune_config
+    from dnadiff.finetune.runs import run_finetune
     from dnadiff.training import finetune as ft
-    from dnadiff.training.finetune_protocol import run_finetune
 
     cfg = load_finetune_config("experiments/tiny_finetune", _FT)
     ref = run_finetune(cfg, tmp_path / "ref", echo=lambda *a: None)

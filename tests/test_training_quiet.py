@@ -52,7 +52,7 @@ def test_finetune_has_no_progress_bar_under_quiet(monkeypatch, restore_logging):
     """`dnadiff -q finetune`: no progress bar even though train.progress is true."""
     import lightning
 
-    from dnadiff.heads.config import load_finetune_config
+    from dnadiff.finetune.config import load_finetune_config
     from dnadiff.training.finetune import fit_classifier
 
     seen = {}

@@ -91,7 +91,7 @@ def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the named config, resolved (a run config, or a fine-tuning config)."""
     from dnadiff.config import RunConfig, load_config, to_dict
     from dnadiff.errors import DnadiffError
-    from dnadiff.heads.config import FinetuneConfig
+    from dnadiff.finetune.config import FinetuneConfig
 
     if not args.filter:
         raise DnadiffError("--print-config needs a config name, e.g. dnadiff configs experiments/tiny_dna_mdlm --print-config")

@@ -47,8 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dnadiff.heads.config import load_finetune_config
-    from dnadiff.training.finetune_protocol import run_finetune, run_rows
+    from dnadiff.finetune.config import load_finetune_config
+    from dnadiff.finetune.protocol import run_rows
+    from dnadiff.finetune.runs import run_finetune
     from dnadiff.logs import log
     from dnadiff.utils import format_table
 
@@ -84,6 +85,6 @@ def finetune_overrides(args: argparse.Namespace) -> list[str]:
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the fine-tuning config after defaults, overrides, options and the data root."""
     from dnadiff.config import to_dict
-    from dnadiff.heads.config import load_finetune_config
+    from dnadiff.finetune.config import load_finetune_config
 
     return to_dict(load_finetune_config(args.config, finetune_overrides(args)))

@@ -1,9 +1,7 @@
 """Classification heads for fine-tuning a backbone on labelled DNA (pooling, RC conjoining)."""
 
 from dnadiff.heads.classifier import ClassificationHead, SequenceClassifier, default_conjoin
-from dnadiff.heads.config import FinetuneConfig, load_finetune_config
 from dnadiff.heads.pooling import POOLINGS, pool, reverse_complement_padded
 
 __all__ = ["ClassificationHead", "SequenceClassifier", "default_conjoin", "POOLINGS", "pool",
-           "reverse_complement_padded",
-           "FinetuneConfig", "load_finetune_config"]
+           "reverse_complement_padded"]

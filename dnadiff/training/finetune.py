@@ -1,9 +1,9 @@
-"""Fine-tuning one classifier run with Lightning: the LightningModule and `fit_classifier`.
+"""Fine-tuning one classifier run with Lightning: the LightningModule and `fit_classifier` (the only
+Lightning part of `dnadiff finetune`; the config, protocol and runs are in dnadiff/finetune/).
 
 One run = one (learning rate, seed, train/valid split): train for `epochs`, evaluate validation
 accuracy after every epoch, keep the weights of the best epoch (a copy in memory; strictly
 better accuracy wins, so ties keep the earlier epoch), then score those weights on the test set.
-The protocols (seeds, folds, lr grid) are in training/finetune_protocol.py.
 
 Several processes (`train.devices=2`, DDP): each global batch of the 1-process loader (same shuffle)
 is cut into one contiguous slice per rank, and each example's loss is weighted W / (global batch
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import lightning as L
 import torch
@@ -26,8 +25,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from dnadiff.eval.classification import classification_metrics
+from dnadiff.finetune.config import FinetuneConfig
+from dnadiff.finetune.protocol import RunResult
 from dnadiff.heads.classifier import SequenceClassifier
-from dnadiff.heads.config import FinetuneConfig
 from dnadiff.training.optim import build_optimizer, build_scheduler
 from dnadiff.training.strategy import resolve_precision
 
@@ -129,7 +129,8 @@ class ClassifierModule(L.LightningModule):
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, loader: DataLoader, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def predict_logits(model: nn.Module, loader: DataLoader,
+                   device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """All logits (N, C) and labels (N,) of a loader, model in eval mode."""
     was_training = model.training
     model.eval().to(device)
@@ -216,7 +217,8 @@ class _FinetuneData(L.LightningDataModule):
         if world == 1:
             return DataLoader(self.valid_set, batch_size=self.eval_bs, shuffle=False, collate_fn=self.collate,
                               num_workers=self.nw)
-        batches = [[(i, {"position": i}) for i in b] for b in rank_batches(len(self.valid_set), self.eval_bs, rank, world)]
+        dealt = rank_batches(len(self.valid_set), self.eval_bs, rank, world)
+        batches = [[(i, {"position": i}) for i in b] for b in dealt]
         if not batches:  # fewer batches than ranks: an empty rank must still reach the gather
             batches = [[(0, {"position": -1})]]
         return DataLoader(_Tagged(self.valid_set), batch_sampler=batches, collate_fn=_tagged_collate(self.collate),
@@ -231,25 +233,6 @@ def quiet_lightning() -> None:
     from dnadiff.logs import quiet_libraries
 
     quiet_libraries(logging.WARNING)
-
-
-@dataclass
-class RunResult:
-    run: str
-    seed: int
-    lr: float
-    best_epoch: int
-    val_acc: float
-    test: dict[str, float]
-    num_train: int
-    num_valid: int
-    steps: int
-    wall_s: float
-    history: list[dict[str, float]] = field(default_factory=list)
-    log_dir: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def fit_classifier(

@@ -1,13 +1,10 @@
-"""Genomic Benchmarks protocols (tab. 7): splits, learning-rate choice, and the results summary.
+"""`dnadiff finetune`: the protocol's runs over the learning-rate grid, restart-safe, and the results.
 
-- `paper`: what the published "5-fold CV" is (docs/references.md "Genomic Benchmarks"): for each seed,
-  a random 90/10 train/validation split of the official train set; train; keep the best
-  validation-accuracy epoch; evaluate it on the official test set.
-- `kfold`: true stratified k-fold cross-validation of the train set (every train example is in
-  exactly one validation fold), same early stopping, each fold's model evaluated on the test set.
-The learning rate is `train.lr`, or chosen per model from `train.lr_grid` by mean best validation accuracy
-over the runs (test scores never enter the choice). Runs are reported as mean ± range, the range
-being max − min over the runs (the paper's tab. 7 "±").
+For each learning rate (`train.lr`, or each of `train.lr_grid`) and each run of the protocol
+(protocol.py: seeds or folds), one classifier is trained from the same backbone template by
+dnadiff.training.finetune.fit_classifier (the Lightning part, imported only when a neural row trains);
+the learning rate is chosen per model by mean best validation accuracy over the runs (test scores
+never enter the choice). A `kmer_lr` backbone runs the k-mer LR baseline (kmer_lr.py) instead.
 """
 
 from __future__ import annotations
@@ -23,14 +20,10 @@ import numpy as np
 from torch.utils.data import Subset
 
 from dnadiff.config import replace, save_config, to_dict
-# the protocol's data side lives in data/ (the k-mer LR baseline shares it); importable from here as before
-from dnadiff.data.protocol import protocol_data, protocol_runs, results_markdown, run_rows, select_on_validation
 from dnadiff.errors import DnadiffError
-from dnadiff.heads.config import FinetuneConfig
+from dnadiff.finetune.config import FinetuneConfig
+from dnadiff.finetune.protocol import RunResult, protocol_data, protocol_runs, results_markdown, select_on_validation
 from dnadiff.machine import describe_machine
-
-__all__ = ["protocol_data", "protocol_runs", "results_markdown", "run_rows", "run_finetune"]
-
 
 # ----------------------------------------------------------------------------- model
 
@@ -105,8 +98,8 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
     the recorded runs of the same config are reused and only the missing ones are trained (a run
     is a pure function of the config, lr and seed, so the results equal an uninterrupted job's).
     """
-    if cfg.model.backbone == "kmer_lr":  # the classical baseline, scikit-learn (dnadiff/baselines/kmer_lr.py)
-        from dnadiff.baselines.kmer_lr import run_kmer_lr
+    if cfg.model.backbone == "kmer_lr":  # the classical baseline, scikit-learn (kmer_lr.py)
+        from dnadiff.finetune.kmer_lr import run_kmer_lr
 
         return run_kmer_lr(cfg, out_dir, echo)
     from dnadiff.training.rundir import launch_rank
@@ -138,7 +131,8 @@ def _run_with_threads(cfg: FinetuneConfig, out_dir, echo, resume: bool) -> dict[
 
 
 RUNS_DIR = "runs"  # out_dir/runs/lr{lr}/{run}.json: one finished run (restart-safe resume)
-BEST_DIR = "best_classifiers"  # out_dir/best_classifiers/lr{lr}/: that lr's best run so far (copied to out_dir/classifier)
+# out_dir/best_classifiers/lr{lr}/: that lr's best run so far (copied to out_dir/classifier)
+BEST_DIR = "best_classifiers"
 
 
 def _config_fingerprint(cfg: FinetuneConfig) -> str:
@@ -165,8 +159,6 @@ def _cached_run(path: Path, fingerprint: str):
     """The RunResult recorded at `path` for this config, or None (absent, other config, unreadable)."""
     import json
 
-    from dnadiff.training.finetune import RunResult
-
     try:
         data = json.loads(path.read_text())
         if data.get("fingerprint") != fingerprint:
@@ -178,7 +170,7 @@ def _cached_run(path: Path, fingerprint: str):
 
 def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> dict[str, Any]:
     from dnadiff.data.benchmarks import SequenceClassificationDataset, pad_batch
-    from dnadiff.training.finetune import fit_classifier
+    from dnadiff.training.finetune import fit_classifier  # Lightning: only for a neural row
     from dnadiff.utils import atomic_write, write_json
 
     t0 = time.time()
@@ -240,7 +232,8 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
             record = out / RUNS_DIR / f"lr{lr:g}" / f"{name}.json"
             res = _cached_run(record, fingerprint) if resume else None
             if res is None:
-                res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}", str(out))
+                res = fit_classifier(cfg, make, tr_set, va_set, test_ds, collate, lr, seed, f"lr{lr:g}/{name}",
+                                     str(out))
                 if writer:  # the lr's best run so far, on disk (a resumed job finds it there)
                     keep_best_classifier(out / BEST_DIR / f"lr{lr:g}", made[-1], res, train_all.classes,
                                          {"lr": lr, "dataset": str(root), "max_len": cfg.data.max_len,

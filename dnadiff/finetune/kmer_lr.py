@@ -10,10 +10,10 @@ scaled to unit variance on the run's training part (scikit-learn StandardScaler 
 the features stay sparse). Classifier: scikit-learn LogisticRegression (L2, lbfgs) with inverse
 regularisation C from `c_grid`, chosen like the neural heads' learning rate: the C with the
 highest mean validation accuracy over the runs (test scores never enter the choice).
-Protocol: exactly `dnadiff finetune`'s (dnadiff/data/protocol.py): the same
-stratified subsamples (data.max_train / max_test), the same runs (protocol.seeds x 90/10 split, or
-k-fold), data.max_len truncation, test metrics from dnadiff.eval.classification, summaries as
-mean ± spread from its `summarize`.
+Protocol: exactly `dnadiff finetune`'s (protocol.py): the same stratified subsamples
+(data.max_train / max_test), the same runs (protocol.seeds x 90/10 split, or k-fold), data.max_len
+truncation, test metrics from dnadiff.eval.classification, summaries as mean ± spread from its
+`summarize`.
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ def _truncate(seqs: list[str], max_len: int | None) -> list[str]:
 def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> dict[str, Any]:
     """The k-mer LR row of tab. 7 under `dnadiff finetune`'s protocol; writes config.yaml, results.json/.md."""
     from dnadiff.config import save_config, to_dict
-    from dnadiff.data.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
     from dnadiff.eval.classification import classification_metrics
+    from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
     from dnadiff.machine import describe_machine
     from dnadiff.utils import atomic_write, write_json
 

@@ -1,10 +1,18 @@
-"""The Genomic Benchmarks protocol's data side, shared by the neural heads (training/finetune_protocol.py)
-and the k-mer LR baseline (baselines/kmer_lr.py): the data every row sees, its runs (seeds or folds),
-the hyperparameter chosen on validation, and the results tables.
+"""The Genomic Benchmarks protocol (tab. 7) every row follows, the neural heads (runs.py) and the
+k-mer LR baseline (kmer_lr.py) alike: the data (stratified subsamples of the official splits), the
+runs (seeds or folds), the hyperparameter chosen on validation, and the results table.
+
+- `paper`: what the published "5-fold CV" is (docs/references.md "Genomic Benchmarks"): for each seed,
+  a random 90/10 train/validation split of the official train set; train; keep the best
+  validation-accuracy epoch; evaluate it on the official test set.
+- `kfold`: true stratified k-fold cross-validation of the train set (every train example is in
+  exactly one validation fold), same early stopping, each fold's model evaluated on the test set.
+Runs are reported as mean ± range, the range being max − min over the runs (the paper's tab. 7 "±").
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -13,7 +21,28 @@ import numpy as np
 from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 
 if TYPE_CHECKING:
-    from dnadiff.heads.config import FinetuneConfig
+    from dnadiff.finetune.config import FinetuneConfig
+
+
+@dataclass
+class RunResult:
+    """One run of a neural head: its best validation epoch and that epoch's test metrics."""
+
+    run: str
+    seed: int
+    lr: float
+    best_epoch: int
+    val_acc: float
+    test: dict[str, float]
+    num_train: int
+    num_valid: int
+    steps: int
+    wall_s: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    log_dir: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 def protocol_runs(cfg: FinetuneConfig, train_labels) -> list[tuple[str, int, np.ndarray, np.ndarray]]:

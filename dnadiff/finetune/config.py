@@ -1,4 +1,6 @@
-"""FinetuneConfig: the `dnadiff finetune` settings (frozen dataclasses, YAML + key=value overrides).
+"""FinetuneConfig: the `dnadiff finetune` settings (frozen dataclasses, YAML + key=value overrides):
+data (the benchmark and its subsamples), model (backbone and classification head), protocol (seeds
+or folds) and train (the Lightning fit of one run).
 
     cfg = load_finetune_config("experiments/tiny_finetune", ["train.epochs=2"])
 
@@ -12,14 +14,52 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dnadiff.config import FinetuneTrainConfig, _check, load_config  # the train section lives beside TrainConfig
+from dnadiff.config import TrainerConfig, _check, load_config
 
 PROTOCOLS = ("paper", "kfold")
 
 
 @dataclass(frozen=True)
+class FinetuneTrainConfig(TrainerConfig):
+    """The training section: TrainerConfig's shared fields (the ones `dnadiff train` has) with the
+    recipe's defaults, plus epochs, the lr grid and warmup as a fraction of the steps."""
+
+    batch_size: int = 256
+    weight_decay: float = 0.1
+    devices: Any = 1
+    epochs: int = 10
+    eval_batch_size: Optional[int] = None  # default: batch_size
+    lr: Optional[float] = None  # one learning rate (as in `train`); null: sweep lr_grid
+    lr_grid: list[float] = field(default_factory=lambda: [1e-3, 2e-3])  # chosen per model on validation accuracy
+    warmup_steps: Optional[int] = None  # linear warmup steps (as in `train`); null: warmup_frac of the steps
+    warmup_frac: float = 0.01  # linear warmup over this fraction of the steps, then cosine to 0
+    max_steps_per_epoch: Optional[int] = None  # cap (quick checks)
+    deterministic: bool = True
+
+    def __post_init__(self):
+        _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
+        _check(self.eval_batch_size is None or self.eval_batch_size > 0, "train.eval_batch_size", "must be > 0")
+        _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid), "train.lr_grid",
+               f"needs one or more positive learning rates, got {self.lr_grid}")
+        _check(0.0 <= self.warmup_frac < 1.0, "train.warmup_frac", f"must be in [0, 1), got {self.warmup_frac}")
+        _check(self.lr is None or self.lr > 0, "train.lr", f"must be > 0 (or null to sweep lr_grid), got {self.lr}")
+        _check(self.max_steps_per_epoch is None or self.max_steps_per_epoch > 0, "train.max_steps_per_epoch",
+               "must be > 0 or null")
+        super().__post_init__()
+
+    def learning_rates(self) -> list[float]:
+        """The learning rates the protocol tries: `lr` alone when set, else `lr_grid`."""
+        return [float(self.lr)] if self.lr is not None else [float(x) for x in self.lr_grid]
+
+    def warmup(self, total_steps: int) -> int:
+        """Warmup steps of a run of `total_steps`: `warmup_steps` when set, else warmup_frac of them."""
+        return int(self.warmup_steps) if self.warmup_steps is not None else int(round(self.warmup_frac * total_steps))
+
+
+@dataclass(frozen=True)
 class FinetuneDataConfig:
-    dataset: str = "benchmarks/human_chr22_repeats"  # folder NAME/{train,test}/CLASS/*.txt (relative: under root) or a genomic-benchmarks name
+    # a folder NAME/{train,test}/CLASS/*.txt (relative: under root) or a genomic-benchmarks name
+    dataset: str = "benchmarks/human_chr22_repeats"
     root: Optional[str] = None  # data root of relative dataset paths (None: $DNADIFF_DATA, else the bundled data)
     download: bool = False  # fetch a named genomic-benchmarks set into its cache (network)
     max_len: Optional[int] = None  # truncate longer sequences (tab. 7 lists each set's max length)
@@ -48,7 +88,8 @@ class FinetuneModelConfig:
     rc_aug: bool = True  # reverse-complement augmentation in training (p = 0.5)
     dropout: float = 0.0
     freeze_backbone: bool = False  # linear probe: train the head only
-    noisy: bool = False  # noise-aware classifier (guidance): train on masked inputs z_t, t ~ U(0, 1) (Schiff et al. 2024)
+    # noise-aware classifier (guidance): train on masked inputs z_t, t ~ U(0, 1) (Schiff et al. 2024)
+    noisy: bool = False
 
     def __post_init__(self):
         _check(self.pooling in ("mean", "first", "last"), "model.pooling",
@@ -61,7 +102,8 @@ class FinetuneModelConfig:
 @dataclass(frozen=True)
 class ProtocolConfig:
     name: str = "paper"  # paper: one random 90/10 split per seed | kfold: stratified k-fold CV
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])  # paper: one run each; kfold: seeds[0] shuffles the folds
+    # paper: one run each; kfold: seeds[0] shuffles the folds
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     folds: int = 5  # kfold
     valid_frac: float = 0.1  # paper
     max_runs: Optional[int] = None  # cap the runs (quick checks)
