@@ -15,7 +15,7 @@ from dnadiff.lazy import lazy_exports
 
 _EXPORTS = {
     "FinetuneConfig": "config", "FinetuneTrainConfig": "config", "load_finetune_config": "config",
-    "RunResult": "protocol", "protocol_data": "protocol", "protocol_runs": "protocol",
+    "protocol_data": "protocol", "protocol_runs": "protocol",
     "select_on_validation": "protocol", "run_rows": "protocol", "results_markdown": "protocol",
     "run_finetune": "runs",
     "kmer_features": "kmer_lr", "kmer_options": "kmer_lr", "run_kmer_lr": "kmer_lr",

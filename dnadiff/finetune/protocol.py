@@ -12,7 +12,6 @@ Runs are reported as mean ± range, the range being max − min over the runs (t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -22,27 +21,6 @@ from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 
 if TYPE_CHECKING:
     from dnadiff.finetune.config import FinetuneConfig
-
-
-@dataclass
-class RunResult:
-    """One run of a neural head: its best validation epoch and that epoch's test metrics."""
-
-    run: str
-    seed: int
-    lr: float
-    best_epoch: int
-    val_acc: float
-    test: dict[str, float]
-    num_train: int
-    num_valid: int
-    steps: int
-    wall_s: float
-    history: list[dict[str, float]] = field(default_factory=list)
-    log_dir: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def protocol_runs(cfg: FinetuneConfig, train_labels) -> list[tuple[str, int, np.ndarray, np.ndarray]]:

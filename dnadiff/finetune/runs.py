@@ -22,7 +22,7 @@ from torch.utils.data import Subset
 from dnadiff.config import replace, save_config, to_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.finetune.config import FinetuneConfig
-from dnadiff.finetune.protocol import RunResult, protocol_data, protocol_runs, results_markdown, select_on_validation
+from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
 from dnadiff.machine import describe_machine
 
 # ----------------------------------------------------------------------------- model
@@ -158,6 +158,8 @@ def _config_fingerprint(cfg: FinetuneConfig) -> str:
 def _cached_run(path: Path, fingerprint: str):
     """The RunResult recorded at `path` for this config, or None (absent, other config, unreadable)."""
     import json
+
+    from dnadiff.training.finetune import RunResult  # Lightning: only for a neural row
 
     try:
         data = json.loads(path.read_text())

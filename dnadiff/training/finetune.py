@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import lightning as L
 import torch
@@ -25,8 +26,6 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from dnadiff.eval.classification import classification_metrics
-from dnadiff.finetune.config import FinetuneConfig
-from dnadiff.finetune.protocol import RunResult
 from dnadiff.heads.classifier import SequenceClassifier
 from dnadiff.training.optim import build_optimizer, build_scheduler
 from dnadiff.training.strategy import resolve_precision
@@ -43,6 +42,27 @@ def noisy_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, m
     if attention_mask is not None:
         hit &= attention_mask.bool()
     return torch.where(hit, torch.full_like(input_ids, mask_id), input_ids)
+
+
+@dataclass
+class RunResult:
+    """One run of a neural head: its best validation epoch and that epoch's test metrics."""
+
+    run: str
+    seed: int
+    lr: float
+    best_epoch: int
+    val_acc: float
+    test: dict[str, float]
+    num_train: int
+    num_valid: int
+    steps: int
+    wall_s: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    log_dir: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 class ClassifierModule(L.LightningModule):
@@ -236,7 +256,7 @@ def quiet_lightning() -> None:
 
 
 def fit_classifier(
-    cfg: FinetuneConfig,
+    cfg,  # a dnadiff.finetune.FinetuneConfig (that package imports this module, not the reverse)
     make_model: Callable[[], SequenceClassifier],
     train_set: Dataset,
     valid_set: Dataset,
