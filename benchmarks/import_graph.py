@@ -56,9 +56,17 @@ def _levels(graph: dict[str, set[str]], cyc: list[list[str]]) -> int:
     return max((d(n) for n in dag), default=0)
 
 
-def _imports(root: Path) -> tuple[int, int, int]:
-    """(imports at a file's top level, imports inside functions, code lines) over root/dnadiff."""
-    top = local = lines = 0
+def _own(node) -> bool:
+    """An import of dnadiff itself (absolute or relative)."""
+    if isinstance(node, ast.ImportFrom):
+        return bool(node.level) or (node.module or "").split(".")[0] == "dnadiff"
+    return any(a.name.split(".")[0] == "dnadiff" for a in node.names)
+
+
+def _imports(root: Path) -> tuple[int, int, int, int, int]:
+    """(imports at a file's top level, inside functions, the same two for dnadiff's own modules, code
+    lines) over root/dnadiff."""
+    top = local = own_top = own_local = lines = 0
     for path in (root / "dnadiff").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         lines += sum(1 for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#"))
@@ -69,7 +77,9 @@ def _imports(root: Path) -> tuple[int, int, int]:
             if isinstance(n, (ast.Import, ast.ImportFrom)):
                 local += id(n) in inner
                 top += id(n) not in inner
-    return top, local, lines
+                own_local += id(n) in inner and _own(n)
+                own_top += id(n) not in inner and _own(n)
+    return top, local, own_top, own_local, lines
 
 
 def measure(rev: str) -> dict:
@@ -80,7 +90,7 @@ def measure(rev: str) -> dict:
             tar.extractall(tmp, filter="data")
         import_graph.__globals__["PACKAGE"] = Path(tmp) / "dnadiff"
         graph = import_graph()
-        top, local, lines = _imports(Path(tmp))
+        top, local, own_top, own_local, lines = _imports(Path(tmp))
     units: dict[str, set[str]] = {}
     for m, ts in graph.items():
         units.setdefault(_unit(m), set()).update(_unit(t) for t in ts if _unit(t) != _unit(m))
@@ -94,6 +104,7 @@ def measure(rev: str) -> dict:
             "module_cycles": len(cycles(graph)), "units": len(units), "unit_levels": _levels(units, unit_cycles),
             "unit_arrows": sum(map(len, units.values())), "unit_cycles": len(unit_cycles),
             "arrows_inside_unit_cycles": len(upward), "imports_at_top": top, "imports_in_functions": local,
+            "dnadiff_imports_at_top": own_top, "dnadiff_imports_in_functions": own_local,
             "code_lines": lines, "upward": upward}
 
 
