@@ -221,7 +221,8 @@ class DiffusionModel:
         smp = self.build_sampler(sampler, steps, **options)
         template = template.to(self.device)
         x = smp.generate(
-            SuppressTokens(denoiser, self.banned_ids()), self.schedule, self.tokenizer.mask_id, (num, length), template=template, generator=generator
+            SuppressTokens(denoiser, self.banned_ids()), self.schedule, self.tokenizer.mask_id, (num, length),
+            template=template, generator=generator
         )
         return (x, smp) if return_sampler else x
 

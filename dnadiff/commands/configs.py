@@ -94,7 +94,8 @@ def resolved_config(args: argparse.Namespace) -> dict:
     from dnadiff.finetune.config import FinetuneConfig
 
     if not args.filter:
-        raise DnadiffError("--print-config needs a config name, e.g. dnadiff configs experiments/tiny_dna_mdlm --print-config")
+        raise DnadiffError("--print-config needs a config name, e.g. dnadiff configs experiments/tiny_dna_mdlm "
+                           "--print-config")
     try:
         return to_dict(load_config(RunConfig, args.filter))
     except DnadiffError as first:

@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError(f"--steps must be positive, got {args.steps}")
     if args.num_samples <= 0:
         raise DnadiffError(f"--num-samples must be positive, got {args.num_samples}")
-    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", demo_overrides(args))  # bad overrides fail before any output
+    # bad overrides fail before any output
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", demo_overrides(args))
     if os.path.isdir(args.out) and os.listdir(args.out) and not args.force:
         raise DnadiffError(f"{args.out}: exists and is not empty (use --force to replace the demo's results)")
     fasta, bed = bundled_genome()
@@ -63,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     from dnadiff.checkpoint import load
+    from dnadiff.data import build_split_dataset
     from dnadiff.eval import evaluate_model
     from dnadiff.training import train
-    from dnadiff.data import build_split_dataset
 
     log.info(f"\n[2/4] training a tiny Caduceus MDLM ({cfg.train.max_steps} steps, batch {cfg.train.batch_size}, "
           f"{cfg.data.seq_len} bp windows) ...")
@@ -92,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     x, smp = model.generate(args.num_samples, cfg.sample.length, generator=gen, return_sampler=True)
     seqs = model.decode(x)
     fa = os.path.join(args.out, "samples.fa")
-    write_fasta(fa, [(f"sample_{i} tiny_dna_mdlm {cfg.sample.sampler} steps={cfg.sample.steps}", s) for i, s in enumerate(seqs)])
+    write_fasta(fa, [(f"sample_{i} tiny_dna_mdlm {cfg.sample.sampler} steps={cfg.sample.steps}", s)
+                     for i, s in enumerate(seqs)])
     for s in seqs:
         gc = (s.count("G") + s.count("C")) / max(1, len(s))
         result_line(f"  {s[:60]}...  GC={gc:.2f}")

@@ -8,7 +8,8 @@ HELP = "design sequences that score high on a reward (classifier, GC, motif, use
 DESCRIPTION = """Steer a masked-diffusion DNA model toward a reward while sampling.
 
   dnadiff design MODEL --reward gc:0.42 --method smc --num 16 --length 200 --out designed.fa
-  dnadiff design MODEL --reward classifier:runs/ft/classifier --target coding --method svdd --num 64 --length 500 --out d.fa
+  dnadiff design MODEL --reward classifier:runs/ft/classifier --target coding --method svdd --num 64 \
+--length 500 --out d.fa
   dnadiff design MODEL --reward motif:TATAAA --method best_of_n --option n=16 --prefix ACGT --out d.fa
   dnadiff design MODEL --reward mypkg.rewards:score --method cg --option scale=2 --out d.fa
 
@@ -152,7 +153,8 @@ def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num
              "tokens), estimated %s for %d designs", f"{rows:,.0f}", sampler.steps, len(token_ids),
              format_duration(total), num)
     if total > 3600 and not allow_slow:
-        raise DnadiffError(f"--method cg: about {rows:,.0f} reward rows per design, estimated {format_duration(total)} for "
+        raise DnadiffError(f"--method cg: about {rows:,.0f} reward rows per design, "
+                           f"estimated {format_duration(total)} for "
                            f"{num} designs; use --method cg_grad (one reward gradient per step), fewer --steps or "
                            "--num, or --allow-slow")
 

@@ -45,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length", type=int, default=None, help="sequence length (default: the model's sample.length)")
     p.add_argument("--train-steps", type=int, default=100, help="optimizer updates (default 100)")
     p.add_argument("--sample-steps", type=int, default=128, help="sampler steps T of each trajectory (default 128)")
-    p.add_argument("--truncate-steps", type=int, default=50, help="drakes: gradient through the last K steps (default 50)")
+    p.add_argument("--truncate-steps", type=int, default=50,
+                   help="drakes: gradient through the last K steps (default 50)")
     p.add_argument("--gumbel-temperature", type=float, default=1.0, help="drakes: τ of the Gumbel-softmax (default 1)")
     p.add_argument("--group-size", type=int, default=8, help="policy_gradient: samples per group G (default 8)")
     p.add_argument("--ppo-epochs", type=int, default=1, help="policy_gradient: updates per sampled batch (default 1)")
@@ -84,7 +85,8 @@ def check_args(args: argparse.Namespace) -> None:
     if args.advantage not in ADVANTAGES:
         raise DnadiffError(f"--advantage {args.advantage!r}: choose {' or '.join(ADVANTAGES)}")
     if args.method == "policy_gradient" and (args.group_size < 2 or args.batch_size % args.group_size):
-        raise DnadiffError(f"--batch-size {args.batch_size} must be a multiple of --group-size {args.group_size} (>= 2)")
+        raise DnadiffError(f"--batch-size {args.batch_size} must be a multiple of "
+                           f"--group-size {args.group_size} (>= 2)")
 
 
 def settings_of(args: argparse.Namespace) -> dict:
@@ -100,10 +102,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from dnadiff.checkpoint import official_kind
-    from dnadiff.model_dir import load_config_of
     from dnadiff.errors import DnadiffError
     from dnadiff.guidance.rewards import build_reward, soft_support
     from dnadiff.logs import log
+    from dnadiff.model_dir import load_config_of
     from dnadiff.training.reward_loop import complete_settings, reward_finetune
     from dnadiff.utils import format_table
 

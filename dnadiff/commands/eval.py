@@ -48,11 +48,11 @@ def run(args: argparse.Namespace) -> int:
 
     from dnadiff.checkpoint import load_for_inference
     from dnadiff.config import replace
+    from dnadiff.data.datasets import build_split_dataset
+    from dnadiff.data.fasta import read_bed
     from dnadiff.data.streamed_records import record_windows
     from dnadiff.errors import DnadiffError
-    from dnadiff.data.datasets import build_split_dataset
     from dnadiff.eval.perplexity import evaluate_model
-    from dnadiff.data.fasta import read_bed
     from dnadiff.logs import log, progress_enabled
     from dnadiff.utils import format_table, refuse_existing, write_json
 
@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
         "model": str(args.model_dir), "data": source, "seq_len": seq_len,
         "kind": "exact" if model.objective.deterministic else "bound",
         f"nats_per_{unit}": res["nats_per_token"], f"bits_per_{unit}": res["bits_per_token"],
-        "perplexity": res["perplexity"], "std_error_nats": res["std_error"], "perplexity_std_error": res["perplexity_std_error"],
+        "perplexity": res["perplexity"], "std_error_nats": res["std_error"],
+        "perplexity_std_error": res["perplexity_std_error"],
         f"num_{unit}s": res["num_tokens"], "num_windows": res["num_sequences"], "objective": res["objective"],
         "pad_policy": res["pad_policy"], "T": res["T"],
         "num_samples": res["num_samples"], "quadrature": res["quadrature"],
@@ -153,10 +154,12 @@ def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) 
         log.info("%s", what)
         return
     total = per_batch * batches
-    line = f"{what}: about {format_duration(total)} ({batches:,} batches of {args.batch_size}, one took {per_batch:.2g} s)"
+    line = (f"{what}: about {format_duration(total)} ({batches:,} batches of {args.batch_size}, "
+            f"one took {per_batch:.2g} s)")
     if total > 60:
         quick = max(args.batch_size, int(n * 60 / total) // args.batch_size * args.batch_size)
-        line += f"; --max-windows {quick:,} gives an estimate in about {format_duration(per_batch * quick / args.batch_size)}"
+        line += (f"; --max-windows {quick:,} gives an estimate in about "
+                 f"{format_duration(per_batch * quick / args.batch_size)}")
     log.info("%s", line)
 
 

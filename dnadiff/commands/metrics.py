@@ -26,7 +26,8 @@ SAMPLES_metrics/) and prints a table.
 
 The reference is a FASTA, or a genome with --bed/--split (windows of the samples' length cut
 from that split), or `bundled`: the human chr22 sample shipped with the package, with its BED
-(the test split unless --split says otherwise). --oracle MODEL_DIR adds the perplexity of the samples (and of the floor's real
+(the test split unless --split says otherwise). --oracle MODEL_DIR adds the perplexity of the samples \
+(and of the floor's real
 sequences) under a trained dnadiff model: exact for AR models, the bound for diffusion models.
 --embedder DIR adds a Fréchet distance between the pooled features of samples and reference under a
 fine-tuned classifier (`dnadiff finetune` OUT/classifier: the vector its head sees) or a dnadiff model
@@ -66,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("motifs, embeddings and classifiers")
     g.add_argument("--no-motifs", action="store_true", help="skip the JASPAR motif scan")
     g.add_argument("--motif-pvalue", type=float, default=1e-4, help="p-value threshold of a motif hit (default 1e-4)")
-    g.add_argument("--jaspar-release", default="JASPAR2024", help="JASPAR release bundled with pyjaspar (default JASPAR2024)")
+    g.add_argument("--jaspar-release", default="JASPAR2024",
+                   help="JASPAR release bundled with pyjaspar (default JASPAR2024)")
     g.add_argument("--motif-ids", default=None,
                    help="comma-separated JASPAR matrix ids (e.g. MA0139.2,MA0079.5) instead of all CORE vertebrates")
     g.add_argument("--embedder", default=None,
@@ -129,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
 
         models["classifier"] = load_classifier(args.classifier, "--classifier")
         for label in dict.fromkeys(labels):  # an unknown class fails before the work
-            class_index(label, models["classifier"][1]["classes"], "--label" if args.label is not None else f"{args.samples}: class")
+            class_index(label, models["classifier"][1]["classes"],
+                        "--label" if args.label is not None else f"{args.samples}: class")
     if args.embedder:
         models["embedder"] = load_embedder(args.embedder, samples[:1])
     if not args.no_motifs:
@@ -192,7 +195,8 @@ def sample_labels(records: list[tuple[str, str]], label: str | None, source: str
     for name, _ in records:
         found = [w[6:] for w in name.split() if w.startswith("class=")]
         if not found or found[0] in ("", "None"):
-            raise DnadiffError(f"{source}: record {name.split()[0] if name else '?'!r} has no class=NAME in its header; "
+            raise DnadiffError(f"{source}: record {name.split()[0] if name else '?'!r} "
+                               "has no class=NAME in its header; "
                                "give --label NAME (the class the samples were generated for)")
         out.append(found[0])
     return out

@@ -102,7 +102,8 @@ class ClassifierGuidance(GuidedMethod):
         self.token_ids = None if token_ids is None else [int(i) for i in token_ids]
 
     def hook(self, state, logits: Tensor) -> Tensor:
-        ids = self.token_ids if self.token_ids is not None else [v for v in range(logits.shape[-1]) if v != state.mask_id]
+        ids = (self.token_ids if self.token_ids is not None
+               else [v for v in range(logits.shape[-1]) if v != state.mask_id])
         if self.gradient:
             self._reward_rows += int(state.x.shape[0])  # one differentiable evaluation per sequence
             return gradient_guidance_logits(logits, state.x, state.mask_id, self.reward, self.scale, ids)

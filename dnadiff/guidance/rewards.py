@@ -145,7 +145,8 @@ class Motif(Reward):
             if onehot.shape[1] < k:
                 return onehot.new_zeros(onehot.shape[0])
             probs = onehot[:, :, m.to(onehot.device)]  # (B, L, k): prob of the motif base j at each position
-            idx = torch.arange(onehot.shape[1] - k + 1, device=onehot.device)[:, None] + torch.arange(k, device=onehot.device)
+            idx = (torch.arange(onehot.shape[1] - k + 1, device=onehot.device)[:, None]
+                   + torch.arange(k, device=onehot.device))
             j = torch.arange(k, device=onehot.device)
             return probs[:, idx, j].prod(-1).sum(-1)  # multilinear: equals the count at one-hot inputs
 
@@ -195,7 +196,8 @@ class Classifier(Reward):
         self.target = int(target)
         if not 0 <= self.target < int(self.meta["num_classes"]):
             raise DnadiffError(f"--target {target}: class index out of range 0..{int(self.meta['num_classes']) - 1}")
-        self.name = f"classifier:{os.path.basename(os.path.normpath(path))}[{classes[self.target] if classes else self.target}]"
+        self.name = (f"classifier:{os.path.basename(os.path.normpath(path))}"
+                     f"[{classes[self.target] if classes else self.target}]")
         self.batch_size = int(batch_size)
         self.device = torch.device(device)
 

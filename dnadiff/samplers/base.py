@@ -195,7 +195,8 @@ class Sampler:
         elif noise_removal is False or noise_removal is None:
             noise_removal = "none"
         if noise_removal not in ("argmax", "sample", "none"):
-            raise DnadiffError(f"sampler {self.name!r}: noise_removal must be argmax|sample|none, got {noise_removal!r}")
+            raise DnadiffError(f"sampler {self.name!r}: noise_removal must be argmax|sample|none, "
+                               f"got {noise_removal!r}")
         if batch_size is not None and int(batch_size) < 1:
             raise DnadiffError(f"sampler {self.name!r}: batch_size must be >= 1, got {batch_size}")
         self.steps = int(steps)

@@ -70,5 +70,6 @@ class StreamDataModule(L.LightningDataModule):
         # fewer batches than ranks: every rank evaluates all of them (a rank without batches would
         # never reach the gather); the module then averages instead of summing over ranks
         self.val_sharded = -(-len(self.val_set) // bs) >= world
-        batches = rank_batches(len(self.val_set), bs, rank, world) if self.val_sharded else rank_batches(len(self.val_set), bs, 0, 1)
+        batches = (rank_batches(len(self.val_set), bs, rank, world) if self.val_sharded
+                   else rank_batches(len(self.val_set), bs, 0, 1))
         return DataLoader(self.val_set, batch_sampler=batches, num_workers=self.cfg.data.num_workers)

@@ -22,10 +22,10 @@ from dnadiff.model import DiffusionModel
 from dnadiff.training.ema import EMA
 from dnadiff.training.optim import build_optimizer, build_scheduler
 
-
 # the validation metrics are gathered by hand (on_validation_epoch_end), so Lightning's advice to
 # add sync_dist=True (an average of per-rank values) is wrong here: keep it off every rank's screen
-warnings.filterwarnings("ignore", message=r".*recommended to use `self\.log\('val/.*sync_dist=True", category=UserWarning)
+warnings.filterwarnings("ignore", message=r".*recommended to use `self\.log\('val/.*sync_dist=True",
+                        category=UserWarning)
 
 
 class NonFiniteLossError(DnadiffError):
@@ -69,7 +69,8 @@ class DiffusionLitModule(L.LightningModule):
     def training_step(self, batch, batch_idx):
         self._seed_step()
         self.micro_step += 1
-        out = self.model.objective.loss(self._denoiser_for(batch, train=True), batch["input_ids"], batch["attention_mask"])
+        out = self.model.objective.loss(self._denoiser_for(batch, train=True), batch["input_ids"],
+                                        batch["attention_mask"])
         if not torch.isfinite(out.loss):
             raise NonFiniteLossError(
                 f"non-finite training loss ({out.loss.item()}) at step {self.global_step}; "
@@ -77,7 +78,8 @@ class DiffusionLitModule(L.LightningModule):
             )
         tokens = out.num_tokens.sum()
         self.last_train_loss = float(out.loss.detach())
-        self.log("train/loss", out.loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=len(batch["input_ids"]))
+        self.log("train/loss", out.loss, prog_bar=True, on_step=True, on_epoch=False,
+                 batch_size=len(batch["input_ids"]))
         self.log("train/tokens", tokens.float(), on_step=True, on_epoch=False, reduce_fx="sum")
         return out.loss
 
@@ -125,7 +127,8 @@ class DiffusionLitModule(L.LightningModule):
         if self._val_sharded():  # this rank's batch_idx-th batch is batch batch_idx·W + rank of 1 process
             batch_idx = batch_idx * world + rank
         gen = torch.Generator(device="cpu").manual_seed(self.cfg.train.seed + 7919 * batch_idx)
-        out = self.model.objective.loss(self._denoiser_for(batch), batch["input_ids"], batch["attention_mask"], generator=gen)
+        out = self.model.objective.loss(self._denoiser_for(batch), batch["input_ids"], batch["attention_mask"],
+                                        generator=gen)
         self._val_nll += out.nll.double().sum().cpu()
         self._val_tokens += out.num_tokens.double().sum().cpu()
 

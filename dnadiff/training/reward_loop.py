@@ -96,7 +96,8 @@ class RewardFinetuneModule(L.LightningModule):
     def training_step(self, batch, batch_idx):
         s, step = self.s, int(self.global_step)
         self.backbone.eval()  # no dropout: the KL compares two deterministic transitions
-        x_init = torch.full((int(s["batch_size"]), int(s["length"])), self.mask_id, dtype=torch.long, device=self.device)
+        x_init = torch.full((int(s["batch_size"]), int(s["length"])), self.mask_id, dtype=torch.long,
+                            device=self.device)
         beta = float(s["kl_weight"])
         if s["method"] == "drakes":
             out = drakes_loss(self.denoiser, self.pre_denoiser, self.reward.soft, self.grid, self.mask_id, x_init,
@@ -138,7 +139,8 @@ class ExportFinetuned(L.Callback):
         from dnadiff.model_dir import save_model_files
 
         self.metrics = {"updates": int(trainer.global_step), "method": self.cfg.reward_finetune["method"],
-                        "reward": self.cfg.reward_finetune["reward"], "kl_weight": self.cfg.reward_finetune["kl_weight"],
+                        "reward": self.cfg.reward_finetune["reward"],
+                        "kl_weight": self.cfg.reward_finetune["kl_weight"],
                         "reward_last": pl_module.last["reward"], "kl_last": pl_module.last["kl"],
                         "loss_last": pl_module.last["loss"],
                         "wall_seconds_this_session": round(time.time() - self.start, 2)}

@@ -104,7 +104,8 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
 
             classes = load_benchmark_split(resolve_benchmark(cfg.data.benchmark or ""), "test").classes
             if len(classes) != cfg.model.num_classes:
-                raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, {cfg.data.benchmark} has {len(classes)} classes")
+                raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, "
+                                   f"{cfg.data.benchmark} has {len(classes)} classes")
             cfg = replace(cfg, **{"model.class_names": classes})
         overrides.setdefault("cond_dim", 32)
     backbone = build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
@@ -282,8 +283,9 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
 
     t = cfg.train
     # saved after the validation of its step, with the logs flushed first (training/checkpoints.py)
-    checkpointing = RunCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}", every_n_train_steps=t.ckpt_every,
-                                  save_top_k=1, monitor="step", mode="max", save_last=True, auto_insert_metric_name=False)
+    checkpointing = RunCheckpoint(dirpath=run_dir / "checkpoints", filename="step{step}",
+                                  every_n_train_steps=t.ckpt_every, save_top_k=1, monitor="step", mode="max",
+                                  save_last=True, auto_insert_metric_name=False)
     export = ExportModelDir(run_dir / "model", cfg, tokenizer, start)
     settings = trainer_kwargs(cfg, run_dir)
     show_bar = settings["enable_progress_bar"]  # train.progress, off under -q

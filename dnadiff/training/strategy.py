@@ -78,8 +78,8 @@ def build_strategy(cfg: RunConfig) -> Any:
         raise DnadiffError("train.strategy: fsdp runs on GPUs only (Lightning has no CPU FSDP); "
                            "use train.strategy=ddp on the CPU")
     if cfg.train.ema > 0:  # the EMA copy is a full, unsharded copy kept outside FSDP's units
-        raise DnadiffError("train.ema: the EMA weights are not sharded by FSDP; set train.ema=0 with train.strategy=fsdp "
-                           "(or use ddp)")
+        raise DnadiffError("train.ema: the EMA weights are not sharded by FSDP; "
+                           "set train.ema=0 with train.strategy=fsdp (or use ddp)")
     from lightning.pytorch.strategies import FSDPStrategy
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
