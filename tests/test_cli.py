@@ -3,7 +3,7 @@ import sys
 
 from dnadiff.cli import main
 
-import progress_wait  # waits by progress, not by a wall-clock limit
+from helpers import progress_wait  # waits by progress, not by a wall-clock limit
 
 
 def test_help_lists_commands(capsys):

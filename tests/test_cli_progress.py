@@ -13,7 +13,7 @@ import torch
 import tqdm.auto
 import tqdm.std
 
-from cli_model import tiny_model_dir
+from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
 
 

@@ -13,7 +13,7 @@ import yaml
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 
-import progress_wait
+from helpers import progress_wait
 
 FAST = ["data.seq_len=32", "train.batch_size=2", "train.val_batches=1", "train.log_every=1", "train.warmup_steps=0"]
 

@@ -18,9 +18,9 @@ import pytest
 from dnadiff.heads.config import load_finetune_config
 from dnadiff.training.finetune_protocol import run_finetune
 
-import progress_wait
-from benchmark_files import write_benchmark
-from subprocess_env import child_env
+from helpers import progress_wait
+from helpers.benchmark_files import write_benchmark
+from helpers.subprocess_env import child_env
 
 REPO = Path(__file__).resolve().parent.parent
 

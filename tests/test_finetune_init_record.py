@@ -4,7 +4,7 @@ config's default), and the console says what was loaded."""
 import random
 
 import yaml
-from benchmark_files import write_benchmark
+from helpers.benchmark_files import write_benchmark
 
 from dnadiff.backbones import build_backbone
 from dnadiff.config import RunConfig, from_dict

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import load_script
+from helpers.scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 gpu_check = load_script(REPO / "benchmarks" / "gpu_check.py", "gpu_check")
@@ -55,7 +55,7 @@ def test_fsdp1_reload_nll_is_per_token_nats(tmp_path):
     import torch
 
     import dnadiff
-    from cli_model import tiny_model_dir
+    from helpers.cli_model import tiny_model_dir
 
     model = dnadiff.load(tiny_model_dir(tmp_path))
     x = torch.randint(7, 11, (2, 32))
@@ -67,7 +67,7 @@ def test_fsdp1_reload_nll_is_per_token_nats(tmp_path):
 
 
 def test_gpu_check_kernels_row_without_the_cuda_extra(tmp_path, monkeypatch):
-    from fake_kernels import install
+    from helpers.fake_kernels import install
 
     install(monkeypatch, {}, absent=("mamba_ssm", "causal_conv1d"))
     res = _run(tmp_path, "kernels")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from legacy_layout import to_legacy_layout
+from helpers.legacy_layout import to_legacy_layout
 
 import dnadiff
 from dnadiff.backbones import build_backbone

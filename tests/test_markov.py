@@ -22,7 +22,7 @@ from dnadiff.baselines.markov import (
 from dnadiff.diffusion import build_objective
 from dnadiff.tokenizers import DNATokenizer
 
-import progress_wait
+from helpers import progress_wait
 
 TOK = DNATokenizer()
 CODE = {"A": 0, "C": 1, "G": 2, "T": 3}

@@ -19,7 +19,7 @@ from dnadiff.data import streamed_records as rw
 from dnadiff.data.records import read_fasta, tile_records
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers import DNATokenizer
-from subprocess_env import REPO, child_env
+from helpers.subprocess_env import REPO, child_env
 
 
 def _random_fasta(rng: np.random.Generator) -> bytes:
@@ -163,7 +163,7 @@ def test_eval_records_memory_does_not_grow_with_the_file(tmp_path):
     """`dnadiff eval MODEL --records BIG --max-windows 8` on a 24 MB single-line FASTA: peak RSS at
     most 6 MiB (a quarter of the file) above the same command on a short file. Reading the file whole
     took ~30x the file (measured 1.6 GB for 50 MB at seq_len 128)."""
-    from cli_model import tiny_model_dir
+    from helpers.cli_model import tiny_model_dir
 
     model = tiny_model_dir(tmp_path, seq_len=32)
     rng = np.random.default_rng(1)

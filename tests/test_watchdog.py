@@ -10,8 +10,8 @@ import sys
 import textwrap
 import time
 
-from progress_wait import Child
-from subprocess_env import REPO, child_env
+from helpers.progress_wait import Child
+from helpers.subprocess_env import REPO, child_env
 
 WORKER = textwrap.dedent("""
     import os, sys, time
