@@ -171,14 +171,16 @@ def is_model_dir(path: str | os.PathLike) -> bool:
 
 def legacy_config_file(path: Path) -> Path | None:
     """The migration of the unreleased layout before config.json: a model directory holding its RunConfig as
-    config.yaml (no markers) beside its weights. Returns that file, or None when `path` is not such a
-    directory: it has a config.json, or no config.yaml, or no weights (a run directory's config.yaml, its
-    weights in model/). load_config_of reads the file as the RunConfig of a config.json; push_to_hub
-    uploads the directory as a config.json folder. Nothing is rewritten in place."""
+    config.yaml (no markers) beside its weights (model.safetensors, or a pickle that _check_dir refuses).
+    Returns that file, or None when `path` is not such a directory: it has a config.json, or no config.yaml,
+    or no weights (a run directory's config.yaml, its weights in model/). load_config_of reads the file as
+    the RunConfig of a config.json; push_to_hub uploads the directory as a config.json folder. Nothing is
+    rewritten in place."""
     file = path / LEGACY_CONFIG_FILE
-    if (path / CONFIG_FILE).is_file() or not file.is_file() or not (path / WEIGHTS_FILE).is_file():
+    if (path / CONFIG_FILE).is_file() or not file.is_file():
         return None
-    return file
+    weights = (path / WEIGHTS_FILE).is_file() or any(p.suffix in PICKLE_SUFFIXES for p in path.iterdir())
+    return file if weights else None
 
 
 def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module,
