@@ -30,6 +30,10 @@ FULL_DATA = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "dat
 # OMP_NUM_THREADS (dnadiff/threads.py): one thread there too, whatever the machine's load.
 torch.set_num_threads(1)
 os.environ["OMP_NUM_THREADS"] = "1"
+# The tests never reach the network. dnadiff sets HF_DATASETS_OFFLINE only before `datasets` is first
+# imported; a test module that imports it earlier would otherwise make a missing data set wait ~20 s on
+# retries (tests/test_text_data.py's lm1b error after tests/test_text_local_copy.py).
+os.environ["HF_DATASETS_OFFLINE"] = os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 @pytest.fixture(autouse=True)
