@@ -93,6 +93,7 @@ def _write_benchmark(root, n=24, seed=0):
     return root
 
 
+@pytest.mark.training
 def test_finetune_bar_counts_epochs_from_one_and_steps(tmp_path, recorded, capsys):
     """2 epochs of ceil(43/8) = 6 steps: the bar says epoch 1/2 then 2/2 (not "Epoch 0/0"), counts
     12 optimizer steps, and no logger version ("v_num") is shown."""

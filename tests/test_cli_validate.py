@@ -57,6 +57,7 @@ def test_sampler_option_of_the_right_type_passes(model, tmp_path, capsys):
     assert header.startswith(">sample_0 sampler=remdm length=8") and len(seq) == 8 and set(seq) <= set("ACGTN")
 
 
+@pytest.mark.subprocess
 def test_train_without_arguments_says_config_required_overrides_optional():
     proc = subprocess.run([sys.executable, "-m", "dnadiff", "train"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2

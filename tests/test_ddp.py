@@ -38,6 +38,8 @@ from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 from dnadiff.weights import read_weights
 
+pytestmark = [pytest.mark.subprocess, pytest.mark.training, pytest.mark.ddp]
+
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "helpers" / "ddp_driver.py"
 driver = load_script(DRIVER, "ddp_driver")

@@ -22,6 +22,8 @@ from helpers import progress_wait
 from helpers.benchmark_files import write_benchmark
 from helpers.subprocess_env import child_env
 
+pytestmark = [pytest.mark.subprocess, pytest.mark.training, pytest.mark.ddp]
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -25,6 +25,7 @@ def _run(tmp_path, checks: str) -> dict:
     return res
 
 
+@pytest.mark.training
 def test_gpu_check_cpu_tiny(tmp_path):
     res = _run(tmp_path, "scan,train,ddp1,fsdp1,sampler")
     rows = {(r["check"], r.get("model") or r.get("sampler")): r for r in res["checks"]}
@@ -43,6 +44,7 @@ def test_gpu_check_rejects_unknown_checks(tmp_path, capsys):
     assert "unknown nope" in capsys.readouterr().err
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_gpu_check_cpu_tiny_with_demo(tmp_path):
     res = _run(tmp_path, ",".join(gpu_check.CHECKS))

@@ -22,6 +22,8 @@ from dnadiff.weights import read_weights
 
 from helpers.progress_wait import Child
 
+pytestmark = [pytest.mark.subprocess, pytest.mark.training]
+
 REPO = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("kill_safety", REPO / "benchmarks" / "kill_safety.py")
 ks = importlib.util.module_from_spec(_spec)

@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.subprocess
 def test_dnadiff_eval_imports_no_lightning(tmp_path):
     """A whole `dnadiff eval` on a model dir, in a fresh interpreter: Lightning is never imported."""
     script = f"""

@@ -10,6 +10,8 @@ import pytest
 
 from helpers.progress_wait import Child, run
 
+pytestmark = [pytest.mark.subprocess]
+
 TICKER = "import sys, time\nfor i in range({n}):\n    print(i, flush=True)\n    time.sleep({dt})\n"
 
 

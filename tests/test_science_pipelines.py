@@ -21,6 +21,7 @@ def _results_listing() -> list[Path]:
     return sorted((REPO / "results").rglob("*")) if (REPO / "results").is_dir() else []
 
 
+@pytest.mark.training
 def test_cpu_hour_dry_run_table_paired_comparison_and_plot(tmp_path, capsys):
     ch = pipeline("cpu_hour")
     before = _results_listing()
@@ -55,6 +56,7 @@ def test_cpu_hour_bad_options_are_one_line_errors(capsys):
     assert "error: --sweep: unknown row 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.training
 def test_genomic_benchmarks_recipe_dry_runs(capsys):
     gr = pipeline("genomic_benchmarks_recipe")
     before = _results_listing()
@@ -70,6 +72,7 @@ def test_genomic_benchmarks_recipe_dry_runs(capsys):
     assert _results_listing() == before
 
 
+@pytest.mark.training
 def test_sample_quality_dry_run_every_row_and_metric(capsys):
     sq = pipeline("sample_quality")
     before = _results_listing()
@@ -85,6 +88,7 @@ def test_sample_quality_dry_run_every_row_and_metric(capsys):
     assert _results_listing() == before
 
 
+@pytest.mark.training
 def test_max_minutes_stops_training_on_time(tmp_path):
     """train.max_minutes (Lightning max_time) ends a run long before max_steps; validation points carry
     their wall clock in logs/metrics.csv."""

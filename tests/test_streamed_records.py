@@ -158,6 +158,7 @@ def test_a_window_reads_at_most_a_chunk_more_than_itself(tmp_path):
         assert _CountingFile.read_bytes <= (rw.CHUNK + 100) * 17 // 16 + 64  # 1/16 more for line ends
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="peak RSS read from Linux's /proc (VmHWM)")
 def test_eval_records_memory_does_not_grow_with_the_file(tmp_path):
     """`dnadiff eval MODEL --records BIG --max-windows 8` on a 24 MB single-line FASTA: peak RSS at
