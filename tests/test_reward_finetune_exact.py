@@ -68,6 +68,7 @@ def test_target_numbers():
     assert kl(p_pre, p_star) == pytest.approx(0.3989, abs=1e-3)
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("method,bound", [("drakes", 0.10), ("policy_gradient", 0.045)])
 def test_finetuning_approaches_the_tilted_target(method, bound):
     pre, ft = finetune(method, BETA)
