@@ -1,6 +1,6 @@
 """Schedule invariance of the MDLM continuous NELBO (tab. 9 / §3.2.3) with an exact denoiser.
 
-For a tiny explicit distribution (tests/exact_denoiser.py: 3 real tokens + mask, length 3) the
+For a tiny explicit distribution (tests/helpers/exact_denoiser.py: 3 real tokens + mask, length 3) the
 per-sequence estimator Z = w(t) Σ_{masked l} -log p(x0^l | x_t), t ~ U[t_min, 1], x_t ~ q(.|x0),
 has, for every schedule with α(0) = 1, α(1) = 0, the same mean -log p(x0) (change of variables
 t -> α). Its variance depends on the schedule. We compute mean and variance two ways:
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
 from exact_denoiser import ExactDenoiser, nelbo_moments  # noqa: E402
 
 from dnadiff.diffusion import build_objective, build_schedule  # noqa: E402

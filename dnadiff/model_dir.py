@@ -7,7 +7,8 @@ A dnadiff model directory is a Hugging Face-style model folder:
     model.safetensors   the weights (the EMA weights when EMA is on)
     metrics.json        what training/eval measured
     tokenizer/          (text models) the Hugging Face tokenizer files
-Directories written before config.json (a `config.yaml` with the same RunConfig) keep loading.
+Directories of the unreleased layout before config.json (a `config.yaml` with the same RunConfig) keep
+loading: `legacy_config_file` is the one place that knows them.
 The `model_type: dnadiff` marker keeps a dnadiff config.json apart from official ones.
 Loading a whole model (this format or an official one) is `dnadiff.checkpoint.load`.
 """
@@ -28,7 +29,6 @@ from dnadiff.config import (
     RUNTIME_BACKBONE_KEYS,
     RunConfig,
     from_dict,
-    load_config,
     replace,
     to_dict,
     without_runtime,
@@ -40,7 +40,7 @@ from dnadiff.version import __version__
 from dnadiff.weights import save_module_weights
 
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, TOKENIZER_DIR = "config.json", "model.safetensors", "metrics.json", "tokenizer"
-LEGACY_CONFIG_FILE = "config.yaml"  # model directories written before config.json
+LEGACY_CONFIG_FILE = "config.yaml"  # model directories written before config.json (legacy_config_file)
 MODEL_TYPE = "dnadiff"  # config.json's model_type: what tells a dnadiff directory from official ones
 _MARKERS = ("model_type", "dnadiff_version")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -160,7 +160,21 @@ def is_dnadiff_config(path: str | os.PathLike) -> bool:
 def is_model_dir(path: str | os.PathLike) -> bool:
     """A dnadiff model directory: a marked config.json, or the config.yaml of older versions."""
     path = Path(path)
-    return path.is_dir() and (is_dnadiff_config(path) or (path / LEGACY_CONFIG_FILE).is_file())
+    return path.is_dir() and (is_dnadiff_config(path) or legacy_config_file(path) is not None)
+
+
+def legacy_config_file(path: Path) -> Path | None:
+    """The migration of the unreleased layout before config.json: a model directory holding its RunConfig as
+    config.yaml (no markers) beside its weights (model.safetensors, or a pickle that _check_dir refuses).
+    Returns that file, or None when `path` is not such a directory: it has a config.json, or no config.yaml,
+    or no weights (a run directory's config.yaml, its weights in model/). load_config_of reads the file as
+    the RunConfig of a config.json; push_to_hub uploads the directory as a config.json folder. Nothing is
+    rewritten in place."""
+    file = path / LEGACY_CONFIG_FILE
+    if (path / CONFIG_FILE).is_file() or not file.is_file():
+        return None
+    weights = (path / WEIGHTS_FILE).is_file() or any(p.suffix in PICKLE_SUFFIXES for p in path.iterdir())
+    return file if weights else None
 
 
 def write_weights(file: Path, cfg: RunConfig, backbone: torch.nn.Module,
@@ -186,7 +200,7 @@ def _check_dir(path: Path) -> None:
         raise DnadiffError(f"{path}: model directory not found")
     if not path.is_dir():
         raise DnadiffError(f"{path}: expected a model directory, got a file")
-    if not (path / CONFIG_FILE).is_file() and not (path / LEGACY_CONFIG_FILE).is_file():
+    if not (path / CONFIG_FILE).is_file() and legacy_config_file(path) is None:
         raise DnadiffError(f"{path}: missing {CONFIG_FILE} (not a dnadiff model directory)")
     if not (path / WEIGHTS_FILE).is_file():
         pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
@@ -197,24 +211,15 @@ def _check_dir(path: Path) -> None:
         raise DnadiffError(f"{path}: missing {WEIGHTS_FILE}")
 
 
-def _pad_policy_of_old_dirs(data: Any) -> list[str]:
-    """A model directory saved before `objective.pad_policy` existed was trained and evaluated with
-    pads visible (never masked nor scored): keep that, not today's default, when loading it."""
-    objective = data.get("objective") if isinstance(data, dict) else None
+def _config_from_data(data: dict[str, Any]) -> RunConfig:
+    """The RunConfig a model directory records. One saved before `objective.pad_policy` existed was
+    trained and evaluated with pads visible (never masked nor scored): keep that, not today's default."""
+    if not data:  # an emptied file is a mistake, not "all defaults"
+        raise DnadiffError("empty config (no keys)")
+    objective = data.get("objective")
     if isinstance(objective, dict) and "pad_policy" not in objective:
-        return ["objective.pad_policy=visible"]
-    return []
-
-
-def _legacy_yaml(config_file: Path) -> Any:
-    from dnadiff.config import (
-        _read_yaml,  # the bounded reader every config goes through
-    )
-
-    try:
-        return _read_yaml(str(config_file))
-    except DnadiffError:
-        return None  # load_config reports the problem
+        data = {**data, "objective": {**objective, "pad_policy": "visible"}}
+    return from_dict(RunConfig, data)
 
 
 def _load_json_config(file: Path) -> RunConfig:
@@ -224,22 +229,21 @@ def _load_json_config(file: Path) -> RunConfig:
         raise DnadiffError(f"{file}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
     if not isinstance(data, dict) or data.get("model_type") != MODEL_TYPE:
         raise DnadiffError(f"{file}: not a dnadiff config (model_type is not {MODEL_TYPE!r})")
-    data = {k: v for k, v in data.items() if k not in _MARKERS}
-    if _pad_policy_of_old_dirs(data):
-        data["objective"] = {**data["objective"], "pad_policy": "visible"}
-    return from_dict(RunConfig, data)
+    return _config_from_data({k: v for k, v in data.items() if k not in _MARKERS})
 
 
 def load_config_of(path: str | os.PathLike) -> RunConfig:
     path = resolve_model_path(path)  # a Hub id: its folder in the local Hugging Face cache
     _check_dir(path)
-    file = path / CONFIG_FILE if (path / CONFIG_FILE).is_file() else path / LEGACY_CONFIG_FILE
+    legacy = legacy_config_file(path)
+    file = legacy or path / CONFIG_FILE
     try:
-        if file.name == CONFIG_FILE:
+        if legacy is None:
             cfg = _load_json_config(file)
         else:
-            cfg = load_config(RunConfig, file, _pad_policy_of_old_dirs(_legacy_yaml(file)),
-                              resolve_paths=False)  # paths as the run recorded them
+            from dnadiff.config import _read_yaml  # the bounded reader every config goes through
+
+            cfg = _config_from_data(_read_yaml(str(legacy)))
     except DnadiffError as exc:  # name the model's config file when the message does not
         raise naming(exc, file) from None
     # defaults that changed: a directory written before they were recorded keeps its behaviour

@@ -30,6 +30,10 @@ FULL_DATA = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "dat
 # OMP_NUM_THREADS (dnadiff/threads.py): one thread there too, whatever the machine's load.
 torch.set_num_threads(1)
 os.environ["OMP_NUM_THREADS"] = "1"
+# The tests never reach the network. dnadiff sets HF_DATASETS_OFFLINE only before `datasets` is first
+# imported; a test module that imports it earlier would otherwise make a missing data set wait ~20 s on
+# retries (tests/test_text_data.py's lm1b error after tests/test_text_local_copy.py).
+os.environ["HF_DATASETS_OFFLINE"] = os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 @pytest.fixture(autouse=True)
@@ -61,9 +65,9 @@ def benchmarks_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> str:
-    """A tiny untrained DNA model directory (tests/cli_model.py), one per test module: its tests only read it
+    """A tiny untrained DNA model directory (tests/helpers/cli_model.py), one per test module: its tests only read it
     (a module-local `model` fixture takes precedence)."""
-    from cli_model import tiny_model_dir
+    from helpers.cli_model import tiny_model_dir
 
     return tiny_model_dir(tmp_path_factory.mktemp("model"))
 
@@ -91,8 +95,8 @@ def shared_data() -> Path:
 
 @pytest.fixture
 def fake_kernels(monkeypatch):
-    """Stand-in mamba_ssm / causal_conv1d kernels (tests/fake_kernels.py) importable for one test, so CPU
+    """Stand-in mamba_ssm / causal_conv1d kernels (tests/helpers/fake_kernels.py) importable for one test, so CPU
     tests drive the CUDA dispatch; yields the log of their calls and of the copies they had to make."""
-    from fake_kernels import stand_in_kernels
+    from helpers.fake_kernels import stand_in_kernels
 
     yield from stand_in_kernels(monkeypatch)

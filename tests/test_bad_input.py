@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from legacy_layout import to_legacy_layout
+from helpers.legacy_layout import to_legacy_layout
 
 from dnadiff.cli import main as cli_main
 

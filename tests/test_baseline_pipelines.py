@@ -78,6 +78,7 @@ def test_genomic_benchmarks_only_baselines_merges_the_kmer_row(tmp_path):
     assert "| k-mer LR |" in md and "reused from the earlier run" in md and "mdlm vs k-mer LR" in md
 
 
+@pytest.mark.subprocess
 def test_genomic_benchmarks_script_does_not_shadow_the_package(tmp_path):
     """`python pipelines/genomic_benchmarks_table.py` puts pipelines/ first on sys.path: the
     `genomic_benchmarks` package, whose loc2seq --download uses, must still be the one imported (a

@@ -12,7 +12,7 @@ from dnadiff.diffusion import build_schedule
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers import SeedStream, build_sampler
 from dnadiff.samplers.base import CountingDenoiser, OutputCache, make_stream
-from exact_sampling_target import ExactDenoiser, random_joint
+from helpers.exact_sampling_target import ExactDenoiser, random_joint
 
 SCHED = build_schedule("loglinear", eps=1e-3)
 MASK = 3

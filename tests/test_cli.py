@@ -1,9 +1,10 @@
 import json
 import sys
 
-from dnadiff.cli import main
+import pytest
+from helpers import progress_wait  # waits by progress, not by a wall-clock limit
 
-import progress_wait  # waits by progress, not by a wall-clock limit
+from dnadiff.cli import main
 
 
 def test_help_lists_commands(capsys):
@@ -15,6 +16,8 @@ def test_help_lists_commands(capsys):
     assert "demo" in out
 
 
+@pytest.mark.subprocess
+@pytest.mark.training
 def test_demo_summary(tmp_path):
     proc = progress_wait.run(
         [sys.executable, "-m", "dnadiff", "demo", "--out", str(tmp_path), "--summary-only"], watch=[tmp_path])
@@ -25,6 +28,8 @@ def test_demo_summary(tmp_path):
     assert 0.35 < splits["train"]["gc"] < 0.6
 
 
+@pytest.mark.subprocess
+@pytest.mark.training
 def test_demo_runs_end_to_end(tmp_path):
     """The README's main command, shortened (3 steps, 32-bp windows): train, evaluate, sample, write."""
     proc = progress_wait.run(
@@ -39,6 +44,8 @@ def test_demo_runs_end_to_end(tmp_path):
     assert (tmp_path / "tiny_dna_mdlm" / "model" / "model.safetensors").is_file()
 
 
+@pytest.mark.subprocess
+@pytest.mark.training
 def test_error_is_one_line_exit_2(tmp_path):
     proc = progress_wait.run(
         [sys.executable, "-m", "dnadiff", "demo", "--out", str(tmp_path), "--seq-len", "0", "--summary-only"],

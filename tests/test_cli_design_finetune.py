@@ -23,6 +23,7 @@ def finetune(model, out, *extra):
     return main(["design-finetune", model, "--out", str(out), *FAST, *extra])
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("method,reward", [("drakes", "motif:ACG"),
                                            ("policy_gradient", "test_cli_design_finetune:count_a")])
 def test_writes_a_loadable_model_directory(model, tmp_path, method, reward, capsys):
@@ -46,6 +47,7 @@ def test_writes_a_loadable_model_directory(model, tmp_path, method, reward, caps
     assert "updates" in capsys.readouterr().out  # the results table
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("method", ["drakes", "policy_gradient"])
 def test_resume_matches_an_uninterrupted_run(model, tmp_path, method):
     args = ["--reward", "gc", "--method", method, "--kl-weight", "0.2"]
@@ -79,6 +81,7 @@ def test_bad_input_is_one_line(model, tmp_path, capsys):
     assert not (tmp_path / "o" / "checkpoints").exists()
 
 
+@pytest.mark.training
 def test_resume_refuses_other_settings(model, tmp_path, capsys):
     args = ["--reward", "gc", "--method", "drakes", "--train-steps", "1"]
     assert finetune(model, tmp_path / "r", *args, "--kl-weight", "0.2") == 0
@@ -88,6 +91,7 @@ def test_resume_refuses_other_settings(model, tmp_path, capsys):
     assert "kl_weight" in err
 
 
+@pytest.mark.training
 def test_classifier_reward_through_soft_one_hot(model, tmp_path, capsys):
     """drakes with classifier:DIR: the classifier reads the relaxed one-hot through its embedding
     (a hyena classifier); an RCPS classifier cannot, and is refused naming policy_gradient."""

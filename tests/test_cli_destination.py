@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from cli_model import tiny_model_dir
+from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
 
 COMMANDS = {

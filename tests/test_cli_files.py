@@ -220,6 +220,7 @@ def test_next_sample_run_cleans_stale_temps(model, tmp_path):
     assert stats["num"] == len(read_fasta(out)) == 2
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_kill_signal_between_the_renames_waits_until_both_are_new(tmp_path, signame):
     """A real kill signal (Ctrl-C, `kill PID`) arriving between the two renames is held until both

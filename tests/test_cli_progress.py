@@ -12,8 +12,8 @@ import pytest
 import torch
 import tqdm.auto
 import tqdm.std
-from cli_model import tiny_model_dir
 
+from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
 
 
@@ -93,6 +93,7 @@ def _write_benchmark(root, n=24, seed=0):
     return root
 
 
+@pytest.mark.training
 def test_finetune_bar_counts_epochs_from_one_and_steps(tmp_path, recorded, capsys):
     """2 epochs of ceil(43/8) = 6 steps: the bar says epoch 1/2 then 2/2 (not "Epoch 0/0"), counts
     12 optimizer steps, and no logger version ("v_num") is shown."""

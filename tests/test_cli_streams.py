@@ -15,6 +15,7 @@ from dnadiff.cli import main
 from dnadiff.data import bundled_genome, read_fasta
 
 
+@pytest.mark.subprocess
 def test_sample_without_out_writes_fasta_to_stdout(model, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dnadiff", "sample", model, "-n", "3", "--length", "16", "--steps", "2"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -13,11 +13,13 @@ import yaml
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 
-import progress_wait
+from helpers import progress_wait
 
 FAST = ["data.seq_len=32", "train.batch_size=2", "train.val_batches=1", "train.log_every=1", "train.warmup_steps=0"]
 
 
+@pytest.mark.subprocess
+@pytest.mark.training
 def test_training_progress_counts_steps_and_is_quiet(tmp_path):
     # train.threads null: the default thread count, here OMP_NUM_THREADS of the environment
     proc = progress_wait.run(
@@ -37,6 +39,8 @@ def test_training_progress_counts_steps_and_is_quiet(tmp_path):
     assert cfg["train"]["threads"] == n  # ... and recorded in the run's config
 
 
+@pytest.mark.subprocess
+@pytest.mark.training
 def test_quiet_training_prints_nothing_on_stderr(tmp_path):
     proc = progress_wait.run(
         [sys.executable, "-m", "dnadiff", "train", "-q", "experiments/tiny_dna_mdlm", f"out_dir={tmp_path}", *FAST,
@@ -60,6 +64,7 @@ def test_threads_default_is_the_free_physical_cores_of_the_affinity(monkeypatch)
     assert resolve_threads(load_config(RunConfig, "experiments/tiny_dna_mdlm", ["train.threads=3"])).train.threads == 3
 
 
+@pytest.mark.training
 def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_afresh(tmp_path, caplog):
     cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [f"out_dir={tmp_path}", *FAST, "train.max_steps=2",
                                                               "train.val_every=100", "train.ckpt_every=2",
@@ -101,6 +106,7 @@ class _KillAt:
         self.callback = K()
 
 
+@pytest.mark.training
 def test_resumed_run_keeps_earlier_sessions_rows_in_metrics_csv(tmp_path):
     over = [*FAST, "train.max_steps=6", "train.val_every=100", "train.ckpt_every=2", "train.progress=false",
             "train.threads=1"]

@@ -53,8 +53,11 @@ def test_sample_request_refused_before_model_load(model, tmp_path, capsys, monke
 def test_sampler_option_of_the_right_type_passes(model, tmp_path, capsys):
     assert main(["sample", model, "-n", "1", "--length", "8", "--steps", "2", "--sampler", "remdm",
                  "--option", "eta=0.02", "--out", str(tmp_path / "x.fa")]) == 0
+    header, seq = (tmp_path / "x.fa").read_text().splitlines()
+    assert header.startswith(">sample_0 sampler=remdm length=8") and len(seq) == 8 and set(seq) <= set("ACGTN")
 
 
+@pytest.mark.subprocess
 def test_train_without_arguments_says_config_required_overrides_optional():
     proc = subprocess.run([sys.executable, "-m", "dnadiff", "train"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
@@ -84,9 +87,9 @@ def test_train_refused_before_lightning_starts(tmp_path, capsys, monkeypatch, ov
 
 
 def test_devices_forms_lightning_accepts_still_load():
-    for value in ("auto", "1", "-1", "[0,1]", "'0,1'"):
+    for value, devices in (("auto", "auto"), ("1", 1), ("-1", -1), ("[0,1]", [0, 1]), ("'0,1'", "0,1")):
         cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [f"train.devices={value}"])
-        assert cfg.train.devices is not None
+        assert cfg.train.devices == devices, value
     assert load_config(RunConfig, "experiments/tiny_dna_mdlm", ["train.precision=32"]).train.precision == "32"
 
 

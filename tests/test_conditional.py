@@ -2,11 +2,14 @@
 
 import random
 
+import pytest
 import torch
 
 from dnadiff.checkpoint import load
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
+
+pytestmark = [pytest.mark.training]
 
 
 def _make_benchmark(root, n=64, length=16):

@@ -38,6 +38,7 @@ def test_unknown_group_member_lists_the_choices():
         load_config(RunConfig, "experiments/cpu_dna_mdlm", ["model=caduceus_huge"])
 
 
+@pytest.mark.subprocess
 def test_cli_train_print_config_with_groups():
     out = subprocess.run([sys.executable, "-m", "dnadiff", "train", "experiments/cpu_dna_mdlm", "model=caduceus_tiny",
                           "sampler=cached", "--print-config"], capture_output=True, text=True, timeout=120)

@@ -1,8 +1,9 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
-from dnadiff.config import CONFIG_ROOT, RunConfig, load_config
+from dnadiff.config import CONFIG_ROOT, RunConfig, load_config, to_dict
 
 CONFIGS = sorted(p for p in Path(CONFIG_ROOT).rglob("*.yaml") if "finetune" not in p.name and "text" not in p.parts)
 
@@ -17,6 +18,23 @@ def test_configs_folder_is_the_shipped_one():
 def test_every_yaml_loads(path):
     cfg = load_config(RunConfig, path)
     assert isinstance(cfg, RunConfig)
+    # every value the file itself sets is the loaded one (its defaults come first; data paths as written)
+    loaded = to_dict(load_config(RunConfig, path, resolve_paths=False))
+    own = yaml.safe_load(path.read_text())
+    own.pop("defaults", None)
+    for key, value in _leaves(own):
+        got = loaded
+        for part in key:
+            got = got[part]
+        assert got == value, ".".join(key)
+
+
+def _leaves(tree: dict, prefix: tuple = ()):
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key), value
 
 
 def test_defaults_compose():

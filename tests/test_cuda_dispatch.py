@@ -1,5 +1,5 @@
 """The CUDA kernel path of the Mamba mixer, driven on CPU tensors through stand-in kernel modules
-(tests/fake_kernels.py: the real signatures and checks, dnadiff's pure path inside).
+(tests/helpers/fake_kernels.py: the real signatures and checks, dnadiff's pure path inside).
 
 conv_impl / scan_impl "cuda" force the kernels: Mamba, Caduceus PH and PS and the cached AR step
 must equal the pure path (outputs and every gradient), hand the kernels the layouts they take
@@ -16,7 +16,7 @@ from dnadiff.backbones import build_backbone, kernels
 from dnadiff.backbones.mamba import Mamba, MambaConfig
 from dnadiff.errors import DnadiffError
 
-from fake_kernels import KernelLog, _package, install, stand_in_modules
+from helpers.fake_kernels import KernelLog, _package, install, stand_in_modules
 
 CUDA = dict(conv_impl="cuda", scan_impl="cuda")
 PURE = dict(conv_impl="torch", scan_impl="chunked")

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from dnadiff.config import RunConfig, load_config
 from dnadiff.data_root import bundled_data_root, data_root
 from dnadiff.finetune.config import load_finetune_config
@@ -62,6 +64,7 @@ def test_a_config_file_of_the_user_resolves_against_the_root(tmp_path, monkeypat
     assert ft.data.dataset == "/data/b/x"
 
 
+@pytest.mark.training
 def test_tiny_finetune_runs_from_another_directory(tmp_path, monkeypatch, capsys):
     from dnadiff.cli import main
 

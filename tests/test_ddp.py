@@ -2,7 +2,7 @@
 
 Three 2-process launches, shared by the tests of this module:
   - `dnadiff train ... train.strategy=ddp train.devices=2` through the CLI (uninterrupted; what a user runs),
-  - tests/ddp_driver.py (train() from a script, recording what each rank drew) whose launcher (rank 0)
+  - tests/helpers/ddp_driver.py (train() from a script, recording what each rank drew) whose launcher (rank 0)
     is killed with SIGKILL at the start of step 4 (last checkpoint: step 2); the orphaned rank 1
     stops by itself,
   - the same script with --resume.
@@ -30,16 +30,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import progress_wait
-from scripts import load_script
-from subprocess_env import child_env
+from helpers import progress_wait
+from helpers.scripts import load_script
+from helpers.subprocess_env import child_env
 
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 from dnadiff.weights import read_weights
 
+pytestmark = [pytest.mark.subprocess, pytest.mark.training, pytest.mark.ddp]
+
 REPO = Path(__file__).resolve().parent.parent
-DRIVER = REPO / "tests" / "ddp_driver.py"
+DRIVER = REPO / "tests" / "helpers" / "ddp_driver.py"
 driver = load_script(DRIVER, "ddp_driver")
 
 DDP = ["train.devices=2", "train.strategy=ddp"]

@@ -18,9 +18,11 @@ import pytest
 from dnadiff.finetune.config import load_finetune_config
 from dnadiff.finetune.runs import run_finetune
 
-import progress_wait
-from benchmark_files import write_benchmark
-from subprocess_env import child_env
+from helpers import progress_wait
+from helpers.benchmark_files import write_benchmark
+from helpers.subprocess_env import child_env
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.training, pytest.mark.ddp]
 
 REPO = Path(__file__).resolve().parent.parent
 

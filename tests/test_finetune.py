@@ -93,6 +93,7 @@ def test_cli_bad_dataset_is_a_one_line_error(tmp_path, capsys):
     assert rc == 2 and "benchmark folder not found" in capsys.readouterr().err
 
 
+@pytest.mark.training
 def test_bundled_subset_beats_majority_baseline(tmp_path, capsys):
     """4 epochs of a tiny HyenaDNA on the 500 repeats-vs-unique windows bundled with the package (the
     config's default data), end to end through the CLI."""
@@ -113,6 +114,7 @@ def test_bundled_subset_beats_majority_baseline(tmp_path, capsys):
     assert "mean ± range (max−min)" in capsys.readouterr().out
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_one_epoch_beats_majority_baseline(shared_data, tmp_path, capsys):
     """1 epoch of a tiny HyenaDNA on 2,000 repeats-vs-unique windows of the full set, through the CLI."""
@@ -134,6 +136,7 @@ def test_one_epoch_beats_majority_baseline(shared_data, tmp_path, capsys):
     assert "mean ± range (max−min)" in capsys.readouterr().out
 
 
+@pytest.mark.training
 def test_genomic_benchmarks_pipeline_smoke(benchmarks_dir, tmp_path):
     """pipelines/genomic_benchmarks_table.py --scale cpu end to end with one scratch cell (tiny sizes)."""
     import genomic_benchmarks_table as gb  # pipelines/ is on sys.path in the tests (pyproject.toml)
@@ -198,6 +201,7 @@ def _variable_length_benchmark(root: Path, n_per_class: int = 24, seed: int = 0)
     return root
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("backbone,preset", [("caduceus", "tiny"), ("hyena", "tiny")])
 def test_finetune_metrics_do_not_depend_on_eval_batch_size_or_order(tmp_path, backbone, preset):
     """Validation (which picks the best epoch) and test metrics are the same whether

@@ -3,12 +3,15 @@ config's default), and the console says what was loaded."""
 
 import random
 
+import pytest
 import yaml
-from benchmark_files import write_benchmark
+from helpers.benchmark_files import write_benchmark
 
 from dnadiff.backbones import build_backbone
 from dnadiff.config import RunConfig, from_dict
 from dnadiff.model_dir import save_model_dir
+
+pytestmark = [pytest.mark.training]
 
 
 def _tiny_benchmark(root):

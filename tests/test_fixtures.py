@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import load_script
+from helpers.scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dnadiff.data.fasta import Genome, GenomeWindows, read_bed
-from scripts import REPO, load_script
+from helpers.scripts import REPO, load_script
 
 synthetic_genome = load_script(REPO / "benchmarks" / "synthetic_genome.py", "synthetic_genome")
 

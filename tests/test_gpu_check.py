@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import load_script
+from helpers.scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 gpu_check = load_script(REPO / "benchmarks" / "gpu_check.py", "gpu_check")
@@ -25,6 +25,7 @@ def _run(tmp_path, checks: str) -> dict:
     return res
 
 
+@pytest.mark.training
 def test_gpu_check_cpu_tiny(tmp_path):
     res = _run(tmp_path, "scan,train,ddp1,fsdp1,sampler")
     rows = {(r["check"], r.get("model") or r.get("sampler")): r for r in res["checks"]}
@@ -43,6 +44,7 @@ def test_gpu_check_rejects_unknown_checks(tmp_path, capsys):
     assert "unknown nope" in capsys.readouterr().err
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_gpu_check_cpu_tiny_with_demo(tmp_path):
     res = _run(tmp_path, ",".join(gpu_check.CHECKS))
@@ -55,7 +57,7 @@ def test_fsdp1_reload_nll_is_per_token_nats(tmp_path):
     import torch
 
     import dnadiff
-    from cli_model import tiny_model_dir
+    from helpers.cli_model import tiny_model_dir
 
     model = dnadiff.load(tiny_model_dir(tmp_path))
     x = torch.randint(7, 11, (2, 32))
@@ -67,7 +69,7 @@ def test_fsdp1_reload_nll_is_per_token_nats(tmp_path):
 
 
 def test_gpu_check_kernels_row_without_the_cuda_extra(tmp_path, monkeypatch):
-    from fake_kernels import install
+    from helpers.fake_kernels import install
 
     install(monkeypatch, {}, absent=("mamba_ssm", "causal_conv1d"))
     res = _run(tmp_path, "kernels")

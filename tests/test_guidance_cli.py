@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from cli_model import tiny_model_dir
+from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
 from dnadiff.guidance.rewards import build_reward
 from dnadiff.tokenizers.dna import DNATokenizer

@@ -1,4 +1,4 @@
-"""Guidance methods against exact answers on a tiny known distribution (tests/exact_sampling_target.py).
+"""Guidance methods against exact answers on a tiny known distribution (tests/helpers/exact_sampling_target.py).
 
 Target of reward tilting: π(x) = p(x) exp(r(x)/α) / Z over all 3^3 sequences (ids 0..2, mask 3).
   * exact classifier guidance with the exact noise-aware classifier log E_{p(x0|x_t)} exp(r/α),
@@ -22,7 +22,7 @@ from dnadiff.guidance.classifier_guidance import exact_guidance_logits, gradient
 from dnadiff.guidance.svdd import select_candidates
 from dnadiff.samplers import SeedStream, build_sampler
 from dnadiff.samplers.rng import make_stream
-from exact_sampling_target import ExactDenoiser, all_sequences, chi_square_pvalue, random_joint, seq_index
+from helpers.exact_sampling_target import ExactDenoiser, all_sequences, chi_square_pvalue, random_joint, seq_index
 
 SCHED = build_schedule("loglinear", eps=1e-3)
 N_REAL, L, MASK = 3, 3, 3

@@ -96,6 +96,7 @@ def test_noisy_inputs_mask_real_positions_at_a_random_rate():
     assert abs(float(frac.mean()) - 0.5) < 0.05 and float(frac.min()) < 0.1 and float(frac.max()) > 0.9
 
 
+@pytest.mark.training
 def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
     """A tiny noise-aware (`model.noisy=true`) finetune run leaves OUT/classifier; loaded, its test
     accuracy is the reported one, and `classifier:DIR` gives log p(target | x)."""

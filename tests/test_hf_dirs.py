@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from legacy_layout import to_legacy_layout
+from helpers.legacy_layout import to_legacy_layout
 
 import dnadiff
 from dnadiff.backbones import build_backbone
@@ -53,6 +53,26 @@ def test_model_dir_is_a_hf_folder_and_old_yaml_dirs_still_load(tmp_path):
     old = dnadiff.load(d)
     assert old.config == model.config
     torch.testing.assert_close(_logits(old), _logits_of(bb), rtol=0, atol=0)
+
+
+def test_only_a_config_yaml_beside_weights_is_an_old_model_dir(tmp_path):
+    # the migration of the config.yaml layout (model_dir.legacy_config_file) takes nothing else for one
+    from dnadiff.model_dir import is_model_dir, legacy_config_file
+
+    d, _ = _model_dir(tmp_path / "m")
+    assert legacy_config_file(d) is None  # config.json
+    to_legacy_layout(d)
+    assert legacy_config_file(d) == d / "config.yaml" and is_model_dir(d)
+    # a training run directory: the run's config.yaml, the weights in model/
+    run = tmp_path / "run"
+    shutil.copytree(d, run / "model")
+    shutil.move(run / "model" / "config.yaml", run / "config.yaml")
+    assert legacy_config_file(run) is None and not is_model_dir(run)
+    with pytest.raises(DnadiffError, match="missing config.json"):
+        dnadiff.load(run)
+    (d / "config.yaml").write_text("")  # emptied: an error naming the file, not the default config
+    with pytest.raises(DnadiffError, match=r"config.yaml: empty config \(no keys\)"):
+        dnadiff.load(d)
 
 
 def _logits_of(bb):

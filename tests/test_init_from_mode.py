@@ -3,6 +3,7 @@ back eval-mode models, and Lightning only switches the LightningModule itself, s
 (HyenaDNA's embedding dropout) used to stay off in 41 of 42 modules."""
 
 import lightning as L
+import pytest
 from test_convert_hyena import HF_CONFIG, official_state, write_dir
 
 from dnadiff.backbones import build_backbone
@@ -10,6 +11,8 @@ from dnadiff.config import RunConfig, load_config
 from dnadiff.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
 from dnadiff.training import train
+
+pytestmark = [pytest.mark.training]
 
 FAST = ["data.seq_len=16", "train.batch_size=2", "train.val_every=1", "train.val_batches=1", "train.ckpt_every=2",
         "train.log_every=1", "train.progress=false", "train.max_steps=2", "train.ema=0"]

@@ -20,7 +20,9 @@ from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 from dnadiff.weights import read_weights
 
-from progress_wait import Child
+from helpers.progress_wait import Child
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.training]
 
 REPO = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("kill_safety", REPO / "benchmarks" / "kill_safety.py")

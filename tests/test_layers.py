@@ -14,13 +14,14 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.subprocess
 def test_dnadiff_eval_imports_no_lightning(tmp_path):
     """A whole `dnadiff eval` on a model dir, in a fresh interpreter: Lightning is never imported."""
     script = f"""
 import sys
 sys.path.insert(0, {str(REPO / 'tests')!r})
 from pathlib import Path
-from cli_model import tiny_model_dir
+from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
 model = tiny_model_dir(Path({str(tmp_path)!r}))
 rc = main(["eval", model, "--max-windows", "4", "--batch-size", "4", "--out", {str(tmp_path / 'e.json')!r}, "-q"])

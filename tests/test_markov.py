@@ -22,7 +22,7 @@ from dnadiff.baselines.markov import (
 from dnadiff.diffusion import build_objective
 from dnadiff.tokenizers import DNATokenizer
 
-import progress_wait
+from helpers import progress_wait
 
 TOK = DNATokenizer()
 CODE = {"A": 0, "C": 1, "G": 2, "T": 3}
@@ -186,6 +186,7 @@ def run_cli(*args, cwd):
     return progress_wait.run([sys.executable, "-m", "dnadiff", *args], cwd=cwd, watch=[cwd])  # waited for by progress
 
 
+@pytest.mark.subprocess
 def test_cli_train_picks_order_on_valid_and_eval_reproduces_it(tmp_path):
     """dnadiff train on the bundled sample: the order is the argmin of the valid bits/base, and
     `dnadiff eval --split valid` gives that number again (same positions as the `ar` objective)."""
@@ -204,6 +205,7 @@ def test_cli_train_picks_order_on_valid_and_eval_reproduces_it(tmp_path):
     assert ev["bits_per_base"] == pytest.approx(metrics["val_bits_per_token"], rel=1e-5)
 
 
+@pytest.mark.subprocess
 def test_cli_markov_needs_the_ar_objective(tmp_path):
     r = run_cli("train", "experiments/tiny_dna_markov", f"out_dir={tmp_path}", "objective.name=mdlm", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip().startswith("error: objective.name")

@@ -8,7 +8,7 @@ import torch
 
 from dnadiff.diffusion import build_objective, build_schedule, q_sample, sedd_log_score, subs_log_probs
 from dnadiff.errors import DnadiffError
-from exact_denoiser import ExactDenoiser, exact_discrete_bound, expected_token_loss, nelbo_moments
+from helpers.exact_denoiser import ExactDenoiser, exact_discrete_bound, expected_token_loss, nelbo_moments
 
 MASK, V = 3, 4
 SCHEDULES = ["loglinear", "cosine", "cosine2", "linear"]

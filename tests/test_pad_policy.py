@@ -23,9 +23,9 @@ import torch
 import dnadiff.diffusion.base as dbase
 from dnadiff.diffusion import build_objective, build_schedule
 from dnadiff.errors import DnadiffError
-from exact_denoiser import ExactDenoiser
-from cli_model import tiny_model_dir
-from legacy_layout import to_legacy_layout
+from helpers.exact_denoiser import ExactDenoiser
+from helpers.cli_model import tiny_model_dir
+from helpers.legacy_layout import to_legacy_layout
 
 A, B_, EOS, PAD, MASK, V = 0, 1, 2, 3, 4, 5
 LN2 = math.log(2.0)

@@ -8,7 +8,7 @@ import torch
 from dnadiff.diffusion import build_objective, build_schedule
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.perplexity import evaluate_bound
-from exact_denoiser import ExactDenoiser, exact_discrete_bound
+from helpers.exact_denoiser import ExactDenoiser, exact_discrete_bound
 
 MASK, V = 3, 4
 

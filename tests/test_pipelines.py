@@ -31,6 +31,7 @@ def _params(model_dir: Path) -> int:
     return json.loads((model_dir / "metrics.json").read_text())["parameters"]
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("scale", ["cpu", "paper"])
 def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
     """Every row of tab. 6 at the scale's presets: trained one step, evaluated (the paper scale asked for
@@ -53,6 +54,7 @@ def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
     assert _results_listing() == before  # a dry run writes no table
 
 
+@pytest.mark.training
 def test_dna_perplexity_only_takes_the_rows_it_starts_from(tmp_path, capsys):
     dp = pipeline("dna_perplexity")
     assert dp.main(["--scale", "cpu", "--dry-run", "--out-dir", str(tmp_path / "a"), "--only", "caduceus_sedd"]) == 0
@@ -67,6 +69,7 @@ def test_dna_perplexity_only_takes_the_rows_it_starts_from(tmp_path, capsys):
     assert "error: --only: unknown row key(s) nope" in capsys.readouterr().err
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("scale", ["cpu", "paper"])
 def test_genomic_benchmarks_dry_run(scale, capsys):
     """Stand-in inits from the DNA pipeline's dry run, synthetic sets (paper: the 8 sets of tab. 7 with
@@ -84,6 +87,7 @@ def test_genomic_benchmarks_dry_run(scale, capsys):
     assert sorted((REPO / "results").iterdir()) == before
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("scale", ["cpu", "paper", "gpu"])
 def test_text_lm_dry_run(scale, capsys, monkeypatch):
     """Both settings x mdlm/ar/sedd, eval, T sweep and samples on a corpus the pipeline writes; at paper

@@ -1,4 +1,4 @@
-"""The tests' process waiting (tests/progress_wait.py): a slow child that keeps making progress is
+"""The tests' process waiting (tests/helpers/progress_wait.py): a slow child that keeps making progress is
 waited for however long it takes; a silent one fails after the stall window and is killed."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from progress_wait import Child, run
+from helpers.progress_wait import Child, run
+
+pytestmark = [pytest.mark.subprocess]
 
 TICKER = "import sys, time\nfor i in range({n}):\n    print(i, flush=True)\n    time.sleep({dt})\n"
 

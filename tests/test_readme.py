@@ -18,6 +18,7 @@ def test_readme_has_python_blocks():
     assert PYTHON_BLOCKS and any("dnadiff.load(" in b for b in PYTHON_BLOCKS)
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
 def test_readme_python_block_runs(index, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # a user's own directory: nothing beside it
@@ -31,6 +32,7 @@ def test_readme_python_block_runs(index, tmp_path, monkeypatch, capsys):
         assert (tmp_path / "runs" / "tiny_dna_mdlm" / "model" / "model.safetensors").is_file()
 
 
+@pytest.mark.subprocess
 def test_python_dash_m_dnadiff_is_the_cli(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     run = subprocess.run([sys.executable, "-m", "dnadiff", "--version"], capture_output=True, text=True, env=env,

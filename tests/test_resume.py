@@ -78,6 +78,7 @@ def _same_weights(a: Path, b: Path) -> None:
 # ----------------------------------------------------------------------------- nothing to resume yet
 
 
+@pytest.mark.training
 def test_resume_without_run_directory_starts_afresh_and_says_so(tmp_path, capsys):
     run = tmp_path / "requeued"  # preempted before its run directory existed
     rc = cli_main(["train", "experiments/tiny_dna_mdlm", *FAST, "train.max_steps=2", "train.val_every=100",
@@ -103,6 +104,7 @@ def test_resume_into_a_folder_that_is_not_a_run_is_refused_untouched(tmp_path, c
 # ----------------------------------------------------------------------------- the newest complete checkpoint
 
 
+@pytest.mark.training
 def test_newest_complete_checkpoint_wins_over_an_older_last_ckpt(tmp_path, caplog):
     """Killed after step4.ckpt was written but before last.ckpt (step 2) was replaced, with a
     truncated step9.ckpt and half-written temporaries beside them: the resume continues at step 4."""
@@ -157,6 +159,7 @@ def test_a_pickle_among_the_checkpoints_is_refused_whatever_its_step(tmp_path):
 # ----------------------------------------------------------------------------- validation rows survive a kill
 
 
+@pytest.mark.training
 def test_kill_after_a_checkpoint_cannot_lose_the_validation_row(tmp_path, monkeypatch):
     """A kill -9 right after the step-4 checkpoint: nothing logged but not yet flushed reaches the
     disk (simulated: the checkpoint writer raises once last.ckpt of step 4 is written, and the CSV
@@ -197,6 +200,7 @@ def test_kill_after_a_checkpoint_cannot_lose_the_validation_row(tmp_path, monkey
 # ----------------------------------------------------------------------------- messages of a resume
 
 
+@pytest.mark.training
 def test_resume_prints_a_note_and_no_untrue_lightning_warnings(tmp_path, capsys):
     """Every warning is recorded (pytest's own filters would hide them); stderr through the CLI's logging."""
     run = tmp_path / "run"
@@ -270,6 +274,7 @@ def _no_space_python(monkeypatch):
     monkeypatch.setattr(Path, "write_bytes", full)
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("fault", [_no_space_safetensors, _no_space_python])
 def test_full_disk_at_export_is_one_line_and_nothing_half_written(tmp_path, capsys, monkeypatch, fault):
     run = tmp_path / "run"

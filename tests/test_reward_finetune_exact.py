@@ -1,7 +1,7 @@
 """Reward fine-tuning on a case small enough to enumerate (vocabulary 4 + mask, length 3, 4 steps).
 
 The KL-regularised optimum is p*(x) ∝ p_pre(x) · exp(r(x)/β); the sampled distribution of a
-tabulated denoiser is computed exactly (tests/tabular_policy.py). Numbers of these seeds (β = 1):
+tabulated denoiser is computed exactly (tests/helpers/tabular_policy.py). Numbers of these seeds (β = 1):
 KL(p_pre ‖ p*) = 0.399 nats; after 300 updates KL(p_ft ‖ p*) = 0.073 (drakes, τ = 0.5: the
 straight-through gradient is biased, so it stops short of p*) and 0.026 (policy_gradient).
 """
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tabular_policy import MASK, SEQS, L, V, TableDenoiser, exact_distribution, exact_objective, kl, tilted
+from helpers.tabular_policy import MASK, SEQS, L, V, TableDenoiser, exact_distribution, exact_objective, kl, tilted
 
 from dnadiff.finetune_reward import drakes_loss, policy_gradient_loss, sample_groups
 from dnadiff.finetune_reward.policy_gradient import group_advantage
@@ -68,6 +68,7 @@ def test_target_numbers():
     assert kl(p_pre, p_star) == pytest.approx(0.3989, abs=1e-3)
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("method,bound", [("drakes", 0.10), ("policy_gradient", 0.045)])
 def test_finetuning_approaches_the_tilted_target(method, bound):
     pre, ft = finetune(method, BETA)

@@ -27,6 +27,7 @@ def test_second_train_into_a_locked_run_dir_stops_before_touching_it(tmp_path, c
         assert not run.exists()
 
 
+@pytest.mark.training
 def test_concurrent_overwrite_leaves_the_running_run_alone(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -40,6 +41,7 @@ def test_concurrent_overwrite_leaves_the_running_run_alone(tmp_path):
     assert result.metrics["steps"] == 2 and (run / "model" / "model.safetensors").is_file()
 
 
+@pytest.mark.subprocess
 def test_lock_is_released_when_its_holder_is_killed(tmp_path):
     run = tmp_path / "run"
     code = textwrap.dedent(f"""

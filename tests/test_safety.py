@@ -127,6 +127,7 @@ def test_interrupted_plot_keeps_the_old_png(tmp_path, monkeypatch):
     assert _no_temp_files(out)
 
 
+@pytest.mark.training
 def test_interrupted_finetune_results_keep_the_old_ones(tmp_path, monkeypatch):
     """run_finetune writes results.json through write_json: a crash there keeps the previous file."""
     import dnadiff.utils as utils
@@ -165,6 +166,7 @@ def _strip(d):
     return d
 
 
+@pytest.mark.training
 def test_finetune_resume_after_crash_equals_uninterrupted(tmp_path, monkeypatch):
     from dnadiff.finetune.config import load_finetune_config
     from dnadiff.finetune.runs import run_finetune
@@ -298,6 +300,7 @@ def test_all_n_or_all_pad_batch_has_finite_loss(objective, fill):
         assert p.grad is None or torch.isfinite(p.grad).all()
 
 
+@pytest.mark.training
 def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeypatch):
     import dataclasses
 
@@ -390,6 +393,7 @@ def test_tied_weights_are_stored_once_and_re_tied_on_load(tmp_path):
         torch.testing.assert_close(state2[k], ema[k])
 
 
+@pytest.mark.training
 def test_inf_gradient_stops_training_before_it_reaches_a_checkpoint(tmp_path, capsys, monkeypatch):
     """A finite loss whose gradient is inf (overflow in backward) stops at that step; last.ckpt stays finite."""
     import logging

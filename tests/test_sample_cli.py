@@ -19,6 +19,7 @@ def tiny_model(tmp_path_factory):
     return str(train(cfg).model_dir)
 
 
+@pytest.mark.training
 def test_sample_with_prefix_suffix(tiny_model, tmp_path):
     out = tmp_path / "s.fa"
     rc = main(["sample", tiny_model, "--num", "3", "--length", "40", "--steps", "8", "--sampler", "cached",

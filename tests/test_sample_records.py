@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cli_model import tiny_model_dir
+from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
 
 

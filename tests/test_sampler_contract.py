@@ -19,7 +19,7 @@ import torch
 from dnadiff.diffusion import build_schedule
 from dnadiff.samplers import SAMPLERS, SeedStream, build_sampler
 from dnadiff.samplers.base import CountingDenoiser, SamplerState, make_stream
-from exact_sampling_target import ExactDenoiser, random_joint
+from helpers.exact_sampling_target import ExactDenoiser, random_joint
 
 SCHED = build_schedule("loglinear", eps=1e-3)
 MASK = 3

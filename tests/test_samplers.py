@@ -1,4 +1,4 @@
-"""Samplers against an exact denoiser of a tiny known distribution (tests/exact_sampling_target.py).
+"""Samplers against an exact denoiser of a tiny known distribution (tests/helpers/exact_sampling_target.py).
 
 Exact samplers (first_hitting, confidence with one token per round, semi_ar over an exact inner
 sampler on a Markov chain) must reproduce p itself; grid samplers (ancestral, cached, analytic,
@@ -19,7 +19,7 @@ from dnadiff.samplers import SAMPLERS, build_sampler, draw_categorical, guided, 
 from dnadiff.samplers.analytic import AnalyticSampler, tweedie_step
 from dnadiff.samplers.ancestral import ancestral_step
 from dnadiff.samplers.remdm import remdm_sigma, remdm_step
-from exact_sampling_target import (
+from helpers.exact_sampling_target import (
     ExactDenoiser,
     chain_distribution,
     chi_square_pvalue,
@@ -108,7 +108,7 @@ def test_grid_samplers_follow_their_exact_chain(target, name, opts, kernel):
 
 
 def _mdlm():
-    from exact_sampling_target import mdlm_kernel
+    from helpers.exact_sampling_target import mdlm_kernel
 
     return mdlm_kernel
 
@@ -234,6 +234,7 @@ def test_batch_size_chunks(target):
     _, den = target
     x, s = _sample("first_hitting", den, n=10, batch_size=4)
     assert x.shape == (10, 3) and s.last_nfe == 9  # 3 chunks x 3 calls
+    assert not bool((x == 3).any())  # every chunk's samples are complete
 
 
 def test_analytic_step_equals_ancestral_step_and_sedd_parameterisation(target):
@@ -346,7 +347,7 @@ def _rc_target():
 
 
 def _rc_index(comp):
-    from exact_sampling_target import all_sequences
+    from helpers.exact_sampling_target import all_sequences
 
     seqs = all_sequences(4, 3)
     return seq_index(comp[seqs].flip(1), 4)

@@ -2,9 +2,11 @@
 
 import pytest
 import torch
+from helpers.fake_kernels import install
 
-from dnadiff.backbones.scan import (mamba_ssm_available, selective_scan, selective_scan_chunked,
-                                    selective_scan_ref)
+from dnadiff.backbones import kernels
+from dnadiff.backbones.scan import mamba_ssm_available, selective_scan, selective_scan_chunked, selective_scan_ref
+from dnadiff.errors import DnadiffError
 
 NAMES = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
 
@@ -84,8 +86,27 @@ def test_half_precision_inputs_compute_in_fp32():
     assert out.dtype == torch.bfloat16 and _rel(out.float(), ref) < 5e-2
 
 
-def test_mamba_ssm_absent_on_cpu_install():
-    assert isinstance(mamba_ssm_available(), bool)
+def test_mamba_ssm_absent_on_cpu_install(monkeypatch, request):
+    # the CPU install: no mamba_ssm, so no kernel; "auto" is the pure scan (same output), "cuda" an error
+    install(monkeypatch, {}, absent=("mamba_ssm",))
+    request.addfinalizer(kernels.reset_kernels)
+    assert mamba_ssm_available() is False
+    args = _inputs(1, 33, 3, 2, torch.float64, seed=5)
+    ref = selective_scan_ref(*args, delta_softplus=True)
+    assert _rel(selective_scan(*args, delta_softplus=True), ref) < 1e-12
+    with pytest.raises(DnadiffError, match="scan_impl=cuda needs mamba_ssm's selective_scan_fn: mamba_ssm is not "
+                                           "installed"):
+        selective_scan(*args, delta_softplus=True, impl="cuda")
+
+
+def test_mamba_ssm_available_with_the_stand_in_kernels(fake_kernels):
+    # the kernel importable: "auto" still takes the pure scan on CPU tensors, "cuda" calls the kernel
+    assert mamba_ssm_available() is True
+    args = _inputs(1, 33, 3, 2, torch.float32, seed=5)
+    ref = selective_scan_ref(*args, delta_softplus=True)
+    assert _rel(selective_scan(*args, delta_softplus=True), ref) < 2e-5 and fake_kernels.names() == []
+    assert _rel(selective_scan(*args, delta_softplus=True, impl="cuda"), ref) < 2e-5
+    assert fake_kernels.names() == ["selective_scan_fn"]
 
 
 

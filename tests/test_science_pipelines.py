@@ -22,6 +22,7 @@ def _results_listing() -> list[Path]:
     return sorted((REPO / "results").rglob("*")) if (REPO / "results").is_dir() else []
 
 
+@pytest.mark.training
 def test_cpu_hour_dry_run_table_paired_comparison_and_plot(tmp_path, capsys):
     ch = pipeline("cpu_hour")
     before = _results_listing()
@@ -56,6 +57,7 @@ def test_cpu_hour_bad_options_are_one_line_errors(capsys):
     assert "error: --sweep: unknown row 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.training
 def test_genomic_benchmarks_recipe_dry_runs(capsys):
     gr = pipeline("genomic_benchmarks_recipe")
     before = _results_listing()
@@ -71,6 +73,7 @@ def test_genomic_benchmarks_recipe_dry_runs(capsys):
     assert _results_listing() == before
 
 
+@pytest.mark.training
 def test_sample_quality_dry_run_every_row_and_metric(capsys):
     sq = pipeline("sample_quality")
     before = _results_listing()
@@ -86,6 +89,7 @@ def test_sample_quality_dry_run_every_row_and_metric(capsys):
     assert _results_listing() == before
 
 
+@pytest.mark.training
 def test_max_minutes_stops_training_on_time(tmp_path):
     """train.max_minutes (Lightning max_time) ends a run long before max_steps; validation points carry
     their wall clock in logs/metrics.csv."""

@@ -19,7 +19,7 @@ from dnadiff.data import streamed_records as rw
 from dnadiff.data.records import read_fasta, tile_records
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers import DNATokenizer
-from subprocess_env import REPO, child_env
+from helpers.subprocess_env import REPO, child_env
 
 
 def _random_fasta(rng: np.random.Generator) -> bytes:
@@ -158,12 +158,13 @@ def test_a_window_reads_at_most_a_chunk_more_than_itself(tmp_path):
         assert _CountingFile.read_bytes <= (rw.CHUNK + 100) * 17 // 16 + 64  # 1/16 more for line ends
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="peak RSS read from Linux's /proc (VmHWM)")
 def test_eval_records_memory_does_not_grow_with_the_file(tmp_path):
     """`dnadiff eval MODEL --records BIG --max-windows 8` on a 24 MB single-line FASTA: peak RSS at
     most 6 MiB (a quarter of the file) above the same command on a short file. Reading the file whole
     took ~30x the file (measured 1.6 GB for 50 MB at seq_len 128)."""
-    from cli_model import tiny_model_dir
+    from helpers.cli_model import tiny_model_dir
 
     model = tiny_model_dir(tmp_path, seq_len=32)
     rng = np.random.default_rng(1)

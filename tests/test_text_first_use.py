@@ -29,6 +29,7 @@ def _count_builds(monkeypatch):
     return builds
 
 
+@pytest.mark.training
 def test_train_builds_the_tokenizer_on_first_use_then_reuses_it(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DNADIFF_CACHE", str(tmp_path / "cache"))

@@ -11,6 +11,8 @@ from dnadiff.data.tokenizer_training import train_tokenizer
 from dnadiff.training import train
 from dnadiff.weights import read_weights
 
+pytestmark = [pytest.mark.training]
+
 WORDS = "the cat sat on a mat while dogs ran far and wide under skies of blue".split()
 
 

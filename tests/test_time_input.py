@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from legacy_layout import to_legacy_layout
+from helpers.legacy_layout import to_legacy_layout
 
 from dnadiff.backbones import build_backbone
 from dnadiff.checkpoint import load

@@ -10,6 +10,8 @@ from dnadiff.errors import DnadiffError
 from dnadiff.training import train
 from dnadiff.weights import read_weights
 
+pytestmark = [pytest.mark.training]
+
 FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=2", "train.val_batches=1", "train.ckpt_every=2",
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "sample.length=32", "sample.steps=4"]
 

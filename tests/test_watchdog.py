@@ -10,8 +10,11 @@ import sys
 import textwrap
 import time
 
-from progress_wait import Child
-from subprocess_env import REPO, child_env
+import pytest
+from helpers.progress_wait import Child
+from helpers.subprocess_env import REPO, child_env
+
+pytestmark = [pytest.mark.subprocess]
 
 WORKER = textwrap.dedent("""
     import os, sys, time

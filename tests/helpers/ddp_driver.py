@@ -1,7 +1,7 @@
 """Test driver: `train()` from Python with a recording callback, run as a script so that Lightning's
 ddp launcher re-runs it for rank 1 (what a user's own training script goes through).
 
-    python tests/ddp_driver.py RUN_DIR RECORD_DIR [--resume] [--kill-at-step N] [key=value ...]
+    python tests/helpers/ddp_driver.py RUN_DIR RECORD_DIR [--resume] [--kill-at-step N] [key=value ...]
 
 Per rank r it appends JSON lines to RECORD_DIR/rank{r}.jsonl: every training micro-batch (global
 micro-batch index G, the sample indices, the loss) and every validation result; at the end it saves
@@ -23,7 +23,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import dnadiff.model_dir as model_dir  # noqa: E402
