@@ -37,7 +37,7 @@ def check_options(obj: Any) -> Any:
         changes["sample.options"] = SAMPLERS.check_options(sample.sampler, sample.options, "sample.options")
     data = getattr(obj, "data", None)
     if isinstance(getattr(data, "text", None), dict) and data.text:
-        from dnadiff.data.text import TextOptions
+        from dnadiff.data.text_sources import TextOptions
 
         opts = from_dict(TextOptions, data.text, prefix="data.text.")
         changes["data.text"] = {k: getattr(opts, k) for k in data.text}

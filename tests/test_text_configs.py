@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from dnadiff.config import CONFIG_ROOT, RunConfig, load_config
-from dnadiff.data.text import TextOptions
+from dnadiff.data.text_sources import TextOptions
 
 TEXT_CONFIGS = sorted((Path(CONFIG_ROOT) / "text").glob("*.yaml"))
 

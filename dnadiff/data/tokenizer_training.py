@@ -162,7 +162,7 @@ def ensure_tokenizer(cfg) -> None:
     out = Path(tcfg.path)
     if out.is_dir() and not (out / STAMP).is_file() and any(out.iterdir()):
         return  # a tokenizer the user made: used as it is
-    from dnadiff.data.text import TextOptions, split_sources
+    from dnadiff.data.text_sources import TextOptions, split_sources
 
     opts = TextOptions.from_mapping(cfg.data.text)
     if opts.dataset != "local":
