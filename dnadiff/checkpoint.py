@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from dnadiff.backbones.formats import CHECKPOINT_FORMATS, detect_format
 from dnadiff.config import RunConfig, from_dict, replace
 from dnadiff.errors import DnadiffError
 from dnadiff.hub import resolve_model_path
@@ -49,25 +50,15 @@ def load_model_dir(path: str | os.PathLike, map_location: str | torch.device = "
 
 
 def official_kind(path: str | os.PathLike) -> str | None:
-    """'caduceus' / 'hyena' / 'mdlm' for an official Hugging Face-format directory, else None
-    (a dnadiff config.json, marked model_type "dnadiff", is never taken for an official one)."""
+    """The registered official format of a Hugging Face-format directory ('caduceus' / 'hyena' / 'mdlm',
+    backbones/formats.py), else None (a dnadiff config.json, model_type "dnadiff", is never one)."""
     try:
         path = resolve_model_path(path)
     except DnadiffError:
         return None  # neither a folder nor a cached Hub id: the loader says so
     if not (path / "config.json").is_file() or is_dnadiff_config(path):
         return None
-    from dnadiff.backbones.convert_caduceus import is_caduceus_dir
-    from dnadiff.backbones.convert_hyena import is_hyena_dir
-    from dnadiff.backbones.convert_mdlm import is_mdlm_dir
-
-    if is_caduceus_dir(path):
-        return "caduceus"
-    if is_hyena_dir(path):
-        return "hyena"
-    if is_mdlm_dir(path):
-        return "mdlm"
-    return None
+    return detect_format(path)
 
 
 def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
@@ -80,19 +71,9 @@ def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
     checkpoint's vocabulary to the tokenizer's (see convert_mdlm.extend_vocab); other kinds ignore it."""
     path = resolve_model_path(path)
     kind = official_kind(path)
-    if kind == "caduceus":
-        from dnadiff.backbones.convert_caduceus import load_caduceus_pretrained
-
-        return "caduceus", load_caduceus_pretrained(path)
-    if kind == "hyena":
-        from dnadiff.backbones.convert_hyena import load_hyena_pretrained
-
-        return "hyena", load_hyena_pretrained(path)
-    if kind == "mdlm":  # `vocab_size`: the tokenizer's (our text tokenizer adds a [PAD] after [MASK])
-        from dnadiff.backbones.convert_mdlm import extend_vocab, load_mdlm_pretrained
-
-        backbone = load_mdlm_pretrained(path)
-        return "dit", extend_vocab(backbone, vocab_size, str(path)) if vocab_size else backbone
+    if kind is not None:
+        fmt = CHECKPOINT_FORMATS.get(kind)
+        return fmt.backbone, fmt.load(path, vocab_size)
     if (path / "config.json").is_file() and not is_model_dir(path):
         raise DnadiffError(f"{path}: config.json is neither a dnadiff config nor an official Caduceus, "
                            "HyenaDNA or MDLM config")
@@ -114,14 +95,13 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu", *, l
     kind = official_kind(path) if path.is_dir() else None
     if kind is None:
         return load_model_dir(path, map_location)
-    if kind == "mdlm":
+    fmt = CHECKPOINT_FORMATS.get(kind)
+    if fmt.text_model:
         return _load_mdlm(path, map_location, tokenizer)
     from dnadiff.tokenizers import DNATokenizer
 
     name, backbone = load_backbone(path)
-    objective = "mlm" if kind == "caduceus" else "ar"
-    # official HyenaDNA was trained without a [BOS] in front: its first token is context
-    options = {"bos_id": None} if objective == "ar" else {}
+    objective, options = fmt.objective, dict(fmt.objective_options)
     cfg = from_dict(RunConfig, {"name": path.name, "model": {"backbone": name, "init_from": str(path)},
                                 "objective": {"name": objective, "options": options}})
     cfg = replace(cfg, **{"model.overrides": full_backbone_config(backbone)})

@@ -208,3 +208,14 @@ def test_complement_map_keys_in_string_order(tmp_path, rcps):
     cfg_file.write_text(json.dumps(bad))
     with pytest.raises(DnadiffError, match="complement_map"):
         load_caduceus_pretrained(tmp_path / "sorted")
+
+
+def test_caduceus_format_reads_config_and_state(tmp_path):
+    from dnadiff.backbones.formats import CHECKPOINT_FORMATS, detect_format
+
+    src = build_backbone("caduceus", "tiny", rcps=True, fused_add_norm=True).eval()
+    sd = _write_dir(tmp_path / "m", src, True, True)
+    assert detect_format(tmp_path / "m") == "caduceus"
+    config, tensors = CHECKPOINT_FORMATS.get("caduceus").read(tmp_path / "m")
+    assert config.rcps and config.fused_add_norm and set(tensors) == set(sd)
+    assert all(torch.equal(tensors[k], sd[k]) for k in sd)

@@ -191,3 +191,15 @@ def test_missing_weights_file(tmp_path):
 
 class _Unsafe:
     pass
+
+
+def test_hyena_format_reads_config_and_raw_state(tmp_path):
+    from dnadiff.backbones.formats import CHECKPOINT_FORMATS, detect_format
+
+    state = official_state("hyena.backbone.")
+    d = write_dir(tmp_path / "hf", HF_CONFIG, state)
+    assert detect_format(d) == "hyena"
+    fmt = CHECKPOINT_FORMATS.get("hyena")
+    config, tensors = fmt.read(d)
+    assert config.l_max == L_MAX and set(tensors) == set(state)
+    assert (fmt.backbone, fmt.objective, fmt.objective_options) == ("hyena", "ar", {"bos_id": None})

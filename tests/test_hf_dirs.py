@@ -388,3 +388,26 @@ def test_load_model_dir_takes_a_hub_id_like_load(tmp_path, hf_cache, monkeypatch
     model = load_model_dir("someone/tiny-dna-dit")
     assert Path(model.path) == snap
     torch.testing.assert_close(_logits(model), _logits_of(bb), rtol=0, atol=0)
+
+
+def test_each_official_format_is_detected_and_read_through_its_registered_class(tmp_path):
+    """backbones/formats.py: detect picks exactly one format per folder; read gives the backbone config and
+    the stored tensors; load equals the converter's own loader."""
+    from dnadiff.backbones.convert_mdlm import load_mdlm_pretrained
+    from dnadiff.backbones.formats import CHECKPOINT_FORMATS, detect_format
+
+    assert CHECKPOINT_FORMATS.names() == ["caduceus", "hyena", "mdlm"]
+    cfg, state = _mdlm_dir(tmp_path / "mdlm-owt")
+    fmt = CHECKPOINT_FORMATS.get("mdlm")
+    assert detect_format(tmp_path / "mdlm-owt") == "mdlm"
+    detected = [n for n in CHECKPOINT_FORMATS.names() if CHECKPOINT_FORMATS.get(n).detect(tmp_path / "mdlm-owt")]
+    assert detected == ["mdlm"]
+    config, tensors = fmt.read(tmp_path / "mdlm-owt")
+    assert config.vocab_size == cfg["vocab_size"] and config.hidden_size == cfg["hidden_dim"]
+    assert set(tensors) == set(state) and all(torch.equal(tensors[k], state[k]) for k in state)
+    assert (fmt.backbone, fmt.objective, fmt.text_model) == ("dit", "mdlm", True)
+    a, b = fmt.load(tmp_path / "mdlm-owt"), load_mdlm_pretrained(tmp_path / "mdlm-owt")
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "config.json").write_text("{}")
+    assert detect_format(tmp_path / "plain") is None

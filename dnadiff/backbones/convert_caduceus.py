@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from dnadiff.backbones.caduceus import Caduceus, CaduceusConfig
+from dnadiff.backbones.formats import CHECKPOINT_FORMATS, CheckpointFormat
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNA_COMPLEMENT
 
@@ -191,3 +192,17 @@ def load_caduceus_pretrained(path: str | Path, vocab_size: int | None = None, **
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True)
     model.tie_weights()
     return model.eval()
+
+
+@CHECKPOINT_FORMATS.register("caduceus")
+class CaduceusCheckpoint(CheckpointFormat):
+    backbone, objective = "caduceus", "mlm"
+    detect = staticmethod(is_caduceus_dir)
+
+    @staticmethod
+    def read(path: Path) -> tuple[CaduceusConfig, dict[str, torch.Tensor]]:
+        return caduceus_config_from_hf(_read_config(Path(path))), _load_weights(Path(path))
+
+    @staticmethod
+    def load(path: Path, vocab_size: int | None = None) -> Caduceus:
+        return load_caduceus_pretrained(path)  # the official vocabulary is the DNA tokenizer's

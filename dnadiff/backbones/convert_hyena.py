@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from dnadiff.backbones.formats import CHECKPOINT_FORMATS, CheckpointFormat
 from dnadiff.backbones.hyena import HyenaConfig, HyenaDNA
 from dnadiff.errors import DnadiffError
 
@@ -203,3 +204,19 @@ def load_hyena_pretrained(path: str | Path, **overrides: Any) -> HyenaDNA:
     state = convert_state_dict(src, model)
     model.load_state_dict(state, strict=False)
     return model.eval()
+
+
+@CHECKPOINT_FORMATS.register("hyena")
+class HyenaCheckpoint(CheckpointFormat):
+    backbone, objective = "hyena", "ar"
+    objective_options = {"bos_id": None}  # official HyenaDNA was trained without a [BOS]: its first token is context
+    detect = staticmethod(is_hyena_dir)
+
+    @staticmethod
+    def read(path: Path) -> tuple[HyenaConfig, dict[str, Tensor]]:
+        path = Path(path)
+        return config_from_json(_read_config(path), str(path / "config.json")), read_state_dict(path)
+
+    @staticmethod
+    def load(path: Path, vocab_size: int | None = None) -> HyenaDNA:
+        return load_hyena_pretrained(path)

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.backbones.dit import DiT, DiTConfig
+from dnadiff.backbones.formats import CHECKPOINT_FORMATS, CheckpointFormat
 from dnadiff.errors import DnadiffError
 
 PREFIX = "backbone."
@@ -149,3 +150,23 @@ def mdlm_tokenizer(path: str | Path, name: str, vocab_size: int):
         raise DnadiffError(f"{path}: tokenizer {tok.name_or_path!r} puts [MASK] at id {tok.mask_id}; the MDLM "
                            f"checkpoint (vocab_size {vocab_size}) has it at {vocab_size - 1}")
     return tok
+
+
+@CHECKPOINT_FORMATS.register("mdlm")
+class MDLMCheckpoint(CheckpointFormat):
+    backbone, objective, text_model = "dit", "mdlm", True
+    detect = staticmethod(is_mdlm_dir)
+
+    @staticmethod
+    def read(path: Path) -> tuple[DiTConfig, dict[str, Tensor]]:
+        from dnadiff.weights import read_weights
+
+        path = Path(path)
+        config = dit_config_from_mdlm(read_config(path), str(path / "config.json"))
+        return config, read_weights(path / "model.safetensors")
+
+    @staticmethod
+    def load(path: Path, vocab_size: int | None = None) -> DiT:
+        # `vocab_size`: the tokenizer's (our text tokenizer adds a [PAD] after [MASK])
+        backbone = load_mdlm_pretrained(path)
+        return extend_vocab(backbone, vocab_size, str(path)) if vocab_size else backbone
