@@ -11,7 +11,6 @@ import math
 import pytest
 import torch
 import yaml
-from helpers.legacy_layout import to_legacy_layout
 
 from dnadiff.backbones import build_backbone
 from dnadiff.checkpoint import load
@@ -19,6 +18,7 @@ from dnadiff.config import RunConfig, from_dict
 from dnadiff.diffusion import build_objective, build_schedule
 from dnadiff.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
+from helpers.legacy_layout import to_legacy_layout
 
 TOK = DNATokenizer()
 V = TOK.vocab_size

@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.legacy_layout import to_legacy_layout
 
 from dnadiff.cli import main as cli_main
+from helpers.legacy_layout import to_legacy_layout
 
 FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=100", "train.val_batches=1", "train.ckpt_every=1",
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "train.max_steps=2"]
 TRAIN = ["train", "experiments/tiny_dna_mdlm", *FAST]
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "dnadiff" / "assets" / "benchmarks" / "human_chr22_repeats"  # the subset bundled with the package
-FT = ["finetune", "experiments/tiny_finetune", f"data.dataset={BENCH}", "data.max_train=16", "data.max_test=8", "train.progress=false",
+FT = ["finetune", "experiments/tiny_finetune", f"data.dataset={BENCH}", "data.max_train=16", "data.max_test=8",
+      "train.progress=false",
       "protocol.seeds=[0]"]
 CLEAN = "ACGTTGCAACGTAGCTAGCTAGGATCCGATCGATCGTAGCTAGCTAGCATCG" * 2  # 104 bp
 
@@ -49,7 +50,8 @@ def ws(tmp_path_factory):
     save_model_dir(root / "model", cfg, build_backbone("caduceus", preset="tiny", vocab_size=tok.vocab_size), tok)
     hcfg = load_config(RunConfig, "experiments/tiny_dna_mdlm",
                        ["model.backbone=hyena", "data.seq_len=32", "sample.length=32", "sample.steps=4"])
-    save_model_dir(root / "hyena", hcfg, build_backbone("hyena", preset="tiny", vocab_size=tok.vocab_size, l_max=64), tok)
+    save_model_dir(root / "hyena", hcfg, build_backbone("hyena", preset="tiny", vocab_size=tok.vocab_size, l_max=64),
+                   tok)
     # a model whose weights have another vocabulary than the DNA tokenizer
     save_model_dir(root / "vocab16", cfg, build_backbone("caduceus", preset="tiny", vocab_size=16), tok)
 
@@ -68,7 +70,8 @@ def ws(tmp_path_factory):
         (d / "config.json").read_text().replace('"max_steps": 150', '"max_steps": "lots"')))
     # a directory in the config.yaml layout of older versions, its YAML cut short
     model_copy("bad_config_yaml", lambda d: to_legacy_layout(d).write_text("train: [1, 2\n"))
-    model_copy("bad_config_json", lambda d: (d / "config.json").write_text('{"model_type": "dnadiff", "train": [1, 2\n'))
+    model_copy("bad_config_json",
+               lambda d: (d / "config.json").write_text('{"model_type": "dnadiff", "train": [1, 2\n'))
     model_copy("bad_metrics", lambda d: (d / "metrics.json").write_text("{not json"))
     model_copy("unknown_objective", lambda d: (d / "config.json").write_text(
         (d / "config.json").read_text().replace('"name": "mdlm"', '"name": "diffusion9000"')))
@@ -167,8 +170,10 @@ CASES = [
     ("eval-model-dir-is-file", ["eval", "{ws}/files/good.fa"], "expected a model directory", None),
     ("eval-missing-config", ["eval", "{ws}/no_config"], "missing config.json", None),
     ("eval-missing-weights", ["eval", "{ws}/no_weights"], "missing model.safetensors", None),
-    ("eval-empty-weights", ["eval", "{ws}/empty_weights", "--out", "{out}/o.json"], "not a readable safetensors", "{out}/o.json"),
-    ("eval-truncated-weights", ["eval", "{ws}/truncated_weights", "--out", "{out}/o.json"], "not a readable safetensors",
+    ("eval-empty-weights", ["eval", "{ws}/empty_weights", "--out", "{out}/o.json"], "not a readable safetensors",
+     "{out}/o.json"),
+    ("eval-truncated-weights", ["eval", "{ws}/truncated_weights", "--out", "{out}/o.json"],
+     "not a readable safetensors",
      "{out}/o.json"),
     ("eval-config-wrong-type", ["eval", "{ws}/bad_config_type"], "train.max_steps", None),
     ("eval-config-truncated-yaml", ["eval", "{ws}/bad_config_yaml"], "invalid YAML", None),
@@ -182,7 +187,8 @@ CASES = [
     ("eval-records-empty", ["eval", "{ws}/model", "--records", "{ws}/files/empty.fa", "--out", "{out}/o.json"],
      "empty FASTA file", "{out}/o.json"),
     ("eval-records-blank", ["eval", "{ws}/model", "--records", "{ws}/files/blank.fa"], "empty FASTA file", None),
-    ("eval-records-no-header", ["eval", "{ws}/model", "--records", "{ws}/files/no_header.fa"], "not a FASTA file", None),
+    ("eval-records-no-header", ["eval", "{ws}/model", "--records", "{ws}/files/no_header.fa"], "not a FASTA file",
+     None),
     ("eval-records-header-only", ["eval", "{ws}/model", "--records", "{ws}/files/header_only.fa"], "r1", None),
     ("eval-records-binary", ["eval", "{ws}/model", "--records", "{ws}/files/binary.fa"], "binary.fa", None),
     ("eval-records-bad-chars", ["eval", "{ws}/model", "--records", "{ws}/files/bad_chars.fa"], "bad_chars.fa", None),
@@ -202,22 +208,29 @@ CASES = [
      "{out}/s.fa"),
     ("sample-bad-option", ["sample", "{ws}/model", "--option", "warp=9", "--steps", "2", "--out", "{out}/s.fa"], "warp",
      "{out}/s.fa"),
-    ("sample-option-not-kv", ["sample", "{ws}/model", "--option", "eta", "--out", "{out}/s.fa"], "key=value", "{out}/s.fa"),
+    ("sample-option-not-kv", ["sample", "{ws}/model", "--option", "eta", "--out", "{out}/s.fa"], "key=value",
+     "{out}/s.fa"),
     ("sample-num-zero", ["sample", "{ws}/model", "--num", "0", "--out", "{out}/s.fa"], "--num", "{out}/s.fa"),
-    ("sample-length-negative", ["sample", "{ws}/model", "--length", "-3", "--out", "{out}/s.fa"], "--length", "{out}/s.fa"),
+    ("sample-length-negative", ["sample", "{ws}/model", "--length", "-3", "--out", "{out}/s.fa"], "--length",
+     "{out}/s.fa"),
     ("sample-steps-zero", ["sample", "{ws}/model", "--steps", "0", "--out", "{out}/s.fa"], "steps", "{out}/s.fa"),
     ("sample-temperature-zero", ["sample", "{ws}/model", "--temperature", "0", "--steps", "2", "--out", "{out}/s.fa"],
      "temperature", "{out}/s.fa"),
     ("sample-length-over-hyena-l-max", ["sample", "{ws}/hyena", "--length", "100", "--out", "{out}/s.fa"], "exceeds",
      "{out}/s.fa"),
-    ("sample-prefix-bad-chars", ["sample", "{ws}/model", "--prefix", "ACGZ", "--out", "{out}/s.fa"], "--prefix", "{out}/s.fa"),
-    ("sample-prefix-too-long", ["sample", "{ws}/model", "--length", "8", "--prefix", "ACGTACGTAC", "--out", "{out}/s.fa"],
+    ("sample-prefix-bad-chars", ["sample", "{ws}/model", "--prefix", "ACGZ", "--out", "{out}/s.fa"], "--prefix",
+     "{out}/s.fa"),
+    ("sample-prefix-too-long",
+     ["sample", "{ws}/model", "--length", "8", "--prefix", "ACGTACGTAC", "--out", "{out}/s.fa"],
      "do not fit", "{out}/s.fa"),
-    ("sample-template-length", ["sample", "{ws}/model", "--template-fasta", "{ws}/files/short.fa", "--out", "{out}/s.fa"],
+    ("sample-template-length",
+     ["sample", "{ws}/model", "--template-fasta", "{ws}/files/short.fa", "--out", "{out}/s.fa"],
      "length", "{out}/s.fa"),
-    ("sample-template-empty", ["sample", "{ws}/model", "--template-fasta", "{ws}/files/empty.fa", "--out", "{out}/s.fa"],
+    ("sample-template-empty",
+     ["sample", "{ws}/model", "--template-fasta", "{ws}/files/empty.fa", "--out", "{out}/s.fa"],
      "empty FASTA", "{out}/s.fa"),
-    ("sample-out-is-directory", ["sample", "{ws}/model", "--steps", "2", "--out", "{ws}/files/a_dir.fa"], "a_dir.fa", None),
+    ("sample-out-is-directory", ["sample", "{ws}/model", "--steps", "2", "--out", "{ws}/files/a_dir.fa"], "a_dir.fa",
+     None),
     ("sample-missing-weights", ["sample", "{ws}/no_weights", "--out", "{out}/s.fa"], "model.safetensors", "{out}/s.fa"),
     # --- finetune
     ("finetune-one-class", [*FT, "--dataset", "{ws}/bench/one_class", "--out", "{out}/ft"], "at least 2 classes",
@@ -244,9 +257,11 @@ CASES = [
     ("finetune-max-len-over-hyena-l-max", [*FT, "data.max_len=64", "model.overrides.l_max=16", "--out", "{out}/ft"],
      "l_max", "{out}/ft"),
     # --- metrics
-    ("metrics-samples-missing", ["metrics", "{ws}/files/nope.fa", "--reference", "{ws}/files/good.fa", "--out", "{out}/m"],
+    ("metrics-samples-missing",
+     ["metrics", "{ws}/files/nope.fa", "--reference", "{ws}/files/good.fa", "--out", "{out}/m"],
      "nope.fa", "{out}/m"),
-    ("metrics-samples-empty", ["metrics", "{ws}/files/empty.fa", "--reference", "{ws}/files/good.fa", "--out", "{out}/m"],
+    ("metrics-samples-empty",
+     ["metrics", "{ws}/files/empty.fa", "--reference", "{ws}/files/good.fa", "--out", "{out}/m"],
      "empty FASTA", "{out}/m"),
     ("metrics-reference-not-fasta", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/no_header.fa", "--out",
                                      "{out}/m"], "not a FASTA", "{out}/m"),
@@ -254,8 +269,9 @@ CASES = [
                                   "{out}/m"], "binary.fa", "{out}/m"),
     ("metrics-kmax-out-of-range", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--kmax", "40",
                                    "--out", "{out}/m"], "--kmax", "{out}/m"),
-    ("metrics-label-without-classifier", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--label",
-                                          "pos", "--out", "{out}/m"], "--label needs --classifier", "{out}/m"),
+    ("metrics-label-without-classifier",
+     ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--label", "pos", "--out", "{out}/m"],
+     "--label needs --classifier", "{out}/m"),
     ("metrics-embedder-missing", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--embedder",
                                   "{ws}/files/nope", "--out", "{out}/m"], "--embedder", "{out}/m"),
     ("metrics-unknown-jaspar-id", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--motif-ids",
@@ -316,7 +332,8 @@ def test_crlf_lowercase_iupac_fasta_work(ws, capsys, tmp_path):
     clean, iupac = CLEAN, CLEAN[:10] + "RYKM" + CLEAN[14:]  # IUPAC codes become N (not scored)
     as_n = CLEAN[:10] + "NNNN" + CLEAN[14:]
     (tmp_path / "clean.fa").write_text(f">r1\n{clean}\n>r2\n{as_n}\n")
-    (tmp_path / "crlf_lower.fa").write_bytes(f">r1\r\n{clean[:50].lower()}\r\n{clean[50:]}\r\n>r2\r\n{iupac.lower()}\r\n"
+    (tmp_path / "crlf_lower.fa").write_bytes(f">r1\r\n{clean[:50].lower()}\r\n{clean[50:]}\r\n"
+                                             f">r2\r\n{iupac.lower()}\r\n"
                                              .encode())
     bits = _eval_bits(ws, capsys, tmp_path / "clean.fa")
     assert _eval_bits(ws, capsys, tmp_path / "crlf_lower.fa") == bits

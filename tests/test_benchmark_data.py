@@ -4,7 +4,6 @@ import pytest
 from dnadiff.data import SequenceClassificationDataset, load_benchmark_split, resolve_benchmark
 from dnadiff.errors import DnadiffError
 
-
 SETS = [("human_chr22_repeats", ["repeat", "unique"]), ("leptospira_coding_vs_intergenic", ["coding", "intergenic"])]
 
 

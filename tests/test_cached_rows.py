@@ -137,7 +137,8 @@ def test_time_conditioned_denoisers_are_never_cached(den):
     anc = build_sampler("ancestral", steps=30)
     a = anc.generate(timed, SCHED, MASK, (6, 5), template=tmpl, generator=3)
     for smp in (build_sampler("cached", steps=30), build_sampler("cached", steps=30, time_conditioned=True)):
-        c = smp.generate(timed if smp.time_conditioned is None else den, SCHED, MASK, (6, 5), template=tmpl, generator=3)
+        c = smp.generate(timed if smp.time_conditioned is None else den, SCHED, MASK, (6, 5), template=tmpl,
+                         generator=3)
         assert torch.equal(a, c) and smp.last_nfe == anc.last_nfe and smp.last_rows == 6 * smp.last_nfe
     # the option forces it on for a model that ignores t despite its attribute
     forced = build_sampler("cached", steps=30, time_conditioned=False)

@@ -5,8 +5,16 @@ import pytest
 import torch
 from sklearn import metrics as skm
 
-from dnadiff.eval.classification import (accuracy, auroc, binary_auroc, classification_metrics, f1_macro, format_range,
-                                         mcc, summarize)
+from dnadiff.eval.classification import (
+    accuracy,
+    auroc,
+    binary_auroc,
+    classification_metrics,
+    f1_macro,
+    format_range,
+    mcc,
+    summarize,
+)
 
 
 def _case(n, k, seed, ties=False):

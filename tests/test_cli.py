@@ -2,9 +2,9 @@ import json
 import sys
 
 import pytest
-from helpers import progress_wait  # waits by progress, not by a wall-clock limit
 
 from dnadiff.cli import main
+from helpers import progress_wait  # waits by progress, not by a wall-clock limit
 
 
 def test_help_lists_commands(capsys):

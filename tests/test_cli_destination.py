@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
+from helpers.cli_model import tiny_model_dir
 
 COMMANDS = {
     "sample": ["--num", "1", "--length", "8", "--steps", "2"],

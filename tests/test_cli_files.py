@@ -12,9 +12,9 @@ import stat
 
 import pytest
 
+import dnadiff.utils as utils
 from dnadiff.cli import main
 from dnadiff.data import bundled_genome, read_fasta
-import dnadiff.utils as utils
 
 
 def _mode(path) -> int:

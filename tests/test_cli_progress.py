@@ -13,8 +13,8 @@ import torch
 import tqdm.auto
 import tqdm.std
 
-from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
+from helpers.cli_model import tiny_model_dir
 
 
 class Recorded(tqdm.std.tqdm):

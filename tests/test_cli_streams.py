@@ -17,7 +17,8 @@ from dnadiff.data import bundled_genome, read_fasta
 
 @pytest.mark.subprocess
 def test_sample_without_out_writes_fasta_to_stdout(model, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "dnadiff", "sample", model, "-n", "3", "--length", "16", "--steps", "2"],
+    proc = subprocess.run([sys.executable, "-m", "dnadiff", "sample", model, "-n", "3", "--length", "16",
+                           "--steps", "2"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     recs = list(read_fasta_text(proc.stdout))
@@ -99,7 +100,8 @@ def test_metrics_against_a_genome_without_bed_uses_windows_not_mostly_n(tmp_path
     samples = tmp_path / "s.fa"
     samples.write_text("".join(f">s{i}\n{seq_rng[i * 64:(i + 1) * 64]}\n" for i in range(4)))
     out = tmp_path / "m"
-    assert main(["metrics", str(samples), "--reference", str(genome), "--out", str(out), "--no-plots", "--kmax", "3"]) == 0
+    assert main(["metrics", str(samples), "--reference", str(genome), "--out", str(out), "--no-plots",
+                 "--kmax", "3"]) == 0
     err = capsys.readouterr().err
     assert ("64 windows of 64 bp used (at most --max-reference-windows 2,000), evenly spaced among the 64 windows "
             "with at most 10% N, out of all 128 non-overlapping 64-bp windows of the 1 record(s) at least 128 bp long"
@@ -116,7 +118,8 @@ def test_metrics_samples_from_stdin(tmp_path, monkeypatch, capsys):
     ref.write_text(text)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(text.encode()))))
     out = tmp_path / "m"
-    assert main(["metrics", "-", "--reference", str(ref), "--out", str(out), "--no-plots", "--no-floor", "--kmax", "2"]) == 0
+    assert main(["metrics", "-", "--reference", str(ref), "--out", str(out), "--no-plots", "--no-floor",
+                 "--kmax", "2"]) == 0
     res = json.loads((out / "metrics.json").read_text())
     assert res["files"]["samples"] == "stdin"
 

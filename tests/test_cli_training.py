@@ -12,7 +12,6 @@ import yaml
 
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
-
 from helpers import progress_wait
 
 FAST = ["data.seq_len=32", "train.batch_size=2", "train.val_batches=1", "train.log_every=1", "train.warmup_steps=0"]
@@ -52,8 +51,8 @@ def test_quiet_training_prints_nothing_on_stderr(tmp_path):
 
 
 def test_threads_default_is_the_free_physical_cores_of_the_affinity(monkeypatch):
-    from dnadiff.training.run import resolve_threads
     from dnadiff.machine import available_cores
+    from dnadiff.training.run import resolve_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine: every core is free

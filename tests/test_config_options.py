@@ -12,9 +12,12 @@ from dnadiff.registry import Registry
 
 
 @pytest.mark.parametrize("override, message", [
-    ("model.overrides.d_modle=64", r"model.overrides.d_modle: not an option of backbone 'caduceus'; valid options: .*d_model"),
-    ("objective.options.bos_idd=2", r"objective.options.bos_idd: not an option of objective 'mdlm'; valid options: .*pad_policy"),
-    ("sample.options.etaa=0.1", r"sample.options.etaa: not an option of sampler 'ancestral'; valid options: .*temperature"),
+    ("model.overrides.d_modle=64",
+     r"model.overrides.d_modle: not an option of backbone 'caduceus'; valid options: .*d_model"),
+    ("objective.options.bos_idd=2",
+     r"objective.options.bos_idd: not an option of objective 'mdlm'; valid options: .*pad_policy"),
+    ("sample.options.etaa=0.1",
+     r"sample.options.etaa: not an option of sampler 'ancestral'; valid options: .*temperature"),
     ("data.text.pathh=x", r"unknown config key data.text.pathh \(valid keys here: .*path"),
 ])
 def test_option_typos_fail_at_load_time(override, message):
@@ -58,7 +61,8 @@ def test_registry_build_checks_names_and_surfaces_bugs():
     with pytest.raises(TypeError):  # not turned into a user error
         reg.build("buggy", steps=2)
     assert reg.check_options("ok", {"eta": "0.25"}, "x") == {"eta": 0.25}
-    with pytest.raises(DnadiffError, match=r"x.steps=1.5: thing 'ok' expects int; valid options: steps \(int, default 3\)"):
+    with pytest.raises(DnadiffError,
+                       match=r"x.steps=1.5: thing 'ok' expects int; valid options: steps \(int, default 3\)"):
         reg.check_options("ok", {"steps": 1.5}, "x")
 
 
@@ -86,8 +90,10 @@ def test_finetune_and_train_share_the_trainer_fields():
 
     shared = {f.name for f in dataclasses.fields(TrainerConfig)}
     assert {"batch_size", "betas", "weight_decay", "grad_clip", "precision", "threads", "devices"} <= shared
-    assert shared <= {f.name for f in dataclasses.fields(TrainConfig)} & {f.name for f in dataclasses.fields(FinetuneTrainConfig)}
-    assert FinetuneConfig().train.batch_size == 256 and FinetuneConfig().train.weight_decay == 0.1  # the recipe's defaults
+    assert shared <= ({f.name for f in dataclasses.fields(TrainConfig)}
+                      & {f.name for f in dataclasses.fields(FinetuneTrainConfig)})
+    # the recipe's defaults
+    assert FinetuneConfig().train.batch_size == 256 and FinetuneConfig().train.weight_decay == 0.1
     for section, cls in (("train", RunConfig), ("train", FinetuneConfig)):
         with pytest.raises(DnadiffError, match=r"train.threads: must be > 0 or null"):
             load_config(cls, None, [f"{section}.threads=0"])
@@ -122,6 +128,7 @@ def test_model_directory_records_no_runtime_choices(tmp_path):
     save_model_dir(tmp_path / "m", cfg, bb)
     saved = json.loads((tmp_path / "m" / "config.json").read_text())  # a Hugging Face-style model folder
     assert "scan_impl" not in saved["model"]["overrides"] and saved["model"]["overrides"]["d_model"] == 32
-    assert (saved["train"]["threads"], saved["train"]["devices"], saved["train"]["accelerator"]) == (None, "auto", "auto")
+    assert (saved["train"]["threads"], saved["train"]["devices"],
+            saved["train"]["accelerator"]) == (None, "auto", "auto")
     assert saved["train"]["lr"] == 0.01  # a training choice stays
     assert load_config_of(tmp_path / "m").model.overrides["d_model"] == 32

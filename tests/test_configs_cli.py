@@ -63,13 +63,15 @@ def test_train_print_config_is_the_resolved_run_config(tmp_path, monkeypatch, ca
     expected = load_config(RunConfig, "experiments/tiny_cfg_leptospira", ["train.lr=0.01"])
     assert from_dict(RunConfig, printed) == expected
     assert printed["train"]["lr"] == 0.01 and printed["data"]["root"] == bundled_data_root()
-    assert printed["data"]["benchmark"] == str(Path(bundled_data_root()) / "benchmarks" / "leptospira_coding_vs_intergenic")
+    assert printed["data"]["benchmark"] == str(Path(bundled_data_root()) / "benchmarks"
+                                               / "leptospira_coding_vs_intergenic")
     assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
 
 
 def test_finetune_demo_and_configs_print_config(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    ft = _printed(capsys, ["finetune", "experiments/tiny_finetune", "--print-config", "--dataset", "my/set", "train.epochs=3"])
+    ft = _printed(capsys, ["finetune", "experiments/tiny_finetune", "--print-config", "--dataset", "my/set",
+                           "train.epochs=3"])
     assert from_dict(FinetuneConfig, ft) == load_finetune_config("experiments/tiny_finetune",
                                                                  ['data.dataset="my/set"', "train.epochs=3"])
     demo = _printed(capsys, ["demo", "--print-config", "--steps", "7"])

@@ -9,13 +9,12 @@ import re
 import pytest
 import torch
 from safetensors.torch import save_file
+from transformers import MambaConfig as HFMambaConfig  # noqa: E402  (a core dependency: imported, never skipped)
+from transformers.models.mamba.modeling_mamba import MambaMixer  # noqa: E402
 
 from dnadiff.backbones import build_backbone
 from dnadiff.backbones.convert_caduceus import is_caduceus_dir, load_caduceus_pretrained
 from dnadiff.errors import DnadiffError
-
-from transformers import MambaConfig as HFMambaConfig  # noqa: E402  (a core dependency: imported, never skipped)
-from transformers.models.mamba.modeling_mamba import MambaMixer  # noqa: E402
 
 logging.getLogger("transformers").setLevel(logging.ERROR)
 CMAP16 = [0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7, 11, 12, 13, 14, 15]

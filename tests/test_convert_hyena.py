@@ -146,7 +146,8 @@ def test_bidirectional_override_keeps_forward_filters(tmp_path):
     state = official_state("hyena.backbone.")
     model = load_hyena_pretrained(write_dir(tmp_path / "bi", HF_CONFIG, state), causal=False)
     assert not model.is_causal
-    assert torch.equal(model.backbone.layers[0].mixer.in_proj.weight, state["hyena.backbone.layers.0.mixer.in_proj.weight"])
+    assert torch.equal(model.backbone.layers[0].mixer.in_proj.weight,
+                       state["hyena.backbone.layers.0.mixer.in_proj.weight"])
 
 
 @pytest.mark.parametrize("problem", ["extra", "missing", "shape", "freq"])

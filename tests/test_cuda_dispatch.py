@@ -15,7 +15,6 @@ import torch
 from dnadiff.backbones import build_backbone, kernels
 from dnadiff.backbones.mamba import Mamba, MambaConfig
 from dnadiff.errors import DnadiffError
-
 from helpers.fake_kernels import KernelLog, _package, install, stand_in_modules
 
 CUDA = dict(conv_impl="cuda", scan_impl="cuda")
@@ -166,7 +165,8 @@ def test_length_major_entry_of_selective_scan(fake_kernels):
 
     g = torch.Generator().manual_seed(0)
     u, dl, z = (torch.randn(2, 19, 6, generator=g) for _ in range(3))
-    a, b, c = -torch.rand(6, 4, generator=g) - 0.5, torch.randn(2, 19, 4, generator=g), torch.randn(2, 19, 4, generator=g)
+    a, b, c = (-torch.rand(6, 4, generator=g) - 0.5, torch.randn(2, 19, 4, generator=g),
+               torch.randn(2, 19, 4, generator=g))
     d, bias = torch.randn(6, generator=g), torch.randn(6, generator=g)
     out = selective_scan(u, dl, a, b, c, d, z, bias, True, impl="cuda")
     assert fake_kernels.names() == ["selective_scan_fn"] and out.shape == (2, 19, 6)
@@ -181,7 +181,8 @@ def test_stand_in_scan_with_groups_and_last_state(fake_kernels):
 
     g = torch.Generator().manual_seed(3)
     u, dl = torch.randn(1, 4, 9, generator=g), torch.rand(1, 4, 9, generator=g)
-    a, bm, cm = -torch.rand(4, 3, generator=g), torch.randn(1, 2, 3, 9, generator=g), torch.randn(1, 2, 3, 9, generator=g)
+    a, bm, cm = (-torch.rand(4, 3, generator=g), torch.randn(1, 2, 3, 9, generator=g),
+                 torch.randn(1, 2, 3, 9, generator=g))
     out, last = iface.selective_scan_fn(u, dl, a, bm, cm, return_last_state=True)
     for i in range(2):  # channels 2i, 2i+1 read group i
         sl = slice(2 * i, 2 * i + 2)

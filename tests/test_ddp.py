@@ -30,13 +30,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers import progress_wait
-from helpers.scripts import load_script
-from helpers.subprocess_env import child_env
-
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 from dnadiff.weights import read_weights
+from helpers import progress_wait
+from helpers.scripts import load_script
+from helpers.subprocess_env import child_env
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.training, pytest.mark.ddp]
 
@@ -75,7 +74,8 @@ def runs(tmp_path_factory):
                    "--run-dir", str(root / "cli")], watch=[root / "cli"])
     assert cli.returncode == 0, cli.stderr[-3000:]
 
-    killed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_killed"), "--kill-at-step", "3", *DDP],
+    killed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_killed"), "--kill-at-step", "3",
+                      *DDP],
                      watch=[root / "run", root / "rec_killed"])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     resumed = _launch([sys.executable, str(DRIVER), str(root / "run"), str(root / "rec_resumed"), "--resume", *DDP],

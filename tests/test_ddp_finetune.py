@@ -17,7 +17,6 @@ import pytest
 
 from dnadiff.finetune.config import load_finetune_config
 from dnadiff.finetune.runs import run_finetune
-
 from helpers import progress_wait
 from helpers.benchmark_files import write_benchmark
 from helpers.subprocess_env import child_env
@@ -32,7 +31,8 @@ def _benchmark(root: Path) -> Path:
     rng = np.random.default_rng(0)
     classes = (("at_rich", [0.35, 0.15, 0.15, 0.35]), ("gc_rich", [0.2, 0.3, 0.3, 0.2]))
     return write_benchmark(root / "toy", {
-        split: {label: ["".join(rng.choice(list("ACGT"), size=40, p=probs)) for _ in range(n)] for label, probs in classes}
+        split: {label: ["".join(rng.choice(list("ACGT"), size=40, p=probs)) for _ in range(n)]
+                for label, probs in classes}
         for split, n in (("train", 36), ("test", 16))})
 
 

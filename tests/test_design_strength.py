@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from dnadiff.cli import main
-from dnadiff.guidance import cg_rows_per_design, default_strength
 from dnadiff.errors import DnadiffError
+from dnadiff.guidance import cg_rows_per_design, default_strength
 from dnadiff.guidance.rewards import build_reward, rc_averaged, reward_unit
 from dnadiff.samplers import build_sampler
 

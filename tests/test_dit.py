@@ -47,7 +47,8 @@ def test_rotate_half_and_relative_positions():
         torch.testing.assert_close(diag, diag[:1].expand_as(diag), atol=1e-5, rtol=1e-5)
     # angle of the first pair at position p is p (inv_freq[0] = 1): a pure rotation of (x_0, x_4)
     cos, sin = rot.tables(3, torch.device("cpu"))
-    assert torch.allclose(cos[:, 0], torch.cos(torch.arange(3.0))) and torch.allclose(sin[:, 4], torch.sin(torch.arange(3.0)))
+    assert (torch.allclose(cos[:, 0], torch.cos(torch.arange(3.0)))
+            and torch.allclose(sin[:, 4], torch.sin(torch.arange(3.0))))
     assert math.isclose(rot.inv_freq[1].item(), 10_000 ** (-2 / 8), rel_tol=1e-6)
 
 
@@ -73,7 +74,8 @@ def test_block_equals_explicit_attention(causal):
     a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, L, H)
     x1 = x + gate1 * block.attn_out(a)
     h2 = ln(x1, block.norm2.weight) * (1 + scale2) + shift2
-    m = block.mlp[2](0.5 * block.mlp[0](h2) * (1 + torch.tanh(math.sqrt(2 / math.pi) * (block.mlp[0](h2) + 0.044715 * block.mlp[0](h2) ** 3))))
+    m = block.mlp[2](0.5 * block.mlp[0](h2)
+                     * (1 + torch.tanh(math.sqrt(2 / math.pi) * (block.mlp[0](h2) + 0.044715 * block.mlp[0](h2) ** 3))))
     expected = x1 + gate2 * m
     torch.testing.assert_close(block(x, c, rot), expected, atol=2e-5, rtol=1e-4)
 

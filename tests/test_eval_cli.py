@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
+from helpers.cli_model import tiny_model_dir
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 

@@ -60,7 +60,8 @@ def test_stratified_subsample_and_protocol_runs():
     assert [(r[0], r[1], len(r[3])) for r in paper] == [("seed3", 3, 100), ("seed5", 5, 100)]
 
 
-MY_CONFIGS = sorted([*Path(CONFIG_ROOT, "finetune").glob("*.yaml"), Path(CONFIG_ROOT, "experiments", "tiny_finetune.yaml")])
+MY_CONFIGS = sorted([*Path(CONFIG_ROOT, "finetune").glob("*.yaml"),
+                     Path(CONFIG_ROOT, "experiments", "tiny_finetune.yaml")])
 
 
 @pytest.mark.parametrize("path", MY_CONFIGS, ids=lambda p: p.name)
@@ -123,7 +124,8 @@ def test_one_epoch_beats_majority_baseline(shared_data, tmp_path, capsys):
     out = tmp_path / "ft"
     rc = main(["finetune", "experiments/tiny_finetune", "model.backbone=hyena", "data.max_train=2000",
                "data.max_test=400", "protocol.seeds=[0]", "train.batch_size=16", "train.lr_grid=[3e-3]",
-               "--dataset", str(shared_data / "benchmarks" / "human_chr22_repeats"), "--out", str(out), "--no-progress"])
+               "--dataset", str(shared_data / "benchmarks" / "human_chr22_repeats"), "--out", str(out),
+               "--no-progress"])
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     assert res["majority_baseline"] == 0.5 and res["num_test"] == 400 and res["num_train"] == 2000
@@ -176,7 +178,8 @@ def test_init_from_model_dir_copies_weights_per_run(tmp_path):
     for k, v in bb.state_dict().items():
         assert torch.equal(a.backbone.state_dict()[k], v)
     a.backbone.backbone.embeddings.word_embeddings.embedding.weight.data.zero_()  # runs do not share weights
-    assert not torch.equal(b.backbone.backbone.embeddings.word_embeddings.embedding.weight, a.backbone.backbone.embeddings.word_embeddings.embedding.weight)
+    assert not torch.equal(b.backbone.backbone.embeddings.word_embeddings.embedding.weight,
+                           a.backbone.backbone.embeddings.word_embeddings.embedding.weight)
     scratch = load_finetune_config("experiments/tiny_finetune")
     torch.manual_seed(1)
     s1 = classifier_factory(scratch, None, 2)()

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from dnadiff.data.tokenizer_training import train_tokenizer
+from dnadiff.errors import DnadiffError
 from dnadiff.eval.genppl import (
     decode_samples,
     first_eos_mask,
@@ -15,7 +16,6 @@ from dnadiff.eval.genppl import (
     load_scorer,
     unigram_entropy,
 )
-from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers import TextTokenizer
 
 TEXTS = ["the cat sat on the mat and looked at the dog", "a dog ran in the park", "hello world, the end"]
@@ -101,7 +101,8 @@ def test_long_samples_are_scored_in_sliding_windows_with_context(scorer_dir):
     assert res["window"] == 8 and res["stride"] == 4
     full = [eos] + ids
     per_token = [None] * len(full)
-    for i in range(1, len(full)):  # token i: the window starting at the largest multiple of 4 with i in its last 4 (or the first)
+    # token i: the window starting at the largest multiple of 4 with i in its last 4 (or the first)
+    for i in range(1, len(full)):
         start = 0 if i < 8 else 4 * ((i - 8) // 4 + 1)
         win = full[start:i + 1]
         assert len(win) >= (i + 1 if i < 8 else 5)  # at least stride tokens of context

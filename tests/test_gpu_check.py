@@ -40,7 +40,8 @@ def test_gpu_check_cpu_tiny(tmp_path):
 
 
 def test_gpu_check_rejects_unknown_checks(tmp_path, capsys):
-    assert gpu_check.main(["--device", "cpu", "--tiny", "--out", str(tmp_path / "x.json"), "--checks", "scan,nope"]) == 2
+    assert gpu_check.main(["--device", "cpu", "--tiny", "--out", str(tmp_path / "x.json"),
+                           "--checks", "scan,nope"]) == 2
     assert "unknown nope" in capsys.readouterr().err
 
 

@@ -9,10 +9,10 @@ import json
 import pytest
 import torch
 
-from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
 from dnadiff.guidance.rewards import build_reward
 from dnadiff.tokenizers.dna import DNATokenizer
+from helpers.cli_model import tiny_model_dir
 
 TOK = DNATokenizer()
 
@@ -23,7 +23,7 @@ def model(tmp_path_factory):
 
 
 def read_fasta(path):
-    recs, name = [], None
+    recs = []
     for line in open(path):
         line = line.strip()
         if line.startswith(">"):
@@ -80,8 +80,10 @@ def test_guidance_raises_the_reward_over_unguided(model, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--reward", "gc:2"], r"GC target must be in \[0, 1\]"),
     (["--reward", "gc", "--method", "magic"], "unknown; choose from"),
-    (["--reward", "gc", "--method", "smc", "--option", "n=3"], "--option n: not an option of --method smc; valid options: particles (int"),
-    (["--reward", "gc", "--method", "best_of_n", "--option", "n=abc"], "--option n=.abc.: --method best_of_n expects int"),
+    (["--reward", "gc", "--method", "smc", "--option", "n=3"],
+     "--option n: not an option of --method smc; valid options: particles (int"),
+    (["--reward", "gc", "--method", "best_of_n", "--option", "n=abc"],
+     "--option n=.abc.: --method best_of_n expects int"),
     (["--reward", "gc", "--method", "cg", "--option", "scale=abc"], "--option scale=.abc.: --method cg expects float"),
     (["--reward", "gc", "--method", "smc", "--option", "particles=[1]"], "--method smc expects int"),
     (["--reward", "gc", "--method", "svdd", "--option", "candidates=0"], "candidates must be >= 1"),

@@ -103,10 +103,15 @@ def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
     from torch.utils.data import DataLoader, Subset
 
     from dnadiff.cli import main
-    from dnadiff.data.benchmarks import SequenceClassificationDataset, load_benchmark_split, pad_batch, resolve_benchmark
+    from dnadiff.data.benchmarks import (
+        SequenceClassificationDataset,
+        load_benchmark_split,
+        pad_batch,
+        resolve_benchmark,
+    )
+    from dnadiff.data.splits import stratified_subsample
     from dnadiff.heads.saved import load_classifier_dir
     from dnadiff.training.finetune import predict_logits
-    from dnadiff.data.splits import stratified_subsample
 
     out = tmp_path / "ft"
     rc = main(["finetune", "experiments/tiny_finetune", "model.backbone=hyena", "protocol.seeds=[0]",

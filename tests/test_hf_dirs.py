@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers.legacy_layout import to_legacy_layout
 
 import dnadiff
 from dnadiff.backbones import build_backbone
@@ -20,6 +19,7 @@ from dnadiff.config import RunConfig, load_config
 from dnadiff.errors import DnadiffError
 from dnadiff.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
+from helpers.legacy_layout import to_legacy_layout
 
 X = torch.tensor([[7, 8, 9, 10, 3, 3, 7, 11], [10, 3, 9, 9, 8, 7, 3, 10]])
 
@@ -191,7 +191,8 @@ def test_push_to_hub_uploads_the_model_folder(tmp_path, monkeypatch):
     assert token == "tok"
     assert api.calls[0] == ("create_repo", "someone/tiny", {"private": True, "exist_ok": True, "repo_type": "model"})
     assert api.calls[1] == ("upload_folder", "someone/tiny",
-                            {"repo_id": "someone/tiny", "repo_type": "model", "revision": None, "commit_message": "first"})
+                            {"repo_id": "someone/tiny", "repo_type": "model", "revision": None,
+                             "commit_message": "first"})
     assert api.files == ["README.md", "config.json", "metrics.json", "model.safetensors"]
     assert "library_name: dnadiff" in api.card and 'dnadiff.load("someone/tiny")' in api.card
     assert "| val_nll | 1.25 |" in api.card
@@ -249,7 +250,8 @@ def _mdlm_dir(path: Path, time_conditioning: bool = False) -> tuple[dict, dict]:
                        f"blocks.{i}.attn_out.weight": (H, H), f"blocks.{i}.norm2.weight": (H,),
                        f"blocks.{i}.mlp.0.weight": (4 * H, H), f"blocks.{i}.mlp.0.bias": (4 * H,),
                        f"blocks.{i}.mlp.2.weight": (H, 4 * H), f"blocks.{i}.mlp.2.bias": (H,),
-                       f"blocks.{i}.adaLN_modulation.weight": (6 * H, C), f"blocks.{i}.adaLN_modulation.bias": (6 * H,)})
+                       f"blocks.{i}.adaLN_modulation.weight": (6 * H, C),
+                       f"blocks.{i}.adaLN_modulation.bias": (6 * H,)})
     state = {"backbone." + k: torch.randn(s, generator=g) * (0.3 if len(s) > 1 else 0.5) for k, s in shapes.items()}
     for k in state:
         if k.endswith("norm1.weight") or k.endswith("norm2.weight") or k.endswith("norm_final.weight"):
@@ -288,7 +290,8 @@ def _reference_mdlm(state: dict, cfg: dict, ids: torch.Tensor, sigma: torch.Tens
     x = s["vocab_embed.embedding"][ids]
     for i in range(cfg["n_blocks"]):
         p = lambda n: s[f"blocks.{i}.{n}"]  # noqa: E731
-        sh1, sc1, g1, sh2, sc2, g2 = F.linear(c, p("adaLN_modulation.weight"), p("adaLN_modulation.bias"))[:, None].chunk(6, -1)
+        sh1, sc1, g1, sh2, sc2, g2 = F.linear(c, p("adaLN_modulation.weight"),
+                                              p("adaLN_modulation.bias"))[:, None].chunk(6, -1)
         h = ln(x, p("norm1.weight")) * (1 + sc1) + sh1
         qkv = (h @ p("attn_qkv.weight").T).view(B, L, 3, nh, hd)
         q, k, v = rot(qkv[:, :, 0]), rot(qkv[:, :, 1]), qkv[:, :, 2]
@@ -298,7 +301,8 @@ def _reference_mdlm(state: dict, cfg: dict, ids: torch.Tensor, sigma: torch.Tens
         h = ln(x, p("norm2.weight")) * (1 + sc2) + sh2
         m = F.gelu(F.linear(h, p("mlp.0.weight"), p("mlp.0.bias")), approximate="tanh")
         x = x + g2 * F.linear(m, p("mlp.2.weight"), p("mlp.2.bias"))
-    sh, sc = F.linear(c, s["output_layer.adaLN_modulation.weight"], s["output_layer.adaLN_modulation.bias"])[:, None].chunk(2, -1)
+    sh, sc = F.linear(c, s["output_layer.adaLN_modulation.weight"],
+                      s["output_layer.adaLN_modulation.bias"])[:, None].chunk(2, -1)
     h = ln(x, s["output_layer.norm_final.weight"]) * (1 + sc) + sh
     return F.linear(h, s["output_layer.linear.weight"], s["output_layer.linear.bias"])
 
@@ -317,7 +321,8 @@ def test_mdlm_checkpoint_imports_into_dit(tmp_path, time_conditioning):
     with torch.no_grad():
         got = bb(ids, sigma)
     # the official forward, from the raw tensors
-    torch.testing.assert_close(got.double(), _reference_mdlm(state, cfg, ids, sigma), rtol=1e-4, atol=2e-4)  # float32 vs float64
+    torch.testing.assert_close(got.double(), _reference_mdlm(state, cfg, ids, sigma),
+                               rtol=1e-4, atol=2e-4)  # float32 vs float64
     # a DiT built directly with those weights
     direct = DiT(DiTConfig(vocab_size=V, hidden_size=32, n_heads=4, n_blocks=2, adaln_dim=16,
                            time_conditioning=time_conditioning)).eval()

@@ -19,7 +19,6 @@ import torch
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
 from dnadiff.weights import read_weights
-
 from helpers.progress_wait import Child
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.training]

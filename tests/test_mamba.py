@@ -5,13 +5,12 @@ import math
 
 import pytest
 import torch
+from transformers import MambaConfig as HFMambaConfig  # noqa: E402  (a core dependency: imported, never skipped)
+from transformers.models.mamba.modeling_mamba import MambaMixer, MambaModel  # noqa: E402
 
 from dnadiff.backbones import build_backbone
 from dnadiff.backbones.mamba import Mamba, MambaLM
 from dnadiff.errors import DnadiffError
-
-from transformers import MambaConfig as HFMambaConfig  # noqa: E402  (a core dependency: imported, never skipped)
-from transformers.models.mamba.modeling_mamba import MambaMixer, MambaModel  # noqa: E402
 
 logging.getLogger("transformers").setLevel(logging.ERROR)
 

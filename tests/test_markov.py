@@ -21,7 +21,6 @@ from dnadiff.baselines.markov import (
 )
 from dnadiff.diffusion import build_objective
 from dnadiff.tokenizers import DNATokenizer
-
 from helpers import progress_wait
 
 TOK = DNATokenizer()

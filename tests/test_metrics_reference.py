@@ -18,7 +18,8 @@ def _samples(tmp_path):
 
 
 def _metrics(argv, out):
-    assert main(["metrics", *argv, "--out", str(out), "--no-plots", "--kmax", "3", "--max-reference-windows", "50"]) == 0
+    assert main(["metrics", *argv, "--out", str(out), "--no-plots", "--kmax", "3",
+                 "--max-reference-windows", "50"]) == 0
     return json.loads((out / "metrics.json").read_text())
 
 

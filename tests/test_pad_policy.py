@@ -23,8 +23,8 @@ import torch
 import dnadiff.diffusion.base as dbase
 from dnadiff.diffusion import build_objective, build_schedule
 from dnadiff.errors import DnadiffError
-from helpers.exact_denoiser import ExactDenoiser
 from helpers.cli_model import tiny_model_dir
+from helpers.exact_denoiser import ExactDenoiser
 from helpers.legacy_layout import to_legacy_layout
 
 A, B_, EOS, PAD, MASK, V = 0, 1, 2, 3, 4, 5
@@ -103,7 +103,8 @@ def test_d3pm_with_subs_switches_equals_discrete_mdlm(den, monkeypatch, policy):
 def test_d3pm_reconstruction_covers_the_counted_tokens(monkeypatch, policy, expected):
     """Nothing masked: the d3pm nll is its reconstruction term, ln V per counted token (uniform logits)."""
     obj = objective("d3pm", policy, T=4)
-    monkeypatch.setattr(dbase, "rand_like_on", lambda shape, gen, dev, dtype=torch.float32: torch.ones(shape, dtype=dtype))
+    monkeypatch.setattr(dbase, "rand_like_on",
+                        lambda shape, gen, dev, dtype=torch.float32: torch.ones(shape, dtype=dtype))
     out = obj.loss(lambda x, t: torch.zeros(*x.shape, V), X0, AM, t=torch.full((2,), 0.5))
     torch.testing.assert_close(out.nll, torch.tensor(expected, dtype=torch.float32) * math.log(V))
 

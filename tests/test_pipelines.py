@@ -245,9 +245,9 @@ def test_text_lm_rerender(tmp_path):
     payload = {"scale": "cpu", "command": "python pipelines/text_lm.py --scale cpu", "wall_seconds": 5.0,
                "machine": {"platform": "p", "cpu_count": 2, "torch": "t", "torch_threads": 1, "gpu": None,
                            "load_average_at_start": [0, 0, 0]},
-               "settings": [{"setting": "lm1b_style", "rows": {"mdlm": {"train_metrics": {"steps": 3},
-                                                                        "train_seconds": 1.0,
-                                                                        "eval": {"test": {"ppl": 12.5, "tokens": 7}}}}}],
+               "settings": [{"setting": "lm1b_style",
+                             "rows": {"mdlm": {"train_metrics": {"steps": 3}, "train_seconds": 1.0,
+                                               "eval": {"test": {"ppl": 12.5, "tokens": 7}}}}}],
                "notes": [], "num_samples": 2}
     src = tmp_path / "text_lm_cpu.json"
     src.write_text(json.dumps(payload))

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from dnadiff.weights import read_weights
 from dnadiff.cli import main as cli_main
 from dnadiff.config import RunConfig, load_config
 from dnadiff.errors import DnadiffError
 from dnadiff.training import train
+from dnadiff.weights import read_weights
 
 FAST = ["data.seq_len=32", "train.batch_size=2", "train.val_batches=1", "train.log_every=1", "train.warmup_steps=0",
         "train.progress=false", "train.threads=1", "train.accelerator=cpu"]

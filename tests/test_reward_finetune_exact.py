@@ -15,11 +15,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.tabular_policy import MASK, SEQS, L, V, TableDenoiser, exact_distribution, exact_objective, kl, tilted
-
 from dnadiff.finetune_reward import drakes_loss, policy_gradient_loss, sample_groups
 from dnadiff.finetune_reward.policy_gradient import group_advantage
 from dnadiff.finetune_reward.trajectory import Grid, rollout
+from helpers.tabular_policy import MASK, SEQS, L, TableDenoiser, V, exact_distribution, exact_objective, kl, tilted
 
 T = 4
 GRID = Grid(times=torch.linspace(1, 0, T + 1, dtype=torch.float64)[:-1],

@@ -353,7 +353,8 @@ def test_model_files_are_byte_identical_for_equal_weights(tmp_path):
     tensors = {"b.weight": torch.arange(6.0).reshape(2, 3), "a.bias": torch.ones(3)}
     meta = {"format": "pt", "c.weight": "b.weight"}  # what save_model records for a dropped tied key
     blobs = {hashlib.sha256(canonical_safetensors(safetensors.torch.save(
-        tensors, metadata=dict(reversed(list(meta.items())) if i % 2 else meta.items())))).hexdigest() for i in range(8)}
+        tensors, metadata=dict(reversed(list(meta.items())) if i % 2 else meta.items())))).hexdigest()
+        for i in range(8)}
     assert len(blobs) == 1
 
 

@@ -47,11 +47,14 @@ def test_sample_template_and_rc_symmetric(tiny_model, tmp_path):
 
 
 def test_sample_bad_input(tiny_model, tmp_path, capsys):
-    assert main(["sample", tiny_model, "--num", "1", "--length", "4", "--prefix", "ACGTACGT", "--out", str(tmp_path / "x.fa")]) == 2
+    assert main(["sample", tiny_model, "--num", "1", "--length", "4", "--prefix", "ACGTACGT",
+                 "--out", str(tmp_path / "x.fa")]) == 2
     assert "do not fit" in capsys.readouterr().err
-    assert main(["sample", tiny_model, "--num", "1", "--length", "8", "--sampler", "nope", "--out", str(tmp_path / "x.fa")]) == 2
+    assert main(["sample", tiny_model, "--num", "1", "--length", "8", "--sampler", "nope",
+                 "--out", str(tmp_path / "x.fa")]) == 2
     assert "unknown sampler 'nope'" in capsys.readouterr().err
-    assert main(["sample", tiny_model, "--num", "1", "--length", "8", "--class", "coding", "--out", str(tmp_path / "x.fa")]) == 2
+    assert main(["sample", tiny_model, "--num", "1", "--length", "8", "--class", "coding",
+                 "--out", str(tmp_path / "x.fa")]) == 2
     assert "not class-conditional" in capsys.readouterr().err
     assert not (tmp_path / "x.fa").exists()
 
@@ -79,7 +82,8 @@ def test_samples_do_not_depend_on_batch_size(tiny_model, tmp_path):
         texts.append(out.read_text())
     assert texts[0] == texts[1] == texts[2]
     other = tmp_path / "s12.fa"
-    assert main(["sample", tiny_model, "--num", "6", "--length", "24", "--steps", "6", "--seed", "12", "--out", str(other)]) == 0
+    assert main(["sample", tiny_model, "--num", "6", "--length", "24", "--steps", "6", "--seed", "12",
+                 "--out", str(other)]) == 0
     assert other.read_text() != texts[0]  # and the seed matters
 
 
@@ -91,7 +95,8 @@ def test_sample_json_records_steps_and_first_hitting_rejects_steps(tiny_model, t
     assert stats["steps"] == 5 and 1 <= stats["steps_used"] <= 5
     assert stats["eps"] == 1e-3  # the model's training t_min, not the reference's 1e-5
     fh = tmp_path / "fh.fa"
-    assert main(["sample", tiny_model, "--num", "2", "--length", "16", "--sampler", "first_hitting", "--out", str(fh)]) == 0
+    assert main(["sample", tiny_model, "--num", "2", "--length", "16", "--sampler", "first_hitting",
+                 "--out", str(fh)]) == 0
     stats = json.loads((tmp_path / "fh.json").read_text())
     assert stats["steps"] is None and stats["steps_used"] == 16  # one step per generated token
     assert main(["sample", tiny_model, "--num", "2", "--length", "16", "--steps", "8", "--sampler", "first_hitting",

@@ -125,7 +125,8 @@ def test_metrics_command_embedder_and_classifier(tmp_path, capsys):
 
     rng = random.Random(5)
     ref = [_rand(64, rng) for _ in range(24)]
-    smp_recs = [(f"sample_{i} sampler=ancestral length=64 seed=0 class=pos guidance=0.0", _rand(64, rng)) for i in range(6)]
+    smp_recs = [(f"sample_{i} sampler=ancestral length=64 seed=0 class=pos guidance=0.0", _rand(64, rng))
+                for i in range(6)]
     smp = _write(tmp_path / "s.fa", smp_recs)
     rf = _write(tmp_path / "r.fa", [(str(i), s) for i, s in enumerate(ref)])
     emb_dir = save_classifier_dir(tmp_path / "emb", _classifier(seed=1), ["neg", "pos"])
@@ -140,11 +141,14 @@ def test_metrics_command_embedder_and_classifier(tmp_path, capsys):
     fre = res["samples"]["frechet"]
     assert fre["distance"] > 0 and "not comparable with published SFID/FBD" in fre["note"]
     assert res["floor"]["frechet"]["distance"] > 0
-    assert res["classifier"]["accuracy"] == 1.0 and res["classifier"]["per_class"] == {"pos": {"num": 6, "accuracy": 1.0}}
-    assert res["settings"]["motifs"]["num_motifs"] == 3 and res["settings"]["motifs"]["source"].startswith("JASPAR2024 ids")
+    assert (res["classifier"]["accuracy"] == 1.0
+            and res["classifier"]["per_class"] == {"pos": {"num": 6, "accuracy": 1.0}})
+    assert (res["settings"]["motifs"]["num_motifs"] == 3
+            and res["settings"]["motifs"]["source"].startswith("JASPAR2024 ids"))
     assert [m["id"] for m in res["samples"]["motifs"]["per_motif"]] == ["MA0139.2", "MA0079.5", "MA0060.4"]
     printed = capsys.readouterr().out
-    assert "Frechet distance (in-house embedder; not SFID/FBD)" in printed and "held-out classifier accuracy (n=6)" in printed
+    assert ("Frechet distance (in-house embedder; not SFID/FBD)" in printed
+            and "held-out classifier accuracy (n=6)" in printed)
     # --label overrides the headers: the constant classifier never says "neg"
     out2 = tmp_path / "out2"
     assert cmd.run(parser.parse_args(base + ["--out", str(out2), "--no-motifs", "--classifier", str(clf_dir),
@@ -155,13 +159,16 @@ def test_metrics_command_embedder_and_classifier(tmp_path, capsys):
     out3 = tmp_path / "out3"
     assert cmd.run(parser.parse_args([smp, "--reference", smp, "--out", str(out3), "--no-motifs", "--no-floor",
                                       "--no-plots", "--embedder", str(emb_dir)])) == 0
-    assert json.loads((out3 / "metrics.json").read_text())["samples"]["frechet"]["distance"] == pytest.approx(0, abs=1e-8)
+    assert (json.loads((out3 / "metrics.json").read_text())["samples"]["frechet"]["distance"]
+            == pytest.approx(0, abs=1e-8))
     # bad input: named in one line, before any work
     plain = _write(tmp_path / "plain.fa", [(str(i), s) for i, (_, s) in enumerate(smp_recs)])
     with pytest.raises(DnadiffError, match="plain.fa: record '0' has no class=NAME"):
-        cmd.run(parser.parse_args([plain, "--reference", rf, "--out", str(tmp_path / "o4"), "--classifier", str(clf_dir)]))
+        cmd.run(parser.parse_args([plain, "--reference", rf, "--out", str(tmp_path / "o4"),
+                                   "--classifier", str(clf_dir)]))
     with pytest.raises(DnadiffError, match="--label 'enhancer': the classifier knows the classes neg, pos"):
-        cmd.run(parser.parse_args(base + ["--out", str(tmp_path / "o5"), "--classifier", str(clf_dir), "--label", "enhancer"]))
+        cmd.run(parser.parse_args(base + ["--out", str(tmp_path / "o5"), "--classifier", str(clf_dir),
+                                          "--label", "enhancer"]))
     with pytest.raises(DnadiffError, match="--label needs --classifier"):
         cmd.run(parser.parse_args(base + ["--out", str(tmp_path / "o6"), "--label", "pos"]))
     with pytest.raises(DnadiffError, match="--embedder .*nope: no such classifier directory"):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.cli_model import tiny_model_dir
 from dnadiff.cli import main
+from helpers.cli_model import tiny_model_dir
 
 
 @pytest.fixture(scope="module")

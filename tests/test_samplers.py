@@ -129,7 +129,6 @@ def test_grid_samplers_reproduce_p_at_many_steps(target, name, opts):
 
 def test_semi_ar_markov_chain_of_any_length():
     """Windows of 3, stride 1 or 2, over an order-1 stationary chain: the length-6 joint is exact."""
-    init = [0.5, 0.3, 0.2]
     trans = [[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [0.5, 0.1, 0.4]]
     # stationary initial law so every window of 3 has the same marginal
     P = torch.tensor(trans, dtype=torch.float64)
@@ -148,7 +147,8 @@ def test_semi_ar_template_and_errors(target):
     _, den = target
     tmpl = torch.full((7,), 3)
     tmpl[0], tmpl[4], tmpl[6] = 2, 1, 0
-    x, _ = _sample("semi_ar", den, n=50, L=7, template=tmpl, inner="ancestral", inner_options={"steps": 8}, window=3, stride=2)
+    x, _ = _sample("semi_ar", den, n=50, L=7, template=tmpl, inner="ancestral", inner_options={"steps": 8}, window=3,
+                   stride=2)
     assert x.shape == (50, 7) and bool((x[:, [0, 4, 6]] == torch.tensor([2, 1, 0])).all())
     with pytest.raises(DnadiffError, match="stride"):
         build_sampler("semi_ar", window=4, stride=4)
@@ -471,13 +471,15 @@ def test_remdm_conf_sigma_and_confidence_bookkeeping():
     torch.testing.assert_close(sig[0, [0, 1, 3]], w)
     assert float(sig[0, 2]) == 0.0 and float(sig[0, 1]) > float(sig[0, 3]) > float(sig[0, 0])  # least confident first
     # nothing decoded yet: all zero (no NaN)
-    assert torch.equal(conf_sigma(psi, torch.zeros_like(decoded), torch.tensor(0.4)), torch.zeros(1, 4, dtype=torch.float64))
+    assert torch.equal(conf_sigma(psi, torch.zeros_like(decoded), torch.tensor(0.4)),
+                       torch.zeros(1, 4, dtype=torch.float64))
     # per-position σ in the step: a decoded token is remasked with probability σ^ℓ
     p = torch.tensor([[[0.2, 0.5, 0.3, 0.0]] * 4], dtype=torch.float64)
     x = torch.tensor([[0, 1, 3, 2]])
     q = remdm_step(p, x, torch.zeros(1, 4, dtype=torch.bool), 3, 0.5, 0.6, sig)
     torch.testing.assert_close(q[0, [0, 1, 3], 3], sig[0, [0, 1, 3]])
-    torch.testing.assert_close(q[0, 2], torch.tensor([0.2, 0.5, 0.3, 0.8], dtype=torch.float64) * torch.tensor([0.2, 0.2, 0.2, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(q[0, 2], torch.tensor([0.2, 0.5, 0.3, 0.8], dtype=torch.float64)
+                               * torch.tensor([0.2, 0.2, 0.2, 1.0], dtype=torch.float64))
     # through the sampler: ψ holds -p_θ of the decoded tokens after a step
     _, den = _rc_target()[:2]
     s = build_sampler("remdm", steps=4, schedule="conf")

@@ -2,11 +2,11 @@
 
 import pytest
 import torch
-from helpers.fake_kernels import install
 
 from dnadiff.backbones import kernels
 from dnadiff.backbones.scan import mamba_ssm_available, selective_scan, selective_scan_chunked, selective_scan_ref
 from dnadiff.errors import DnadiffError
+from helpers.fake_kernels import install
 
 NAMES = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
 

@@ -44,7 +44,8 @@ def toks(tmp_path_factory, corpus):
     root = tmp_path_factory.mktemp("toks")
     bert = TextTokenizer(train_tokenizer([corpus / "train.jsonl"], root / "bert", "bert-like", 300, min_frequency=1))
     gpt = TextTokenizer(train_tokenizer([corpus / "train.jsonl"], root / "gpt", "gpt2-like", 300, min_frequency=1))
-    gpt_big = TextTokenizer(train_tokenizer([corpus / "train.jsonl"], root / "gpt_big", "gpt2-like", 320, min_frequency=1))
+    gpt_big = TextTokenizer(train_tokenizer([corpus / "train.jsonl"], root / "gpt_big", "gpt2-like", 320,
+                                            min_frequency=1))
     return SimpleNamespace(bert=bert, gpt=gpt, gpt_big=gpt_big)
 
 
@@ -220,7 +221,8 @@ def test_zero_shot_eval_local_sets_and_skips(toks, tmp_path):
     tot = n = 0.0
     for start in range(0, len(blocks), 4):
         items = [blocks[i] for i in range(start, min(len(blocks), start + 4))]
-        out = model.nll(torch.stack([it["input_ids"] for it in items]), torch.stack([it["attention_mask"] for it in items]),
+        out = model.nll(torch.stack([it["input_ids"] for it in items]),
+                        torch.stack([it["attention_mask"] for it in items]),
                         generator=g)
         tot, n = tot + out.nll.sum().item(), n + out.num_tokens.sum().item()
     assert res["ptb"]["ppl"] == pytest.approx(float(np.exp(tot / n)), rel=1e-6)

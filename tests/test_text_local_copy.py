@@ -116,7 +116,8 @@ def test_local_copy_cache_and_streaming(tok, tmp_path):
     rows = np.stack([r["input_ids"].numpy() for r in streamed["train"]])
     assert np.array_equal(rows, arrays(first["train"]))
     # a changed copy is tokenised anew, not served from the cache
-    datasets.Dataset.from_dict({"text": DOCS[3:7][::-1]}).to_parquet(str(copy / "plain_text" / "train" / "0000.parquet"))
+    datasets.Dataset.from_dict({"text": DOCS[3:7][::-1]}).to_parquet(
+        str(copy / "plain_text" / "train" / "0000.parquet"))
     changed = build_text_datasets(cfg(**options), tok)
     assert len(list(cache.iterdir())) == 4 and not np.array_equal(arrays(changed["train"]), arrays(first["train"]))
 

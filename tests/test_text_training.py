@@ -33,7 +33,8 @@ def _cfg(out, corpus, *extra):
     return load_config(RunConfig, None, [
         "name=t", f"out_dir={out}", "tokenizer.kind=text", f"tokenizer.path={tok}", "model.backbone=dit",
         "model.preset=tiny", "data.kind=text", "data.seq_len=16", "data.text.dataset=local", f"data.text.path={root}",
-        "data.text.wrap=false", "data.text.cache=false", "train.batch_size=4", "train.val_every=2", "train.ckpt_every=2",
+        "data.text.wrap=false", "data.text.cache=false", "train.batch_size=4", "train.val_every=2",
+        "train.ckpt_every=2",
         "train.val_batches=1", "train.progress=false", "train.ema=0.5", *extra])
 
 

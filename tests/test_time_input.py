@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers.legacy_layout import to_legacy_layout
 
 from dnadiff.backbones import build_backbone
 from dnadiff.checkpoint import load
@@ -15,6 +14,7 @@ from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
 from dnadiff.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
+from helpers.legacy_layout import to_legacy_layout
 
 EPS = 1e-3
 

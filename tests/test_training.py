@@ -101,7 +101,8 @@ def test_ema_weights_are_exported(tmp_path):
 def test_init_from_refuses_architecture_changes(tmp_path):
     base = train(_cfg(tmp_path / "base", "train.max_steps=1"))
     with pytest.raises(DnadiffError, match="cannot change the architecture"):
-        train(_cfg(tmp_path / "a", "train.max_steps=1", f"model.init_from={base.model_dir}", "model.overrides.d_model=64"))
+        train(_cfg(tmp_path / "a", "train.max_steps=1", f"model.init_from={base.model_dir}",
+                   "model.overrides.d_model=64"))
     with pytest.raises(DnadiffError, match="label embedding cannot be added"):
         train(_cfg(tmp_path / "b", "train.max_steps=1", f"model.init_from={base.model_dir}", "model.num_classes=2"))
     ok = train(_cfg(tmp_path / "c", "train.max_steps=1", f"model.init_from={base.model_dir}", "objective.name=sedd"))

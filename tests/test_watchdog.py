@@ -11,6 +11,7 @@ import textwrap
 import time
 
 import pytest
+
 from helpers.progress_wait import Child
 from helpers.subprocess_env import REPO, child_env
 

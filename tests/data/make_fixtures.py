@@ -44,7 +44,7 @@ SEED = 0
 
 def make_chr22_slice(source: Path, out: Path) -> dict:
     import pyfaidx
-    
+
     src = pyfaidx.Fasta(str(source / "hg19_chr22_subset" / "chr22.fa.gz"), rebuild=False)
     chrom = "chr22"
     length = len(src[chrom])

@@ -138,7 +138,8 @@ class _SelectiveScan(torch.autograd.Function):
                 _check(v.dtype == torch.float32 and tuple(v.shape) == (dim,) and (v.stride(-1) == 1 or v.size(-1) == 1),
                        f"{nm} must be float32 of shape (dim,)")
         if z is not None:
-            _check(z.dtype == itype and tuple(z.shape) == (batch, dim, seqlen) and (z.stride(-1) == 1 or z.size(-1) == 1),
+            _check(z.dtype == itype and tuple(z.shape) == (batch, dim, seqlen)
+                   and (z.stride(-1) == 1 or z.size(-1) == 1),
                    "z must have u's dtype, shape and unit stride along L")
         log.record(name, u=u, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias)
         with torch.no_grad():
