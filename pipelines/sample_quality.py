@@ -189,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mdlm-rows", default=",".join(r[0] for r in MDLM_SAMPLERS),
                     help="the MDLM rows to run, comma-separated (default: all; first-hitting makes one network "
                          "call per token, 1,024 for 1,024 bp)")
+    ap.add_argument("--resume", action="store_true",
+                    help="reuse every seed whose samples and metrics a killed run left in --work-dir (same sizes)")
     ap.add_argument("--out", default=None, help="output stem (default results/sample_quality_cpu[_quick])")
     ap.add_argument("--work-dir", default=None, help="samples, metrics and trained models (default runs/...)")
     args = ap.parse_args(argv)
@@ -272,7 +274,24 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
     return rows
 
 
-def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list[str], echo) -> dict:
+def _done_before(folder: Path, model_dir: str | None, sampler: str | None, size: dict, seed: int) -> bool:
+    """--resume: this seed's samples and metrics exist from a run with the same model, sampler and sizes."""
+    if not (folder / "metrics" / "metrics.json").is_file() or not (folder / "samples.fa").is_file():
+        return False
+    if model_dir is None:  # real windows: cut again identically from the seed
+        return True
+    try:
+        meta = json.loads((folder / "samples.json").read_text())
+    except (OSError, ValueError):
+        return False
+    want = {"model": str(model_dir), "num": size["num"], "length": size["length"], "seed": seed}
+    if sampler and sampler != "first_hitting":
+        want["steps"] = size["steps"]
+    return all(meta.get(k) == v for k, v in want.items()) and meta.get("sampler") == (sampler or meta.get("sampler"))
+
+
+def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list[str], echo,
+              resume: bool = False) -> dict:
     """One row: per seed, its samples (or real windows) and their metrics; the per-seed values and summary."""
     name, model_dir, sampler, extra = row
     values = []
@@ -281,6 +300,9 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
         folder = work / "samples" / name.split(" (")[0].replace(" ", "_").replace("+", "plus") / f"seed{seed}"
         folder.mkdir(parents=True, exist_ok=True)
         fa = folder / "samples.fa"
+        if resume and _done_before(folder, model_dir, sampler, size, seed):
+            values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
+            continue
         if model_dir is None:
             write_fasta(fa, real_windows(data, "test", size["length"], size["num"], seed))
         else:
@@ -346,7 +368,7 @@ def run(args, command: str, dry: Path | None) -> int:
     rows = sample_rows(models, k5, best_k, args.cpu_hour_dir, mdlm_rows)
     metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
                     "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
-    per_row = {row[0]: score_row(row, size, work, data, metrics_args, echo) for row in rows}
+    per_row = {row[0]: score_row(row, size, work, data, metrics_args, echo, args.resume) for row in rows}
     metrics = list(dict.fromkeys(k for r in per_row.values() for k in r["summary"]))
     table = [{"row": name, **{m: _cell(r["summary"], m) for m in metrics}} for name, r in per_row.items()]
     wall = time.time() - start
