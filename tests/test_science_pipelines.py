@@ -105,3 +105,21 @@ def test_max_minutes_stops_training_on_time(tmp_path):
     assert "val/wall_seconds" in (tmp_path / "t" / "logs" / "metrics.csv").read_text().splitlines()[0]
     with pytest.raises(DnadiffError, match="train.max_minutes: must be a positive number of minutes"):
         load_config(RunConfig, "experiments/tiny_dna_mdlm", ["train.max_minutes=0"])
+
+
+def test_sample_quality_resume_reuses_only_a_matching_seed(tmp_path):
+    sq = pipeline("sample_quality")
+    size = {"num": 4, "length": 32, "steps": 8}
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "metrics.json").write_text("{}")
+    (tmp_path / "samples.fa").write_text(">s\nACGT\n")
+    meta = {"model": "/m", "sampler": "ancestral", "num": 4, "length": 32, "steps": 8, "seed": 1}
+    (tmp_path / "samples.json").write_text(json.dumps(meta))
+    assert sq._done_before(tmp_path, "/m", "ancestral", size, 1)
+    assert not sq._done_before(tmp_path, "/m", "ancestral", size, 2)  # another seed
+    assert not sq._done_before(tmp_path, "/m", "remdm", size, 1)  # another sampler
+    assert not sq._done_before(tmp_path, "/m", "ancestral", {**size, "steps": 16}, 1)  # other sizes
+    assert not sq._done_before(tmp_path, "/other", "ancestral", size, 1)
+    assert sq._done_before(tmp_path, None, None, size, 1)  # real windows: cut again from the seed
+    (tmp_path / "metrics" / "metrics.json").unlink()
+    assert not sq._done_before(tmp_path, "/m", "ancestral", size, 1)
