@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from dnadiff.backbones.convert_hyena import is_hyena_dir, load_hyena_pretrained
+from dnadiff.backbones.convert_mdlm import extend_vocab, is_mdlm_dir, load_mdlm_pretrained, mdlm_tokenizer, read_config
 from dnadiff.config import RunConfig, from_dict, replace
 from dnadiff.errors import DnadiffError
 from dnadiff.hub import resolve_model_path
@@ -29,6 +31,7 @@ from dnadiff.model_dir import (
     read_metrics,
     tokenizer_from_config,
 )
+from dnadiff.tokenizers import DNATokenizer
 from dnadiff.weights import load_weights_file
 
 
@@ -58,8 +61,6 @@ def official_kind(path: str | os.PathLike) -> str | None:
     if not (path / "config.json").is_file() or is_dnadiff_config(path):
         return None
     from dnadiff.backbones.convert_caduceus import is_caduceus_dir
-    from dnadiff.backbones.convert_hyena import is_hyena_dir
-    from dnadiff.backbones.convert_mdlm import is_mdlm_dir
 
     if is_caduceus_dir(path):
         return "caduceus"
@@ -85,11 +86,9 @@ def load_backbone(path: str | os.PathLike, vocab_size: int | None = None,
 
         return "caduceus", load_caduceus_pretrained(path)
     if kind == "hyena":
-        from dnadiff.backbones.convert_hyena import load_hyena_pretrained
 
         return "hyena", load_hyena_pretrained(path)
     if kind == "mdlm":  # `vocab_size`: the tokenizer's (our text tokenizer adds a [PAD] after [MASK])
-        from dnadiff.backbones.convert_mdlm import extend_vocab, load_mdlm_pretrained
 
         backbone = load_mdlm_pretrained(path)
         return "dit", extend_vocab(backbone, vocab_size, str(path)) if vocab_size else backbone
@@ -116,7 +115,6 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu", *, l
         return load_model_dir(path, map_location)
     if kind == "mdlm":
         return _load_mdlm(path, map_location, tokenizer)
-    from dnadiff.tokenizers import DNATokenizer
 
     name, backbone = load_backbone(path)
     objective = "mlm" if kind == "caduceus" else "ar"
@@ -133,12 +131,6 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu", *, l
 def _load_mdlm(path: Path, map_location, tokenizer_name: str) -> DiffusionModel:
     """An MDLM text checkpoint as a dnadiff model: `dit` backbone, text tokenizer, the mdlm objective
     under the log-linear schedule mdlm-owt was trained with (paper §5.1), σ(t) as time input."""
-    from dnadiff.backbones.convert_mdlm import (
-        extend_vocab,
-        load_mdlm_pretrained,
-        mdlm_tokenizer,
-        read_config,
-    )
 
     length = int(read_config(path).get("model_length", 1024))  # the training context (OWT: 1024)
     backbone = load_mdlm_pretrained(path)
