@@ -97,7 +97,7 @@ def _truncate(seqs: list[str], max_len: int | None) -> list[str]:
 def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> dict[str, Any]:
     """The k-mer LR row of tab. 7 under `dnadiff finetune`'s protocol; writes config.yaml, results.json/.md."""
     from dnadiff.eval.classification import classification_metrics
-    from dnadiff.utils import atomic_write, write_json
+    from dnadiff.utils import atomic_write, write_json  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     t0 = time.time()
     if cfg.model.init_from:

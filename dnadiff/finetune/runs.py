@@ -172,7 +172,7 @@ def _cached_run(path: Path, fingerprint: str):
 
 def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> dict[str, Any]:
     from dnadiff.training.finetune import fit_classifier  # Lightning: only for a neural row
-    from dnadiff.utils import atomic_write, write_json
+    from dnadiff.utils import atomic_write, write_json  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     t0 = time.time()
     out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))

@@ -31,7 +31,7 @@ def save_classifier_dir(
     path: str | os.PathLike, classifier, classes: list[str], info: dict[str, Any] | None = None
 ) -> Path:
     """Write `classifier` (a SequenceClassifier) to directory `path` atomically per file."""
-    from dnadiff.utils import atomic_write
+    from dnadiff.utils import atomic_write  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     backbone = classifier.backbone
     name = BACKBONES.name_of(backbone)

@@ -40,6 +40,7 @@ from dnadiff.model_dir import save_model_files
 from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger
 from dnadiff.training.progress import StepProgressBar
+from dnadiff.training.rundir import RunDirLock
 
 SETTINGS_FILE = "finetune_config.yaml"
 DEFAULTS: dict[str, Any] = {
@@ -176,7 +177,6 @@ def reward_finetune(model_dir: str, settings: dict, out: str, resume: bool = Fal
                     reward=None, progress: bool = True, threads: int | None = None) -> dict[str, Any]:
     """Fine-tune `model_dir` with `settings` (DEFAULTS' keys) into `out`; returns the metrics.
     `reward`: the built reward (the caller checked it against the method)."""
-    from dnadiff.training.rundir import RunDirLock
 
     where = Path(out)
     with RunDirLock(where):
@@ -192,7 +192,7 @@ def reward_finetune(model_dir: str, settings: dict, out: str, resume: bool = Fal
 def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward, progress, threads) -> dict[str, Any]:
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    from dnadiff.training.run import _prepare_run_dir
+    from dnadiff.training.run import _prepare_run_dir  # local: tests monkeypatch run._prepare_run_dir
 
     start = time.time()
     quiet_libraries(log.getEffectiveLevel())

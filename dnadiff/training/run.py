@@ -27,6 +27,7 @@ from dnadiff.backbones import build_backbone
 from dnadiff.backbones.base import BACKBONES
 from dnadiff.checkpoint import load_backbone, official_kind
 from dnadiff.config import RunConfig, replace, save_config
+from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
 from dnadiff.data.tokenizer_training import ensure_tokenizer
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
@@ -34,6 +35,7 @@ from dnadiff.model_dir import is_model_dir, load_config_of, resolve_time_input, 
 from dnadiff.registry import resolve_object
 from dnadiff.threads import apply_threads, default_threads
 from dnadiff.tokenizers import build_tokenizer
+from dnadiff.training.rundir import RunDirLock, launch_rank
 from dnadiff.training.strategy import build_strategy, resolve_precision
 from dnadiff.training.watchdog import watch_launcher
 
@@ -101,7 +103,6 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
         raise DnadiffError("data.kind=benchmark trains a class-conditional model: set model.num_classes (> 1)")
     if cfg.model.num_classes > 0:
         if cfg.data.kind == "benchmark":
-            from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
 
             classes = load_benchmark_split(resolve_benchmark(cfg.data.benchmark or ""), "test").classes
             if len(classes) != cfg.model.num_classes:
@@ -182,7 +183,6 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
     the model directory, the other ranks train and return the same metrics."""
-    from dnadiff.training.rundir import RunDirLock, launch_rank
 
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     family = BACKBONES.get(cfg.model.backbone)
@@ -208,7 +208,7 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
 def _fit_counts(cfg: RunConfig, fit, resume: bool, overwrite: bool, run_dir: Path) -> TrainResult:
     """`train(cfg)` for a count model: writes run_dir/{config.yaml, metrics.json, model/}; bad data leaves
     nothing behind (the fit runs before the directory is touched)."""
-    from dnadiff.utils import write_json
+    from dnadiff.utils import write_json  # local: tests monkeypatch dnadiff.utils.write_json
 
     if resume:
         raise DnadiffError(f"model.backbone={cfg.model.backbone}: a count fit has nothing to resume; run it again "
@@ -224,7 +224,6 @@ def _fit_counts(cfg: RunConfig, fit, resume: bool, overwrite: bool, run_dir: Pat
 
 
 def _train_rank0(cfg: RunConfig, resume: bool, overwrite: bool, where: Path, callbacks: list | None) -> TrainResult:
-    from dnadiff.training.rundir import RunDirLock
 
     with RunDirLock(where):  # a second `dnadiff train` into the same directory stops here
         # a directory this call creates or replaces (also --resume of a run not started yet)
