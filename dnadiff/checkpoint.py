@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from dnadiff.backbones.convert_mdlm import extend_vocab, load_mdlm_pretrained, mdlm_tokenizer, read_config
 from dnadiff.backbones.formats import CHECKPOINT_FORMATS, detect_format
 from dnadiff.config import RunConfig, from_dict, replace
 from dnadiff.errors import DnadiffError
@@ -30,6 +31,7 @@ from dnadiff.model_dir import (
     read_metrics,
     tokenizer_from_config,
 )
+from dnadiff.tokenizers import DNATokenizer
 from dnadiff.weights import load_weights_file
 
 
@@ -98,7 +100,6 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu", *, l
     fmt = CHECKPOINT_FORMATS.get(kind)
     if fmt.text_model:
         return _load_mdlm(path, map_location, tokenizer)
-    from dnadiff.tokenizers import DNATokenizer
 
     name, backbone = load_backbone(path)
     objective, options = fmt.objective, dict(fmt.objective_options)
@@ -113,12 +114,6 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu", *, l
 def _load_mdlm(path: Path, map_location, tokenizer_name: str) -> DiffusionModel:
     """An MDLM text checkpoint as a dnadiff model: `dit` backbone, text tokenizer, the mdlm objective
     under the log-linear schedule mdlm-owt was trained with (paper §5.1), σ(t) as time input."""
-    from dnadiff.backbones.convert_mdlm import (
-        extend_vocab,
-        load_mdlm_pretrained,
-        mdlm_tokenizer,
-        read_config,
-    )
 
     length = int(read_config(path).get("model_length", 1024))  # the training context (OWT: 1024)
     backbone = load_mdlm_pretrained(path)

@@ -20,8 +20,14 @@ import torch
 from torch import Tensor, nn
 
 from dnadiff.config import RunConfig
+from dnadiff.diffusion import OBJECTIVES, build_objective, build_schedule
+from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.errors import DnadiffError
+from dnadiff.hub_push import push_to_hub
 from dnadiff.model_dir import resolve_time_input, save_model_dir
+from dnadiff.samplers import SAMPLERS, build_sampler, guided
+from dnadiff.samplers import rc_symmetric as _rc
+from dnadiff.samplers.base import Sampler
 
 
 def sigma_of(schedule, t: Tensor) -> Tensor:
@@ -92,7 +98,6 @@ class SuppressTokens(nn.Module):
         return bool(getattr(self.denoiser, "time_conditioned", False))
 
     def _suppress(self, logits: Tensor) -> Tensor:
-        from dnadiff.diffusion.subs import NEG_INF
 
         logits = logits.clone()
         logits[..., self.banned.to(logits.device)] = NEG_INF
@@ -111,13 +116,11 @@ class SuppressTokens(nn.Module):
 
 def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     """Keyword arguments of build_objective for a run config and its tokenizer (the objective declares them)."""
-    from dnadiff.diffusion import OBJECTIVES
 
     return OBJECTIVES.get(cfg.objective.name).kwargs_for(cfg, tokenizer)
 
 
 def build_objective_for(cfg: RunConfig, tokenizer):
-    from dnadiff.diffusion import build_objective, build_schedule
 
     schedule = build_schedule(cfg.schedule.name, eps=cfg.schedule.eps)
     return schedule, build_objective(cfg.objective.name, schedule=schedule, **objective_kwargs(cfg, tokenizer))
@@ -161,7 +164,6 @@ class DiffusionModel:
 
     def push_to_hub(self, repo_id: str, **kwargs: Any):
         """Upload to the Hugging Face Hub (see dnadiff/hub_push.py: private, token, commit_message, revision)."""
-        from dnadiff.hub_push import push_to_hub  # huggingface_hub only when pushing
 
         return push_to_hub(self, repo_id, **kwargs)
 
@@ -210,7 +212,6 @@ class DiffusionModel:
         if rc_symmetric:
             if self.is_autoregressive or getattr(self.tokenizer, "kind", "dna") != "dna":
                 raise DnadiffError("RC-symmetric sampling needs a bidirectional DNA model")
-            from dnadiff.samplers import rc_symmetric as _rc
 
             denoiser = _rc(denoiser, self.tokenizer.complement_map(), mask_id=self.tokenizer.mask_id)
         # Samplers put their state where the template and generator live: keep both on the model's device.
@@ -230,7 +231,6 @@ class DiffusionModel:
         """The sampler for this model: `sampler` (default: the objective's, e.g. `autoregressive` for
         AR models, else the config's) with the config's options, then `options`, then this model's
         defaults (the sampler's `defaults_from`). An explicit `steps` beats the config's."""
-        from dnadiff.samplers import SAMPLERS, build_sampler
 
         if not self.objective.generator:
             raise DnadiffError(f"an {self.objective.name.upper()}-trained model is not a generator: fine-tune it with "
@@ -262,8 +262,6 @@ class DiffusionModel:
     def sampler_defaults(self, name: str) -> dict[str, Any]:
         """Options a sampler gets from this model (its `defaults_from`: the training t_min as the
         smallest time; AR's free first token among the real tokens)."""
-        from dnadiff.samplers import SAMPLERS
-        from dnadiff.samplers.base import Sampler
 
         cls = SAMPLERS.get(name) if name in SAMPLERS else Sampler
         return cls.defaults_from(self)
@@ -293,7 +291,6 @@ class DiffusionModel:
         cond = self.make_denoiser(labels=label)
         if guidance == 0.0:
             return cond
-        from dnadiff.samplers import guided
 
         return guided(cond, self.make_denoiser(labels=None), guidance, mask_id=self.tokenizer.mask_id)
 

@@ -8,6 +8,8 @@ import tempfile
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from dnadiff.errors import DnadiffError
+
 
 def current_umask() -> int:
     """The process umask (read by setting and restoring it: there is no getter)."""
@@ -23,7 +25,6 @@ def public_mode(directory: bool = False) -> int:
 
 def os_error(exc: OSError, path: str | os.PathLike | None = None):
     """An OSError (read-only folder, full disk, no permission) as a one-line DnadiffError naming the path."""
-    from dnadiff.errors import DnadiffError
 
     where = path or exc.filename or "output"
     reason = exc.strerror or type(exc).__name__
@@ -41,7 +42,6 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        from dnadiff.errors import DnadiffError
 
         raise DnadiffError(f"{path}: is a directory, expected a file name")
     try:
@@ -181,7 +181,6 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None,
 
 def refuse_existing(paths: list[str | os.PathLike], force: bool) -> None:
     """The one overwrite rule of every writing command: an existing output is kept unless --force."""
-    from dnadiff.errors import DnadiffError
 
     for path in paths:
         if path is not None and os.path.lexists(path) and not force:

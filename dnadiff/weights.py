@@ -13,13 +13,13 @@ from pathlib import Path
 import torch
 
 from dnadiff.errors import DnadiffError
+from dnadiff.utils import public_mode
 
 
 def save_module_weights(file: Path, module: torch.nn.Module) -> None:
     """A CPU module's weights as safetensors with a canonical header (equal weights, equal bytes)."""
     import safetensors.torch
 
-    from dnadiff.utils import public_mode
 
     safetensors.torch.save_model(module, str(file), metadata={"format": "pt"})
     file.write_bytes(canonical_safetensors(file.read_bytes()))

@@ -28,6 +28,8 @@ from torch import Tensor
 from dnadiff.backbones.dit import DiT, DiTConfig
 from dnadiff.backbones.formats import CHECKPOINT_FORMATS, CheckpointFormat
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers import TextTokenizer
+from dnadiff.weights import load_state_into, read_weights
 
 PREFIX = "backbone."
 _RENAMES = {"vocab_embed.embedding": "vocab_embed.weight"}
@@ -92,7 +94,6 @@ def convert_state_dict(src: dict[str, Tensor], where: str = "model.safetensors")
 
 def load_mdlm_pretrained(path: str | Path) -> DiT:
     """Official MDLM directory -> dnadiff `dit` backbone with its weights (eval mode)."""
-    from dnadiff.weights import load_state_into, read_weights
 
     path = Path(path)
     if not is_mdlm_dir(path):
@@ -132,7 +133,6 @@ def extend_vocab(backbone: DiT, vocab_size: int, where: str = "tokenizer") -> Di
 def mdlm_tokenizer(path: str | Path, name: str, vocab_size: int):
     """The text tokenizer of an MDLM directory: its own tokenizer files when present, else `name`
     (mdlm-owt: GPT-2, from the local Hugging Face cache). The checkpoint's mask token is its last id."""
-    from dnadiff.tokenizers import TextTokenizer
 
     path = Path(path)
     has_files = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
+from dnadiff.logs import log
 
 __all__ = ["KERNEL_DTYPES", "conv_kernel", "conv_update_kernel", "import_problem", "kernel_available", "reset_kernels",
            "scan_kernel", "scan_length_major", "state_update_kernel", "wants_kernel"]
@@ -62,7 +63,6 @@ def reset_kernels() -> None:
 def _say_once(key: str, message: str) -> None:
     if key not in _said:
         _said.add(key)
-        from dnadiff.logs import log
 
         log.warning(message)
 

@@ -20,6 +20,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from dnadiff.backbones import build_backbone
 from dnadiff.baselines.markov import (
     MarkovChain,
     base_codes,
@@ -28,16 +29,18 @@ from dnadiff.baselines.markov import (
     with_order,
 )
 from dnadiff.config import RunConfig, replace
+from dnadiff.data.datasets import genome_paths
+from dnadiff.data.fasta import Genome, read_bed
+from dnadiff.data.records import tile_array
+from dnadiff.diffusion import build_objective
 from dnadiff.errors import DnadiffError
+from dnadiff.model_dir import recorded_config
 
 
 def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
                 chunk: int = 4096) -> Iterator[np.ndarray]:
     """Token-id tiles Int64[T, seq_len] of one split (the tail of an interval right-padded with PAD),
     in chunks of at most `chunk` tiles: the windows GenomeWindows(mode="tile", stride=seq_len) gives."""
-    from dnadiff.data.datasets import genome_paths
-    from dnadiff.data.fasta import Genome, read_bed
-    from dnadiff.data.records import tile_array
 
     if cfg.data.kind != "genome":
         raise DnadiffError(f"data.kind: a Markov chain is fitted on a genome + BED, got {cfg.data.kind!r}")
@@ -91,7 +94,6 @@ def bits_per_base(backbone: MarkovChain, ids: torch.Tensor, mask: torch.Tensor, 
     """Exact bits/base of the `ar` objective over (ids, mask) windows, and the number of scored bases.
     `bos_id`: the objective's context token (the [BOS] a DNA model directory records: every real base
     scored, the first from the empty context; None: each window's first base is context only)."""
-    from dnadiff.diffusion import build_objective
 
     obj = build_objective("ar", bos_id=bos_id)
     nats, n = 0.0, 0
@@ -104,7 +106,6 @@ def bits_per_base(backbone: MarkovChain, ids: torch.Tensor, mask: torch.Tensor, 
 
 def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict]:
     """The fitted chain (order resolved) and what fitting measured."""
-    from dnadiff.backbones import build_backbone
 
     if not cfg.data.mask_n:
         raise DnadiffError("data.mask_n: a chain over A/C/G/T cannot score N; keep data.mask_n=true")
@@ -120,7 +121,6 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
     metrics: dict = {"train_bases": bases, "both_strands": both, "smoothing": mc.smoothing,
                      "count_seconds": round(time.time() - t0, 2)}
     if mc.order < 0:
-        from dnadiff.model_dir import recorded_config
 
         # the positions `dnadiff eval` of the saved model directory scores: its recorded `ar` bos_id
         bos_id = recorded_config(cfg, tokenizer).objective.options.get("bos_id")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from dnadiff.errors import DnadiffError
+
 HELP = "list the shipped configs with a one-line description each"
 DESCRIPTION = """List the YAML configs shipped with the package (any of them is a CONFIG of
 `dnadiff train` / `dnadiff finetune`, named without its .yaml):
@@ -65,7 +67,6 @@ def shipped_configs() -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dnadiff.errors import DnadiffError
     from dnadiff.logs import log
 
     exact = [n for n, _ in shipped_configs() if n == args.filter]
@@ -90,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the named config, resolved (a run config, or a fine-tuning config)."""
     from dnadiff.config import RunConfig, load_config, to_dict
-    from dnadiff.errors import DnadiffError
     from dnadiff.finetune.config import FinetuneConfig
 
     if not args.filter:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from dnadiff.errors import DnadiffError
+
 HELP = "train, evaluate and sample a tiny MDLM on the bundled human chr22 sample (minutes on a CPU)"
 DESCRIPTION = """The whole loop on real human DNA bundled with the package (1.5 Mb of chr22, hg19):
 
@@ -40,7 +42,6 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.data.fasta import bundled_genome
     from dnadiff.data.records import write_fasta
     from dnadiff.data.summary import genome_summary
-    from dnadiff.errors import DnadiffError
     from dnadiff.logs import log, progress_enabled
     from dnadiff.utils import format_table, write_json
 

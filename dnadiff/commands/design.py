@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from dnadiff.errors import DnadiffError
+
 HELP = "design sequences that score high on a reward (classifier, GC, motif, user function)"
 DESCRIPTION = """Steer a masked-diffusion DNA model toward a reward while sampling.
 
@@ -60,7 +62,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def parse_options(items: list[str]) -> dict:
     """`--option KEY=VALUE` items -> {key: value}, values parsed as `dnadiff sample --option` does."""
     from dnadiff.config import parse_overrides
-    from dnadiff.errors import DnadiffError
 
     for item in items:
         key, sep, _ = item.partition("=")
@@ -72,7 +73,6 @@ def parse_options(items: list[str]) -> dict:
 def check_args(args: argparse.Namespace):
     """Everything the user typed, checked before any model is loaded -> (the request, the method options)."""
     from dnadiff.commands.request import Request, check_prefix_suffix
-    from dnadiff.errors import DnadiffError
     from dnadiff.guidance.methods import check_method_options
     from dnadiff.samplers import SAMPLERS
 
@@ -134,7 +134,6 @@ def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num
 
     import torch
 
-    from dnadiff.errors import DnadiffError
     from dnadiff.guidance import cg_rows_per_design
     from dnadiff.logs import log
     from dnadiff.utils import format_duration
@@ -165,7 +164,6 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from dnadiff.commands.request import format_samples, masked_diffusion_dna
-    from dnadiff.errors import DnadiffError
     from dnadiff.guidance import METHODS, build_method, build_reward, default_strength, rc_averaged
     from dnadiff.logs import log
     from dnadiff.model import SuppressTokens

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from dnadiff.errors import DnadiffError
+
 HELP = "fine-tune a DNA generator toward a reward (DRAKES or policy gradient), kept close to the pretrained model"
 DESCRIPTION = """Fine-tune a masked-diffusion DNA model so that its samples score high on a reward while
 staying close to the pretrained model: maximise E[r(x)] − β·KL(fine-tuned ‖ pretrained), the KL over
@@ -62,7 +64,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Everything typed, checked before any model is loaded (one line naming the option)."""
-    from dnadiff.errors import DnadiffError
     from dnadiff.finetune_reward import METHODS
     from dnadiff.finetune_reward.policy_gradient import ADVANTAGES
 
@@ -102,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from dnadiff.checkpoint import official_kind
-    from dnadiff.errors import DnadiffError
     from dnadiff.guidance.rewards import build_reward, soft_support
     from dnadiff.logs import log
     from dnadiff.model_dir import load_config_of

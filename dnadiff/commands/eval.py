@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from dnadiff.errors import DnadiffError
+
 HELP = "likelihood bound of a model: nats/base, bits/base, perplexity (table; JSON with --out)"
 DESCRIPTION = """Evaluate the likelihood bound of a model (exact NLL for AR models) on held-out DNA.
 
@@ -51,7 +53,6 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.data.datasets import build_split_dataset
     from dnadiff.data.fasta import read_bed
     from dnadiff.data.streamed_records import record_windows
-    from dnadiff.errors import DnadiffError
     from dnadiff.eval.perplexity import evaluate_model
     from dnadiff.logs import log, progress_enabled
     from dnadiff.utils import format_table, refuse_existing, write_json

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from dnadiff.errors import DnadiffError
+
 HELP = "DNA sample quality: k-mer JS/Pearson, GC, Markov oracle, memorisation, JASPAR motifs, Fréchet, plots"
 DESCRIPTION = """Compare generated DNA (a FASTA, one record per sample) with real DNA.
 
@@ -81,7 +83,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dnadiff.data.records import read_fasta
-    from dnadiff.errors import DnadiffError
     from dnadiff.eval.dna_metrics import dna_metrics, summary_rows
     from dnadiff.logs import log
     from dnadiff.utils import format_table, refuse_existing, staged_dir, write_json
@@ -187,7 +188,6 @@ def run(args: argparse.Namespace) -> int:
 
 def sample_labels(records: list[tuple[str, str]], label: str | None, source: str) -> list[str]:
     """The class each sample was generated for: --label, or `class=NAME` in every FASTA header."""
-    from dnadiff.errors import DnadiffError
 
     if label is not None:
         return [label] * len(records)
@@ -206,7 +206,6 @@ def load_classifier(path: str, option: str):
     """(SequenceClassifier, metadata) of a classifier directory, on the GPU when there is one."""
     import torch
 
-    from dnadiff.errors import DnadiffError
     from dnadiff.heads.saved import load_classifier_dir
 
     try:
@@ -217,7 +216,6 @@ def load_classifier(path: str, option: str):
 
 def motif_extra(args: argparse.Namespace, reference: list[str]):
     """(fn(samples, reference, is_floor) for dna_metrics' extras, the scanner settings for the JSON)."""
-    from dnadiff.errors import DnadiffError
     from dnadiff.eval.motifs import MotifScanner, background_of, load_jaspar, motif_metrics, scanner_settings
     from dnadiff.logs import log
 
@@ -242,7 +240,6 @@ def load_embedder(path: str, probe: list[str]):
     """An Embedder over a classifier directory (its pooled head input) or a dnadiff model directory (its
     backbone's mean-pooled clean features), tried on one sample so a bad directory fails before the work."""
     from dnadiff.checkpoint import load_for_inference
-    from dnadiff.errors import DnadiffError
     from dnadiff.eval.encoders import BackboneEncoder, Embedder
     from dnadiff.model_dir import is_model_dir
 
@@ -292,7 +289,6 @@ def fasta_reference(records: list[tuple[str, str]], length: int, max_windows: in
         windows += [(r, int(s)) for s in starts[frac <= GENOME_MAX_N_FRAC]]
     total = sum((len(seq) - length) // length + 1 for _, seq in long)
     if not windows:
-        from dnadiff.errors import DnadiffError
 
         raise DnadiffError(f"reference: no {length}-bp window with at most {GENOME_MAX_N_FRAC:.0%} N")
     idx = sorted(set(np.linspace(0, len(windows) - 1, min(len(windows), max_windows)).round().astype(int).tolist()))

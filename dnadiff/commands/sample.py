@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from dnadiff.errors import DnadiffError
+
 HELP = "sample sequences from a trained model (FASTA to --out or to stdout)"
 DESCRIPTION = """Generate sequences with any masked-diffusion sampler.
 
@@ -63,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.checks import check_sampler_options
     from dnadiff.commands.request import Request, check_prefix_suffix, format_samples
     from dnadiff.config import parse_overrides
-    from dnadiff.errors import DnadiffError
     from dnadiff.logs import log, progress_bar
     from dnadiff.samplers import SAMPLERS, SeedStream, build_sampler
     from dnadiff.utils import format_table, json_text, write_together

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from dnadiff.errors import DnadiffError
+
 USAGE = "dnadiff train [options] CONFIG [key=value ...]   (CONFIG required, overrides optional)"
 HELP = "train a model from a YAML config (writes runs/NAME/ with a model directory inside)"
 DESCRIPTION = """Train a model from a YAML config; any key can be overridden as key=value.
@@ -32,7 +34,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.checks import check_train_inputs
     from dnadiff.config import RunConfig, load_config
-    from dnadiff.errors import DnadiffError
     from dnadiff.logs import log
     from dnadiff.training import train
     from dnadiff.utils import format_table

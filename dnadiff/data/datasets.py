@@ -8,8 +8,10 @@ import torch
 from torch.utils.data import Dataset
 
 from dnadiff.config import RunConfig
+from dnadiff.data.benchmarks import LabelledSequences, load_benchmark_split, resolve_benchmark
 from dnadiff.data.fasta import Genome, GenomeWindows, bundled_genome, read_bed
 from dnadiff.data.splits import holdout_split
+from dnadiff.data.text import build_text_datasets
 from dnadiff.errors import DnadiffError
 
 VALID_SPLIT_SEED = 12345  # the benchmark validation split of class-conditional training
@@ -42,7 +44,6 @@ def build_split_dataset(cfg: RunConfig, tokenizer, split: str, mode: str = "tile
     if cfg.data.kind == "benchmark":
         return LabelledWindows.from_benchmark(cfg, tokenizer, split)
     if cfg.data.kind == "text":
-        from dnadiff.data.text import build_text_datasets
 
         return build_text_datasets(cfg.data, tokenizer)[split]
     raise DnadiffError(f"data.kind: training needs 'genome' or 'text', got {cfg.data.kind!r}")
@@ -59,7 +60,6 @@ class LabelledWindows(Dataset):
 
     @classmethod
     def from_benchmark(cls, cfg: RunConfig, tokenizer, split: str) -> "LabelledWindows":
-        from dnadiff.data.benchmarks import LabelledSequences, load_benchmark_split, resolve_benchmark
 
         if not cfg.data.benchmark:
             raise DnadiffError("data.benchmark: give the benchmark folder (NAME/{train,test}/CLASS/*.txt)")

@@ -24,6 +24,7 @@ from torch.utils.data import Dataset
 from dnadiff.data_root import data_root_hint
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
+from dnadiff.utils import cache_dir
 
 SPLITS = ("train", "valid", "test")
 
@@ -139,7 +140,6 @@ def _cached_index(path: str) -> dict[str, str]:
 
     import pyfaidx
 
-    from dnadiff.utils import cache_dir
 
     root = cache_dir("genome_index")
     final = os.path.join(root, _file_key(path))
@@ -172,7 +172,6 @@ def seekable_genome(path: str) -> str:
     import sys
     import tempfile
 
-    from dnadiff.utils import cache_dir
 
     if path != "-":
         with open(path, "rb") as fh:

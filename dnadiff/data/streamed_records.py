@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from dnadiff.data.fasta import _Prepend
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
 
@@ -89,7 +90,6 @@ class RecordIndex:
                         return None
             except OSError as exc:
                 raise DnadiffError(f"{self.label}: cannot read ({exc})") from None
-        from dnadiff.data.fasta import _Prepend
 
         try:
             fd, tmp = tempfile.mkstemp(prefix="dnadiff-records-", suffix=".fa")

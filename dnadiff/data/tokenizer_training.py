@@ -141,7 +141,7 @@ def train_tokenizer(
     out.mkdir(parents=True, exist_ok=True)
     stamp_path.unlink(missing_ok=True)  # files being rewritten: not complete until the new stamp lands
     hf.save_pretrained(str(out))
-    from dnadiff.utils import atomic_write
+    from dnadiff.utils import atomic_write  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     atomic_write(stamp_path, json.dumps(stamp, indent=1))  # written last: marks a complete tokenizer
     return str(out)

@@ -30,6 +30,8 @@ import numpy as np
 import torch
 
 from dnadiff.errors import DnadiffError
+from dnadiff.logs import progress_enabled
+from dnadiff.tokenizers.dna import DNATokenizer
 
 NOT_COMPARABLE = ("in-house Fréchet distance under a dnadiff classifier's pooled features; "
                   "not comparable with published SFID/FBD numbers")
@@ -74,7 +76,6 @@ def _max_length(model) -> int | None:
 
 def _batches(model, seqs: Sequence[str], batch_size: int, where: str):
     """(ids, attention_mask) batches of right-padded token ids, on the model's device."""
-    from dnadiff.tokenizers.dna import DNATokenizer
 
     tok = DNATokenizer()
     limit = _max_length(model)
@@ -129,7 +130,6 @@ class Embedder:
     def _embed(self, seqs: list[str], progress: bool) -> np.ndarray:
         from tqdm.auto import tqdm
 
-        from dnadiff.logs import progress_enabled
 
         seen: list[torch.Tensor] = []
         handle = self.model.head.register_forward_hook(lambda mod, inp, out: seen.append(inp[0].detach()))

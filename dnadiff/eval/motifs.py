@@ -36,6 +36,7 @@ import numpy as np
 
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.dna_metrics import _concat, encode, js_divergence, kmer_counts
+from dnadiff.logs import progress_enabled
 
 JASPAR_RELEASE = "JASPAR2024"  # pinned (pyjaspar 4.0 ships 2014–2026): a newer package must not change the numbers
 PVALUE = 1e-4
@@ -246,7 +247,6 @@ class MotifScanner:
         if todo:
             from tqdm.auto import tqdm
 
-            from dnadiff.logs import progress_enabled
 
             step = max(1, (4 * _CHUNK) // max(1, int(np.mean([len(s) for s in todo]))))
             with tqdm(total=len(todo), desc=desc, unit="seq", disable=not (progress and progress_enabled())) as bar:

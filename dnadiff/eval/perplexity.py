@@ -45,7 +45,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from dnadiff.config import replace
+from dnadiff.diffusion import OBJECTIVES
 from dnadiff.errors import DnadiffError
+from dnadiff.logs import progress_bar
+from dnadiff.model import build_objective_for
 
 LN2 = math.log(2.0)
 
@@ -104,7 +108,6 @@ def evaluate_bound(
         raise DnadiffError("stratify_repeats applies to continuous-time diffusion objectives without quadrature")
     strata = stratify_repeats and repeats > 1 and diffusion
     if progress:
-        from dnadiff.logs import progress_bar
 
         batches = progress_bar(batches, desc=f"bound ({objective.name})", unit="batch")
     seq_nll, seq_tok = [], []
@@ -171,13 +174,10 @@ def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batc
     """`evaluate_bound` of a loaded model (`dnadiff.load`) over a list/data set of {input_ids,
     attention_mask} items, in eval mode, batches in order; T: the discrete-time bound instead.
     What `dnadiff eval` and the demo report."""
-    from dnadiff.config import replace
-    from dnadiff.model import build_objective_for
 
     objective = model.objective
     if T is not None:
         if not objective.discrete_bound:
-            from dnadiff.diffusion import OBJECTIVES
 
             names = " or ".join(sorted(OBJECTIVES.where(discrete_bound=True), key=lambda n: n != "mdlm"))
             raise DnadiffError(f"--T needs an {names} model, not {model.config.objective.name!r}")

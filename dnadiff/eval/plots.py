@@ -8,10 +8,10 @@ from typing import Sequence
 import numpy as np
 
 from dnadiff.eval.dna_metrics import gc_content, kmer_counts
+from dnadiff.utils import atomic_path
 
 
 def _save(fig, path: str) -> None:
-    from dnadiff.utils import atomic_path
 
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")

@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     text = json.dumps(res, indent=1)
     if args.out:
-        from dnadiff.utils import atomic_write
+        from dnadiff.utils import atomic_write  # local: tests monkeypatch dnadiff.utils.atomic_write
 
         atomic_write(args.out, text)
     print(text)

@@ -25,7 +25,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dnadiff.config import save_config, to_dict
 from dnadiff.errors import DnadiffError
+from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
+from dnadiff.machine import describe_machine
 
 DEFAULTS = {"ks": [3, 4, 5, 6], "c_grid": [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0], "both_strands": True, "max_iter": 2000}
 
@@ -93,11 +96,8 @@ def _truncate(seqs: list[str], max_len: int | None) -> list[str]:
 
 def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> dict[str, Any]:
     """The k-mer LR row of tab. 7 under `dnadiff finetune`'s protocol; writes config.yaml, results.json/.md."""
-    from dnadiff.config import save_config, to_dict
     from dnadiff.eval.classification import classification_metrics
-    from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
-    from dnadiff.machine import describe_machine
-    from dnadiff.utils import atomic_write, write_json
+    from dnadiff.utils import atomic_write, write_json  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     t0 = time.time()
     if cfg.model.init_from:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
+from dnadiff.utils import markdown_table
 
 if TYPE_CHECKING:
     from dnadiff.finetune.config import FinetuneConfig
@@ -81,7 +82,6 @@ def run_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def results_markdown(result: dict[str, Any]) -> str:
-    from dnadiff.utils import markdown_table
 
     head = (f"# {result['name']}: {Path(result['dataset']).name}\n\n"
             f"{result['protocol']} protocol, {len(result['runs'])} runs, lr {result['selected_lr']:g} "

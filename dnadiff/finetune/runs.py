@@ -19,11 +19,18 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Subset
 
+from dnadiff.backbones import BACKBONES, build_backbone, build_backbone_from_config
+from dnadiff.checkpoint import load_backbone, official_kind
 from dnadiff.config import replace, save_config, to_dict
+from dnadiff.data.benchmarks import SequenceClassificationDataset, pad_batch
 from dnadiff.errors import DnadiffError
 from dnadiff.finetune.config import FinetuneConfig
+from dnadiff.finetune.kmer_lr import run_kmer_lr
 from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
+from dnadiff.heads.classifier import SequenceClassifier
+from dnadiff.heads.saved import save_classifier_dir
 from dnadiff.machine import describe_machine
+from dnadiff.threads import apply_threads
 
 # ----------------------------------------------------------------------------- model
 
@@ -34,13 +41,11 @@ def build_backbone_template(cfg: FinetuneConfig):
     if m.init_from:
         if not os.path.exists(m.init_from):
             raise DnadiffError(f"model.init_from: {m.init_from}: no such model directory")
-        from dnadiff.checkpoint import load_backbone
 
         _, backbone = load_backbone(m.init_from)
         return backbone
     import dataclasses
 
-    from dnadiff.backbones import BACKBONES, build_backbone, build_backbone_from_config
 
     overrides = dict(m.overrides)
     if set(overrides) >= {f.name for f in dataclasses.fields(BACKBONES.get(m.backbone).Config)}:
@@ -55,8 +60,6 @@ def record_init_from(cfg: FinetuneConfig, template) -> tuple[FinetuneConfig, str
     loaded, for the console. Without it: (cfg, None)."""
     import dataclasses
 
-    from dnadiff.backbones import BACKBONES
-    from dnadiff.checkpoint import official_kind
 
     path = cfg.model.init_from
     if not path:
@@ -74,7 +77,6 @@ def classifier_factory(cfg: FinetuneConfig, template, num_classes: int):
 
     A scratch backbone is re-initialised per run from the run's seed; a pretrained one is copied.
     """
-    from dnadiff.heads.classifier import SequenceClassifier
 
     m = cfg.model
 
@@ -99,7 +101,6 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
     is a pure function of the config, lr and seed, so the results equal an uninterrupted job's).
     """
     if cfg.model.backbone == "kmer_lr":  # the classical baseline, scikit-learn (kmer_lr.py)
-        from dnadiff.finetune.kmer_lr import run_kmer_lr
 
         return run_kmer_lr(cfg, out_dir, echo)
     from dnadiff.training.rundir import launch_rank
@@ -118,7 +119,6 @@ def run_finetune(cfg: FinetuneConfig, out_dir: str | os.PathLike | None = None, 
 
 
 def _run_with_threads(cfg: FinetuneConfig, out_dir, echo, resume: bool) -> dict[str, Any]:
-    from dnadiff.threads import apply_threads
     from dnadiff.training.run import resolve_threads
 
     # null: the free physical cores, shared among the node's processes (as `dnadiff train`); only
@@ -171,9 +171,8 @@ def _cached_run(path: Path, fingerprint: str):
 
 
 def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> dict[str, Any]:
-    from dnadiff.data.benchmarks import SequenceClassificationDataset, pad_batch
     from dnadiff.training.finetune import fit_classifier  # Lightning: only for a neural row
-    from dnadiff.utils import atomic_write, write_json
+    from dnadiff.utils import atomic_write, write_json  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     t0 = time.time()
     out = Path(out_dir or os.path.join(cfg.out_dir, cfg.name))
@@ -292,7 +291,6 @@ def keep_best_classifier(path: Path, model, res, classes, info: dict[str, Any]) 
     one saved there (ties: the earlier run stays, as the lr choice's order)."""
     import json
 
-    from dnadiff.heads.saved import save_classifier_dir
 
     meta = path / "classifier.json"
     if meta.is_file() and not res.val_acc > json.loads(meta.read_text()).get("val_acc", -1.0):

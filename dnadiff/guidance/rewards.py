@@ -28,6 +28,7 @@ from torch import Tensor
 
 from dnadiff.backbones.rcps import reverse_complement_ids
 from dnadiff.errors import DnadiffError
+from dnadiff.heads.saved import load_classifier_dir
 from dnadiff.registry import Registry
 from dnadiff.tokenizers.dna import DNATokenizer
 
@@ -182,7 +183,6 @@ class Classifier(Reward):
 
     def __init__(self, path: str, target: str | int | None, device: str | torch.device = "cpu", batch_size: int = 256):
         super().__init__()
-        from dnadiff.heads.saved import load_classifier_dir
 
         self.model, self.meta = load_classifier_dir(path, map_location=device)
         classes = [str(c) for c in self.meta.get("classes", [])]

@@ -13,6 +13,7 @@ from torch import Tensor
 from dnadiff.backbones.base import reverse_index  # noqa: F401  (per-row reversal; re-exported here)
 from dnadiff.backbones.rcps import reverse_complement_ids
 from dnadiff.errors import DnadiffError
+from dnadiff.tokenizers.dna import DNATokenizer
 
 POOLINGS = ("mean", "first", "last")
 
@@ -50,6 +51,5 @@ def reverse_complement_padded(input_ids: Tensor, mask: Tensor | None, complement
 
 def complement_tensor(vocab_size: int = 16, device=None) -> Tensor:
     """DNA complement map over ids 0..vocab_size-1 (A7<->T10, C8<->G9, others fixed)."""
-    from dnadiff.tokenizers.dna import DNATokenizer
 
     return torch.tensor(DNATokenizer().complement_map(vocab_size), dtype=torch.long, device=device)

@@ -20,7 +20,9 @@ from typing import Any
 
 import torch
 
+from dnadiff.backbones import BACKBONES, build_backbone_from_config
 from dnadiff.errors import DnadiffError
+from dnadiff.heads.classifier import SequenceClassifier
 
 FORMAT = "dnadiff-classifier"
 
@@ -29,8 +31,7 @@ def save_classifier_dir(
     path: str | os.PathLike, classifier, classes: list[str], info: dict[str, Any] | None = None
 ) -> Path:
     """Write `classifier` (a SequenceClassifier) to directory `path` atomically per file."""
-    from dnadiff.backbones import BACKBONES
-    from dnadiff.utils import atomic_write
+    from dnadiff.utils import atomic_write  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     backbone = classifier.backbone
     name = BACKBONES.name_of(backbone)
@@ -52,8 +53,6 @@ def save_classifier_dir(
 
 def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu"):
     """(SequenceClassifier in eval mode, metadata dict) from a directory written by save_classifier_dir."""
-    from dnadiff.backbones import build_backbone_from_config
-    from dnadiff.heads.classifier import SequenceClassifier
 
     folder = Path(path)
     meta_path, weights = folder / "classifier.json", folder / "classifier.pt"

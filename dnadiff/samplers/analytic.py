@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from dnadiff.diffusion.sedd import sedd_log_score
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, StepRandom, carry_over, shape_probs
 
@@ -65,7 +66,6 @@ class AnalyticSampler(Sampler):
             probs = self.x0_probs(logits, x, mask_id)  # (B, L, V), no mass on mask
             s = probs * ratio
         else:
-            from dnadiff.diffusion.sedd import sedd_log_score
 
             alpha = torch.as_tensor(alpha_t, dtype=torch.float64, device=x.device).expand(x.shape[0])
             log_s = sedd_log_score(logits.double(), x, alpha, mask_id).double()  # α stays float64

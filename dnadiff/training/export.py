@@ -21,6 +21,7 @@ import safetensors
 
 from dnadiff.config import RunConfig
 from dnadiff.errors import DnadiffError
+from dnadiff.training.plots import plot_loss_curve
 
 
 class ExportModelDir(L.Callback):
@@ -30,7 +31,6 @@ class ExportModelDir(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module) -> None:
         from dnadiff.model_dir import save_model_dir
-        from dnadiff.training.plots import plot_loss_curve
 
         metrics: dict[str, Any] = {
             "steps": int(trainer.global_step),

@@ -25,9 +25,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
+from dnadiff.data.streams import rank_batches
 from dnadiff.eval.classification import classification_metrics
 from dnadiff.heads.classifier import SequenceClassifier
+from dnadiff.logs import progress_enabled, quiet_libraries
 from dnadiff.training.optim import build_optimizer, build_scheduler
+from dnadiff.training.progress import EpochProgressBar
 from dnadiff.training.strategy import resolve_precision
 
 
@@ -231,7 +234,6 @@ class _FinetuneData(L.LightningDataModule):
                           num_workers=self.nw, persistent_workers=self.nw > 0, generator=self.gen)
 
     def val_dataloader(self) -> DataLoader:
-        from dnadiff.data.streams import rank_batches
 
         rank, world = self._rank()
         if world == 1:
@@ -250,7 +252,6 @@ def quiet_lightning() -> None:
     (and the LeafSpec deprecation warning raised from inside Lightning)."""
     import logging
 
-    from dnadiff.logs import quiet_libraries
 
     quiet_libraries(logging.WARNING)
 
@@ -270,7 +271,6 @@ def fit_classifier(
     """Train one run and evaluate its best-validation-accuracy weights on the (shuffled) test set."""
     from lightning.pytorch.loggers import CSVLogger
 
-    from dnadiff.logs import progress_enabled
 
     quiet_lightning()
     t0 = time.time()
@@ -291,7 +291,6 @@ def fit_classifier(
     module = ClassifierModule(model, lr, tc.weight_decay, tc.betas, warmup, total, noisy=cfg.model.noisy)
     logger = CSVLogger(log_root, name="logs", version=run) if log_root else False
     show_bar = tc.progress and progress_enabled()  # off under -q
-    from dnadiff.training.progress import EpochProgressBar
 
     trainer = L.Trainer(
         max_epochs=tc.epochs,

@@ -26,7 +26,7 @@ def plot_loss_curve(csv_path, png_path, title: str = "") -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dnadiff.utils import atomic_write
+    from dnadiff.utils import atomic_write  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(steps, losses, label="train loss (nats/token)", lw=1)

@@ -29,12 +29,18 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from dnadiff.config import RunConfig, replace
+from dnadiff.checkpoint import load_model_dir
+from dnadiff.config import RunConfig, load_config, replace, save_config
 from dnadiff.errors import DnadiffError
 from dnadiff.finetune_reward import drakes_loss, make_grid, policy_gradient_loss, sample_groups
 from dnadiff.finetune_reward.policy_gradient import GroupBatch
-from dnadiff.logs import log, quiet_libraries
+from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
+from dnadiff.model_dir import save_model_files
+from dnadiff.training.checkpoint_io import AtomicCheckpointIO
+from dnadiff.training.csv_log import SessionCSVLogger
+from dnadiff.training.progress import StepProgressBar
+from dnadiff.training.rundir import RunDirLock
 
 SETTINGS_FILE = "finetune_config.yaml"
 DEFAULTS: dict[str, Any] = {
@@ -136,7 +142,6 @@ class ExportFinetuned(L.Callback):
         self.metrics: dict[str, Any] = {}
 
     def on_train_end(self, trainer, pl_module) -> None:
-        from dnadiff.model_dir import save_model_files
 
         self.metrics = {"updates": int(trainer.global_step), "method": self.cfg.reward_finetune["method"],
                         "reward": self.cfg.reward_finetune["reward"],
@@ -172,7 +177,6 @@ def reward_finetune(model_dir: str, settings: dict, out: str, resume: bool = Fal
                     reward=None, progress: bool = True, threads: int | None = None) -> dict[str, Any]:
     """Fine-tune `model_dir` with `settings` (DEFAULTS' keys) into `out`; returns the metrics.
     `reward`: the built reward (the caller checked it against the method)."""
-    from dnadiff.training.rundir import RunDirLock
 
     where = Path(out)
     with RunDirLock(where):
@@ -188,13 +192,7 @@ def reward_finetune(model_dir: str, settings: dict, out: str, resume: bool = Fal
 def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward, progress, threads) -> dict[str, Any]:
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    from dnadiff.checkpoint import load_model_dir
-    from dnadiff.config import load_config, save_config
-    from dnadiff.logs import progress_enabled
-    from dnadiff.training.checkpoint_io import AtomicCheckpointIO
-    from dnadiff.training.csv_log import SessionCSVLogger
-    from dnadiff.training.progress import StepProgressBar
-    from dnadiff.training.run import _prepare_run_dir
+    from dnadiff.training.run import _prepare_run_dir  # local: tests monkeypatch run._prepare_run_dir
 
     start = time.time()
     quiet_libraries(log.getEffectiveLevel())

@@ -23,9 +23,21 @@ from typing import Any
 
 import torch
 
+from dnadiff.backbones import build_backbone
+from dnadiff.backbones.base import BACKBONES
+from dnadiff.checkpoint import load_backbone, official_kind
 from dnadiff.config import RunConfig, replace, save_config
+from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
+from dnadiff.data.tokenizer_training import ensure_tokenizer
 from dnadiff.errors import DnadiffError
-from dnadiff.logs import log, quiet_libraries
+from dnadiff.logs import log, progress_enabled, quiet_libraries
+from dnadiff.model_dir import is_model_dir, load_config_of, resolve_time_input, save_model_dir, wrap_conditional
+from dnadiff.registry import resolve_object
+from dnadiff.threads import apply_threads, default_threads
+from dnadiff.tokenizers import build_tokenizer
+from dnadiff.training.rundir import RunDirLock, launch_rank
+from dnadiff.training.strategy import build_strategy, resolve_precision
+from dnadiff.training.watchdog import watch_launcher
 
 
 @dataclass
@@ -46,7 +58,6 @@ def resolve_threads(cfg: RunConfig) -> RunConfig:
     """
     if cfg.train.threads:
         return cfg
-    from dnadiff.threads import default_threads
 
     devices = cfg.train.devices
     per_node = devices if isinstance(devices, int) and devices > 1 else 1  # processes sharing this node's cores
@@ -56,14 +67,6 @@ def resolve_threads(cfg: RunConfig) -> RunConfig:
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
     The returned config records `model.time_input` (a dnadiff init_from model passes its own on)."""
-    from dnadiff.backbones import build_backbone
-    from dnadiff.checkpoint import load_backbone, official_kind
-    from dnadiff.model_dir import (
-        is_model_dir,
-        load_config_of,
-        resolve_time_input,
-        wrap_conditional,
-    )
 
     if cfg.model.time_input is None and cfg.model.init_from and official_kind(cfg.model.init_from) is None \
             and is_model_dir(cfg.model.init_from):
@@ -100,7 +103,6 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
         raise DnadiffError("data.kind=benchmark trains a class-conditional model: set model.num_classes (> 1)")
     if cfg.model.num_classes > 0:
         if cfg.data.kind == "benchmark":
-            from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
 
             classes = load_benchmark_split(resolve_benchmark(cfg.data.benchmark or ""), "test").classes
             if len(classes) != cfg.model.num_classes:
@@ -181,10 +183,6 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
     the model directory, the other ranks train and return the same metrics."""
-    from dnadiff.backbones.base import BACKBONES
-    from dnadiff.registry import resolve_object
-    from dnadiff.training.rundir import RunDirLock, launch_rank
-    from dnadiff.training.watchdog import watch_launcher
 
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     family = BACKBONES.get(cfg.model.backbone)
@@ -210,9 +208,7 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
 def _fit_counts(cfg: RunConfig, fit, resume: bool, overwrite: bool, run_dir: Path) -> TrainResult:
     """`train(cfg)` for a count model: writes run_dir/{config.yaml, metrics.json, model/}; bad data leaves
     nothing behind (the fit runs before the directory is touched)."""
-    from dnadiff.model_dir import save_model_dir
-    from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.utils import write_json
+    from dnadiff.utils import write_json  # local: tests monkeypatch dnadiff.utils.write_json
 
     if resume:
         raise DnadiffError(f"model.backbone={cfg.model.backbone}: a count fit has nothing to resume; run it again "
@@ -228,7 +224,6 @@ def _fit_counts(cfg: RunConfig, fit, resume: bool, overwrite: bool, run_dir: Pat
 
 
 def _train_rank0(cfg: RunConfig, resume: bool, overwrite: bool, where: Path, callbacks: list | None) -> TrainResult:
-    from dnadiff.training.rundir import RunDirLock
 
     with RunDirLock(where):  # a second `dnadiff train` into the same directory stops here
         # a directory this call creates or replaces (also --resume of a run not started yet)
@@ -246,8 +241,6 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     import lightning as L
     from lightning.pytorch.loggers import TensorBoardLogger
 
-    from dnadiff.data.tokenizer_training import ensure_tokenizer
-    from dnadiff.tokenizers import build_tokenizer
     from dnadiff.training.checkpoint_io import AtomicCheckpointIO
     from dnadiff.training.checkpoints import RunCheckpoint
     from dnadiff.training.csv_log import SessionCSVLogger
@@ -261,7 +254,6 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     point = _prepare_run_dir(run_dir, resume, overwrite, rank)
     resume = point is not None  # --resume of a run without a checkpoint starts afresh
     cfg = resolve_threads(cfg)
-    from dnadiff.threads import apply_threads
 
     apply_threads(cfg.train.threads)
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
@@ -323,8 +315,6 @@ def resume_warnings_silenced():
 
 def trainer_kwargs(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
     """The Trainer's settings from the config (everything but loggers, callbacks, plugins)."""
-    from dnadiff.logs import progress_enabled
-    from dnadiff.training.strategy import build_strategy, resolve_precision
 
     t = cfg.train
     from datetime import timedelta

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dnadiff.data.file_lock import FileLock
 from dnadiff.errors import DnadiffError
+from dnadiff.utils import cache_dir
 
 # env variables that carry a process's rank, in the order launchers set them
 _RANK_VARS = ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK")
@@ -38,7 +39,6 @@ def launch_rank() -> int:
 def lock_path(run_dir: Path) -> Path:
     import hashlib
 
-    from dnadiff.utils import cache_dir
 
     key = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:20]
     return Path(cache_dir("locks")) / f"{Path(run_dir).name}.{key}.lock"

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from dnadiff.backbones.base import BACKBONES
 from dnadiff.config import RunConfig
 from dnadiff.errors import DnadiffError
 
@@ -37,7 +38,6 @@ def resolve_precision(precision: str) -> str:
 
 def block_classes(family: str) -> set[type[nn.Module]]:
     """The classes FSDP wraps for a backbone family (registry name): its `fsdp_blocks`."""
-    from dnadiff.backbones.base import BACKBONES
 
     blocks = BACKBONES.get(family).fsdp_blocks if family in BACKBONES else ()
     if not blocks:
@@ -47,7 +47,6 @@ def block_classes(family: str) -> set[type[nn.Module]]:
 
 def float32_classes(family: str) -> tuple[type[nn.Module], ...]:
     """Modules kept float32 (parameters and compute) under FSDP mixed precision: the backbone's `float32_modules`."""
-    from dnadiff.backbones.base import BACKBONES
 
     return tuple(BACKBONES.get(family).float32_modules) if family in BACKBONES else ()
 
