@@ -235,6 +235,8 @@ def test_a_kill_signal_between_the_renames_waits_until_both_are_new(tmp_path, si
     script = f"""
 import os, signal, time
 from dnadiff import utils
+# a shell's background job inherits SIGINT ignored, and Python then keeps it ignored: restore Ctrl-C
+signal.signal(signal.SIGINT, signal.default_int_handler)
 real = os.replace
 def replace(src, dst):
     real(src, dst)
