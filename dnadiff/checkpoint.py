@@ -114,7 +114,6 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu", *, l
 def _load_mdlm(path: Path, map_location, tokenizer_name: str) -> DiffusionModel:
     """An MDLM text checkpoint as a dnadiff model: `dit` backbone, text tokenizer, the mdlm objective
     under the log-linear schedule mdlm-owt was trained with (paper §5.1), σ(t) as time input."""
-
     length = int(read_config(path).get("model_length", 1024))  # the training context (OWT: 1024)
     backbone = load_mdlm_pretrained(path)
     tok = mdlm_tokenizer(path, tokenizer_name, backbone.vocab_size)

@@ -27,7 +27,6 @@ THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; 
 def _registry_lists() -> dict[str, Callable[[], str]]:
     """Placeholders of the commands' help texts -> their text, from the registries (a new sampler,
     reward or guidance method shows up in --help without an edit here)."""
-
     def samplers(**declared) -> str:
         from dnadiff.samplers import SAMPLERS
 

@@ -10,7 +10,6 @@ from typing import Callable
 
 def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], object]:
     """A module `__getattr__` resolving each exported name from its submodule (name -> submodule)."""
-
     def __getattr__(name: str):
         if name not in exports:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -98,7 +98,6 @@ class SuppressTokens(nn.Module):
         return bool(getattr(self.denoiser, "time_conditioned", False))
 
     def _suppress(self, logits: Tensor) -> Tensor:
-
         logits = logits.clone()
         logits[..., self.banned.to(logits.device)] = NEG_INF
         return logits
@@ -116,12 +115,10 @@ class SuppressTokens(nn.Module):
 
 def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     """Keyword arguments of build_objective for a run config and its tokenizer (the objective declares them)."""
-
     return OBJECTIVES.get(cfg.objective.name).kwargs_for(cfg, tokenizer)
 
 
 def build_objective_for(cfg: RunConfig, tokenizer):
-
     schedule = build_schedule(cfg.schedule.name, eps=cfg.schedule.eps)
     return schedule, build_objective(cfg.objective.name, schedule=schedule, **objective_kwargs(cfg, tokenizer))
 
@@ -164,7 +161,6 @@ class DiffusionModel:
 
     def push_to_hub(self, repo_id: str, **kwargs: Any):
         """Upload to the Hugging Face Hub (see dnadiff/hub_push.py: private, token, commit_message, revision)."""
-
         return push_to_hub(self, repo_id, **kwargs)
 
     @torch.no_grad()
@@ -231,7 +227,6 @@ class DiffusionModel:
         """The sampler for this model: `sampler` (default: the objective's, e.g. `autoregressive` for
         AR models, else the config's) with the config's options, then `options`, then this model's
         defaults (the sampler's `defaults_from`). An explicit `steps` beats the config's."""
-
         if not self.objective.generator:
             raise DnadiffError(f"an {self.objective.name.upper()}-trained model is not a generator: fine-tune it with "
                                "the mdlm objective first")
@@ -262,7 +257,6 @@ class DiffusionModel:
     def sampler_defaults(self, name: str) -> dict[str, Any]:
         """Options a sampler gets from this model (its `defaults_from`: the training t_min as the
         smallest time; AR's free first token among the real tokens)."""
-
         cls = SAMPLERS.get(name) if name in SAMPLERS else Sampler
         return cls.defaults_from(self)
 

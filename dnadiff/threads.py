@@ -51,7 +51,6 @@ def free_cores(cores: int | None = None, load: float | None = None) -> int:
     """Physical cores this process may use minus the machine's 1-minute load average, rounded to the
     nearest count and kept within [1, cores]. `cores`/`load` default to the machine's, read now;
     where the load average is not available, every core counts as free."""
-
     if cores is None:
         cores = machine.available_cores()
     if load is None:

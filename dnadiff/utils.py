@@ -25,7 +25,6 @@ def public_mode(directory: bool = False) -> int:
 
 def os_error(exc: OSError, path: str | os.PathLike | None = None):
     """An OSError (read-only folder, full disk, no permission) as a one-line DnadiffError naming the path."""
-
     where = path or exc.filename or "output"
     reason = exc.strerror or type(exc).__name__
     return DnadiffError(f"{where}: cannot write ({reason})")
@@ -42,7 +41,6 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-
         raise DnadiffError(f"{path}: is a directory, expected a file name")
     try:
         tmp = _temp_beside(path)
@@ -181,7 +179,6 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None,
 
 def refuse_existing(paths: list[str | os.PathLike], force: bool) -> None:
     """The one overwrite rule of every writing command: an existing output is kept unless --force."""
-
     for path in paths:
         if path is not None and os.path.lexists(path) and not force:
             raise DnadiffError(f"{os.fspath(path)}: exists (use --force to overwrite it)")

@@ -94,7 +94,6 @@ def convert_state_dict(src: dict[str, Tensor], where: str = "model.safetensors")
 
 def load_mdlm_pretrained(path: str | Path) -> DiT:
     """Official MDLM directory -> dnadiff `dit` backbone with its weights (eval mode)."""
-
     path = Path(path)
     if not is_mdlm_dir(path):
         raise DnadiffError(f"{path}: not an MDLM model directory (config.json with model_type 'mdlm')")
@@ -133,7 +132,6 @@ def extend_vocab(backbone: DiT, vocab_size: int, where: str = "tokenizer") -> Di
 def mdlm_tokenizer(path: str | Path, name: str, vocab_size: int):
     """The text tokenizer of an MDLM directory: its own tokenizer files when present, else `name`
     (mdlm-owt: GPT-2, from the local Hugging Face cache). The checkpoint's mask token is its last id."""
-
     path = Path(path)
     has_files = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
     if has_files:  # trust_remote_code=False: the folder's config.json names custom model code, never run it

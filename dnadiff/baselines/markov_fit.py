@@ -41,7 +41,6 @@ def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,
                 chunk: int = 4096) -> Iterator[np.ndarray]:
     """Token-id tiles Int64[T, seq_len] of one split (the tail of an interval right-padded with PAD),
     in chunks of at most `chunk` tiles: the windows GenomeWindows(mode="tile", stride=seq_len) gives."""
-
     if cfg.data.kind != "genome":
         raise DnadiffError(f"data.kind: a Markov chain is fitted on a genome + BED, got {cfg.data.kind!r}")
     fasta, bed = genome_paths(cfg)
@@ -94,7 +93,6 @@ def bits_per_base(backbone: MarkovChain, ids: torch.Tensor, mask: torch.Tensor, 
     """Exact bits/base of the `ar` objective over (ids, mask) windows, and the number of scored bases.
     `bos_id`: the objective's context token (the [BOS] a DNA model directory records: every real base
     scored, the first from the empty context; None: each window's first base is context only)."""
-
     obj = build_objective("ar", bos_id=bos_id)
     nats, n = 0.0, 0
     for s in range(0, len(ids), batch):
@@ -106,7 +104,6 @@ def bits_per_base(backbone: MarkovChain, ids: torch.Tensor, mask: torch.Tensor, 
 
 def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict]:
     """The fitted chain (order resolved) and what fitting measured."""
-
     if not cfg.data.mask_n:
         raise DnadiffError("data.mask_n: a chain over A/C/G/T cannot score N; keep data.mask_n=true")
     overrides = dict(cfg.model.overrides)
@@ -121,7 +118,6 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
     metrics: dict = {"train_bases": bases, "both_strands": both, "smoothing": mc.smoothing,
                      "count_seconds": round(time.time() - t0, 2)}
     if mc.order < 0:
-
         # the positions `dnadiff eval` of the saved model directory scores: its recorded `ar` bos_id
         bos_id = recorded_config(cfg, tokenizer).objective.options.get("bos_id")
         valid = np.concatenate(list(split_tiles(cfg, tokenizer, "valid")))

@@ -188,7 +188,6 @@ def run(args: argparse.Namespace) -> int:
 
 def sample_labels(records: list[tuple[str, str]], label: str | None, source: str) -> list[str]:
     """The class each sample was generated for: --label, or `class=NAME` in every FASTA header."""
-
     if label is not None:
         return [label] * len(records)
     out = []
@@ -289,7 +288,6 @@ def fasta_reference(records: list[tuple[str, str]], length: int, max_windows: in
         windows += [(r, int(s)) for s in starts[frac <= GENOME_MAX_N_FRAC]]
     total = sum((len(seq) - length) // length + 1 for _, seq in long)
     if not windows:
-
         raise DnadiffError(f"reference: no {length}-bp window with at most {GENOME_MAX_N_FRAC:.0%} N")
     idx = sorted(set(np.linspace(0, len(windows) - 1, min(len(windows), max_windows)).round().astype(int).tolist()))
     seqs = [long[windows[i][0]][1][windows[i][1]: windows[i][1] + length] for i in idx]

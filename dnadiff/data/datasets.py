@@ -44,7 +44,6 @@ def build_split_dataset(cfg: RunConfig, tokenizer, split: str, mode: str = "tile
     if cfg.data.kind == "benchmark":
         return LabelledWindows.from_benchmark(cfg, tokenizer, split)
     if cfg.data.kind == "text":
-
         return build_text_datasets(cfg.data, tokenizer)[split]
     raise DnadiffError(f"data.kind: training needs 'genome' or 'text', got {cfg.data.kind!r}")
 
@@ -60,7 +59,6 @@ class LabelledWindows(Dataset):
 
     @classmethod
     def from_benchmark(cls, cfg: RunConfig, tokenizer, split: str) -> "LabelledWindows":
-
         if not cfg.data.benchmark:
             raise DnadiffError("data.benchmark: give the benchmark folder (NAME/{train,test}/CLASS/*.txt)")
         root = resolve_benchmark(cfg.data.benchmark)

@@ -76,7 +76,6 @@ def _max_length(model) -> int | None:
 
 def _batches(model, seqs: Sequence[str], batch_size: int, where: str):
     """(ids, attention_mask) batches of right-padded token ids, on the model's device."""
-
     tok = DNATokenizer()
     limit = _max_length(model)
     device = next(model.parameters()).device

@@ -108,7 +108,6 @@ def evaluate_bound(
         raise DnadiffError("stratify_repeats applies to continuous-time diffusion objectives without quadrature")
     strata = stratify_repeats and repeats > 1 and diffusion
     if progress:
-
         batches = progress_bar(batches, desc=f"bound ({objective.name})", unit="batch")
     seq_nll, seq_tok = [], []
     with torch.no_grad():
@@ -174,11 +173,9 @@ def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batc
     """`evaluate_bound` of a loaded model (`dnadiff.load`) over a list/data set of {input_ids,
     attention_mask} items, in eval mode, batches in order; T: the discrete-time bound instead.
     What `dnadiff eval` and the demo report."""
-
     objective = model.objective
     if T is not None:
         if not objective.discrete_bound:
-
             names = " or ".join(sorted(OBJECTIVES.where(discrete_bound=True), key=lambda n: n != "mdlm"))
             raise DnadiffError(f"--T needs an {names} model, not {model.config.objective.name!r}")
         _, objective = build_objective_for(replace(model.config, **{"objective.T": T}), model.tokenizer)

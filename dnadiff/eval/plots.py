@@ -12,7 +12,6 @@ from dnadiff.utils import atomic_path
 
 
 def _save(fig, path: str) -> None:
-
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
 

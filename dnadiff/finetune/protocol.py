@@ -82,7 +82,6 @@ def run_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def results_markdown(result: dict[str, Any]) -> str:
-
     head = (f"# {result['name']}: {Path(result['dataset']).name}\n\n"
             f"{result['protocol']} protocol, {len(result['runs'])} runs, lr {result['selected_lr']:g} "
             f"(chosen on validation from {result['lr_grid']}), {result['num_train']} train / "

@@ -77,7 +77,6 @@ def classifier_factory(cfg: FinetuneConfig, template, num_classes: int):
 
     A scratch backbone is re-initialised per run from the run's seed; a pretrained one is copied.
     """
-
     m = cfg.model
 
     def make():

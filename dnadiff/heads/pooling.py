@@ -51,5 +51,4 @@ def reverse_complement_padded(input_ids: Tensor, mask: Tensor | None, complement
 
 def complement_tensor(vocab_size: int = 16, device=None) -> Tensor:
     """DNA complement map over ids 0..vocab_size-1 (A7<->T10, C8<->G9, others fixed)."""
-
     return torch.tensor(DNATokenizer().complement_map(vocab_size), dtype=torch.long, device=device)

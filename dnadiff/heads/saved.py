@@ -53,7 +53,6 @@ def save_classifier_dir(
 
 def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu"):
     """(SequenceClassifier in eval mode, metadata dict) from a directory written by save_classifier_dir."""
-
     folder = Path(path)
     meta_path, weights = folder / "classifier.json", folder / "classifier.pt"
     if not folder.is_dir():

@@ -66,7 +66,6 @@ class AnalyticSampler(Sampler):
             probs = self.x0_probs(logits, x, mask_id)  # (B, L, V), no mass on mask
             s = probs * ratio
         else:
-
             alpha = torch.as_tensor(alpha_t, dtype=torch.float64, device=x.device).expand(x.shape[0])
             log_s = sedd_log_score(logits.double(), x, alpha, mask_id).double()  # α stays float64
             log_s[..., mask_id] = -float("inf")

@@ -111,7 +111,6 @@ class SamplerState:
         particles. Per-sequence tensors (x, fixed, t, s, nfe, the output cache and tensors in
         `extra`) are indexed; the shared grid, α and schedule are kept. Decoding caches in
         `extra` are not tensors: samplers that hold one (AR) cannot be resampled this way."""
-
         def pick(v):
             return v[rows] if isinstance(v, Tensor) and v.dim() > 0 else v
 

@@ -234,7 +234,6 @@ class _FinetuneData(L.LightningDataModule):
                           num_workers=self.nw, persistent_workers=self.nw > 0, generator=self.gen)
 
     def val_dataloader(self) -> DataLoader:
-
         rank, world = self._rank()
         if world == 1:
             return DataLoader(self.valid_set, batch_size=self.eval_bs, shuffle=False, collate_fn=self.collate,

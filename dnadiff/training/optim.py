@@ -62,7 +62,6 @@ def lr_lambda(schedule: str, warmup_steps: int, total_steps: int, min_lr_ratio: 
 
     Not `transformers.get_scheduler`: its warmup is n/W (a first step at lr 0, wasted) where this is
     (n+1)/W, and its cosine has no `min_lr_ratio` floor; the shapes differ, and tests pin these."""
-
     def fn(step: int) -> float:
         if warmup_steps > 0 and step < warmup_steps:
             return (step + 1) / warmup_steps

@@ -142,7 +142,6 @@ class ExportFinetuned(L.Callback):
         self.metrics: dict[str, Any] = {}
 
     def on_train_end(self, trainer, pl_module) -> None:
-
         self.metrics = {"updates": int(trainer.global_step), "method": self.cfg.reward_finetune["method"],
                         "reward": self.cfg.reward_finetune["reward"],
                         "kl_weight": self.cfg.reward_finetune["kl_weight"],
@@ -177,7 +176,6 @@ def reward_finetune(model_dir: str, settings: dict, out: str, resume: bool = Fal
                     reward=None, progress: bool = True, threads: int | None = None) -> dict[str, Any]:
     """Fine-tune `model_dir` with `settings` (DEFAULTS' keys) into `out`; returns the metrics.
     `reward`: the built reward (the caller checked it against the method)."""
-
     where = Path(out)
     with RunDirLock(where):
         ours = not resume and (overwrite or not where.exists() or not any(where.iterdir()))

@@ -67,7 +67,6 @@ def resolve_threads(cfg: RunConfig) -> RunConfig:
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
     The returned config records `model.time_input` (a dnadiff init_from model passes its own on)."""
-
     if cfg.model.time_input is None and cfg.model.init_from and official_kind(cfg.model.init_from) is None \
             and is_model_dir(cfg.model.init_from):
         cfg = replace(cfg, **{"model.time_input": load_config_of(cfg.model.init_from).model.time_input})
@@ -103,7 +102,6 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
         raise DnadiffError("data.kind=benchmark trains a class-conditional model: set model.num_classes (> 1)")
     if cfg.model.num_classes > 0:
         if cfg.data.kind == "benchmark":
-
             classes = load_benchmark_split(resolve_benchmark(cfg.data.benchmark or ""), "test").classes
             if len(classes) != cfg.model.num_classes:
                 raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, "
@@ -183,7 +181,6 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
     the model directory, the other ranks train and return the same metrics."""
-
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     family = BACKBONES.get(cfg.model.backbone)
     if not family.neural:  # a count model fits itself, no Lightning (the Markov baseline: baselines/markov_fit.py)
@@ -224,7 +221,6 @@ def _fit_counts(cfg: RunConfig, fit, resume: bool, overwrite: bool, run_dir: Pat
 
 
 def _train_rank0(cfg: RunConfig, resume: bool, overwrite: bool, where: Path, callbacks: list | None) -> TrainResult:
-
     with RunDirLock(where):  # a second `dnadiff train` into the same directory stops here
         # a directory this call creates or replaces (also --resume of a run not started yet)
         ours = (overwrite and not resume) or not where.exists() or not any(where.iterdir())
@@ -315,7 +311,6 @@ def resume_warnings_silenced():
 
 def trainer_kwargs(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
     """The Trainer's settings from the config (everything but loggers, callbacks, plugins)."""
-
     t = cfg.train
     from datetime import timedelta
 

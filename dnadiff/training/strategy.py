@@ -38,7 +38,6 @@ def resolve_precision(precision: str) -> str:
 
 def block_classes(family: str) -> set[type[nn.Module]]:
     """The classes FSDP wraps for a backbone family (registry name): its `fsdp_blocks`."""
-
     blocks = BACKBONES.get(family).fsdp_blocks if family in BACKBONES else ()
     if not blocks:
         raise DnadiffError(f"train.strategy=fsdp: no wrap policy for backbone {family!r} (use ddp)")
@@ -47,7 +46,6 @@ def block_classes(family: str) -> set[type[nn.Module]]:
 
 def float32_classes(family: str) -> tuple[type[nn.Module], ...]:
     """Modules kept float32 (parameters and compute) under FSDP mixed precision: the backbone's `float32_modules`."""
-
     return tuple(BACKBONES.get(family).float32_modules) if family in BACKBONES else ()
 
 
