@@ -169,9 +169,7 @@ def seekable_genome(path: str) -> str:
     """`path` itself when pyfaidx can index it (plain or bgzip); a cached plain copy for stdin (`-`)
     or a plain-gzip file, keyed by content (stdin) or by path, size and mtime (gzip)."""
     import hashlib
-    import sys
     import tempfile
-
 
     if path != "-":
         with open(path, "rb") as fh:
@@ -189,27 +187,10 @@ def seekable_genome(path: str) -> str:
     digest = hashlib.sha1()
     try:
         with os.fdopen(fd, "wb") as out:
-            src = sys.stdin.buffer if path == "-" else open(path, "rb")
             try:
-                raw = src.read(2)
-                rest = src
-                if raw == b"\x1f\x8b":  # gzip (also a bgzip stream on stdin): decompress while copying
-                    rest = gzip.GzipFile(fileobj=_Prepend(raw, src), mode="rb")
-                    raw = b""
-                if raw:
-                    digest.update(raw)
-                    out.write(raw)
-                while True:
-                    block = rest.read(1 << 20)
-                    if not block:
-                        break
-                    digest.update(block)
-                    out.write(block)
+                copy_plain(path, out, digest)
             except (OSError, EOFError) as exc:
                 raise DnadiffError(f"{path if path != '-' else 'stdin'}: cannot read genome ({exc})") from None
-            finally:
-                if src is not sys.stdin.buffer:
-                    src.close()
         key = digest.hexdigest()[:16] if path == "-" else _file_key(path)
         final = os.path.join(root, key + ".fa")
         if os.path.isfile(final):  # the same content as before: keep the copy (and its cached index)
@@ -229,6 +210,28 @@ def seekable_genome(path: str) -> str:
 def _is_bgzf(head: bytes) -> bool:
     """BGZF: gzip with the FEXTRA flag and a 'BC' extra subfield (SAM spec, section 4.1)."""
     return len(head) >= 14 and head[3] & 4 != 0 and head[12:14] == b"BC"
+
+
+def copy_plain(path: str, out, digest=None) -> None:
+    """Copy stdin (`-`) or a file to the binary stream `out`, decompressing gzip (and bgzip) on the way,
+    in 1 MiB blocks; `digest` (a hashlib object), if given, sees the bytes written."""
+    import sys
+
+    src = sys.stdin.buffer if path == "-" else open(path, "rb")
+    try:
+        head = src.read(2)
+        stream = src
+        if head == b"\x1f\x8b":
+            stream, head = gzip.GzipFile(fileobj=_Prepend(head, src), mode="rb"), b""
+        block = head or stream.read(1 << 20)
+        while block:
+            if digest is not None:
+                digest.update(block)
+            out.write(block)
+            block = stream.read(1 << 20)
+    finally:
+        if src is not sys.stdin.buffer:
+            src.close()
 
 
 class _Prepend:

@@ -19,7 +19,6 @@ window) took 32x the file in RSS: 1.6 GB for a 50 MB single-line FASTA at seq_le
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import tempfile
@@ -32,7 +31,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from dnadiff.data.fasta import _Prepend
+from dnadiff.data.fasta import copy_plain
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
 
@@ -81,8 +80,6 @@ class RecordIndex:
     # ----------------------------------------------------------------- input
     def _plain_copy(self) -> str | None:
         """None when the file can be read in place; else a temporary plain copy of stdin or a gzip file."""
-        import sys
-
         if self.path != "-":
             try:
                 with open(self.path, "rb") as fh:
@@ -98,20 +95,7 @@ class RecordIndex:
                                f"({exc.strerror}); set TMPDIR") from None
         try:
             with os.fdopen(fd, "wb") as out:
-                src = sys.stdin.buffer if self.path == "-" else open(self.path, "rb")
-                try:
-                    head = src.read(2)
-                    stream = gzip.GzipFile(fileobj=_Prepend(head, src), mode="rb") if head == b"\x1f\x8b" else src
-                    if stream is src:
-                        out.write(head)
-                    while True:
-                        block = stream.read(1 << 20)
-                        if not block:
-                            break
-                        out.write(block)
-                finally:
-                    if src is not sys.stdin.buffer:
-                        src.close()
+                copy_plain(self.path, out)
         except (OSError, EOFError, zlib.error) as exc:
             _remove(tmp)
             raise DnadiffError(f"{self.label}: cannot read ({exc})") from None
