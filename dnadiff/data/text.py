@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from dnadiff.data.text_sources import SPLITS, DocSource, TextOptions, split_sources  # noqa: F401 (re-exported)
+from dnadiff.data.text_sources import SPLITS, DocSource, TextOptions, split_sources
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.text import tokenizer_digest
 
