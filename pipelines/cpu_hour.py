@@ -83,7 +83,14 @@ ROWS = {
     "mamba_ar": {"row": "Mamba AR (cpu-hour)", "config": "experiments/cpu_hour_mamba_ar", "kind": "exact"},
     "caduceus_mdlm": {"row": "Caduceus MDLM (cpu-hour)", "config": "experiments/cpu_hour_caduceus_mdlm",
                       "kind": "bound"},
+    # opt-in: the cpu-hour MDLM trained one more budget from its weights (fresh Adam, 50 warm-up steps), the lr
+    # decayed by a cosine to 0 over `continue_steps` (about the steps one budget reached the first time), so
+    # the row has two budgets of training in all: where the still-falling cpu-hour curve is heading
+    "caduceus_mdlm_2h": {"row": "Caduceus MDLM (cpu-hour + 1 h cosine)", "config": "experiments/cpu_hour_caduceus_mdlm",
+                         "kind": "bound", "continues": "caduceus_mdlm",
+                         "extra": ["train.lr_schedule=cosine", "train.warmup_steps=50"], "continue_steps": 3600},
 }
+DEFAULT_ROWS = ("mamba_ar", "caduceus_mdlm")
 MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_markov", "kind": "exact"}
 SCALES = {"cpu-hour": {"minutes": 60.0, "eval_windows": 2000, "t_samples": 4}}
 # --sweep ROW: candidate settings (config overrides) compared on the valid windows only
@@ -166,10 +173,23 @@ def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: 
     from dnadiff.config import RunConfig, load_config
 
     over = [f"name={key}", f"out_dir={out_dir}", *data, f"train.max_minutes={minutes:g}"]
-    if dry:
-        over += DRY_RUN["train"] + DRY_RUN["model"]
+    if ROWS[key].get("continues"):
+        over += [f"model.init_from={out_dir / ROWS[key]['continues'] / 'model'}", *ROWS[key]["extra"],
+                 f"train.max_steps={ROWS[key]['continue_steps']}"]
+    if dry:  # a continued row: its parent's dry-run width (the scan choice is not saved with the weights)
+        over += DRY_RUN["train"] + [o for o in DRY_RUN["model"] if not (ROWS[key].get("continues") and "scan" in o)]
     over += extra  # a sweep candidate's settings win (also in a dry run)
     return load_config(RunConfig, ROWS[key]["config"], over)
+
+
+def curve_of(key: str, cfg, run_dir: Path) -> list[dict]:
+    """A row's validation curve; a continued row's starts with its parent's and its own points follow at the
+    parent's last step and wall clock plus theirs (the plot shows the row's whole training)."""
+    parent = ROWS[key].get("continues")
+    before = read_curve(Path(cfg.out_dir) / parent) if parent else []
+    last = before[-1] if before else {"step": 0, "wall_seconds": 0.0}
+    return before + [{**p, "step": p["step"] + last["step"], "wall_seconds": p["wall_seconds"] + last["wall_seconds"]}
+                     for p in read_curve(run_dir)]
 
 
 def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo) -> dict:
@@ -183,7 +203,7 @@ def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo) -> dict:
            "train_wall_seconds": round(wall, 1),
            "steps": res.metrics["steps"], "parameters": res.metrics["parameters"],
            "valid_bits": valid["bits_per_token"], "valid_bits_se": valid["bits_std_error"],
-           "curve": read_curve(res.run_dir), "config": {"max_minutes": cfg.train.max_minutes,
+           "curve": curve_of(key, cfg, res.run_dir), "config": {"max_minutes": cfg.train.max_minutes,
                                                        "seq_len": cfg.data.seq_len}}
     echo(f"{key}: {out['steps']} steps in {wall / 60:.1f} min, valid {out['valid_bits']:.4f} bits/base")
     return out
@@ -301,7 +321,8 @@ def render(summary: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=sorted(SCALES), default="cpu-hour")
-    ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated rows ({', '.join(ROWS)})")
+    ap.add_argument("--rows", default=",".join(DEFAULT_ROWS),
+                    help=f"comma-separated rows ({', '.join(ROWS)}; default {','.join(DEFAULT_ROWS)})")
     ap.add_argument("--minutes", type=float, default=None, help="wall-clock budget per row (default 60)")
     ap.add_argument("--eval-windows", type=int, default=None, help="test windows (default 2000; 0 = all)")
     ap.add_argument("--t-samples", type=int, default=None,
@@ -312,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-markov", action="store_true", help="no Markov row (no paired comparison)")
     ap.add_argument("--out-dir", default=None, help="run folders (default runs/cpu_hour)")
     ap.add_argument("--results", default=None, help="table folder (default results/)")
+    ap.add_argument("--stem", default=None, help="table file names (default cpu_hour, or cpu_hour_sweep_ROW)")
     ap.add_argument("--sweep", default=None, metavar="ROW", help="validation sweep of ROW's SWEEP candidates")
     ap.add_argument("--sweep-minutes", type=float, default=5.0, help="minutes per sweep candidate")
     ap.add_argument("--jobs", type=int, default=1,
@@ -340,6 +362,15 @@ def check_args(args) -> list[str]:
         raise DnadiffError(f"--jobs {args.jobs} / --threads {args.threads}: must be >= 1")
     if args.t_samples is not None and args.t_samples < 1:
         raise DnadiffError(f"--t-samples {args.t_samples}: must be >= 1")
+    for key in keys:  # a continued row starts from its parent's model: trained earlier, or earlier in this run
+        parent = ROWS[key].get("continues")
+        if parent and parent in keys and (args.jobs > 1 or keys.index(parent) > keys.index(key)):
+            raise DnadiffError(f"--rows: {key} continues {parent}: list {parent} first, with --jobs 1")
+        if parent and parent not in keys and not args.dry_run:
+            out_dir = Path(args.out_dir) if args.out_dir else REPO / "runs" / "cpu_hour"
+            if not (out_dir / parent / "model").is_dir():
+                raise DnadiffError(f"--rows: {key} continues {parent}, but {out_dir / parent / 'model'} is not a "
+                                   f"model directory (train {parent} first, or give --out-dir)")
     if args.markov_dir and not Path(args.markov_dir).is_dir():
         raise DnadiffError(f"--markov-dir {args.markov_dir}: not a model directory")
     return keys
@@ -427,8 +458,9 @@ def run(args, command: str, dry: Path | None) -> int:
 
     keys = check_args(args)
     s = run_settings(args, dry)
-    stem = f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour"
-    out_dir = Path(args.out_dir) if args.out_dir else (dry / "runs" if dry else REPO / "runs" / stem)
+    name = f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour"
+    stem = args.stem or name
+    out_dir = Path(args.out_dir) if args.out_dir else (dry / "runs" if dry else REPO / "runs" / name)
     results = Path(args.results) if args.results else (dry / "results" if dry else REPO / "results")
     results.mkdir(parents=True, exist_ok=True)
     start = time.time()
