@@ -120,7 +120,7 @@ def select(args, datasets: list[str], init: str | None, runs: Path, dry: bool) -
     cells, chosen, lines, table = [], {}, [], []
     for ds in datasets:
         name = Path(ds).name
-        todo = CANDIDATES
+        todo = {k: CANDIDATES[k] for k in args.candidates}
         if dry:  # every candidate's config is checked; the shipped one and the head-only probe are trained
             from dnadiff.finetune import load_finetune_config
 
@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init", default=None, help="model directory to fine-tune (default: see the docstring)")
     p.add_argument("--datasets", nargs="*", default=None, help="benchmark folders (default: the shared ones)")
     p.add_argument("--config", default=None, help="base finetune config (default finetune/finetune_base)")
+    p.add_argument("--candidates", default=",".join(CANDIDATES),
+                   help="comma-separated candidates of the selection (default: all of CANDIDATES)")
     p.add_argument("--learning-curve", action="store_true", help="accuracy vs training-set size (--sizes)")
     p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="training-set sizes of the learning curve")
     p.add_argument("--recipe", default=None, help="--learning-curve: this candidate for every set")
@@ -224,6 +226,10 @@ def run(args, argv, dry: Path | None) -> int:
         raise DnadiffError(f"--sizes {args.sizes!r}: expected comma-separated integers") from None
     if not sizes or min(sizes) <= 0:
         raise DnadiffError(f"--sizes {args.sizes!r}: positive training-set sizes needed")
+    args.candidates = [c for c in args.candidates.split(",") if c]
+    unknown = sorted(set(args.candidates) - set(CANDIDATES))
+    if unknown or not args.candidates:
+        raise DnadiffError(f"--candidates: unknown {', '.join(unknown) or '(none)'}; candidates: {', '.join(CANDIDATES)}")
     if dry is not None:
         datasets = args.datasets or gb.make_dry_run_sets(dry / "data", "cpu", per_class=(8, 4))
         args.max_train, args.max_test, args.seeds = 12, None, 1
@@ -245,7 +251,7 @@ def run(args, argv, dry: Path | None) -> int:
                "init": init or "scratch (tiny Caduceus-PS)", "datasets": [Path(d).name for d in datasets],
                "protocol": f"paper protocol, {args.seeds} seeds x 90/10 split, {args.max_train} train (stratified "
                            f"subsample) / {args.max_test or 'all'} test sequences, batch {args.batch_size}",
-               "candidates": CANDIDATES, **mode}
+               "candidates": {k: CANDIDATES[k] for k in args.candidates}, **mode}
     md = [f"# Genomic Benchmarks: {title}", "", f"- command: `{command}`",
           f"- wall time: {wall / 60:.1f} min; machine: {payload['machine']}; {payload['load_average']}",
           f"- pretrained model: {payload['init']}", f"- protocol: {payload['protocol']}"
