@@ -13,7 +13,7 @@ Protocol (that of pipelines/genomic_benchmarks_table.py --scale cpu, so the numb
 subsample of --max-train training sequences (default 1,000), scored on a stratified subsample of
 --max-test test sequences (500), each run's best-validation epoch scored on the test set.
 Candidates (CANDIDATES below; each a set of finetune config overrides on top of the cpu protocol):
-epochs (1 or 3), the learning-rate grid (the protocol picks the lr on validation), full fine-tuning
+epochs (1, 3 or 5), the learning-rate grid (the protocol picks the lr on validation), full fine-tuning
 vs head-only (a linear probe on frozen features), pooling (mean / last), reverse-complement averaging
 (conjoin: the model's own RC handling at evaluation vs none) and RC augmentation. For each data set
 the candidate with the best mean VALIDATION accuracy over the seeds is the recipe; only its test
@@ -54,6 +54,7 @@ CANDIDATES = {
     "full_last_e3": ["train.epochs=3", "model.pooling=last"],
     "full_mean_e3_noconjoin": ["train.epochs=3", "model.conjoin=none"],
     "head_only_e3": ["train.epochs=3", "model.freeze_backbone=true", "train.lr_grid=[1.0e-2,3.0e-2]"],
+    "full_mean_e5_lrgrid": ["train.epochs=5", "train.lr_grid=[1.0e-3,3.0e-3]"],
 }
 SIZES = (250, 1000, 4000)
 DRY = {"sizes": (4, 12), "train": ("full_mean_e1", "head_only_e3")}
