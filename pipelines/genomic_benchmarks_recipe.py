@@ -196,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=None, help="output stem (default results/genomic_benchmarks_recipe[...])")
     p.add_argument("--runs-dir", default=None, help="cell folders (default runs/genomic_benchmarks_recipe)")
+    p.add_argument("--combine", nargs="+", default=None, metavar="JSON",
+                   help="one table from runs of one mode on different data sets (their JSON files; --out names it)")
     p.add_argument("--dry-run", action="store_true", help="synthetic sets, one step per run, no table written")
     args = p.parse_args(argv)
     import torch
@@ -218,9 +220,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args, argv, dry: Path | None) -> int:
     from dnadiff.errors import DnadiffError
-    from dnadiff.utils import atomic_write, markdown_table, write_json
 
     t0 = time.time()
+    if args.combine:
+        return write(args, combine(args.combine, common.command_line(__file__, argv)))
     try:
         sizes = tuple(int(s) for s in args.sizes.split(",") if s)
     except ValueError:
@@ -243,28 +246,70 @@ def run(args, argv, dry: Path | None) -> int:
         dry / "runs" if dry else REPO / "runs" / "genomic_benchmarks_recipe")
     mode = learning_curve(args, datasets, init, runs, dry is not None, sizes) if args.learning_curve else \
         select(args, datasets, init, runs, dry is not None)
-    wall = time.time() - t0
-    command = common.command_line(__file__, argv)
-    title = "learning curve (test accuracy vs training sequences)" if args.learning_curve else \
-        "a fine-tuning recipe chosen on validation vs k-mer LR"
-    payload = {"command": command, "wall_s": round(wall, 1), "machine": describe_machine(),
-               "load_average": load_average(),
+    payload = {"mode": "learning_curve" if args.learning_curve else "select",
+               "command": common.command_line(__file__, argv), "wall_s": round(time.time() - t0, 1),
+               "machine": describe_machine(), "load_average": load_average(),
                "init": init or "scratch (tiny Caduceus-PS)", "datasets": [Path(d).name for d in datasets],
                "protocol": f"paper protocol, {args.seeds} seeds x 90/10 split, {args.max_train} train (stratified "
                            f"subsample) / {args.max_test or 'all'} test sequences, batch {args.batch_size}",
+               "sizes": list(sizes) if args.learning_curve else None,
                "candidates": {k: CANDIDATES[k] for k in args.candidates}, **mode}
-    md = [f"# Genomic Benchmarks: {title}", "", f"- command: `{command}`",
-          f"- wall time: {wall / 60:.1f} min; machine: {payload['machine']}; {payload['load_average']}",
-          f"- pretrained model: {payload['init']}", f"- protocol: {payload['protocol']}"
-          + (f"; sizes {', '.join(map(str, sizes))}" if args.learning_curve else ""),
-          "- test accuracy: mean ± range (max − min) over runs", "", markdown_table(mode["table"]), "", *mode["note"]]
-    text = "\n".join(md) + "\n"
     if dry is not None:
-        print(text)
-        print(f"dry run: {len(mode['cells'])} cells trained one step in {wall:.1f} s; no table written")
+        print(render(payload))
+        print(f"dry run: {len(mode['cells'])} cells trained one step in {payload['wall_s']:.1f} s; no table written")
         return 0
-    stem = Path(args.out or REPO / "results" / ("genomic_benchmarks_recipe" + ("_learning_curve" if args.learning_curve
-                                                                                else "")))
+    return write(args, payload)
+
+
+def render(payload: dict) -> str:
+    from dnadiff.utils import markdown_table
+
+    lc = payload["mode"] == "learning_curve"
+    title = "learning curve (test accuracy vs training sequences)" if lc else \
+        "a fine-tuning recipe chosen on validation vs k-mer LR"
+    commands = payload["command"] if isinstance(payload["command"], list) else [payload["command"]]
+    md = [f"# Genomic Benchmarks: {title}", "", *[f"- command: `{c}`" for c in commands],
+          f"- wall time: {payload['wall_s'] / 60:.1f} min"
+          + (f" (summed over the {len(payload['combined_from'])} runs combined)" if payload.get("combined_from") else "")
+          + f"; machine: {payload['machine']}; {payload['load_average']}",
+          f"- pretrained model: {payload['init']}", f"- protocol: {payload['protocol']}"
+          + (f"; sizes {', '.join(map(str, payload['sizes']))}" if lc else ""),
+          "- test accuracy: mean ± range (max − min) over runs", "", markdown_table(payload["table"]), "",
+          *payload["note"]]
+    return "\n".join(md) + "\n"
+
+
+def combine(paths: list[str], command: str) -> dict:
+    """--combine: the tables of runs of one mode on different data sets (e.g. one process per data set) as one."""
+    from dnadiff.errors import DnadiffError
+
+    parts = []
+    for f in paths:
+        try:
+            parts.append(json.loads(Path(f).read_text()))
+        except (OSError, ValueError) as exc:
+            raise DnadiffError(f"--combine {f}: not a readable JSON result ({exc})") from None
+    for p in parts:  # a JSON written before "mode" and "sizes" were recorded: read them off its cells
+        p.setdefault("mode", "learning_curve" if any(k.startswith("n=") for r in p["table"] for k in r) else "select")
+        p.setdefault("sizes", sorted({c["max_train"] for c in p["cells"]}) if p["mode"] == "learning_curve" else None)
+    for key in ("mode", "init", "protocol", "sizes"):
+        if len({json.dumps(p.get(key)) for p in parts}) > 1:
+            raise DnadiffError(f"--combine: the runs differ in {key!r}: {', '.join(map(str, paths))}")
+    out = dict(parts[0], command=[p["command"] for p in parts] + [command],
+               wall_s=round(sum(p["wall_s"] for p in parts), 1), load_average=parts[-1]["load_average"],
+               combined_from=[str(f) for f in paths])
+    for key in ("datasets", "cells", "table", "note"):
+        out[key] = [x for p in parts for x in p[key]]
+    out["chosen"] = {k: v for p in parts for k, v in p["chosen"].items()}
+    return out
+
+
+def write(args, payload: dict) -> int:
+    from dnadiff.utils import atomic_write, write_json
+
+    lc = payload["mode"] == "learning_curve"
+    stem = Path(args.out or REPO / "results" / ("genomic_benchmarks_recipe" + ("_learning_curve" if lc else "")))
+    text = render(payload)
     write_json(str(stem) + ".json", payload)
     atomic_write(str(stem) + ".md", text)
     print(text)

@@ -73,6 +73,30 @@ def test_genomic_benchmarks_recipe_dry_runs(capsys):
     assert _results_listing() == before
 
 
+def test_genomic_benchmarks_recipe_combines_runs_of_one_mode(tmp_path, capsys):
+    gr = pipeline("genomic_benchmarks_recipe")
+    part = {"mode": "select", "command": "run a", "wall_s": 60.0, "machine": "m", "load_average": "l", "init": "i",
+            "protocol": "p", "sizes": None, "candidates": {}, "cells": [{"max_train": 12}], "datasets": ["a"],
+            "chosen": {"a": "full_mean_e1"}, "table": [{"data set": "a", "candidate": "full_mean_e1"}], "note": ["- a"]}
+    other = dict(part, command="run b", wall_s=30.0, datasets=["b"], chosen={"b": "head_only_e3"},
+                 table=[{"data set": "b", "candidate": "head_only_e3"}], note=["- b"])
+    del other["mode"], other["sizes"]  # an older JSON: the mode is read off its table
+    (tmp_path / "a.json").write_text(json.dumps(part))
+    (tmp_path / "b.json").write_text(json.dumps(other))
+    assert gr.main(["--combine", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(tmp_path / "ab")]) == 0
+    both = json.loads((tmp_path / "ab.json").read_text())
+    assert both["chosen"] == {"a": "full_mean_e1", "b": "head_only_e3"} and both["datasets"] == ["a", "b"]
+    assert both["wall_s"] == 90.0 and both["command"][:2] == ["run a", "run b"]
+    md = (tmp_path / "ab.md").read_text()
+    assert "| a | full_mean_e1 |\n| b | head_only_e3 |" in md and "summed over the 2 runs combined" in md
+    (tmp_path / "c.json").write_text(json.dumps(dict(part, init="another model")))
+    capsys.readouterr()
+    assert gr.main(["--combine", str(tmp_path / "a.json"), str(tmp_path / "c.json")]) == 2
+    assert "error: --combine: the runs differ in 'init'" in capsys.readouterr().err
+    assert gr.main(["--combine", str(tmp_path / "missing.json")]) == 2
+    assert "error: --combine " in capsys.readouterr().err
+
+
 @pytest.mark.training
 def test_sample_quality_dry_run_every_row_and_metric(capsys):
     sq = pipeline("sample_quality")
