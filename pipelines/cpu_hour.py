@@ -4,6 +4,9 @@ clock on 2 CPU cores, against the best Markov chain on the human chr22 test spli
     DNADIFF_DATA=/work/shared/data python pipelines/cpu_hour.py --scale cpu-hour          # ~2.5 h, 2 idle cores
     python pipelines/cpu_hour.py --scale cpu-hour --rows mamba_ar --minutes 30           # one row, half the budget
     python pipelines/cpu_hour.py --sweep mamba_ar --sweep-minutes 5                     # validation sweep (no test)
+    # the cpu-hour MDLM trained one more hour from its weights (lr cosine to 0), K = 16 t-samples at eval
+    python pipelines/cpu_hour.py --rows caduceus_mdlm_2h --threads 1 --t-samples 16 \
+        --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_2h
     python pipelines/cpu_hour.py --dry-run            # every row built, trained ~2 steps, scored, plotted (seconds)
     python pipelines/cpu_hour.py --dry-run --sweep caduceus_mdlm
 
@@ -12,7 +15,10 @@ Mamba d64 x 2, exact NLL; 128-bp windows, batch 64) and `caduceus_mdlm` = cpu_ho
 (Caduceus-PS d64 x 2, MDLM from scratch, no time conditioning as in the MDLM paper's DNA models; its row
 is the NELBO bound, eq. 10/11, with --t-samples K stratified times per window; 128-bp windows, batch 64), on the 21.6 Mb
 chr22 subset, lr 3e-3 constant after 50 warm-up steps, EMA 0.999, train.max_minutes = 60 (Lightning's
-Trainer max_time; the measured wall time of the whole training call is in the table). Each row is
+Trainer max_time; the measured wall time of the whole training call is in the table). Opt-in row
+`caduceus_mdlm_2h`: the cpu-hour MDLM's weights trained one more budget (fresh Adam, 50 warm-up steps, lr
+cosine from 3e-3 to 0 over 3,600 steps, about what one budget reached the first time; two hours in all),
+its curve drawn after its parent's. Each row is
 paired with the Markov chain scored on that row's own test windows. The Markov row is the
 order-k interpolated Kneser-Ney chain with k chosen on the valid split over 0..10
 (experiments/tiny_dna_markov + the same data), fitted once (or reused with --markov-dir).

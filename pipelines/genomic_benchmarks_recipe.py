@@ -233,7 +233,8 @@ def run(args, argv, dry: Path | None) -> int:
     args.candidates = [c for c in args.candidates.split(",") if c]
     unknown = sorted(set(args.candidates) - set(CANDIDATES))
     if unknown or not args.candidates:
-        raise DnadiffError(f"--candidates: unknown {', '.join(unknown) or '(none)'}; candidates: {', '.join(CANDIDATES)}")
+        raise DnadiffError(f"--candidates: unknown {', '.join(unknown) or '(none)'}; "
+                           f"candidates: {', '.join(CANDIDATES)}")
     if dry is not None:
         datasets = args.datasets or gb.make_dry_run_sets(dry / "data", "cpu", per_class=(8, 4))
         args.max_train, args.max_test, args.seeds = 12, None, 1
@@ -270,7 +271,8 @@ def render(payload: dict) -> str:
     commands = payload["command"] if isinstance(payload["command"], list) else [payload["command"]]
     md = [f"# Genomic Benchmarks: {title}", "", *[f"- command: `{c}`" for c in commands],
           f"- wall time: {payload['wall_s'] / 60:.1f} min"
-          + (f" (summed over the {len(payload['combined_from'])} runs combined)" if payload.get("combined_from") else "")
+          + (f" (summed over the {len(payload['combined_from'])} runs combined)"
+             if payload.get("combined_from") else "")
           + f"; machine: {payload['machine']}; {payload['load_average']}",
           f"- pretrained model: {payload['init']}", f"- protocol: {payload['protocol']}"
           + (f"; sizes {', '.join(map(str, payload['sizes']))}" if lc else ""),

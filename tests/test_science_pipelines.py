@@ -83,7 +83,8 @@ def test_genomic_benchmarks_recipe_combines_runs_of_one_mode(tmp_path, capsys):
     del other["mode"], other["sizes"]  # an older JSON: the mode is read off its table
     (tmp_path / "a.json").write_text(json.dumps(part))
     (tmp_path / "b.json").write_text(json.dumps(other))
-    assert gr.main(["--combine", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(tmp_path / "ab")]) == 0
+    a, b = str(tmp_path / "a.json"), str(tmp_path / "b.json")
+    assert gr.main(["--combine", a, b, "--out", str(tmp_path / "ab")]) == 0
     both = json.loads((tmp_path / "ab.json").read_text())
     assert both["chosen"] == {"a": "full_mean_e1", "b": "head_only_e3"} and both["datasets"] == ["a", "b"]
     assert both["wall_s"] == 90.0 and both["command"][:2] == ["run a", "run b"]
