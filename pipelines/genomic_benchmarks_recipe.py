@@ -90,7 +90,8 @@ def run_cell(args, dataset: str, row: str, extra: list[str], max_train: int, ini
     val = [r["val_acc"] for r in res["runs"]]
     return {"row": row, "dataset": ds, "max_train": max_train, "overrides": extra, "selected_lr": res["selected_lr"],
             "valid_accuracy": sum(val) / len(val), "test": s["accuracy"], "mcc": s["mcc"], "wall_s": res["wall_s"],
-            "runs": [{k: r[k] for k in ("seed", "best_epoch", "val_acc")} | {"test_acc": r["test"]["accuracy"]}
+            "runs": [{k: r[k] for k in ("seed", "best_epoch", "val_acc")}
+                     | {"test_acc": r["test"]["accuracy"], "test_correct": r.get("test_correct", [])}
                      for r in res["runs"]]}
 
 
@@ -107,12 +108,25 @@ def pick_init(args) -> str | None:
     return None
 
 
+def paired_vs_kmer(neural: dict, kmer: dict) -> dict | None:
+    """The neural cell's accuracy minus k-mer LR's, paired per test sequence (None: a cell without outcomes)."""
+    from dnadiff.eval import paired_accuracy
+
+    if not all(r.get("test_correct") for c in (neural, kmer) for r in c["runs"]):
+        return None
+    return paired_accuracy(neural["runs"], kmer["runs"])
+
+
 def gap_line(ds: str, neural: dict, kmer: dict) -> str:
+    from dnadiff.eval import describe_accuracy_difference
+
     gap = neural["test"]["mean"] - kmer["test"]["mean"]
     spread = (gb._range(neural["test"]) + gb._range(kmer["test"])) / 2
     verdict = "within the run spread" if abs(gap) <= spread else ("neural better" if gap > 0 else "k-mer LR better")
-    return (f"- {ds}: recipe `{neural['row']}` {neural['test']['mean']:.3f} vs k-mer LR {kmer['test']['mean']:.3f}: "
+    line = (f"- {ds}: recipe `{neural['row']}` {neural['test']['mean']:.3f} vs k-mer LR {kmer['test']['mean']:.3f}: "
             f"{gap:+.3f} ({verdict}; spread {spread:.3f} = half the summed ranges)")
+    d = paired_vs_kmer(neural, kmer)
+    return line + (f"; paired: {describe_accuracy_difference(d, 'recipe', 'k-mer LR')}" if d else "")
 
 
 def select(args, datasets: list[str], init: str | None, runs: Path, dry: bool) -> dict:
@@ -169,12 +183,15 @@ def learning_curve(args, datasets: list[str], init: str | None, runs: Path, dry:
             raise DnadiffError(f"--learning-curve: no chosen recipe for {name} (give --recipe)")
         row = {"data set": name, "row": f"{chosen[name]} (neural)"}
         krow = {"data set": name, "row": gb.KMER_ROW}
+        drow = {"data set": name, "row": "neural − k-mer LR (paired per test sequence, ± SE)"}
         for n in sizes:
             c = run_cell(args, ds, chosen[name], CANDIDATES[chosen[name]], n, init, runs, dry)
             k = run_cell(args, ds, gb.KMER_ROW, ["model.backbone=kmer_lr", "model.init_from=null"], n, None, runs, dry)
             cells += [c, k]
             row[f"n={n}"], krow[f"n={n}"] = format_range(c["test"]), format_range(k["test"])
-        table += [row, krow]
+            d = paired_vs_kmer(c, k)
+            drow[f"n={n}"] = f"{d['mean']:+.3f} ± {d['std_error']:.3f}" if d else "-"
+        table += [row, krow, drow]
     return {"cells": cells, "chosen": chosen, "table": table, "note": []}
 
 

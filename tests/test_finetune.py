@@ -239,6 +239,9 @@ def test_finetune_metrics_do_not_depend_on_eval_batch_size_or_order(tmp_path, ba
     assert a["best_epoch"] == b["best_epoch"]
     for k, v in a["test"].items():
         assert abs(v - b["test"][k]) < 1e-6, k
+    # per test sequence outcomes (for paired comparisons of rows): the same in both, and they add up to accuracy
+    assert a["test_correct"] == b["test_correct"] and set(a["test_correct"]) <= {0, 1}
+    assert sum(a["test_correct"]) / len(a["test_correct"]) == pytest.approx(a["test"]["accuracy"], abs=1e-9)
     # the same model's test logits: batch 1 in order vs batch 7 in reverse order
     torch.manual_seed(0)
     model = classifier_factory(cfg, build_backbone_template(cfg), 2)().eval()

@@ -63,6 +63,9 @@ def test_protocol_runs_choice_of_c_and_metrics(tmp_path):
     assert res["selected_C"] == max((float(c) for c in by_c), key=lambda c: (by_c[f"{c:g}"], -c))
     assert res["summary"]["accuracy"]["mean"] > 0.9  # GATC is a 4-mer: trivially separable
     assert res["summary"]["accuracy"]["n"] == 3
+    for r in res["runs"]:  # per test sequence outcomes, in the test set's order, for paired comparisons
+        assert len(r["test_correct"]) == 60
+        assert sum(r["test_correct"]) / 60 == pytest.approx(r["test"]["accuracy"], abs=1e-12)
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["summary"] == res["summary"]
 

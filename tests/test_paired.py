@@ -86,3 +86,24 @@ def test_stratified_repeats_put_one_time_in_each_stratum():
     with pytest.raises(DnadiffError, match="stratify_repeats"):
         evaluate_bound(uniform, build_objective("mdlm", schedule=build_schedule("loglinear"), mask_id=3, vocab_size=4,
                                                 T=10), [(x, None)], num_samples=2, stratify_repeats=True)
+
+
+def test_paired_accuracy_averages_runs_per_sequence_then_pairs():
+    """Row a right on sequences {0,1,2} in both runs, b on {0} and then {0,1}: per sequence a − b =
+    (0, 0.5, 1, 0), mean 0.375, SE = sd / 2."""
+    from dnadiff.eval import describe_accuracy_difference, paired_accuracy
+
+    a = [{"test_correct": [1, 1, 1, 0]}, {"test_correct": [1, 1, 1, 0]}]
+    b = [{"test_correct": [1, 0, 0, 0]}, {"test_correct": [1, 1, 0, 0]}]
+    d = paired_accuracy(a, b)
+    diffs = np.array([0.0, 0.5, 1.0, 0.0])
+    assert d["mean"] == pytest.approx(0.375) and d["n_sequences"] == 4
+    assert d["std_error"] == pytest.approx(diffs.std(ddof=1) / 2)
+    assert d["a_mean"] == pytest.approx(0.75) and d["b_mean"] == pytest.approx(0.375)
+    assert d["a_only"] == 0.5 and d["b_only"] == 0.0 and d["beyond_2se"] is (0.375 > 2 * d["std_error"])
+    assert paired_accuracy(b, a)["mean"] == pytest.approx(-0.375)
+    assert "a − b: +0.375" in describe_accuracy_difference(d, "a", "b")
+    with pytest.raises(DnadiffError, match="without per-sequence test outcomes"):
+        paired_accuracy(a, [{"test": {}}])
+    with pytest.raises(DnadiffError, match="4 test sequences against 3"):
+        paired_accuracy(a, [{"test_correct": [1, 0, 1]}])

@@ -14,6 +14,7 @@ from dnadiff.lazy import lazy_exports
 _EXPORTS = {
     "evaluate_bound": "perplexity", "evaluate_model": "perplexity",
     "paired_difference": "paired", "window_bits": "paired", "describe_difference": "paired",
+    "paired_accuracy": "paired", "describe_accuracy_difference": "paired",
     "dna_metrics": "dna_metrics", "summary_rows": "dna_metrics", "gc_content": "dna_metrics",
     "kmer_counts": "dna_metrics", "kmer_codes": "dna_metrics", "encode": "dna_metrics",
     "js_divergence": "dna_metrics", "longest_matches": "dna_metrics", "reverse_complement": "dna_metrics",

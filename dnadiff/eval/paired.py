@@ -75,3 +75,41 @@ def describe_difference(d: dict[str, Any], name_a: str, name_b: str) -> str:
         verdict = f"{name_a} better" if d["mean"] < 0 else f"{name_b} better"
     return (f"{name_a} − {name_b}: {d['mean']:+.4f} ± {d['std_error']:.4f} bits/base (paired over {d['n_windows']} "
             f"windows, mean ± SE; {z:.1f} SE: {verdict}; {name_a} lower on {100 * d['wins']:.0f}% of windows)")
+
+
+def paired_accuracy(a_runs: list[dict[str, Any]], b_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy of classifier row a minus row b, paired per test sequence: each row's runs (seeds) scored on
+    the same test sequences, `test_correct` 1/0 per sequence in the same order; a sequence's outcome is
+    averaged over a row's runs, d_i = mean_a_i − mean_b_i, and the mean of d ± sd(d) / sqrt(N) is returned
+    with whether |mean| > 2 SE ({"mean", "std_error", "n_sequences", "beyond_2se", "a_mean", "b_mean",
+    "a_only", "b_only"}: the shares of sequences one row gets right more often than the other)."""
+    def per_sequence(runs: list[dict[str, Any]], name: str) -> np.ndarray:
+        rows = [r.get("test_correct") for r in runs]
+        if not rows or any(not c for c in rows):
+            raise DnadiffError(f"paired accuracy: row {name} has runs without per-sequence test outcomes "
+                               "(test_correct); rerun them with this version")
+        if len({len(c) for c in rows}) > 1:
+            raise DnadiffError(f"paired accuracy: row {name}'s runs scored different numbers of test sequences")
+        return np.asarray(rows, dtype=np.float64).mean(axis=0)
+
+    acc_a, acc_b = per_sequence(a_runs, "a"), per_sequence(b_runs, "b")
+    if acc_a.shape != acc_b.shape:
+        raise DnadiffError(f"paired accuracy: {acc_a.size} test sequences against {acc_b.size} (not the same test set)")
+    d = acc_a - acc_b
+    n = int(d.size)
+    if n < 2:
+        raise DnadiffError(f"paired accuracy: {n} test sequence(s); at least 2 are needed for a standard error")
+    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
+    return {"mean": mean, "std_error": se, "n_sequences": n, "beyond_2se": bool(abs(mean) > 2 * se),
+            "a_mean": float(acc_a.mean()), "b_mean": float(acc_b.mean()),
+            "a_only": float((d > 0).mean()), "b_only": float((d < 0).mean())}
+
+
+def describe_accuracy_difference(d: dict[str, Any], name_a: str, name_b: str) -> str:
+    """One line: `A − B: +0.012 ± 0.009 accuracy (paired over N test sequences; 1.3 SE: no clear difference)`."""
+    z = abs(d["mean"]) / d["std_error"] if d["std_error"] > 0 else (float("inf") if d["mean"] else 0.0)
+    verdict = ("within 2 SE: no clear difference" if not d["beyond_2se"]
+               else f"{name_a} better" if d["mean"] > 0 else f"{name_b} better")
+    return (f"{name_a} − {name_b}: {d['mean']:+.3f} ± {d['std_error']:.3f} accuracy (paired over {d['n_sequences']} "
+            f"test sequences, each averaged over its runs; {z:.1f} SE: {verdict}; right more often on "
+            f"{100 * d['a_only']:.0f}% vs {100 * d['b_only']:.0f}% of sequences)")

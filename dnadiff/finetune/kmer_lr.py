@@ -128,7 +128,8 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
             test = classification_metrics(test_labels, p_test, num_classes, probs=True)
             grid[c].append({"run": name, "seed": seed, "lr": c, "C": c, "best_epoch": 0, "val_acc": val_acc,
                             "test": test, "num_train": int(len(tr)), "num_valid": int(len(va)), "steps": 0,
-                            "wall_s": round(time.time() - t1, 2)})
+                            "wall_s": round(time.time() - t1, 2),
+                            "test_correct": (p_test.argmax(axis=1) == test_labels).astype(int).tolist()})
             echo(f"  C {c:g} {name}: val acc {val_acc:.4f}, test acc {test['accuracy']:.4f}, mcc {test['mcc']:.4f}")
     selection = select_on_validation(grid, opts["c_grid"])  # C chosen as the heads' lr (ties: first in the grid)
     coef = x_train.shape[1] * (1 if num_classes == 2 else num_classes) + (1 if num_classes == 2 else num_classes)

@@ -23,7 +23,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Subset
 
 from dnadiff.data.streams import rank_batches
 from dnadiff.eval.classification import classification_metrics
@@ -63,6 +63,7 @@ class RunResult:
     wall_s: float
     history: list[dict[str, float]] = field(default_factory=list)
     log_dir: str | None = None
+    test_correct: list[int] = field(default_factory=list)  # 1/0 per test sequence, in the test set's order
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -279,8 +280,10 @@ def fit_classifier(
     nw = cfg.data.num_workers
     eval_bs = tc.eval_batch_size or tc.batch_size
     data = _FinetuneData(train_set, valid_set, collate, tc.batch_size, eval_bs, seed, nw)
-    # the test set is read in a shuffled (fixed) order: class-ordered files must not matter (caduceus#38)
-    test_loader = DataLoader(test_set, batch_size=eval_bs, shuffle=True, generator=torch.Generator().manual_seed(seed),
+    # the test set is read in a shuffled (fixed) order: class-ordered files must not matter (caduceus#38);
+    # the permutation is kept to put each sequence's outcome back in place (paired comparisons of rows)
+    test_order = torch.randperm(len(test_set), generator=torch.Generator().manual_seed(seed))
+    test_loader = DataLoader(Subset(test_set, test_order.tolist()), batch_size=eval_bs, shuffle=False,
                              collate_fn=collate, num_workers=nw)
     steps_per_epoch = -(-len(train_set) // tc.batch_size)  # the 1-process loader's batches (no drop_last)
     if tc.max_steps_per_epoch:
@@ -319,9 +322,11 @@ def fit_classifier(
     logits, labels = predict_logits(model, test_loader, device)
     model.cpu()
     test = classification_metrics(labels, logits, model.num_classes)
+    correct = torch.zeros(len(test_order), dtype=torch.long)
+    correct[test_order] = (logits.argmax(dim=-1) == labels).long()
     return RunResult(
         run=run, seed=seed, lr=lr, best_epoch=module.best_epoch, val_acc=module.best_acc, test=test,
         num_train=len(train_set), num_valid=len(valid_set), steps=int(trainer.global_step),
         wall_s=round(time.time() - t0, 2), history=module.history,
-        log_dir=logger.log_dir if logger else None,
+        log_dir=logger.log_dir if logger else None, test_correct=correct.tolist(),
     )
