@@ -107,3 +107,31 @@ def test_paired_accuracy_averages_runs_per_sequence_then_pairs():
         paired_accuracy(a, [{"test": {}}])
     with pytest.raises(DnadiffError, match="4 test sequences against 3"):
         paired_accuracy(a, [{"test_correct": [1, 0, 1]}])
+
+
+def test_trim_tail_padding_scores_a_padded_window_as_its_scored_length():
+    """A denoiser that reads the whole row (here: the count of token 4, the pad, shifts every logit) gets
+    other numbers from a [PAD]-tailed window than from the same bases alone; with trim_tail_padding each
+    row is scored as its scored prefix, exactly as if given alone. A causal bigram is unchanged by it."""
+    g = torch.Generator().manual_seed(0)
+    table = torch.randn(5, 5, generator=g)
+
+    def reads_the_tail(x, t):
+        return table[x] + (x == 4).sum(1, keepdim=True)[..., None].float() * torch.arange(5.0)
+
+    x = torch.randint(0, 4, (3, 8), generator=g)
+    mask = torch.ones_like(x)
+    x[1, 5:], mask[1, 5:] = 4, 0  # 3 pads at the tail
+    x[2, 2:], mask[2, 2:] = 4, 0
+    ar = build_objective("ar")
+    plain = evaluate_bound(reads_the_tail, ar, [(x, mask)], per_sequence=True)
+    trimmed = evaluate_bound(reads_the_tail, ar, [(x, mask)], per_sequence=True, trim_tail_padding=True)
+    alone = [evaluate_bound(reads_the_tail, ar, [(x[i:i + 1, :n], mask[i:i + 1, :n])], per_sequence=True)
+             for i, n in enumerate((8, 5, 2))]
+    assert trimmed["sequence_nats"] == pytest.approx([a["sequence_nats"][0] for a in alone], rel=1e-6)
+    assert trimmed["sequence_tokens"] == plain["sequence_tokens"] == [7.0, 4.0, 1.0]
+    assert plain["sequence_nats"][0] == pytest.approx(trimmed["sequence_nats"][0], rel=1e-6)  # no tail: same
+    assert abs(plain["sequence_nats"][1] - trimmed["sequence_nats"][1]) > 1e-3
+    bigram = evaluate_bound(lambda x, t: table[x], ar, [(x, mask)], per_sequence=True)
+    bigram_trimmed = evaluate_bound(lambda x, t: table[x], ar, [(x, mask)], per_sequence=True, trim_tail_padding=True)
+    assert bigram_trimmed["sequence_nats"] == pytest.approx(bigram["sequence_nats"], rel=1e-6)

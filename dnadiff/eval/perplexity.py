@@ -33,7 +33,9 @@ unbiased estimate of the same bound, with less variance. An importance-weighted 
 estimate of the NELBO, not the log of an unbiased estimate of p(x), so that average bounds nothing.
 `per_sequence=True` adds every window's nats and scored tokens ("sequence_nats",
 "sequence_tokens", in the data's order): what paired comparisons of two models on the same
-windows need (eval/paired.py).
+windows need (eval/paired.py). `trim_tail_padding=True` scores a window whose tail is unscored
+(the [PAD]s after a region's end in tiled windows) as a sequence of its scored length: a model
+trained on full random crops never saw a [PAD] tail, and a bidirectional one reads it.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def evaluate_bound(
     device: torch.device | str | None = None,
     stratify_repeats: bool = False,
     per_sequence: bool = False,
+    trim_tail_padding: bool = False,
 ) -> dict[str, Any]:
     """Bound of `objective` for `denoiser` over `batches`; see the module docstring.
 
@@ -121,22 +124,16 @@ def evaluate_bound(
                 t_min = float(objective.t_min)
                 t_all = (t_min + (1.0 - t_min) * (u + torch.arange(repeats, dtype=torch.float64,
                                                                      device=gen_device)) / repeats).float()
-            for k in range(repeats):
-                if strata:
-                    out = objective.loss(denoiser, x0, mask, t=t_all[:, k].to(x0.device), generator=generator)
-                    nll += out.nll.double()
-                    tok += out.num_tokens.double()
-                    continue
-                if nodes is None:
-                    out = objective.loss(denoiser, x0, mask, generator=generator)
-                    nll += out.nll.double()
-                    tok += out.num_tokens.double()
-                    continue
-                for t, w in zip(*nodes):
-                    t_vec = torch.full((x0.shape[0],), t, dtype=torch.float32, device=x0.device)
-                    out = objective.loss(denoiser, x0, mask, t=t_vec, generator=generator)
-                    nll += w * out.nll.double()
-                tok += out.num_tokens.double()
+            groups = _tail_groups(mask) if trim_tail_padding else [(None, x0.shape[1])]
+            for rows, length in groups:
+                xg = x0 if rows is None else x0[rows, :length]
+                mg = mask if rows is None or mask is None else mask[rows, :length]
+                tg = (t_all if rows is None else t_all[rows.to(t_all.device)]) if strata else None
+                ng, cg = _score_rows(objective, denoiser, xg, mg, repeats, tg, nodes, generator)
+                if rows is None:
+                    nll, tok = ng, cg
+                else:
+                    nll[rows], tok[rows] = ng, cg
             seq_nll.append(nll.cpu() / repeats)
             seq_tok.append(tok.cpu() / repeats)
     if not seq_nll:
@@ -168,8 +165,45 @@ def evaluate_bound(
     }
 
 
+def _tail_groups(mask: Tensor | None) -> list[tuple[Tensor | None, int]]:
+    """trim_tail_padding: the batch's rows grouped by their length without the unscored tail (mask 0 at
+    the end: [PAD]s after a region's end, trailing N), so each group is scored as sequences of that
+    length: a bidirectional denoiser then never reads a tail it was not trained on, and a causal one
+    (AR, Markov) gives the same numbers either way."""
+    if mask is None or bool(mask[:, -1].all()):
+        return [(None, 0 if mask is None else mask.shape[1])]
+    L = mask.shape[1]
+    pos = torch.arange(1, L + 1, device=mask.device)
+    lengths = (pos * (mask != 0)).amax(dim=1).clamp(min=1)  # 1 + the last scored position
+    return [(torch.nonzero(lengths == n).flatten(), int(n)) for n in torch.unique(lengths).tolist()]
+
+
+def _score_rows(objective, denoiser, x0, mask, repeats, t_all, nodes, generator) -> tuple[Tensor, Tensor]:
+    """Summed nll and scored tokens of each row over `repeats` draws (stratified times `t_all`, Gauss
+    nodes, or the objective's own draw)."""
+    nll = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
+    tok = torch.zeros_like(nll)
+    for k in range(repeats):
+        if t_all is not None:
+            out = objective.loss(denoiser, x0, mask, t=t_all[:, k].to(x0.device), generator=generator)
+            nll += out.nll.double()
+            tok += out.num_tokens.double()
+            continue
+        if nodes is None:
+            out = objective.loss(denoiser, x0, mask, generator=generator)
+            nll += out.nll.double()
+            tok += out.num_tokens.double()
+            continue
+        for t, w in zip(*nodes):
+            t_vec = torch.full((x0.shape[0],), t, dtype=torch.float32, device=x0.device)
+            out = objective.loss(denoiser, x0, mask, t=t_vec, generator=generator)
+            nll += w * out.nll.double()
+        tok += out.num_tokens.double()
+    return nll, tok
+
+
 def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batch_size=32, seed=0, progress=True,
-                   stratify_repeats=False, per_sequence=False):
+                   stratify_repeats=False, per_sequence=False, trim_tail_padding=False):
     """`evaluate_bound` of a loaded model (`dnadiff.load`) over a list/data set of {input_ids,
     attention_mask} items, in eval mode, batches in order; T: the discrete-time bound instead.
     What `dnadiff eval` and the demo report."""
@@ -184,4 +218,5 @@ def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batc
     model.backbone.eval()
     return evaluate_bound(model.denoiser, objective, loader, num_samples=num_samples, generator=gen,
                           quadrature=quadrature, progress=progress, device=model.device,
-                          stratify_repeats=stratify_repeats, per_sequence=per_sequence)
+                          stratify_repeats=stratify_repeats, per_sequence=per_sequence,
+                          trim_tail_padding=trim_tail_padding)

@@ -1,0 +1,123 @@
+"""Tiled windows that end in [PAD]: how much of a model's gap to the Markov chain they carry, and what
+scoring them at their own length (evaluate_bound(trim_tail_padding=True)) changes.
+
+    DNADIFF_DATA=/path/to/shared/data python benchmarks/padded_windows.py \
+        --models runs/cpu_hour/caduceus_mdlm/model,runs/cpu_hour/mamba_ar/model \
+        --markov runs/cpu_hour/markov_best/model --split valid --windows 2000 --t-samples 16
+
+Why: evaluation tiles each BED region into windows and right-pads the last one of a region with [PAD]
+(about 10% of the chr22 windows at 128 bp); training draws random full crops, so a model never sees a
+[PAD] tail. A causal model (Mamba AR, Markov) never reads the tail of a window before scoring its
+bases; a bidirectional denoiser (Caduceus MDLM) reads it at every position. Per model, paired with the
+Markov chain on the same windows (dnadiff/eval/paired.py, mean ± SE over windows): all windows as
+scored today, the full windows, the padded ones, and all windows with the padded ones scored trimmed.
+The same windows as pipelines/cpu_hour.py (n evenly spread over the split, its data settings).
+Prints a table and JSON; --out FILE writes the JSON (temporary name, then renamed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+
+
+def windows_of(model, split: str, n: int):
+    import torch
+
+    from dnadiff.data import build_split_dataset
+
+    data = build_split_dataset(model.config, model.tokenizer, split)
+    if n and len(data) > n:
+        idx = sorted(set(int(i) for i in np.linspace(0, len(data) - 1, n).round().astype(int)))
+        data = torch.utils.data.Subset(data, idx)
+    return data
+
+
+def paired(a_bits: np.ndarray, b_bits: np.ndarray, keep: np.ndarray) -> dict:
+    d = a_bits[keep] - b_bits[keep]
+    se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else float("nan")
+    return {"mean": float(d.mean()), "std_error": se, "n": int(d.size), "beyond_2se": bool(abs(d.mean()) > 2 * se)}
+
+
+def per_window_bits(res: dict) -> tuple[np.ndarray, np.ndarray]:
+    nats, tok = np.asarray(res["sequence_nats"]), np.asarray(res["sequence_tokens"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tok > 0, nats / np.maximum(tok, 1e-300) / math.log(2), np.nan), tok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", required=True, help="comma-separated model directories")
+    ap.add_argument("--markov", required=True, help="the Markov model directory every model is paired with")
+    ap.add_argument("--split", default="valid", choices=("valid", "test"))
+    ap.add_argument("--windows", type=int, default=2000, help="windows evenly spread over the split (0 = all)")
+    ap.add_argument("--t-samples", type=int, default=16, help="stratified t-samples per window (diffusion models)")
+    ap.add_argument("--out", default=None, help="write the JSON here")
+    args = ap.parse_args(argv)
+
+    from dnadiff.checkpoint import load
+    from dnadiff.errors import DnadiffError
+    from dnadiff.eval import evaluate_model
+    from dnadiff.utils import format_table, write_json
+
+    t0 = time.time()
+    try:
+        markov = load(args.markov)
+        models = {p: load(p) for p in args.models.split(",") if p}
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rows, out = [], {"split": args.split, "windows": args.windows, "t_samples": args.t_samples, "models": {}}
+    ref = None
+    for path, model in models.items():
+        data = windows_of(model, args.split, args.windows)
+        if ref is None:  # the Markov chain on these very windows (the first model's data settings)
+            markov_res = evaluate_model(markov, windows_of(_with_data_of(markov, model), args.split, args.windows),
+                                        batch_size=16, progress=False, per_sequence=True)
+            ref, ref_tok = per_window_bits(markov_res)
+        plain = evaluate_model(model, data, batch_size=16, num_samples=args.t_samples, stratify_repeats=True,
+                               progress=False, per_sequence=True)
+        trimmed = evaluate_model(model, data, batch_size=16, num_samples=args.t_samples, stratify_repeats=True,
+                                 progress=False, per_sequence=True, trim_tail_padding=True)
+        bits, tok = per_window_bits(plain)
+        bits_t, _ = per_window_bits(trimmed)
+        if not np.array_equal(tok, ref_tok):
+            print(f"error: {path}: its windows score other tokens than the Markov chain's", file=sys.stderr)
+            return 2
+        scored = tok > 0
+        full = scored & (tok >= np.nanmax(tok))
+        padded = scored & ~full
+        r = {"all windows": paired(bits, ref, scored), "full windows": paired(bits, ref, full),
+             "padded windows": paired(bits, ref, padded), "all, padded trimmed": paired(bits_t, ref, scored),
+             "bits_per_token": plain["bits_per_token"], "bits_per_token_trimmed": trimmed["bits_per_token"]}
+        out["models"][path] = r
+        for key in ("all windows", "full windows", "padded windows", "all, padded trimmed"):
+            d = r[key]
+            rows.append({"model": path, "windows": f"{key} ({d['n']})",
+                         "vs Markov (paired bits/base)": f"{d['mean']:+.4f} ± {d['std_error']:.4f}",
+                         "> 2 SE": "yes" if d["beyond_2se"] else "no"})
+    out["markov_bits_per_token"] = float(markov_res["bits_per_token"])
+    out["wall_seconds"] = round(time.time() - t0, 1)
+    print(format_table(rows, list(rows[0])))
+    print(json.dumps(out, indent=1))
+    if args.out:
+        write_json(args.out, out)
+    return 0
+
+
+def _with_data_of(markov, model):
+    """The Markov model reading the other model's windows (its window length and data files)."""
+    from dnadiff.config import replace
+
+    markov.config = replace(markov.config, **{k: getattr(model.config.data, k.split(".")[1]) for k in
+                                              ("data.seq_len", "data.fasta", "data.bed", "data.root")})
+    return markov
+
+
+if __name__ == "__main__":
+    sys.exit(main())
