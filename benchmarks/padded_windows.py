@@ -1,17 +1,18 @@
-"""Tiled windows that end in [PAD]: how much of a model's gap to the Markov chain they carry, and what
-scoring them at their own length (evaluate_bound(trim_tail_padding=True)) changes.
+"""Windows with unscored positions (N runs, a [PAD] tail): how much of a model's gap to the Markov chain
+they carry, and what scoring a [PAD]-tailed window at its own length (trim_tail_padding) changes.
 
     DNADIFF_DATA=/path/to/shared/data python benchmarks/padded_windows.py \
         --models runs/cpu_hour/caduceus_mdlm/model,runs/cpu_hour/mamba_ar/model \
-        --markov runs/cpu_hour/markov_best/model --split valid --windows 2000 --t-samples 16
+        --markov runs/cpu_hour/markov_best/model --split valid --windows 512 --t-samples 16
 
-Why: evaluation tiles each BED region into windows and right-pads the last one of a region with [PAD]
-(about 10% of the chr22 windows at 128 bp); training draws random full crops, so a model never sees a
-[PAD] tail. A causal model (Mamba AR, Markov) never reads the tail of a window before scoring its
-bases; a bidirectional denoiser (Caduceus MDLM) reads it at every position. Per model, paired with the
-Markov chain on the same windows (dnadiff/eval/paired.py, mean ± SE over windows): all windows as
-scored today, the full windows, the padded ones, and all windows with the padded ones scored trimmed.
-The same windows as pipelines/cpu_hour.py (n evenly spread over the split, its data settings).
+Why: evaluation tiles each BED region into windows of every N fraction (N bases visible to the model,
+never scored) and right-pads the last one of a region with [PAD]; training draws random full crops
+with at most data.max_n_frac N (10% in the cpu-hour configs). A causal model (Mamba AR, Markov) reads
+an N run only after it; a bidirectional denoiser (Caduceus MDLM) reads it from both sides at every
+position. Per model, paired with the Markov chain on the same windows (dnadiff/eval/paired.py, mean
+± SE over windows): all windows as scored by the pipelines, the full windows (every position scored),
+the others (N runs or a [PAD] tail), and all windows with [PAD] tails trimmed (evaluate_bound's
+trim_tail_padding). The same windows as pipelines/cpu_hour.py (n evenly spread over the split).
 Prints a table and JSON; --out FILE writes the JSON (temporary name, then renamed).
 """
 
@@ -93,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         full = scored & (tok >= np.nanmax(tok))
         padded = scored & ~full
         r = {"all windows": paired(bits, ref, scored), "full windows": paired(bits, ref, full),
-             "padded windows": paired(bits, ref, padded), "all, padded trimmed": paired(bits_t, ref, scored),
+             "windows with N or [PAD]": paired(bits, ref, padded),
+             "all, [PAD] tails trimmed": paired(bits_t, ref, scored),
              "bits_per_token": plain["bits_per_token"], "bits_per_token_trimmed": trimmed["bits_per_token"]}
         out["models"][path] = r
-        for key in ("all windows", "full windows", "padded windows", "all, padded trimmed"):
+        for key in ("all windows", "full windows", "windows with N or [PAD]", "all, [PAD] tails trimmed"):
             d = r[key]
             rows.append({"model": path, "windows": f"{key} ({d['n']})",
                          "vs Markov (paired bits/base)": f"{d['mean']:+.4f} ± {d['std_error']:.4f}",
