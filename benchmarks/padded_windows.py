@@ -93,12 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         scored = tok > 0
         full = scored & (tok >= np.nanmax(tok))
         padded = scored & ~full
+        pad_id = model.tokenizer.pad_id
+        tailed = scored & np.array([bool((data[i]["input_ids"] == pad_id).any()) for i in range(len(data))])
         r = {"all windows": paired(bits, ref, scored), "full windows": paired(bits, ref, full),
              "windows with N or [PAD]": paired(bits, ref, padded),
+             "of which [PAD]-tailed": paired(bits, ref, tailed),
              "all, [PAD] tails trimmed": paired(bits_t, ref, scored),
              "bits_per_token": plain["bits_per_token"], "bits_per_token_trimmed": trimmed["bits_per_token"]}
         out["models"][path] = r
-        for key in ("all windows", "full windows", "windows with N or [PAD]", "all, [PAD] tails trimmed"):
+        for key in ("all windows", "full windows", "windows with N or [PAD]", "of which [PAD]-tailed",
+                    "all, [PAD] tails trimmed"):
             d = r[key]
             rows.append({"model": path, "windows": f"{key} ({d['n']})",
                          "vs Markov (paired bits/base)": f"{d['mean']:+.4f} ± {d['std_error']:.4f}",
