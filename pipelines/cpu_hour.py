@@ -7,6 +7,9 @@ clock on 2 CPU cores, against the best Markov chain on the human chr22 test spli
     # the cpu-hour MDLM trained one more hour from its weights (lr cosine to 0), K = 16 t-samples at eval
     python pipelines/cpu_hour.py --rows caduceus_mdlm_2h --threads 1 --t-samples 16 \
         --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_2h
+    # ... or 35 more minutes on windows of any N fraction (results/cpu_hour_nwin.md)
+    python pipelines/cpu_hour.py --rows caduceus_mdlm_nwin --threads 1 --t-samples 16 \
+        --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_nwin
     python pipelines/cpu_hour.py --dry-run            # every row built, trained ~2 steps, scored, plotted (seconds)
     python pipelines/cpu_hour.py --dry-run --sweep caduceus_mdlm
 
@@ -18,7 +21,8 @@ chr22 subset, lr 3e-3 constant after 50 warm-up steps, EMA 0.999, train.max_minu
 Trainer max_time; the measured wall time of the whole training call is in the table). Opt-in row
 `caduceus_mdlm_2h`: the cpu-hour MDLM's weights trained one more budget (fresh Adam, 50 warm-up steps, lr
 cosine from 3e-3 to 0 over 3,600 steps, about what one budget reached the first time; two hours in all),
-its curve drawn after its parent's. Each row is
+its curve drawn after its parent's; `caduceus_mdlm_nwin` likewise for at most 35 minutes on crops of any N
+fraction (data.max_n_frac=1.0, as the evaluation tiles windows). Each row is
 paired with the Markov chain scored on that row's own test windows. The Markov row is the
 order-k interpolated Kneser-Ney chain with k chosen on the valid split over 0..10
 (experiments/tiny_dna_markov + the same data), fitted once (or reused with --markov-dir).
@@ -99,7 +103,8 @@ ROWS = {
     # (training crops are otherwise kept only at <= 10% N; about a tenth of the scored windows hold more,
     # and on them the bidirectional MDLM, which reads the N runs on both sides, lost most: benchmarks/padded_windows.py)
     "caduceus_mdlm_nwin": {"row": "Caduceus MDLM (cpu-hour + 35 min on all windows, cosine)",
-                           "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound", "continues": "caduceus_mdlm",
+                           "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound",
+                           "continues": "caduceus_mdlm",
                            "extra": ["train.lr_schedule=cosine", "train.warmup_steps=50", "data.max_n_frac=1.0",
                                      "train.max_minutes=35"], "continue_steps": 1800},
 }
@@ -452,7 +457,11 @@ def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> 
         rows.append(r)
     if args.train_only:
         return None
-    settings = (f"{minutes:g} min wall-clock budget per row (train.max_minutes)"
+    own = {k: next((float(o.split("=")[1]) for o in ROWS[k].get("extra", []) if o.startswith("train.max_minutes=")),
+                   minutes) for k in keys}
+    settings = ("; ".join(f"{k}: {v:g} min" for k, v in own.items()) + " wall-clock budget (train.max_minutes"
+                + ("; a continued row's is on top of its parent's" if any(ROWS[k].get("continues") for k in keys)
+                   else "") + ")"
                 + (f", {args.jobs} rows trained at once with {threads} thread(s) each" if args.jobs > 1 else "")
                 + f"; test split, "
                 f"{eval_windows or 'all'} windows evenly spread (the same for every row); MDLM bound with "
