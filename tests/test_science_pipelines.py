@@ -47,6 +47,29 @@ def test_cpu_hour_dry_run_table_paired_comparison_and_plot(tmp_path, capsys):
     assert _results_listing() == before
 
 
+@pytest.mark.training
+def test_cpu_hour_continued_row_starts_from_its_parent(tmp_path, capsys):
+    """caduceus_mdlm_nwin: initialised from the parent's model, its own settings, its curve after the parent's."""
+    ch = pipeline("cpu_hour")
+    runs = tmp_path / "runs"
+    assert ch.main(["--dry-run", "--rows", "caduceus_mdlm,caduceus_mdlm_nwin", "--results", str(tmp_path / "res"),
+                    "--out-dir", str(runs), "--stem", "nwin"]) == 0
+    summary = json.loads((tmp_path / "res" / "nwin.json").read_text())
+    parent, child = summary["rows"]
+    assert child["key"] == "caduceus_mdlm_nwin" and child["curve"][:len(parent["curve"])] == parent["curve"]
+    assert child["curve"][-1]["wall_seconds"] > parent["curve"][-1]["wall_seconds"]
+    import yaml
+
+    cfg = yaml.safe_load((runs / "caduceus_mdlm_nwin" / "config.yaml").read_text())
+    assert cfg["model"]["init_from"] == str(runs / "caduceus_mdlm" / "model")
+    assert cfg["data"]["max_n_frac"] == 1.0 and cfg["train"]["lr_schedule"] == "cosine"
+    assert "caduceus_mdlm_nwin: 35 min" in summary["settings"]
+    assert ch.main(["--rows", "caduceus_mdlm_nwin,caduceus_mdlm", "--dry-run"]) == 2
+    assert "caduceus_mdlm_nwin continues caduceus_mdlm: list caduceus_mdlm first" in capsys.readouterr().err
+    assert ch.main(["--rows", "caduceus_mdlm_2h", "--out-dir", str(tmp_path / "none")]) == 2
+    assert "is not a model directory (train caduceus_mdlm first" in capsys.readouterr().err
+
+
 def test_cpu_hour_bad_options_are_one_line_errors(capsys):
     ch = pipeline("cpu_hour")
     assert ch.main(["--rows", "nope"]) == 2
