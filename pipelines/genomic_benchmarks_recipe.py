@@ -308,7 +308,12 @@ def combine(paths: list[str], command: str) -> dict:
             parts.append(json.loads(Path(f).read_text()))
         except (OSError, ValueError) as exc:
             raise DnadiffError(f"--combine {f}: not a readable JSON result ({exc})") from None
-    for p in parts:  # a JSON written before "mode" and "sizes" were recorded: read them off its cells
+    for f, p in zip(paths, parts):
+        missing = [k for k in ("command", "wall_s", "init", "protocol", "datasets", "cells", "table", "note", "chosen")
+                   if not isinstance(p, dict) or k not in p]
+        if missing:
+            raise DnadiffError(f"--combine {f}: not a result of this pipeline (no {', '.join(missing)})")
+        # a JSON written before "mode" and "sizes" were recorded: read them off its cells
         p.setdefault("mode", "learning_curve" if any(k.startswith("n=") for r in p["table"] for k in r) else "select")
         p.setdefault("sizes", sorted({c["max_train"] for c in p["cells"]}) if p["mode"] == "learning_curve" else None)
     for key in ("mode", "init", "protocol", "sizes"):

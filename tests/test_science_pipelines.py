@@ -119,6 +119,9 @@ def test_genomic_benchmarks_recipe_combines_runs_of_one_mode(tmp_path, capsys):
     assert "error: --combine: the runs differ in 'init'" in capsys.readouterr().err
     assert gr.main(["--combine", str(tmp_path / "missing.json")]) == 2
     assert "error: --combine " in capsys.readouterr().err
+    (tmp_path / "other.json").write_text(json.dumps({"table": []}))
+    assert gr.main(["--combine", str(tmp_path / "other.json")]) == 2
+    assert "not a result of this pipeline (no command, wall_s" in capsys.readouterr().err
 
 
 @pytest.mark.training
