@@ -45,12 +45,6 @@ def paired(a_bits: np.ndarray, b_bits: np.ndarray, keep: np.ndarray) -> dict:
     return {"mean": float(d.mean()), "std_error": se, "n": int(d.size), "beyond_2se": bool(abs(d.mean()) > 2 * se)}
 
 
-def per_window_bits(res: dict) -> tuple[np.ndarray, np.ndarray]:
-    nats, tok = np.asarray(res["sequence_nats"]), np.asarray(res["sequence_tokens"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(tok > 0, nats / np.maximum(tok, 1e-300) / math.log(2), np.nan), tok
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", required=True, help="comma-separated model directories")
@@ -63,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from dnadiff.checkpoint import load
     from dnadiff.errors import DnadiffError
-    from dnadiff.eval import evaluate_model
+    from dnadiff.eval import evaluate_model, window_bits
     from dnadiff.utils import format_table, write_json
 
     t0 = time.time()
@@ -80,13 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         if ref is None:  # the Markov chain on these very windows (the first model's data settings)
             markov_res = evaluate_model(markov, windows_of(_with_data_of(markov, model), args.split, args.windows),
                                         batch_size=16, progress=False, per_sequence=True)
-            ref, ref_tok = per_window_bits(markov_res)
+            ref, ref_tok = window_bits(markov_res)
         plain = evaluate_model(model, data, batch_size=16, num_samples=args.t_samples, stratify_repeats=True,
                                progress=False, per_sequence=True)
         trimmed = evaluate_model(model, data, batch_size=16, num_samples=args.t_samples, stratify_repeats=True,
                                  progress=False, per_sequence=True, trim_tail_padding=True)
-        bits, tok = per_window_bits(plain)
-        bits_t, _ = per_window_bits(trimmed)
+        bits, tok = window_bits(plain)
+        bits_t, _ = window_bits(trimmed)
         if not np.array_equal(tok, ref_tok):
             print(f"error: {path}: its windows score other tokens than the Markov chain's", file=sys.stderr)
             return 2

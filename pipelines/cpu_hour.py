@@ -106,8 +106,8 @@ ROWS = {
     "caduceus_mdlm_nwin": {"row": "Caduceus MDLM (cpu-hour + 35 min on all windows, cosine)",
                            "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound",
                            "continues": "caduceus_mdlm",
-                           "extra": ["train.lr_schedule=cosine", "train.warmup_steps=50", "data.max_n_frac=1.0",
-                                     "train.max_minutes=35"], "continue_steps": 1800},
+                           "extra": ["train.lr_schedule=cosine", "train.warmup_steps=50", "data.max_n_frac=1.0"],
+                           "continue_steps": 1800, "minutes": 35.0},
 }
 DEFAULT_ROWS = ("mamba_ar", "caduceus_mdlm")
 MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_markov", "kind": "exact"}
@@ -191,7 +191,7 @@ def read_curve(run_dir: Path) -> list[dict]:
 def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: list[str], dry: bool):
     from dnadiff.config import RunConfig, load_config
 
-    over = [f"name={key}", f"out_dir={out_dir}", *data, f"train.max_minutes={minutes:g}"]
+    over = [f"name={key}", f"out_dir={out_dir}", *data, f"train.max_minutes={ROWS[key].get('minutes', minutes):g}"]
     if ROWS[key].get("continues"):
         over += [f"model.init_from={out_dir / ROWS[key]['continues'] / 'model'}", *ROWS[key]["extra"],
                  f"train.max_steps={ROWS[key]['continue_steps']}"]
@@ -386,13 +386,20 @@ def check_args(args) -> list[str]:
         if parent and parent in keys and (args.jobs > 1 or keys.index(parent) > keys.index(key)):
             raise DnadiffError(f"--rows: {key} continues {parent}: list {parent} first, with --jobs 1")
         if parent and parent not in keys and not args.dry_run:
-            out_dir = Path(args.out_dir) if args.out_dir else REPO / "runs" / "cpu_hour"
+            out_dir = runs_dir(args, None)
             if not (out_dir / parent / "model").is_dir():
                 raise DnadiffError(f"--rows: {key} continues {parent}, but {out_dir / parent / 'model'} is not a "
                                    f"model directory (train {parent} first, or give --out-dir)")
     if args.markov_dir and not Path(args.markov_dir).is_dir():
         raise DnadiffError(f"--markov-dir {args.markov_dir}: not a model directory")
     return keys
+
+
+def runs_dir(args, dry: Path | None) -> Path:
+    """The rows' run folders: --out-dir, a dry run's temporary folder, or runs/cpu_hour[_sweep_ROW]."""
+    if args.out_dir:
+        return Path(args.out_dir)
+    return dry / "runs" if dry else REPO / "runs" / (f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour")
 
 
 def run_settings(args, dry: Path | None) -> dict:
@@ -458,9 +465,8 @@ def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> 
         rows.append(r)
     if args.train_only:
         return None
-    own = {k: next((float(o.split("=")[1]) for o in ROWS[k].get("extra", []) if o.startswith("train.max_minutes=")),
-                   minutes) for k in keys}
-    settings = ("; ".join(f"{k}: {v:g} min" for k, v in own.items()) + " wall-clock budget (train.max_minutes"
+    settings = ("; ".join(f"{k}: {ROWS[k].get('minutes', minutes):g} min" for k in keys)
+                + " wall-clock budget (train.max_minutes"
                 + ("; a continued row's is on top of its parent's" if any(ROWS[k].get("continues") for k in keys)
                    else "") + ")"
                 + (f", {args.jobs} rows trained at once with {threads} thread(s) each" if args.jobs > 1 else "")
@@ -481,9 +487,8 @@ def run(args, command: str, dry: Path | None) -> int:
 
     keys = check_args(args)
     s = run_settings(args, dry)
-    name = f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour"
-    stem = args.stem or name
-    out_dir = Path(args.out_dir) if args.out_dir else (dry / "runs" if dry else REPO / "runs" / name)
+    stem = args.stem or (f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour")
+    out_dir = runs_dir(args, dry)
     results = Path(args.results) if args.results else (dry / "results" if dry else REPO / "results")
     results.mkdir(parents=True, exist_ok=True)
     start = time.time()
