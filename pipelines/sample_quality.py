@@ -150,7 +150,7 @@ def summarize(values: list[dict[str, float]]) -> dict[str, dict]:
 # (metric, direction): lower is closer, or "floor": closest to the real-vs-real row's value
 KEY_METRICS = [("kmer JS k=3 (bits)", "lower"), ("kmer JS k=6 (bits)", "lower"), ("3-mer Pearson r", "higher"),
                ("GC Wasserstein-1", "lower"), ("motif hit-rate Spearman", "higher"),
-               ("motif spectrum JS (bits)", "lower"),
+               ("motif spectrum JS (bits)", "lower"), ("Frechet distance (in-house embedder; not SFID/FBD)", "lower"),
                ("oracle samples_bits_per_base (Markov best k)", "floor")]
 
 
@@ -189,8 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mdlm-rows", default=",".join(r[0] for r in MDLM_SAMPLERS),
                     help="the MDLM rows to run, comma-separated (default: all; first-hitting makes one network "
                          "call per token, 1,024 for 1,024 bp)")
+    ap.add_argument("--embedder", default=None,
+                    help="a classifier or model directory: adds the in-house Fréchet distance of its pooled features "
+                         "(`dnadiff metrics --embedder`)")
     ap.add_argument("--resume", action="store_true",
-                    help="reuse every seed whose samples and metrics a killed run left in --work-dir (same sizes)")
+                    help="reuse every seed whose samples a killed run (or `dnadiff sample` with the same model, "
+                         "sampler, sizes and seed) left in --work-dir; metrics are recomputed when their options differ")
     ap.add_argument("--out", default=None, help="output stem (default results/sample_quality_cpu[_quick])")
     ap.add_argument("--work-dir", default=None, help="samples, metrics and trained models (default runs/...)")
     args = ap.parse_args(argv)
@@ -274,9 +278,10 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
     return rows
 
 
-def _done_before(folder: Path, model_dir: str | None, sampler: str | None, size: dict, seed: int) -> bool:
-    """--resume: this seed's samples and metrics exist from a run with the same model, sampler and sizes."""
-    if not (folder / "metrics" / "metrics.json").is_file() or not (folder / "samples.fa").is_file():
+def _samples_reusable(folder: Path, model_dir: str | None, sampler: str | None, size: dict, seed: int) -> bool:
+    """--resume: this seed's samples exist from a run with the same model, sampler and sizes (made by this
+    pipeline or by a `dnadiff sample` run beside it: the same seed gives the same streams at any batch size)."""
+    if not (folder / "samples.fa").is_file():
         return False
     if model_dir is None:  # real windows: cut again identically from the seed
         return True
@@ -290,9 +295,21 @@ def _done_before(folder: Path, model_dir: str | None, sampler: str | None, size:
     return all(meta.get(k) == v for k, v in want.items()) and meta.get("sampler") == (sampler or meta.get("sampler"))
 
 
+def _metrics_current(folder: Path, metrics_args: list[str]) -> bool:
+    """--resume: the seed's metrics were computed with these metric options (else they are recomputed on
+    the kept samples, e.g. after --embedder was added)."""
+    try:
+        done = json.loads((folder / "metrics_args.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (folder / "metrics" / "metrics.json").is_file() and done == metrics_args
+
+
 def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list[str], echo,
               resume: bool = False) -> dict:
     """One row: per seed, its samples (or real windows) and their metrics; the per-seed values and summary."""
+    from dnadiff.utils import atomic_write
+
     name, model_dir, sampler, extra = row
     values = []
     t0 = time.time()
@@ -300,12 +317,13 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
         folder = work / "samples" / name.split(" (")[0].replace(" ", "_").replace("+", "plus") / f"seed{seed}"
         folder.mkdir(parents=True, exist_ok=True)
         fa = folder / "samples.fa"
-        if resume and _done_before(folder, model_dir, sampler, size, seed):
+        reuse = resume and _samples_reusable(folder, model_dir, sampler, size, seed)
+        if reuse and _metrics_current(folder, metrics_args):
             values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
             continue
-        if model_dir is None:
+        if not reuse and model_dir is None:
             write_fasta(fa, real_windows(data, "test", size["length"], size["num"], seed))
-        else:
+        elif not reuse:
             cmd = ["sample", model_dir, "-n", str(size["num"]), "--length", str(size["length"]),
                    "--seed", str(seed), "--out", str(fa), "--force", *extra]
             if sampler:
@@ -315,6 +333,7 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
             cli([cmd[0], "-q", *cmd[1:]])
         cli(["metrics", "-q", str(fa), "--reference", data["fasta"], "--out", str(folder / "metrics"),
              *metrics_args])
+        atomic_write(folder / "metrics_args.json", json.dumps(metrics_args))
         values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
     out = {"model_dir": model_dir, "sampler": sampler, "options": extra, "per_seed": values,
            "summary": summarize(values), "wall_seconds": round(time.time() - t0, 1)}
@@ -339,7 +358,10 @@ def render(args, command: str, wall: float, size: dict, data: dict, notes: list[
           f"{size['steps']} steps (first-hitting: one call per token); reference: {size['reference_windows']} valid "
           f"windows of {data['fasta']}; cells: mean ± range (max − min) over seeds",
           f"- oracle: the best-k Markov chain fitted on the train split (k = {best_k})",
-          *[f"- model {n}" for n in notes], "", markdown_table(transposed), "", *closest]
+          *[f"- model {n}" for n in notes],
+          *([f"- Fréchet distance: pooled features of the classifier {args.embedder} (in-house: comparable "
+             "between the rows of this table, not with published SFID/FBD values)"] if args.embedder else []),
+          "", markdown_table(transposed), "", *closest]
     return "\n".join(md) + "\n"
 
 
@@ -368,6 +390,8 @@ def run(args, command: str, dry: Path | None) -> int:
     rows = sample_rows(models, k5, best_k, args.cpu_hour_dir, mdlm_rows)
     metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
                     "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
+    if args.embedder:
+        metrics_args += ["--embedder", args.embedder]
     per_row = {row[0]: score_row(row, size, work, data, metrics_args, echo, args.resume) for row in rows}
     metrics = list(dict.fromkeys(k for r in per_row.values() for k in r["summary"]))
     table = [{"row": name, **{m: _cell(r["summary"], m) for m in metrics}} for name, r in per_row.items()]

@@ -87,6 +87,25 @@ def test_samples_do_not_depend_on_batch_size(tiny_model, tmp_path):
     assert other.read_text() != texts[0]  # and the seed matters
 
 
+def test_default_batch_size_on_cpu_is_a_token_budget(tiny_model, tmp_path, monkeypatch):
+    """Without --batch-size a CPU diffusion run is split into calls of ~CPU_TOKENS_PER_CALL tokens (the
+    same samples as one call: the streams are per sequence); an explicit --batch-size is kept."""
+    from dnadiff.commands import sample
+
+    monkeypatch.setattr(sample, "CPU_TOKENS_PER_CALL", 48)  # 48 tokens = 2 sequences of 24
+    out, one = tmp_path / "d.fa", tmp_path / "one.fa"
+    assert main(["sample", tiny_model, "--num", "5", "--length", "24", "--steps", "4", "--out", str(out)]) == 0
+    assert json.loads((tmp_path / "d.json").read_text())["batch_size"] == 2
+    assert main(["sample", tiny_model, "--num", "5", "--length", "24", "--steps", "4", "--batch-size", "5",
+                 "--out", str(one)]) == 0
+    assert json.loads((tmp_path / "one.json").read_text())["batch_size"] == 5
+    assert out.read_text() == one.read_text()
+    monkeypatch.setattr(sample, "CPU_TOKENS_PER_CALL", 8)  # shorter than one sequence: one per call
+    assert main(["sample", tiny_model, "--num", "3", "--length", "24", "--steps", "4", "--out", str(out),
+                 "--force"]) == 0
+    assert json.loads((tmp_path / "d.json").read_text())["batch_size"] == 1
+
+
 def test_sample_json_records_steps_and_first_hitting_rejects_steps(tiny_model, tmp_path, capsys):
     out = tmp_path / "a.fa"
     assert main(["sample", tiny_model, "--num", "2", "--length", "16", "--steps", "5", "--sampler", "ancestral",

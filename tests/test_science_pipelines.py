@@ -161,16 +161,56 @@ def test_max_minutes_stops_training_on_time(tmp_path):
 def test_sample_quality_resume_reuses_only_a_matching_seed(tmp_path):
     sq = pipeline("sample_quality")
     size = {"num": 4, "length": 32, "steps": 8}
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "metrics.json").write_text("{}")
     (tmp_path / "samples.fa").write_text(">s\nACGT\n")
     meta = {"model": "/m", "sampler": "ancestral", "num": 4, "length": 32, "steps": 8, "seed": 1}
     (tmp_path / "samples.json").write_text(json.dumps(meta))
-    assert sq._done_before(tmp_path, "/m", "ancestral", size, 1)
-    assert not sq._done_before(tmp_path, "/m", "ancestral", size, 2)  # another seed
-    assert not sq._done_before(tmp_path, "/m", "remdm", size, 1)  # another sampler
-    assert not sq._done_before(tmp_path, "/m", "ancestral", {**size, "steps": 16}, 1)  # other sizes
-    assert not sq._done_before(tmp_path, "/other", "ancestral", size, 1)
-    assert sq._done_before(tmp_path, None, None, size, 1)  # real windows: cut again from the seed
-    (tmp_path / "metrics" / "metrics.json").unlink()
-    assert not sq._done_before(tmp_path, "/m", "ancestral", size, 1)
+    assert sq._samples_reusable(tmp_path, "/m", "ancestral", size, 1)
+    assert not sq._samples_reusable(tmp_path, "/m", "ancestral", size, 2)  # another seed
+    assert not sq._samples_reusable(tmp_path, "/m", "remdm", size, 1)  # another sampler
+    assert not sq._samples_reusable(tmp_path, "/m", "ancestral", {**size, "steps": 16}, 1)  # other sizes
+    assert not sq._samples_reusable(tmp_path, "/other", "ancestral", size, 1)
+    assert sq._samples_reusable(tmp_path, None, None, size, 1)  # real windows: cut again from the seed
+    (tmp_path / "samples.fa").unlink()
+    assert not sq._samples_reusable(tmp_path, "/m", "ancestral", size, 1)
+    # metrics: current only when computed with the same options
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "metrics.json").write_text("{}")
+    assert not sq._metrics_current(tmp_path, ["--no-plots"])  # no record of the options
+    (tmp_path / "metrics_args.json").write_text(json.dumps(["--no-plots"]))
+    assert sq._metrics_current(tmp_path, ["--no-plots"])
+    assert not sq._metrics_current(tmp_path, ["--no-plots", "--embedder", "/e"])
+
+
+def test_sample_quality_resume_rescores_kept_samples_when_metric_options_change(tmp_path, monkeypatch):
+    """A seed whose samples match is not sampled again; its metrics are recomputed only when the metric
+    options changed (e.g. --embedder added), and then recorded."""
+    sq = pipeline("sample_quality")
+    size = {"seeds": 2, "num": 1, "length": 4, "steps": 2}
+    calls = []
+
+    def fake_cli(argv):
+        calls.append(argv[0])
+        if argv[0] == "sample":
+            folder = Path(argv[argv.index("--out") + 1]).parent
+            (folder / "samples.fa").write_text(">s\nACGT\n")
+            (folder / "samples.json").write_text(json.dumps({"model": "/m", "sampler": "ancestral", "num": 1,
+                                                             "length": 4, "steps": 2,
+                                                             "seed": int(argv[argv.index("--seed") + 1])}))
+        else:
+            out = Path(argv[argv.index("--out") + 1])
+            out.mkdir(exist_ok=True)
+            (out / "metrics.json").write_text("{}")
+
+    monkeypatch.setattr(sq, "cli", fake_cli)
+    monkeypatch.setattr(sq, "metric_values", lambda res: {"m": 1.0})
+    row = ("MDLM ancestral", "/m", "ancestral", [])
+    sq.score_row(row, size, tmp_path, {"fasta": "ref.fa"}, ["--a"], print, resume=True)
+    assert calls == ["sample", "metrics", "sample", "metrics"]
+    calls.clear()
+    sq.score_row(row, size, tmp_path, {"fasta": "ref.fa"}, ["--a"], print, resume=True)
+    assert calls == []  # everything current
+    sq.score_row(row, size, tmp_path, {"fasta": "ref.fa"}, ["--a", "--embedder", "/e"], print, resume=True)
+    assert calls == ["metrics", "metrics"]  # samples kept, metrics recomputed
+    calls.clear()
+    sq.score_row(row, size, tmp_path, {"fasta": "ref.fa"}, ["--a", "--embedder", "/e"], print, resume=False)
+    assert calls == ["sample", "metrics", "sample", "metrics"]  # without --resume: everything again

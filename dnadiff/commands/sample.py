@@ -6,6 +6,10 @@ import argparse
 
 from dnadiff.errors import DnadiffError
 
+# CPU denoiser calls of ~8K tokens: cache-friendly activations; 64 x 1,024 tokens a call cost 1.5x the
+# CPU time per token of 8 x 1,024 (benchmarks/sample_batch.py, results/sample_batch_cpu*.json)
+CPU_TOKENS_PER_CALL = 8192
+
 HELP = "sample sequences from a trained model (FASTA to --out or to stdout)"
 DESCRIPTION = """Generate sequences with any masked-diffusion sampler.
 
@@ -27,6 +31,14 @@ Text models write OUT.jsonl (one {"id", "text"} per line) or OUT.txt. An existin
 unless --force."""
 
 
+def default_batch_size(num: int, length: int, model) -> int:
+    """Sequences per sampler call when --batch-size is not given: all of them on a GPU or for an AR
+    model (its steps are one token per sequence), else calls of about CPU_TOKENS_PER_CALL tokens."""
+    if model.is_autoregressive or model.device.type != "cpu":
+        return num
+    return max(1, min(num, CPU_TOKENS_PER_CALL // max(1, length)))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="a dnadiff model directory (or a Hub id org/name in the local Hugging Face cache)")
     p.add_argument("-n", "--num", type=int, default=4, help="number of sequences (default 4)")
@@ -39,7 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suffix", default=None, help="fixed sequence at the end")
     p.add_argument("--template-fasta", default=None,
                    help="FASTA of templates (plain, gzip or - for stdin): N marks the positions to fill")
-    p.add_argument("--batch-size", type=int, default=None, help="sequences per sampler call (default: all)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="sequences per sampler call (default: all on a GPU and for AR models; on a CPU, a "
+                        f"diffusion sampler's calls hold about {CPU_TOKENS_PER_CALL:,} tokens)")
     p.add_argument("--class", dest="label", default=None,
                    help="class name or index for a class-conditional model (e.g. --class coding)")
     p.add_argument("--guidance", type=float, default=0.0,
@@ -105,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         if model.tokenizer.kind != "dna":
             raise DnadiffError("--rc-symmetric needs a DNA model")
 
-    chunk = args.batch_size or args.num
+    chunk = args.batch_size or default_batch_size(args.num, length, model)
     samples, nfe, row_nfe, steps_used, smp = [], 0, [], 0, None
     # the bar counts denoising steps (network calls of the sampler), not batches
     stepless = model.is_autoregressive or not SAMPLERS.get(sampler_name).has_steps  # one call per token
@@ -160,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     body = format_samples(records, model.tokenizer.kind, out)
     stats = {
         "model": str(args.model_dir), "sampler": name,
-        "num": args.num, "length": length, "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
+        "num": args.num, "length": length, "batch_size": chunk, "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
         # per sequence (the cached sampler skips sequences that did not change): rows pushed through
         # the network, their mean per sequence and the range over sequences
         "denoiser_rows": int(row_nfe.sum()), "nfe_per_sequence": float(row_nfe.double().mean()),
