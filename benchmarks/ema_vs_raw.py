@@ -30,12 +30,13 @@ def weight_sets(checkpoint: str) -> dict:
         ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
     except (OSError, RuntimeError) as exc:
         raise DnadiffError(f"--checkpoint {checkpoint}: cannot read ({exc})") from None
-    ema = (ckpt.get("dnadiff") or {}).get("ema")
+    ema = ((ckpt.get("dnadiff") or {}).get("ema") or {}).get("shadow")  # training/ema.py: EMA.state_dict
     if not ema:
         raise DnadiffError(f"--checkpoint {checkpoint}: no EMA weights (trained with train.ema=0?)")
     # the Lightning module holds the backbone as `backbone`: its keys are backbone.<name>
     raw = {k.removeprefix("backbone."): v for k, v in ckpt["state_dict"].items() if k.startswith("backbone.")}
-    return {"raw": raw, "ema": dict(ema), "step": int(ckpt.get("global_step", -1))}
+    return {"raw": raw, "ema": dict(ema), "step": int(ckpt.get("global_step", -1)),
+            "ema_updates": int(ckpt["dnadiff"]["ema"].get("num_updates", -1))}
 
 
 def main(argv: list[str] | None = None) -> int:

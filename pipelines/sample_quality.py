@@ -21,7 +21,15 @@ Columns: every row `dnadiff metrics` prints (dnadiff.eval.dna_metrics.summary_ro
 3-mer Pearson, GC mean/W1/KS, k-mer entropy, Markov-5 perplexity, memorisation, JASPAR motif hit
 rate/Spearman/JS, ...), read generically so metrics added there become columns here, plus the
 oracle perplexity of the samples under the best-k Markov chain fitted on the train split (exact NLL;
-`dnadiff metrics --oracle`). Each cell: mean ± range (max − min) over the seeds.
+`dnadiff metrics --oracle`), and with --embedder DIR the in-house Fréchet distance of DIR's pooled
+features (a fine-tuned classifier). Each cell: mean ± range (max − min) over the seeds.
+
+The first-hitting row makes one network call per token (1,024 per sequence): its seeds can be sampled
+beside the pipeline, one process per core, into the work folder, and --resume then scores them:
+    dnadiff sample MDLM_DIR -n 64 --length 1024 --sampler first_hitting --seed S --threads 1 \
+        --out WORK/samples/MDLM_first-hitting/seedS/samples.fa
+(--resume keeps any seed whose samples.json names the same model, sampler, sizes and seed, and
+recomputes its metrics when the metric options changed.)
 
 Models: --models-dir DIR with DIR/mamba_ar and DIR/caduceus_mdlm (model directories, or NAME/model);
 rows whose model is missing are trained first with the cpu-hour configs for --train-minutes each

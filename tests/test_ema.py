@@ -1,9 +1,14 @@
 """EMA on torch's AveragedModel: the same numbers as MDLM's update rule, bit for bit."""
 
+from pathlib import Path
+
+import pytest
 import torch
 from torch import nn
 
 from dnadiff.training.ema import EMA
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _net():
@@ -57,3 +62,29 @@ def test_ema_copy_is_not_part_of_the_module_tree():
     before = {n: v.clone() for n, v in ema.shadow.items()}
     ema.unshare()
     assert all(torch.equal(before[n], v) for n, v in ema.shadow.items())
+
+
+@pytest.mark.training
+def test_ema_vs_raw_benchmark_reads_both_weight_sets_of_a_checkpoint(tmp_path):
+    """benchmarks/ema_vs_raw.py: the checkpoint's EMA shadow is what the run exported; its raw weights
+    are the optimiser's (different after a few steps at lr 3e-3), keyed like the backbone."""
+    import importlib.util
+
+    import dnadiff
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.training import train
+
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [
+        f"out_dir={tmp_path}", "name=e", "data.seq_len=32", "train.batch_size=4", "train.max_steps=4",
+        "train.progress=false", "train.val_every=4", "train.ckpt_every=4", "train.ema=0.9", "train.lr=3e-3",
+        "model.overrides.scan_impl=chunked", "train.threads=1"])
+    model_dir = train(cfg).model_dir
+    spec = importlib.util.spec_from_file_location("ema_vs_raw", REPO / "benchmarks" / "ema_vs_raw.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    sets = bench.weight_sets(str(tmp_path / "e" / "checkpoints" / "last.ckpt"))
+    assert sets["step"] == 4
+    exported = dnadiff.load(model_dir).backbone.state_dict()
+    assert set(sets["ema"]) <= set(exported) and set(sets["raw"]) <= set(exported)
+    assert all(torch.equal(sets["ema"][k], exported[k]) for k in sets["ema"])
+    assert any(not torch.equal(sets["raw"][k], sets["ema"][k]) for k in sets["ema"])
