@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
            "machine": describe_machine(), "load": load_average(), "steps_per_stage": args.steps,
            "windows": args.windows, "t_samples": args.t_samples, "arms": arms,
            **score(arms, args.windows, args.t_samples), "wall_seconds": round(time.time() - t0, 1)}
-    print(format_table([{"arm": a, "stages": "; ".join(r["stages"]), "valid bits/base": f"{r['valid_bits_per_base']:.4f}",
-                         "train wall (s)": r["wall_seconds"]} for a, r in arms.items()]))
+    print(format_table([{"arm": a, "stages": "; ".join(r["stages"]),
+                         "valid bits/base": f"{r['valid_bits_per_base']:.4f}", "train wall (s)": r["wall_seconds"]}
+                        for a, r in arms.items()]))
     d = out["mlm_mdlm_minus_mdlm"]
     print(f"MLM->MDLM − MDLM: {d['mean']:+.4f} ± {d['std_error']:.4f} bits/base over {d['n']} valid windows")
     if args.out:

@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(`dnadiff metrics --embedder`)")
     ap.add_argument("--resume", action="store_true",
                     help="reuse every seed whose samples a killed run (or `dnadiff sample` with the same model, "
-                         "sampler, sizes and seed) left in --work-dir; metrics are recomputed when their options differ")
+                         "sampler, sizes and seed) left in --work-dir; metrics are recomputed when their "
+                         "options differ")
     ap.add_argument("--out", default=None, help="output stem (default results/sample_quality_cpu[_quick])")
     ap.add_argument("--work-dir", default=None, help="samples, metrics and trained models (default runs/...)")
     args = ap.parse_args(argv)

@@ -174,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
     body = format_samples(records, model.tokenizer.kind, out)
     stats = {
         "model": str(args.model_dir), "sampler": name,
-        "num": args.num, "length": length, "batch_size": chunk, "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
+        "num": args.num, "length": length, "batch_size": chunk,
+        "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
         # per sequence (the cached sampler skips sequences that did not change): rows pushed through
         # the network, their mean per sequence and the range over sequences
         "denoiser_rows": int(row_nfe.sum()), "nfe_per_sequence": float(row_nfe.double().mean()),
