@@ -64,7 +64,8 @@ How the settings were chosen (valid split only; `--sweep ROW` reruns a sweep):
   Tried later on valid, beside this pipeline: MLM -> MDLM at equal steps (benchmarks/mlm_then_mdlm.py,
   results/mlm_then_mdlm_valid.json) and EMA on/off (benchmarks/ema_vs_raw.py,
   results/ema_vs_raw_valid.json); their figures are in results/cpu_hour.md's reading. Not tried: the
-  time-conditioning choice (Caduceus has no time input), more than 2 layers at 128 bp. A candidate with another window length is scored on its own
+  time-conditioning choice (Caduceus has no time input), more than 2 layers at 128 bp.
+  A candidate with another window length is scored on its own
   valid windows (the same bases, cut differently); shorter windows give a base less context, so
   its number is if anything pessimistic.
 

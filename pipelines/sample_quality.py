@@ -197,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mdlm-rows", default=",".join(r[0] for r in MDLM_SAMPLERS),
                     help="the MDLM rows to run, comma-separated (default: all; first-hitting makes one network "
                          "call per token, 1,024 for 1,024 bp)")
+    ap.add_argument("--row-seeds", default=None,
+                    help="NAME=N,...: these rows over N seeds instead of --seeds (e.g. 'MDLM first-hitting=2'), "
+                         "stated in the table")
     ap.add_argument("--embedder", default=None,
                     help="a classifier or model directory: adds the in-house Fréchet distance of its pooled features "
                          "(`dnadiff metrics --embedder`)")
@@ -208,6 +211,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", default=None, help="samples, metrics and trained models (default runs/...)")
     args = ap.parse_args(argv)
     return common.main_with_dry_run(run, args, __file__, argv, "sample_quality")
+
+def parse_row_seeds(text: str | None, names: list[str] | None) -> dict[str, int]:
+    """--row-seeds 'NAME=N,...': rows scored over fewer (or more) seeds than --seeds (names=None: the
+    format only, checked before any work; the row names once the rows are known)."""
+    from dnadiff.errors import DnadiffError
+
+    out = {}
+    for item in filter(None, (t.strip() for t in (text or "").split(","))):
+        name, _, n = item.rpartition("=")
+        if not name or not n.isdigit() or int(n) < 1:
+            raise DnadiffError(f"--row-seeds {item!r}: want NAME=N, the seed count a positive integer")
+        if names is not None and name not in names:
+            raise DnadiffError(f"--row-seeds {item!r}: no row {name!r} in this run (rows: {', '.join(names)})")
+        out[name] = int(n)
+    return out
+
 
 def run_sizes(args, dry: Path | None) -> tuple[dict, float, Path | None]:
     """The sizes of the run (dry, quick or cpu, with --seeds/--num/--length/--steps), the training budget
@@ -315,14 +334,16 @@ def _metrics_current(folder: Path, metrics_args: list[str]) -> bool:
 
 
 def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list[str], echo,
-              resume: bool = False) -> dict:
-    """One row: per seed, its samples (or real windows) and their metrics; the per-seed values and summary."""
+              resume: bool = False, seeds: int | None = None) -> dict:
+    """One row: per seed (`seeds`, default size["seeds"]), its samples (or real windows) and their metrics;
+    the per-seed values and summary."""
     from dnadiff.utils import atomic_write
 
     name, model_dir, sampler, extra = row
     values = []
     t0 = time.time()
-    for seed in range(size["seeds"]):
+    seeds = seeds or size["seeds"]
+    for seed in range(seeds):
         folder = work / "samples" / name.split(" (")[0].replace(" ", "_").replace("+", "plus") / f"seed{seed}"
         folder.mkdir(parents=True, exist_ok=True)
         fa = folder / "samples.fa"
@@ -344,9 +365,9 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
              *metrics_args])
         atomic_write(folder / "metrics_args.json", json.dumps(metrics_args))
         values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
-    out = {"model_dir": model_dir, "sampler": sampler, "options": extra, "per_seed": values,
+    out = {"model_dir": model_dir, "sampler": sampler, "options": extra, "seeds": seeds, "per_seed": values,
            "summary": summarize(values), "wall_seconds": round(time.time() - t0, 1)}
-    echo(f"{name}: {size['seeds']} seeds in {time.time() - t0:.0f} s")
+    echo(f"{name}: {seeds} seeds in {time.time() - t0:.0f} s")
     return out
 
 
@@ -366,6 +387,8 @@ def render(args, command: str, wall: float, size: dict, data: dict, notes: list[
           f"- {size['seeds']} seeds x {size['num']} sequences x {size['length']} bp per row; MDLM samplers "
           f"{size['steps']} steps (first-hitting: one call per token); reference: {size['reference_windows']} valid "
           f"windows of {data['fasta']}; cells: mean ± range (max − min) over seeds",
+          *[f"- row {n}: {r['seeds']} seeds, not {size['seeds']} (--row-seeds)" for n, r in per_row.items()
+            if r.get("seeds", size["seeds"]) != size["seeds"]],
           f"- oracle: the best-k Markov chain fitted on the train split (k = {best_k})",
           *[f"- model {n}" for n in notes],
           *([f"- Fréchet distance: pooled features of the classifier {args.embedder} (in-house: comparable "
@@ -385,6 +408,7 @@ def run(args, command: str, dry: Path | None) -> int:
 
         raise DnadiffError(f"--mdlm-rows: unknown row(s) {', '.join(map(repr, unknown))}; rows: "
                            f"{', '.join(r[0] for r in MDLM_SAMPLERS)}")
+    parse_row_seeds(args.row_seeds, None)
     stem = Path(args.out or REPO / "results" / ("sample_quality_cpu" + ("_quick" if args.quick else "")))
     work = Path(args.work_dir) if args.work_dir else (dry if dry else REPO / "runs" / stem.name)
     fasta, bed = genome_files(args, dry)
@@ -401,7 +425,9 @@ def run(args, command: str, dry: Path | None) -> int:
                     "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
     if args.embedder:
         metrics_args += ["--embedder", args.embedder]
-    per_row = {row[0]: score_row(row, size, work, data, metrics_args, echo, args.resume) for row in rows}
+    row_seeds = parse_row_seeds(args.row_seeds, [r[0] for r in rows])
+    per_row = {row[0]: score_row(row, size, work, data, metrics_args, echo, args.resume, row_seeds.get(row[0]))
+               for row in rows}
     metrics = list(dict.fromkeys(k for r in per_row.values() for k in r["summary"]))
     table = [{"row": name, **{m: _cell(r["summary"], m) for m in metrics}} for name, r in per_row.items()]
     wall = time.time() - start

@@ -214,3 +214,19 @@ def test_sample_quality_resume_rescores_kept_samples_when_metric_options_change(
     calls.clear()
     sq.score_row(row, size, tmp_path, {"fasta": "ref.fa"}, ["--a", "--embedder", "/e"], print, resume=False)
     assert calls == ["sample", "metrics", "sample", "metrics"]  # without --resume: everything again
+
+
+def test_sample_quality_row_seeds():
+    from dnadiff.errors import DnadiffError
+
+    sq = pipeline("sample_quality")
+    names = ["Mamba AR", "MDLM first-hitting"]
+    assert sq.parse_row_seeds("MDLM first-hitting=2", names) == {"MDLM first-hitting": 2}
+    assert sq.parse_row_seeds(None, names) == {} and sq.parse_row_seeds("", None) == {}
+    assert sq.parse_row_seeds("a=b=3", None) == {"a=b": 3}  # the count follows the last '='
+    with pytest.raises(DnadiffError, match="no row 'MDLM cached' in this run"):
+        sq.parse_row_seeds("MDLM cached=2", names)
+    with pytest.raises(DnadiffError, match="want NAME=N, the seed count a positive integer"):
+        sq.parse_row_seeds("Mamba AR=0", None)
+    with pytest.raises(DnadiffError, match="want NAME=N, the seed count a positive integer"):
+        sq.parse_row_seeds("Mamba AR", names)
