@@ -6,8 +6,8 @@ import argparse
 
 from dnadiff.errors import DnadiffError
 
-# CPU denoiser calls of ~8K tokens: cache-friendly activations; 64 x 1,024 tokens a call cost 1.5x the
-# CPU time per token of 8 x 1,024 (benchmarks/sample_batch.py, results/sample_batch_cpu*.json)
+# CPU denoiser calls of ~8K tokens keep the activations in cache: 8 x 1,024 tokens a call ran at 1.75x the
+# tokens/s of 64 x 1,024 on one thread (benchmarks/sample_batch.py, results/sample_batch_cpu*.json)
 CPU_TOKENS_PER_CALL = 8192
 
 HELP = "sample sequences from a trained model (FASTA to --out or to stdout)"
