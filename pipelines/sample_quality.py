@@ -351,6 +351,7 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
         if reuse and _metrics_current(folder, metrics_args):
             values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
             continue
+        (folder / "metrics_args.json").unlink(missing_ok=True)  # a crash below must not leave old metrics current
         if not reuse and model_dir is None:
             write_fasta(fa, real_windows(data, "test", size["length"], size["num"], seed))
         elif not reuse:
@@ -409,6 +410,10 @@ def run(args, command: str, dry: Path | None) -> int:
         raise DnadiffError(f"--mdlm-rows: unknown row(s) {', '.join(map(repr, unknown))}; rows: "
                            f"{', '.join(r[0] for r in MDLM_SAMPLERS)}")
     parse_row_seeds(args.row_seeds, None)
+    if args.embedder and not Path(args.embedder).is_dir():
+        from dnadiff.errors import DnadiffError
+
+        raise DnadiffError(f"--embedder {args.embedder}: not a folder (a classifier or model directory)")
     stem = Path(args.out or REPO / "results" / ("sample_quality_cpu" + ("_quick" if args.quick else "")))
     work = Path(args.work_dir) if args.work_dir else (dry if dry else REPO / "runs" / stem.name)
     fasta, bed = genome_files(args, dry)

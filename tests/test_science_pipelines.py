@@ -230,3 +230,11 @@ def test_sample_quality_row_seeds():
         sq.parse_row_seeds("Mamba AR=0", None)
     with pytest.raises(DnadiffError, match="want NAME=N, the seed count a positive integer"):
         sq.parse_row_seeds("Mamba AR", names)
+
+
+def test_sample_quality_bad_embedder_is_a_one_line_error(tmp_path, capsys):
+    sq = pipeline("sample_quality")
+    assert sq.main(["--embedder", str(tmp_path / "missing"), "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert "--embedder" in err and "not a folder" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing written
