@@ -49,12 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the JSON here")
     args = ap.parse_args(argv)
 
-    import numpy as np
-    from padded_windows import paired, windows_of
+    from padded_windows import windows_of
 
     from dnadiff.checkpoint import load
     from dnadiff.errors import DnadiffError
-    from dnadiff.eval import evaluate_model, window_bits
+    from dnadiff.eval import evaluate_model, paired_difference
     from dnadiff.utils import format_table, write_json
 
     t0 = time.time()
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     data = windows_of(model, args.split, args.windows)
-    bits, res = {}, {}
+    res = {}
     for name in ("raw", "ema"):
         missing = [k for k in sets[name] if k not in model.backbone.state_dict()]
         if missing:
@@ -74,14 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         model.backbone.load_state_dict(sets[name], strict=False)
         res[name] = evaluate_model(model, data, batch_size=16, num_samples=args.t_samples, stratify_repeats=True,
                                    progress=False, per_sequence=True)
-        bits[name], tokens = window_bits(res[name])
-    scored = tokens > 0
-    d = paired(bits["raw"], bits["ema"], scored)
+    p = paired_difference(res["raw"], res["ema"])  # dnadiff/eval/paired.py: raw − EMA per window
+    d = {"mean": p["mean"], "std_error": p["std_error"], "n": p["n_windows"], "beyond_2se": p["beyond_2se"]}
     out = {"command": "python benchmarks/ema_vs_raw.py " + " ".join(argv or sys.argv[1:]),
-           "checkpoint": args.checkpoint, "step": sets["step"], "split": args.split, "windows": int(scored.sum()),
+           "checkpoint": args.checkpoint, "step": sets["step"], "split": args.split, "windows": d["n"],
            "t_samples": args.t_samples, "raw_bits_per_token": float(res["raw"]["bits_per_token"]),
            "ema_bits_per_token": float(res["ema"]["bits_per_token"]), "raw_minus_ema": d,
-           "raw_lower_share": float(np.mean(bits["raw"][scored] < bits["ema"][scored])),
+           "raw_lower_share": p["wins"],
            "wall_seconds": round(time.time() - t0, 1)}
     print(format_table([{"weights": n, "bits/base": f"{out[f'{n}_bits_per_token']:.4f}"} for n in ("raw", "ema")]))
     print(f"raw − EMA at step {sets['step']}: {d['mean']:+.4f} ± {d['std_error']:.4f} bits/base over {d['n']} windows")

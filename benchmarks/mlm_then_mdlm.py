@@ -61,23 +61,21 @@ def run_arm(arm: str, steps: int, work: Path) -> dict:
 
 def score(arms: dict, windows: int, t_samples: int) -> dict:
     """Both arms' MDLM bound on the same validation windows, paired (mlm_mdlm − mdlm)."""
-    import numpy as np
-    from padded_windows import paired, windows_of
+    from padded_windows import windows_of
 
     from dnadiff.checkpoint import load
-    from dnadiff.eval import evaluate_model, window_bits
+    from dnadiff.eval import evaluate_model, paired_difference
 
-    bits = {}
+    res = {}
     for arm, rec in arms.items():
         model = load(rec["model"])
-        res = evaluate_model(model, windows_of(model, "valid", windows), batch_size=16, num_samples=t_samples,
-                             stratify_repeats=True, progress=False, per_sequence=True)
-        rec["valid_bits_per_base"] = float(res["bits_per_token"])
-        bits[arm], tokens = window_bits(res)
-    scored = tokens > 0
-    d = paired(bits["mlm_mdlm"], bits["mdlm"], scored)
-    return {"mlm_mdlm_minus_mdlm": d,
-            "mlm_mdlm_lower_share": float(np.mean(bits["mlm_mdlm"][scored] < bits["mdlm"][scored]))}
+        res[arm] = evaluate_model(model, windows_of(model, "valid", windows), batch_size=16,
+                                  num_samples=t_samples, stratify_repeats=True, progress=False, per_sequence=True)
+        rec["valid_bits_per_base"] = float(res[arm]["bits_per_token"])
+    p = paired_difference(res["mlm_mdlm"], res["mdlm"])  # dnadiff/eval/paired.py
+    return {"mlm_mdlm_minus_mdlm": {"mean": p["mean"], "std_error": p["std_error"], "n": p["n_windows"],
+                                    "beyond_2se": p["beyond_2se"]},
+            "mlm_mdlm_lower_share": p["wins"]}
 
 
 def main(argv: list[str] | None = None) -> int:
