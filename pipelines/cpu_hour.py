@@ -10,6 +10,9 @@ clock on 2 CPU cores, against the best Markov chain on the human chr22 test spli
     # ... or 35 more minutes on windows of any N fraction (results/cpu_hour_nwin.md)
     python pipelines/cpu_hour.py --rows caduceus_mdlm_nwin --threads 1 --t-samples 16 \
         --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_nwin
+    # from scratch: MLM for a quarter of the hour, then MDLM from its weights, on windows of any N fraction
+    python pipelines/cpu_hour.py --rows caduceus_mlm_mdlm --threads 1 --t-samples 16 \
+        --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_mlm_nwin
     python pipelines/cpu_hour.py --dry-run            # every row built, trained ~2 steps, scored, plotted (seconds)
     python pipelines/cpu_hour.py --dry-run --sweep caduceus_mdlm
 
@@ -22,7 +25,10 @@ Trainer max_time; the measured wall time of the whole training call is in the ta
 `caduceus_mdlm_2h`: the cpu-hour MDLM's weights trained one more budget (fresh Adam, 50 warm-up steps, lr
 cosine from 3e-3 to 0 over 3,600 steps, about what one budget reached the first time; two hours in all),
 its curve drawn after its parent's; `caduceus_mdlm_nwin` likewise for at most 35 minutes on crops of any N
-fraction (data.max_n_frac=1.0, as the evaluation tiles windows). Each row is
+fraction (data.max_n_frac=1.0, as the evaluation tiles windows); `caduceus_mlm_mdlm` from scratch in one
+budget: Caduceus MLM (objective.name=mlm: 15% masked, 80/10/10) for a quarter of it, then MDLM from those
+weights (fresh Adam) for the rest, both on crops of any N fraction (its steps and wall time are both
+stages'; its curve starts where the MLM stage ended). Each row is
 paired with the Markov chain scored on that row's own test windows. The Markov row is the
 order-k interpolated Kneser-Ney chain with k chosen on the valid split over 0..10
 (experiments/tiny_dna_markov + the same data), fitted once (or reused with --markov-dir).
@@ -111,6 +117,12 @@ ROWS = {
                            "continues": "caduceus_mdlm",
                            "extra": ["train.lr_schedule=cosine", "train.warmup_steps=50", "data.max_n_frac=1.0"],
                            "continue_steps": 1800, "minutes": 35.0},
+    # opt-in: the two changes that helped on valid, from scratch within one budget: a quarter of it Caduceus MLM
+    # (15% masked, 80/10/10; benchmarks/mlm_then_mdlm.py: -0.0036 at equal steps), then MDLM from those weights
+    # (fresh Adam), both on crops of any N fraction (the N-window loss of results/padded_windows_valid.json)
+    "caduceus_mlm_mdlm": {"row": "Caduceus MLM 1/4 -> MDLM 3/4 of the budget (all windows)",
+                          "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound", "mlm_share": 0.25,
+                          "extra": ["data.max_n_frac=1.0"]},
 }
 DEFAULT_ROWS = ("mamba_ar", "caduceus_mdlm")
 MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_markov", "kind": "exact"}
@@ -191,42 +203,67 @@ def read_curve(run_dir: Path) -> list[dict]:
     return out
 
 
-def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: list[str], dry: bool):
+def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: list[str], dry: bool,
+               stage: str | None = None):
+    """A row's run config; for a two-stage row (mlm_share), stage "mlm" is its MLM stage (name KEY_mlm, that
+    share of the budget) and the default its MDLM stage (the rest, from the MLM stage's weights)."""
     from dnadiff.config import RunConfig, load_config
 
-    over = [f"name={key}", f"out_dir={out_dir}", *data, f"train.max_minutes={ROWS[key].get('minutes', minutes):g}"]
-    if ROWS[key].get("continues"):
-        over += [f"model.init_from={out_dir / ROWS[key]['continues'] / 'model'}", *ROWS[key]["extra"],
-                 f"train.max_steps={ROWS[key]['continue_steps']}"]
-    if dry:  # a continued row: its parent's dry-run width (the scan choice is not saved with the weights)
-        over += DRY_RUN["train"] + [o for o in DRY_RUN["model"] if not (ROWS[key].get("continues") and "scan" in o)]
+    row = ROWS[key]
+    budget = row.get("minutes", minutes)
+    name, over_stage = key, []
+    if row.get("mlm_share"):
+        mlm_dir = out_dir / f"{key}_mlm"
+        if stage == "mlm":
+            name, budget, over_stage = mlm_dir.name, budget * row["mlm_share"], ["objective.name=mlm"]
+        else:
+            budget, over_stage = budget * (1 - row["mlm_share"]), [f"model.init_from={mlm_dir / 'model'}"]
+        over_stage += row["extra"]
+    over = [f"name={name}", f"out_dir={out_dir}", *data, f"train.max_minutes={budget:g}", *over_stage]
+    if row.get("continues"):
+        over += [f"model.init_from={out_dir / row['continues'] / 'model'}", *row["extra"],
+                 f"train.max_steps={row['continue_steps']}"]
+    if dry:  # a row from other weights: their dry-run width (the scan choice is not saved with the weights)
+        from_weights = row.get("continues") or (row.get("mlm_share") and stage != "mlm")
+        over += DRY_RUN["train"] + [o for o in DRY_RUN["model"] if not (from_weights and "scan" in o)]
     over += extra  # a sweep candidate's settings win (also in a dry run)
-    return load_config(RunConfig, ROWS[key]["config"], over)
+    return load_config(RunConfig, row["config"], over)
 
 
-def curve_of(key: str, cfg, run_dir: Path) -> list[dict]:
+def curve_of(key: str, cfg, run_dir: Path, before_stage: dict | None = None) -> list[dict]:
     """A row's validation curve; a continued row's starts with its parent's and its own points follow at the
-    parent's last step and wall clock plus theirs (the plot shows the row's whole training)."""
+    parent's last step and wall clock plus theirs (the plot shows the row's whole training). A two-stage
+    row's MDLM points follow its MLM stage's steps and wall clock (that stage has no bits/base to draw)."""
     parent = ROWS[key].get("continues")
     before = read_curve(Path(cfg.out_dir) / parent) if parent else []
-    last = before[-1] if before else {"step": 0, "wall_seconds": 0.0}
+    last = before[-1] if before else (before_stage or {"step": 0, "wall_seconds": 0.0})
     return before + [{**p, "step": p["step"] + last["step"], "wall_seconds": p["wall_seconds"] + last["wall_seconds"]}
                      for p in read_curve(run_dir)]
 
 
-def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo) -> dict:
+def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=None) -> dict:
+    """Train a row (a two-stage row: mlm_cfg first, then cfg from its weights) and score it on valid; the
+    table's wall time and steps are both stages'."""
     from dnadiff.training import train
 
+    stage = None
     t0 = time.time()
+    if mlm_cfg is not None:
+        res = train(mlm_cfg, overwrite=True)
+        stage = {"step": res.metrics["steps"], "wall_seconds": round(time.time() - t0, 1),
+                 "model_dir": str(res.model_dir), "max_minutes": mlm_cfg.train.max_minutes}
+        echo(f"{key}: MLM stage {stage['step']} steps in {stage['wall_seconds'] / 60:.1f} min")
     res = train(cfg, overwrite=True)
     wall = time.time() - t0
     valid = score(res.model_dir, "valid", valid_windows, t_samples)
     out = {"key": key, "model_dir": str(res.model_dir), "valid_windows": valid_windows,
            "train_wall_seconds": round(wall, 1),
-           "steps": res.metrics["steps"], "parameters": res.metrics["parameters"],
+           "steps": res.metrics["steps"] + (stage["step"] if stage else 0), "parameters": res.metrics["parameters"],
            "valid_bits": valid["bits_per_token"], "valid_bits_se": valid["bits_std_error"],
-           "curve": curve_of(key, cfg, res.run_dir), "config": {"max_minutes": cfg.train.max_minutes,
-                                                       "seq_len": cfg.data.seq_len}}
+           "curve": curve_of(key, cfg, res.run_dir, stage), "config": {"max_minutes": cfg.train.max_minutes,
+                                                              "seq_len": cfg.data.seq_len}}
+    if stage:
+        out["mlm_stage"] = stage
     echo(f"{key}: {out['steps']} steps in {wall / 60:.1f} min, valid {out['valid_bits']:.4f} bits/base")
     return out
 
@@ -458,7 +495,9 @@ def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> 
             r = trained[key]
         else:
             cfg = row_config(key, out_dir, s["data"], minutes, extra, dry)
-            r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo)
+            mlm_cfg = row_config(key, out_dir, s["data"], minutes, extra, dry, "mlm") if ROWS[key].get(
+                "mlm_share") else None
+            r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo, mlm_cfg)
         if args.train_only:
             write_json(out_dir / f"{key}.train_row.json", r)
             continue

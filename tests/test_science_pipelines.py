@@ -70,6 +70,30 @@ def test_cpu_hour_continued_row_starts_from_its_parent(tmp_path, capsys):
     assert "is not a model directory (train caduceus_mdlm first" in capsys.readouterr().err
 
 
+@pytest.mark.training
+def test_cpu_hour_two_stage_row_mlm_then_mdlm_from_its_weights(tmp_path):
+    """caduceus_mlm_mdlm: an MLM stage on a quarter of the budget, then MDLM from its weights on the rest; the
+    row's steps and wall time are both stages', its curve starts after the MLM stage."""
+    import yaml
+
+    ch = pipeline("cpu_hour")
+    runs = tmp_path / "runs"
+    assert ch.main(["--dry-run", "--rows", "caduceus_mlm_mdlm", "--results", str(tmp_path / "res"),
+                    "--out-dir", str(runs), "--stem", "two"]) == 0
+    (row,) = json.loads((tmp_path / "res" / "two.json").read_text())["rows"]
+    mlm = yaml.safe_load((runs / "caduceus_mlm_mdlm_mlm" / "config.yaml").read_text())
+    mdlm = yaml.safe_load((runs / "caduceus_mlm_mdlm" / "config.yaml").read_text())
+    assert mlm["objective"]["name"] == "mlm" and mdlm["objective"]["name"] == "mdlm"
+    assert mdlm["model"]["init_from"] == str(runs / "caduceus_mlm_mdlm_mlm" / "model") == row["mlm_stage"]["model_dir"]
+    assert mlm["data"]["max_n_frac"] == mdlm["data"]["max_n_frac"] == 1.0
+    # a dry run's budget, 0.5 min (its 2 steps end each stage first): a quarter for the MLM stage, the rest after
+    assert (mlm["train"]["max_minutes"], mdlm["train"]["max_minutes"]) == (0.125, 0.375)
+    assert row["steps"] == row["mlm_stage"]["step"] + 2 and row["mlm_stage"]["step"] == 2
+    assert row["train_wall_seconds"] >= row["mlm_stage"]["wall_seconds"]
+    assert row["curve"] and min(p["wall_seconds"] for p in row["curve"]) > row["mlm_stage"]["wall_seconds"]
+    assert min(p["step"] for p in row["curve"]) >= row["mlm_stage"]["step"]
+
+
 def test_cpu_hour_bad_options_are_one_line_errors(capsys):
     ch = pipeline("cpu_hour")
     assert ch.main(["--rows", "nope"]) == 2
