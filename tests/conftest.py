@@ -16,6 +16,7 @@ the default run sees exactly what a bare clone sees.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,9 @@ os.environ["OMP_NUM_THREADS"] = "1"
 # imported; a test module that imports it earlier would otherwise make a missing data set wait ~20 s on
 # retries (tests/test_text_data.py's lm1b error after tests/test_text_local_copy.py).
 os.environ["HF_DATASETS_OFFLINE"] = os.environ["HF_HUB_OFFLINE"] = "1"
+# dnadiff's cache folder (genome copies and indexes, run locks, stored embeddings): a fresh one per test
+# session, so no test reads what an earlier session (or the user) left there, and none writes to ~/.cache.
+os.environ["DNADIFF_CACHE"] = tempfile.mkdtemp(prefix="dnadiff-test-cache-")
 
 
 @pytest.fixture(autouse=True)

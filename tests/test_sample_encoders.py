@@ -180,6 +180,80 @@ def test_metrics_command_embedder_and_classifier(tmp_path, capsys):
     assert not (tmp_path / "o4").exists() and not (tmp_path / "o9").exists()
 
 
+def test_stored_reference_embeddings_are_read_back_not_recomputed(tmp_path, caplog):
+    """persist=True vectors go to the .npz store; a new Embedder on the same store reads them (exactly)
+    instead of running the model; samples (persist=False) are not stored; a damaged store is rebuilt."""
+    from dnadiff.eval.encoders import fingerprint
+    from dnadiff.heads.saved import save_classifier_dir
+
+    rng = random.Random(7)
+    ref, smp = [_rand(40, rng) for _ in range(5)], [_rand(40, rng) for _ in range(2)]
+    store = tmp_path / "cache" / "emb.npz"
+    first = Embedder(_classifier(seed=3), batch_size=2, store=store)
+    want = first(ref, persist=True)
+    first(smp)
+    with np.load(store) as z:
+        assert len(z["keys"]) == 5 and np.array_equal(z["vectors"], want)  # the reference only
+
+    second = Embedder(_classifier(seed=3), batch_size=2, store=store)
+    second._embed = lambda seqs, progress: (_ for _ in ()).throw(AssertionError(f"embedded {len(seqs)}"))
+    assert np.array_equal(second(ref[::-1], persist=True), want[::-1]) and second.store_hits == 5
+    with pytest.raises(AssertionError, match="embedded 2"):  # the samples were never stored
+        second(smp, persist=True)
+
+    store.write_bytes(b"not an npz")
+    third = Embedder(_classifier(seed=3), batch_size=2, store=store)
+    assert np.allclose(third(ref, persist=True), want, atol=1e-12) and third.store_hits == 0
+    assert "unreadable stored embeddings" in caplog.text
+    with np.load(store) as z:
+        assert len(z["keys"]) == 5
+    # the store's key: the directory's content (retrained weights, another key)
+    a = save_classifier_dir(tmp_path / "a", _classifier(seed=1), ["neg", "pos"])
+    b = save_classifier_dir(tmp_path / "b", _classifier(seed=1), ["neg", "pos"])
+    c = save_classifier_dir(tmp_path / "c", _classifier(seed=2), ["neg", "pos"])
+    assert fingerprint(a) == fingerprint(b) != fingerprint(c)
+
+
+def test_metrics_command_stores_the_reference_embeddings(tmp_path, monkeypatch):
+    """A second `dnadiff metrics --embedder` on the same reference reads its vectors from the cache folder:
+    the same Fréchet distance; --no-embedding-cache neither reads nor writes it."""
+    from dnadiff.commands import metrics as cmd
+    from dnadiff.eval import encoders
+    from dnadiff.heads.saved import save_classifier_dir
+
+    monkeypatch.setenv("DNADIFF_CACHE", str(tmp_path / "cache"))
+    rng = random.Random(8)
+    smp = _write(tmp_path / "s.fa", [(str(i), _rand(48, rng)) for i in range(4)])
+    rf = _write(tmp_path / "r.fa", [(str(i), _rand(48, rng)) for i in range(12)])
+    emb_dir = save_classifier_dir(tmp_path / "emb", _classifier(seed=4), ["neg", "pos"])
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    hits = []
+    real_call = encoders.Embedder.__call__
+
+    def counting(self, seqs, progress=False, persist=False):
+        out = real_call(self, seqs, progress, persist)
+        hits.append(self.store_hits)
+        return out
+
+    monkeypatch.setattr(encoders.Embedder, "__call__", counting)
+    common = [smp, "--reference", rf, "--no-motifs", "--no-plots", "--embedder", str(emb_dir), "--kmax", "2"]
+
+    def distance(name, *extra):
+        assert cmd.run(parser.parse_args(common + ["--out", str(tmp_path / name), *extra])) == 0
+        return json.loads((tmp_path / name / "metrics.json").read_text())["samples"]["frechet"]["distance"]
+
+    d1 = distance("o1")
+    stored = list((tmp_path / "cache" / "embeddings").glob("*.npz"))
+    assert len(stored) == 1 and stored[0].stem == encoders.fingerprint(emb_dir) and max(hits) == 0
+    hits.clear()
+    assert distance("o2") == d1 and max(hits) == 12  # every reference window read back
+    stored[0].unlink()
+    hits.clear()
+    assert distance("o3", "--no-embedding-cache") == pytest.approx(d1, abs=1e-9) and max(hits) == 0
+    assert not stored[0].exists()
+
+
 def test_embedder_of_a_model_directory(tmp_path):
     """A generative model directory embeds by the mean of its backbone features over real positions at
     t = 0; padding a shorter sequence in a batch does not change its embedding."""

@@ -34,7 +34,9 @@ sequences) under a trained dnadiff model: exact for AR models, the bound for dif
 --embedder DIR adds a Fréchet distance between the pooled features of samples and reference under a
 fine-tuned classifier (`dnadiff finetune` OUT/classifier: the vector its head sees) or a dnadiff model
 directory (its backbone's features on the clean sequence, mean-pooled): an in-house number, comparable
-between runs with the same DIR, not with published SFID/FBD values.
+between runs with the same DIR, not with published SFID/FBD values. The reference windows' vectors are
+kept in dnadiff's cache folder under DIR's content hash, so a second call on the same reference embeds
+only the samples (--no-embedding-cache: neither read nor written).
 --classifier CLASSIFIER_DIR scores class-conditional samples (the UDLM protocol): the share of samples
 the held-out classifier assigns to the class they were generated for, taken from --label or from the
 class=NAME of each FASTA header (as `dnadiff sample --class NAME` writes).
@@ -75,6 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated JASPAR matrix ids (e.g. MA0139.2,MA0079.5) instead of all CORE vertebrates")
     g.add_argument("--embedder", default=None,
                    help="a dnadiff classifier or model directory: Fréchet distance of its pooled features (in-house)")
+    g.add_argument("--no-embedding-cache", action="store_true",
+                   help="with --embedder: do not keep the reference windows' vectors in dnadiff's cache folder "
+                        "($DNADIFF_CACHE/embeddings, keyed by the embedder's content hash) nor read them from it")
     g.add_argument("--classifier", default=None,
                    help="a held-out classifier directory: its accuracy on class-conditional samples")
     g.add_argument("--label", default=None,
@@ -135,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             class_index(label, models["classifier"][1]["classes"],
                         "--label" if args.label is not None else f"{args.samples}: class")
     if args.embedder:
-        models["embedder"] = load_embedder(args.embedder, samples[:1])
+        models["embedder"] = load_embedder(args.embedder, samples[:1], store=not args.no_embedding_cache)
     if not args.no_motifs:
         extras["motifs"], motif_settings = motif_extra(args, reference)
     if args.embedder:
@@ -235,21 +240,26 @@ def motif_extra(args: argparse.Namespace, reference: list[str]):
     return fn, scanner_settings(scanner, source)
 
 
-def load_embedder(path: str, probe: list[str]):
+def load_embedder(path: str, probe: list[str], store: bool = True):
     """An Embedder over a classifier directory (its pooled head input) or a dnadiff model directory (its
-    backbone's mean-pooled clean features), tried on one sample so a bad directory fails before the work."""
+    backbone's mean-pooled clean features), tried on one sample so a bad directory fails before the work.
+    store: the reference windows' vectors are kept in dnadiff's cache folder under the directory's content
+    hash (embeddings/HASH.npz), so the next call on the same reference embeds only the samples."""
     from dnadiff.checkpoint import load_for_inference
-    from dnadiff.eval.encoders import BackboneEncoder, Embedder
+    from dnadiff.eval.encoders import BackboneEncoder, Embedder, fingerprint
     from dnadiff.model_dir import is_model_dir
+    from dnadiff.utils import cache_dir
 
     name = os.path.abspath(path)
-    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "classifier.json")) and is_model_dir(path):
+    is_model = os.path.isdir(path) and not os.path.isfile(os.path.join(path, "classifier.json")) and is_model_dir(path)
+    stored = cache_dir("embeddings", f"{fingerprint(path)}.npz") if store and os.path.isdir(path) else None
+    if is_model:
         model = load_for_inference(path)
         if model.tokenizer.kind != "dna":
             raise DnadiffError(f"--embedder {path}: a {model.tokenizer.kind} model, not a DNA one")
-        embedder = Embedder(BackboneEncoder(model.backbone), name=name)
+        embedder = Embedder(BackboneEncoder(model.backbone), name=name, store=stored)
     else:
-        embedder = Embedder(load_classifier(path, "--embedder")[0], name=name)
+        embedder = Embedder(load_classifier(path, "--embedder")[0], name=name, store=stored)
     try:
         embedder(probe)
     except DnadiffError as exc:

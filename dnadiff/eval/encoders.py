@@ -24,13 +24,17 @@ share of samples generated for class c that the classifier assigns to c, beside 
 
 from __future__ import annotations
 
+import hashlib
+import os
+import zipfile
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
 from dnadiff.errors import DnadiffError
-from dnadiff.logs import progress_enabled
+from dnadiff.logs import log, progress_enabled
 from dnadiff.tokenizers.dna import DNATokenizer
 
 NOT_COMPARABLE = ("in-house Fréchet distance under a dnadiff classifier's pooled features; "
@@ -114,16 +118,69 @@ class BackboneEncoder(torch.nn.Module):
         return self.head(pooled / w.sum(1).clamp(min=1.0))  # (B, H)
 
 
+def fingerprint(folder: str | os.PathLike) -> str:
+    """A content hash of a model or classifier directory (every file's relative name and bytes) and of
+    this module's embedding rule: the key of its stored embeddings (retrained weights: another key)."""
+    h = hashlib.sha256(f"dnadiff-embedding-v{EMBEDDING_VERSION}".encode())
+    root = Path(folder)
+    for f in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:32]
+
+
+EMBEDDING_VERSION = 1  # bump when the pooled vector of a directory changes meaning: old stores are ignored
+
+
+def _digest(seq: str) -> str:
+    return hashlib.sha1(seq.encode()).hexdigest()
+
+
 class Embedder:
     """Pooled features of a SequenceClassifier: the vector its head sees (captured by a forward hook on
     `model.head`, averaged over the head calls of one forward, i.e. over strands for ph/ps conjoining).
-    Embeddings are cached per sequence, so the floor's real subsets are not re-embedded."""
+    Embeddings are cached per sequence, so the floor's real subsets are not re-embedded; with `store` (an
+    .npz file, keyed by the embedder's fingerprint) the vectors of sequences embedded with persist=True
+    (the reference windows) are kept on disk for the next process, and read from it instead of the model."""
 
-    def __init__(self, model, batch_size: int = 64, name: str = ""):
+    def __init__(self, model, batch_size: int = 64, name: str = "", store: str | os.PathLike | None = None):
         if not hasattr(model, "head"):
             raise DnadiffError(f"{name or 'embedder'}: not a dnadiff classifier (no head)")
         self.model, self.batch_size, self.name = model.eval(), int(batch_size), name
         self._cache: dict[str, np.ndarray] = {}
+        self.store = Path(store) if store else None
+        self._disk: dict[str, np.ndarray] = self._read_store() if self.store else {}
+        self.store_hits = 0  # sequences read from the store instead of the model (tests, logs)
+
+    def _read_store(self) -> dict[str, np.ndarray]:
+        try:
+            with np.load(self.store, allow_pickle=False) as z:
+                keys, vectors = z["keys"], z["vectors"]
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # damaged: rebuilt, not trusted
+            log.warning("%s: unreadable stored embeddings (%s); embedding again", self.store, exc)
+            return {}
+        if keys.ndim != 1 or vectors.ndim != 2 or len(keys) != len(vectors):
+            log.warning("%s: stored embeddings of the wrong shape; embedding again", self.store)
+            return {}
+        return dict(zip(keys.tolist(), vectors))
+
+    def _write_store(self) -> None:
+        """Atomically (temporary name, then rename): a concurrent reader sees the old or the new file."""
+        import io
+
+        from dnadiff.utils import atomic_write
+
+        buf = io.BytesIO()
+        np.savez(buf, keys=np.array(list(self._disk), dtype="U40"), vectors=np.stack(list(self._disk.values())))
+        try:
+            self.store.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.store, buf.getvalue())
+        except (OSError, DnadiffError) as exc:  # a read-only cache folder costs time, not the result
+            log.warning("%s: cannot store embeddings (%s)", self.store, exc)
 
     @torch.no_grad()
     def _embed(self, seqs: list[str], progress: bool) -> np.ndarray:
@@ -145,12 +202,22 @@ class Embedder:
             handle.remove()
         return np.concatenate(out)
 
-    def __call__(self, seqs: Sequence[str], progress: bool = False) -> np.ndarray:
+    def __call__(self, seqs: Sequence[str], progress: bool = False, persist: bool = False) -> np.ndarray:
+        """(n, D) pooled vectors; persist=True: these sequences' vectors also go to (and come from) the store."""
         seqs = [str(s).upper() for s in seqs]
         todo = list(dict.fromkeys(s for s in seqs if s not in self._cache))
+        if persist and self._disk:
+            for s in todo:
+                if (row := self._disk.get(_digest(s))) is not None:
+                    self._cache[s] = row
+                    self.store_hits += 1
+            todo = [s for s in todo if s not in self._cache]
         if todo:
             for s, row in zip(todo, self._embed(todo, progress)):
                 self._cache[s] = row
+            if persist and self.store:
+                self._disk.update((_digest(s), self._cache[s]) for s in todo)
+                self._write_store()
         return np.stack([self._cache[s] for s in seqs])
 
 
@@ -158,7 +225,7 @@ def frechet_metric(
     embedder: Embedder, samples: Sequence[str], reference: Sequence[str], progress: bool = False
 ) -> dict:
     """The in-house Fréchet distance of samples vs reference under `embedder`, labelled as such."""
-    x, y = embedder(samples, progress), embedder(reference, progress)
+    x, y = embedder(samples, progress), embedder(reference, progress, persist=True)  # the reference: stored
     return {"distance": frechet_from_embeddings(x, y), "dim": int(x.shape[1]), "embedder": embedder.name,
             "note": NOT_COMPARABLE}
 
