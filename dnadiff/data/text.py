@@ -34,6 +34,7 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 from dnadiff.data.text_sources import SPLITS, DocSource, TextOptions, split_sources
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.text import tokenizer_digest
+from dnadiff.utils import cache_dir
 
 CACHE_VERSION = 1
 
@@ -130,11 +131,6 @@ def cache_key(tokenizer, seq_len: int, opts: TextOptions, source_description: di
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def default_cache_dir() -> str:
-    root = os.environ.get("DNADIFF_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "dnadiff")
-    return os.path.join(root, "text")
-
-
 class TokenBlockDataset(Dataset):
     """Fixed-length rows held as int32/uint8 arrays (memory-mapped when loaded from the cache)."""
 
@@ -183,7 +179,7 @@ def tokenize_split(source: DocSource, tokenizer, seq_len: int, opts: TextOptions
     key = cache_key(tokenizer, seq_len, opts, source.describe())
     if not opts.cache and key in _MEMO:  # no disk cache: tokenise once per process (the DataModule
         return _MEMO[key]                 # asks for each split separately)
-    folder = Path(opts.cache_dir or default_cache_dir()) / key
+    folder = Path(opts.cache_dir or cache_dir("text")) / key
     ids_path, mask_path = folder / "input_ids.npy", folder / "attention_mask.npy"
     if opts.cache and ids_path.is_file() and mask_path.is_file():
         return TokenBlockDataset(np.load(ids_path, mmap_mode="r"), np.load(mask_path, mmap_mode="r"), tokenizer.pad_id)
