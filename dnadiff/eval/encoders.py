@@ -118,6 +118,9 @@ class BackboneEncoder(torch.nn.Module):
         return self.head(pooled / w.sum(1).clamp(min=1.0))  # (B, H)
 
 
+EMBEDDING_VERSION = 1  # bump when the pooled vector of a directory changes meaning: old stores are ignored
+
+
 def fingerprint(folder: str | os.PathLike) -> str:
     """A content hash of a model or classifier directory (every file's relative name and bytes) and of
     this module's embedding rule: the key of its stored embeddings (retrained weights: another key)."""
@@ -129,9 +132,6 @@ def fingerprint(folder: str | os.PathLike) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()[:32]
-
-
-EMBEDDING_VERSION = 1  # bump when the pooled vector of a directory changes meaning: old stores are ignored
 
 
 def _digest(seq: str) -> str:
