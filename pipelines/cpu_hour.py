@@ -13,6 +13,8 @@ clock on 2 CPU cores, against the best Markov chain on the human chr22 test spli
     # from scratch: MLM for a quarter of the hour, then MDLM from its weights, on windows of any N fraction
     python pipelines/cpu_hour.py --rows caduceus_mlm_mdlm --threads 1 --t-samples 16 \
         --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_mlm_nwin
+    # every row of these tables in one validation-curve PNG (results/cpu_hour_all_valid_curve.png), no training
+    python pipelines/cpu_hour.py --replot cpu_hour,cpu_hour_2h,cpu_hour_nwin,cpu_hour_mlm_nwin
     python pipelines/cpu_hour.py --dry-run            # every row built, trained ~2 steps, scored, plotted (seconds)
     python pipelines/cpu_hour.py --dry-run --sweep caduceus_mdlm
 
@@ -241,6 +243,13 @@ def curve_of(key: str, cfg, run_dir: Path, before_stage: dict | None = None) -> 
                      for p in read_curve(run_dir)]
 
 
+def parent_wall(key: str, cfg) -> float:
+    """Wall seconds of training before a continued row's own (its parent's last curve point); 0 otherwise."""
+    parent = ROWS[key].get("continues")
+    before = read_curve(Path(cfg.out_dir) / parent) if parent else []
+    return before[-1]["wall_seconds"] if before else 0.0
+
+
 def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=None) -> dict:
     """Train a row (a two-stage row: mlm_cfg first, then cfg from its weights) and score it on valid; the
     table's wall time and steps are both stages'."""
@@ -260,8 +269,8 @@ def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=N
            "train_wall_seconds": round(wall, 1),
            "steps": res.metrics["steps"] + (stage["step"] if stage else 0), "parameters": res.metrics["parameters"],
            "valid_bits": valid["bits_per_token"], "valid_bits_se": valid["bits_std_error"],
-           "curve": curve_of(key, cfg, res.run_dir, stage), "config": {"max_minutes": cfg.train.max_minutes,
-                                                              "seq_len": cfg.data.seq_len}}
+           "curve": curve_of(key, cfg, res.run_dir, stage), "wall_before_seconds": parent_wall(key, cfg),
+           "config": {"max_minutes": cfg.train.max_minutes, "seq_len": cfg.data.seq_len}}
     if stage:
         out["mlm_stage"] = stage
     echo(f"{key}: {out['steps']} steps in {wall / 60:.1f} min, valid {out['valid_bits']:.4f} bits/base")
@@ -349,7 +358,8 @@ def plot_curves(rows: list[dict], markov_valid: list[tuple[str, float]], path: P
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for r in rows:
         c = r.get("curve") or []
-        xs = [p["wall_seconds"] / 60 for p in c] + [r["train_wall_seconds"] / 60]
+        # the last point (the row's own valid score) after all its training: a continued row's parent's too
+        xs = [p["wall_seconds"] / 60 for p in c] + [(r.get("wall_before_seconds", 0) + r["train_wall_seconds"]) / 60]
         ys = [p["bits"] for p in c] + [r["valid_bits"]]
         ax.plot(xs, ys, marker=".", label=f"{r['row']} ({r['kind']})")
     for (name, bits), style in zip(markov_valid, ["--", ":", "-."] * 4):
@@ -400,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="train.threads of every row (default: the config's 2)")
     ap.add_argument("--train-only", action="store_true", help=argparse.SUPPRESS)  # a --jobs worker: train, write, exit
     ap.add_argument("--dry-run", action="store_true", help="tiny data, ~2 steps per row, outputs in a temp folder")
+    ap.add_argument("--replot", default=None, metavar="STEM,...",
+                    help="no training: draw the rows of earlier tables (--results/STEM.json) in one validation-curve "
+                         "PNG, --results/{--stem}_valid_curve.png (default stem cpu_hour_all)")
     args = ap.parse_args(argv)
     return common.main_with_dry_run(run, args, __file__, argv, "cpu_hour")
 
@@ -524,9 +537,41 @@ def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> 
             "markov_valid": [(m["row"], m["valid_bits"]) for m in markov], "markov": markov, "versus": versus}
 
 
+def replot(stems: list[str], results: Path, stem: str) -> Path:
+    """One validation-curve PNG of the rows of earlier tables (each row once, by key; the first table's
+    Markov line). A row written before rows recorded wall_before_seconds gets its parent's last curve point
+    when the parent is among the rows."""
+    from dnadiff.errors import DnadiffError
+
+    rows, markov_valid = {}, []
+    for name in stems:
+        f = results / f"{name}.json"
+        try:
+            summary = json.loads(f.read_text())
+        except (OSError, ValueError) as exc:
+            raise DnadiffError(f"--replot {name}: cannot read {f} ({exc})") from None
+        if not isinstance(summary.get("rows"), list):
+            raise DnadiffError(f"--replot {name}: {f} is not a cpu_hour table (no rows)")
+        for r in summary["rows"]:
+            rows.setdefault(r["key"], r)
+        markov_valid = markov_valid or [(m["row"], m["valid_bits"]) for m in summary.get("markov", [])]
+    for key, r in rows.items():
+        parent = rows.get(ROWS.get(key, {}).get("continues"))
+        if "wall_before_seconds" not in r and parent and parent.get("curve"):
+            r["wall_before_seconds"] = parent["curve"][-1]["wall_seconds"]
+    png = results / f"{stem}_valid_curve.png"
+    plot_curves(list(rows.values()), markov_valid, png, "cpu-hour rows: validation")
+    print(f"wrote {png} ({len(rows)} rows: {', '.join(rows)})")
+    return png
+
+
 def run(args, command: str, dry: Path | None) -> int:
     from dnadiff.utils import atomic_write, format_table, write_json
 
+    if args.replot:
+        results = Path(args.results) if args.results else (dry / "results" if dry else REPO / "results")
+        replot([t for t in args.replot.split(",") if t], results, args.stem or "cpu_hour_all")
+        return 0
     keys = check_args(args)
     s = run_settings(args, dry)
     stem = args.stem or (f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour")

@@ -58,6 +58,12 @@ def test_cpu_hour_continued_row_starts_from_its_parent(tmp_path, capsys):
     parent, child = summary["rows"]
     assert child["key"] == "caduceus_mdlm_nwin" and child["curve"][:len(parent["curve"])] == parent["curve"]
     assert child["curve"][-1]["wall_seconds"] > parent["curve"][-1]["wall_seconds"]
+    assert child["wall_before_seconds"] == parent["curve"][-1]["wall_seconds"] and parent["wall_before_seconds"] == 0
+    # --replot: the rows of one or more tables in one PNG, no training; a missing table is a one-line error
+    assert ch.main(["--replot", "nwin", "--results", str(tmp_path / "res"), "--stem", "again"]) == 0
+    assert (tmp_path / "res" / "again_valid_curve.png").stat().st_size > 1000
+    assert ch.main(["--replot", "nwin,none", "--results", str(tmp_path / "res")]) == 2
+    assert "--replot none: cannot read" in capsys.readouterr().err
     import yaml
 
     cfg = yaml.safe_load((runs / "caduceus_mdlm_nwin" / "config.yaml").read_text())
