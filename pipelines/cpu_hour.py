@@ -62,7 +62,8 @@ How the settings were chosen (valid split only; `--sweep ROW` reruns a sweep):
     per candidate on idle cores before trusting them (SWEEP has the L128 variants of both).
   - lr 3e-3 constant (no cosine: the step count a wall-clock budget reaches is not known in advance,
     and a cosine over max_steps would never decay), EMA 0.999 (0.99 in the 300-step runs);
-  - MDLM from scratch, not MLM -> MDLM: a two-stage recipe halves each stage's hour (not swept);
+  - MDLM from scratch in the shipped row; the two-stage row caduceus_mlm_mdlm (MLM a quarter of the hour,
+    all windows) measured later: a tie with Markov like the rest (results/cpu_hour_mlm_nwin.md);
     no time conditioning (Caduceus has none; the MDLM paper's DNA models neither);
   - eval: K = 4 stratified t-samples per window for the MDLM bound (dnadiff/eval/perplexity.py,
     stratify_repeats: one t per quarter of [t_min, 1] in each window): the same bound, less MC noise;
