@@ -15,7 +15,9 @@ the default run sees exactly what a bare clone sees.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -38,6 +40,7 @@ os.environ["HF_DATASETS_OFFLINE"] = os.environ["HF_HUB_OFFLINE"] = "1"
 # dnadiff's cache folder (genome copies and indexes, run locks, stored embeddings): a fresh one per test
 # session, so no test reads what an earlier session (or the user) left there, and none writes to ~/.cache.
 os.environ["DNADIFF_CACHE"] = tempfile.mkdtemp(prefix="dnadiff-test-cache-")
+atexit.register(shutil.rmtree, os.environ["DNADIFF_CACHE"], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
