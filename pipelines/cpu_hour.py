@@ -233,22 +233,17 @@ def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: 
     return load_config(RunConfig, row["config"], over)
 
 
-def curve_of(key: str, cfg, run_dir: Path, before_stage: dict | None = None) -> list[dict]:
-    """A row's validation curve; a continued row's starts with its parent's and its own points follow at the
-    parent's last step and wall clock plus theirs (the plot shows the row's whole training). A two-stage
-    row's MDLM points follow its MLM stage's steps and wall clock (that stage has no bits/base to draw)."""
+def curve_of(key: str, cfg, run_dir: Path, before_stage: dict | None = None) -> tuple[list[dict], float]:
+    """A row's validation curve and the wall seconds of its parent's training before it (0 unless continued).
+    A continued row's curve starts with its parent's and its own points follow at the parent's last step and
+    wall clock plus theirs (the plot shows the row's whole training). A two-stage row's MDLM points follow
+    its MLM stage's steps and wall clock (that stage has no bits/base to draw; its time is in the row's)."""
     parent = ROWS[key].get("continues")
     before = read_curve(Path(cfg.out_dir) / parent) if parent else []
     last = before[-1] if before else (before_stage or {"step": 0, "wall_seconds": 0.0})
-    return before + [{**p, "step": p["step"] + last["step"], "wall_seconds": p["wall_seconds"] + last["wall_seconds"]}
-                     for p in read_curve(run_dir)]
-
-
-def parent_wall(key: str, cfg) -> float:
-    """Wall seconds of training before a continued row's own (its parent's last curve point); 0 otherwise."""
-    parent = ROWS[key].get("continues")
-    before = read_curve(Path(cfg.out_dir) / parent) if parent else []
-    return before[-1]["wall_seconds"] if before else 0.0
+    own = [{**p, "step": p["step"] + last["step"], "wall_seconds": p["wall_seconds"] + last["wall_seconds"]}
+           for p in read_curve(run_dir)]
+    return before + own, (before[-1]["wall_seconds"] if before else 0.0)
 
 
 def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=None) -> dict:
@@ -266,11 +261,12 @@ def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=N
     res = train(cfg, overwrite=True)
     wall = time.time() - t0
     valid = score(res.model_dir, "valid", valid_windows, t_samples)
+    curve, wall_before = curve_of(key, cfg, res.run_dir, stage)
     out = {"key": key, "model_dir": str(res.model_dir), "valid_windows": valid_windows,
            "train_wall_seconds": round(wall, 1),
            "steps": res.metrics["steps"] + (stage["step"] if stage else 0), "parameters": res.metrics["parameters"],
            "valid_bits": valid["bits_per_token"], "valid_bits_se": valid["bits_std_error"],
-           "curve": curve_of(key, cfg, res.run_dir, stage), "wall_before_seconds": parent_wall(key, cfg),
+           "curve": curve, "wall_before_seconds": wall_before,
            "config": {"max_minutes": cfg.train.max_minutes, "seq_len": cfg.data.seq_len}}
     if stage:
         out["mlm_stage"] = stage

@@ -399,20 +399,17 @@ def render(args, command: str, wall: float, size: dict, data: dict, notes: list[
 
 
 def run(args, command: str, dry: Path | None) -> int:
+    from dnadiff.errors import DnadiffError
     from dnadiff.utils import atomic_write, format_table, write_json
 
     size, minutes, models_dir = run_sizes(args, dry)
     mdlm_rows = [r.strip() for r in args.mdlm_rows.split(",") if r.strip()]
     unknown = sorted(set(mdlm_rows) - {r[0] for r in MDLM_SAMPLERS})
     if unknown:
-        from dnadiff.errors import DnadiffError
-
         raise DnadiffError(f"--mdlm-rows: unknown row(s) {', '.join(map(repr, unknown))}; rows: "
                            f"{', '.join(r[0] for r in MDLM_SAMPLERS)}")
     parse_row_seeds(args.row_seeds, None)
     if args.embedder and not Path(args.embedder).is_dir():
-        from dnadiff.errors import DnadiffError
-
         raise DnadiffError(f"--embedder {args.embedder}: not a folder (a classifier or model directory)")
     stem = Path(args.out or REPO / "results" / ("sample_quality_cpu" + ("_quick" if args.quick else "")))
     work = Path(args.work_dir) if args.work_dir else (dry if dry else REPO / "runs" / stem.name)
