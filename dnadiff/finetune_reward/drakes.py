@@ -49,12 +49,14 @@ def combine(reward: Tensor, kl: Tensor, kl_weight: float) -> Tensor:
 def drakes_loss(denoiser: Callable, pretrained: Callable, soft_reward: Callable[[Tensor], Tensor], grid: Grid,
                 mask_id: int, x_init: Tensor, vocab_size: int, kl_weight: float, *, truncate_steps: int | None = None,
                 temperature: float = 1.0, straight_through: bool = True, noise: list | None = None,
-                generator: torch.Generator | None = None) -> LossOutput:
-    """The DRAKES loss on one batch of trajectories started from x_init (Long[B, L])."""
+                generator: torch.Generator | None = None, recompute: bool = True) -> LossOutput:
+    """The DRAKES loss on one batch of trajectories started from x_init (Long[B, L]); `recompute`:
+    activation checkpointing of each step's denoiser calls (trajectory.py; same gradient, less memory)."""
     if not kl_weight > 0:
         raise ValueError(f"kl_weight must be > 0, got {kl_weight}")
     ro = rollout(denoiser, pretrained, grid, mask_id, x_init, vocab_size, temperature=temperature,
-                 straight_through=straight_through, grad_steps=truncate_steps, noise=noise, generator=generator)
+                 straight_through=straight_through, grad_steps=truncate_steps, noise=noise, generator=generator,
+                 recompute=recompute)
     reward = soft_reward(ro.onehot).double().reshape(-1)  # (B,): r at the sample, gradient of the relaxation
     loss = combine(reward, ro.kl, kl_weight)
     return LossOutput(loss=loss, reward=reward.detach(), kl=ro.kl.detach(), rollout=ro)

@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.finetune_reward.drakes import LossOutput
-from dnadiff.finetune_reward.trajectory import Grid, masked_log_probs, rollout, step_kl
+from dnadiff.finetune_reward.trajectory import Grid, log_probs, masked_log_probs, rollout, step_kl
 
 ADVANTAGES = ("center", "std")
 
@@ -91,9 +91,11 @@ def group_advantage(values: Tensor, group_size: int, mode: str = "center") -> Te
     return adv.reshape(values.shape)
 
 
-def step_terms(denoiser: Callable, pretrained: Callable, grid: Grid, mask_id: int,
-               batch: GroupBatch) -> tuple[Tensor, Tensor]:
-    """(log π_θ of each step's decisions, per-step KL), both Float64[B, T] with gradients w.r.t. θ."""
+def step_terms(denoiser: Callable, pretrained: Callable, grid: Grid, mask_id: int, batch: GroupBatch, *,
+               recompute: bool = True) -> tuple[Tensor, Tensor]:
+    """(log π_θ of each step's decisions, per-step KL), both Float64[B, T] with gradients w.r.t. θ.
+    `recompute`: each step's denoiser activations are recomputed in the backward pass, not kept
+    (trajectory.log_probs); the pretrained model runs without a graph."""
     logps, kls = [], []
     for i in range(grid.steps):
         x_t, x_s = batch.states[i], batch.states[i + 1]
@@ -105,7 +107,7 @@ def step_terms(denoiser: Callable, pretrained: Callable, grid: Grid, mask_id: in
             continue
         t = grid.times[i].expand(x_t.shape[0]).to(x_t.device).float()
         unmask = grid.unmask_prob(i)
-        log_p = masked_log_probs(denoiser(x_t, t), mask_id)  # (B, L, V)
+        log_p = log_probs(denoiser, x_t, None, t, mask_id, recompute=recompute)  # (B, L, V)
         with torch.no_grad():
             log_pre = masked_log_probs(pretrained(x_t, t), mask_id)
         newly = masked & (x_s != mask_id)
@@ -117,11 +119,11 @@ def step_terms(denoiser: Callable, pretrained: Callable, grid: Grid, mask_id: in
 
 def policy_gradient_loss(denoiser: Callable, pretrained: Callable, grid: Grid, mask_id: int, batch: GroupBatch,
                          kl_weight: float, group_size: int, *, clip: float = 0.2,
-                         advantage: str = "center") -> LossOutput:
+                         advantage: str = "center", recompute: bool = True) -> LossOutput:
     """The clipped-ratio loss of one update on `batch` (module docstring)."""
     if not kl_weight > 0:
         raise ValueError(f"kl_weight must be > 0, got {kl_weight}")
-    logp, kl_steps = step_terms(denoiser, pretrained, grid, mask_id, batch)
+    logp, kl_steps = step_terms(denoiser, pretrained, grid, mask_id, batch, recompute=recompute)
     ratio = (logp - batch.old_logp.to(logp)).exp()  # (B, T)
     kl_fixed = kl_steps.detach()
     to_go = kl_fixed.flip(1).cumsum(1).flip(1) - kl_fixed  # C_j = Σ_{i > j} KL_i

@@ -31,6 +31,14 @@ transitions differ only in their unmasking part:
 KL, summed over the masked positions and the T steps, at the states of a trajectory sampled from the
 fine-tuned model; its expectation is the trajectory KL (an upper bound of KL(p_θ(x0) ‖ p_pre(x0))).
 It is computed with gradient (w.r.t. θ) at every step, the states of the truncated steps held fixed.
+
+Memory (`recompute`, default on): each step's denoiser call runs under activation checkpointing
+(torch.utils.checkpoint, non-reentrant): the forward keeps only the step's inputs and its output
+log-probabilities, the backward recomputes the network's activations one step at a time. Memory then
+grows with steps × batch × length × vocabulary (the B·L·V float64 tensors of each step), not with the
+network's activations; the gradient is the same (tests/test_reward_finetune_recompute.py). The
+pretrained model needs a graph only at the live steps of a relaxed state (the KL's dependence on the
+state, through p_pre); everywhere else it runs under no_grad.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.finetune_reward.soft_input import call_soft
@@ -81,6 +90,23 @@ def masked_log_probs(logits: Tensor, mask_id: int) -> Tensor:
     logits = logits.double().clone()
     logits[..., mask_id] = NEG_INF
     return logits.log_softmax(-1)
+
+
+def log_probs(model: Callable, x: Tensor, onehot: Tensor | None, t: Tensor, mask_id: int, *,
+              recompute: bool = True) -> Tensor:
+    """masked_log_probs of `model` at x (relaxed one-hot `onehot`, or None: the ids), Float64[B, L, V].
+
+    With gradients enabled and `recompute`, under activation checkpointing: the network's activations
+    are not kept but recomputed in the backward pass (same values and gradients). Without gradients
+    enabled, a plain call (no graph)."""
+
+    def run(*soft: Tensor) -> Tensor:
+        return masked_log_probs(call_soft(model, x, soft[0] if soft else None, t), mask_id)
+
+    args = () if onehot is None else (onehot,)
+    if recompute and torch.is_grad_enabled():
+        return checkpoint(run, *args, use_reentrant=False)
+    return run(*args)
 
 
 def step_kl(log_p: Tensor, log_pre: Tensor, masked: Tensor, unmask: float) -> Tensor:
@@ -124,11 +150,13 @@ class Rollout:
 
 def rollout(denoiser: Callable, pretrained: Callable | None, grid: Grid, mask_id: int, x_init: Tensor, vocab_size: int,
             *, temperature: float = 1.0, straight_through: bool = True, grad_steps: int | None = None,
-            noise: list | None = None, generator: torch.Generator | None = None, record: bool = False) -> Rollout:
+            noise: list | None = None, generator: torch.Generator | None = None, record: bool = False,
+            recompute: bool = True) -> Rollout:
     """Run the sampler from x_init (Long[B, L], mask_id where free) with Gumbel draws.
 
     grad_steps K: the last K steps carry gradients (None: all). `pretrained`: the frozen model the KL
     is taken to (None: no KL). `noise`: Gumbel noise per step to replay (else drawn from `generator`).
+    `recompute`: activation checkpointing of each step's denoiser calls (module docstring).
     """
     T = grid.steps
     K = T if grad_steps is None else max(0, min(int(grad_steps), T))
@@ -140,11 +168,13 @@ def rollout(denoiser: Callable, pretrained: Callable | None, grid: Grid, mask_id
         masked = x == mask_id  # (B, L)
         t = grid.times[i].expand(x.shape[0]).to(x.device)
         state_in = onehot if live else None  # truncated steps: the plain call on the ids
-        log_p = masked_log_probs(call_soft(denoiser, x, state_in, t.float()), mask_id)  # (B, L, V)
+        log_p = log_probs(denoiser, x, state_in, t.float(), mask_id, recompute=recompute)  # (B, L, V)
         unmask, stay = grid.unmask_prob(i), grid.stay_prob(i)
         if pretrained is not None:
-            with torch.set_grad_enabled(torch.is_grad_enabled() and live):
-                log_pre = masked_log_probs(call_soft(pretrained, x, state_in, t.float()), mask_id)
+            # a graph only through a state that carries gradients (the pretrained weights are frozen)
+            state_graph = state_in is not None and state_in.requires_grad
+            with torch.set_grad_enabled(torch.is_grad_enabled() and state_graph):
+                log_pre = log_probs(pretrained, x, state_in, t.float(), mask_id, recompute=recompute)
             kls.append(step_kl(log_p, log_pre, masked, unmask))
         log_q = log_p + math.log(unmask)  # (B, L, V)
         stay_col = torch.full_like(log_q[..., :1], math.log(stay) if stay > 0 else NEG_INF)
@@ -172,4 +202,4 @@ def rollout(denoiser: Callable, pretrained: Callable | None, grid: Grid, mask_id
                    logp=torch.stack(logps, 1) if record else None, noise=used)
 
 
-__all__ = ["Grid", "Rollout", "make_grid", "masked_log_probs", "step_kl", "gumbel_noise", "rollout"]
+__all__ = ["Grid", "Rollout", "make_grid", "log_probs", "masked_log_probs", "step_kl", "gumbel_noise", "rollout"]
