@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
             args.overrides = list(args.overrides or []) + extra
         else:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            unrecognized(getattr(args, "_parser", None) or parser, extra)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
@@ -169,6 +169,26 @@ def print_config(args: argparse.Namespace) -> int:
     """`--print-config`: what the command would run with, as YAML on stdout; nothing is run or written."""
     import yaml
 
+def unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
+    """Unknown arguments: the usage of the command they were given to (a subcommand's, not the top
+    level's) and, for a misspelt option, the closest one it has (`--lenght` -> `--length`). Exits 2."""
+    import difflib
+
+    options = [s for action in parser._actions for s in action.option_strings]
+    hints = []
+    for word in extra:
+        name = word.split("=", 1)[0]
+        if name.startswith("-") and name not in options:
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            hints += [(name, close[0])] if close else []
+    hint = ""
+    if len(hints) == 1:
+        hint = f"; did you mean {hints[0][1]}?"
+    elif hints:
+        hint = f"; did you mean {', '.join(f'{b} for {a}' for a, b in hints)}?"
+    parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
     if args._resolved is None:
         raise DnadiffError(f"dnadiff {args.command}: --print-config is not available")
     sys.stdout.write(yaml.safe_dump(args._resolved(args), sort_keys=False, allow_unicode=True))
@@ -180,4 +200,4 @@ if __name__ == "__main__":  # python -m dnadiff.cli
 
 
 __all__ = ["COMPUTE_COMMANDS", "HelpFormatter", "SUBCOMMANDS", "build_parser", "fill_lists", "main", "start_threads",
-           "thread_count"]
+           "thread_count", "unrecognized"]

@@ -410,7 +410,25 @@ def resolve_config_path(path: str | os.PathLike) -> str:
     for candidate in (os.path.join(CONFIG_ROOT, path), os.path.join(CONFIG_ROOT, path + ".yaml")):
         if os.path.isfile(candidate):
             return candidate
-    raise DnadiffError(f"{path}: config file not found")
+    raise DnadiffError(f"{path}: config file not found{closest_configs(path)}")
+
+
+def closest_configs(name: str) -> str:
+    """For a config name that is no file: the closest names `dnadiff configs` lists (difflib), as a hint."""
+    import difflib
+
+    names = sorted(os.path.relpath(os.path.join(d, f), CONFIG_ROOT)[:-5] for d, _, files in os.walk(CONFIG_ROOT)
+                   for f in files if f.endswith(".yaml"))
+    typed = str(name)[:-5] if str(name).endswith(".yaml") else str(name)
+    close = difflib.get_close_matches(typed, names, n=3, cutoff=0.6)
+    by_base = {}
+    for n in names:  # `tiny_dna_mdlm` for experiments/tiny_dna_mdlm: compare the last part alone too
+        by_base.setdefault(os.path.basename(n), []).append(n)
+    for base in difflib.get_close_matches(os.path.basename(typed), list(by_base), n=3, cutoff=0.6):
+        close += [n for n in by_base[base] if n not in close]
+    if not close:
+        return " (`dnadiff configs` lists the shipped configs)"
+    return f"; closest shipped configs: {', '.join(close[:3])} (`dnadiff configs` lists them all)"
 
 
 def _read_yaml(path: str) -> dict[str, Any]:
@@ -457,10 +475,11 @@ def _default_group(entry: str) -> str:
 
 
 def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = (),
-                   groups: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """A YAML config as the list of mappings to merge, in order: the files listed under its
+                   groups: dict[str, str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """A YAML config as the list of (file, mapping) to merge, in order: the files listed under its
     `defaults:` key (names relative to the file's folder or the shipped configs/), then the file.
 
+    The file of each mapping names it in the errors of merging (an unknown key, a wrong type).
     `groups` ({"model": "caduceus_tiny"}, the command line's group selections) replaces the
     defaults of the same group folder and goes after the file itself."""
     path = resolve_config_path(path)
@@ -470,7 +489,7 @@ def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = (),
     defaults = data.pop("defaults", None) or []
     if not isinstance(defaults, list):
         raise DnadiffError(f"{path}: `defaults` must be a list of config names")
-    layers: list[dict[str, Any]] = []
+    layers: list[tuple[str, dict[str, Any]]] = []
     for name in defaults:
         if groups and _default_group(name) in groups:
             continue  # replaced by the command line's selection
@@ -479,7 +498,7 @@ def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = (),
         if not os.path.isfile(target) and os.path.isfile(target + ".yaml"):
             target += ".yaml"
         layers += load_yaml_tree(target, _seen + (path,))
-    layers.append(data)
+    layers.append((path, data))
     for group, name in (groups or {}).items():
         layers += load_yaml_tree(_group_file(group, name, path), _seen + (path,))
     return layers
@@ -513,13 +532,16 @@ def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] 
     given = parse_overrides(dotted)
     if path is not None:
         layers = load_yaml_tree(path, groups=groups)
-        if not any(layers):  # an empty file is a mistake, not "all defaults" (a 1000-step run)
+        if not any(data for _, data in layers):  # an empty file is a mistake, not "all defaults" (a 1000-step run)
             raise DnadiffError(f"{path}: empty config file (no keys)")
     else:
         layers = [layer for g, n in groups.items() for layer in load_yaml_tree(_group_file(g, n, None))]
     node = _schema(cls)
-    for layer in layers:
-        _merge_into(node, layer, "")
+    for source, layer in layers:
+        try:
+            _merge_into(node, layer, "")
+        except DnadiffError as exc:  # name the file the key or value came from
+            raise DnadiffError(f"{source}: {exc}") from None
     _merge_into(node, given, "")
     obj = _to_object(cls, node)
     for name in OPTION_CHECKS.names():  # the registries' option schemas (dnadiff.config_options)

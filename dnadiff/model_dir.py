@@ -201,7 +201,7 @@ def _check_dir(path: Path) -> None:
     if not path.is_dir():
         raise DnadiffError(f"{path}: expected a model directory, got a file")
     if not (path / CONFIG_FILE).is_file() and legacy_config_file(path) is None:
-        raise DnadiffError(f"{path}: missing {CONFIG_FILE} (not a dnadiff model directory)")
+        raise DnadiffError(f"{path}: missing {CONFIG_FILE} (not a dnadiff model directory{what_it_is(path)})")
     if not (path / WEIGHTS_FILE).is_file():
         pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
         if pickles:
@@ -209,6 +209,21 @@ def _check_dir(path: Path) -> None:
                 f"{path}: missing {WEIGHTS_FILE}; refusing to unpickle {pickles[0]} (pickles can run code)"
             )
         raise DnadiffError(f"{path}: missing {WEIGHTS_FILE}")
+
+
+def what_it_is(path: Path) -> str:
+    """For a folder that is not a model directory, what it is when dnadiff wrote it: a run directory
+    (`dnadiff train`: its model is RUN/model), a classifier directory or a `dnadiff finetune` output
+    folder (classifiers of sequences, not generative models). Empty when it is none of these."""
+    if is_model_dir(path / "model"):
+        return f"; it is a run directory, its model directory is {path / 'model'}"
+    if (path / "classifier.json").is_file():
+        return ("; it is a classifier directory written by `dnadiff finetune`: it scores sequences (`dnadiff "
+                "design --reward classifier:DIR`, `dnadiff metrics --classifier DIR`) but cannot generate them")
+    if (path / "classifier" / "classifier.json").is_file():
+        return (f"; it is a `dnadiff finetune` output folder: its classifier is {path / 'classifier'} (it scores "
+                "sequences but cannot generate them)")
+    return ""
 
 
 def _config_from_data(data: dict[str, Any]) -> RunConfig:

@@ -297,6 +297,14 @@ def recover_together(paths: list[str | os.PathLike]) -> None:
         clean_stale_temps(path)
 
 
+def not_found(path: str | os.PathLike, what: str) -> str:
+    """The message for an input file that cannot be opened as one: `P: WHAT not found`, or, when P is an
+    existing folder, `P: a folder, not a WHAT` (a folder exists, so "not found" would mislead)."""
+    if os.path.isdir(path):
+        return f"{path}: a folder, not a {what} (give a file inside it)"
+    return f"{path}: {what} not found"
+
+
 __all__ = ["atomic_path", "atomic_write", "format_duration", "json_text", "write_json", "format_table",
-           "markdown_table", "refuse_existing",
+           "markdown_table", "refuse_existing", "not_found",
            "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]

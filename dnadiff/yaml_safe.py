@@ -30,6 +30,22 @@ def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
     return total
 
 
+def _where_in_text(exc: Exception) -> str:
+    """` at line L, column C` of a YAML syntax error (the problem's mark, else its context's; 1-based)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+def _what_in_text(exc: Exception) -> str:
+    """The problem of a YAML syntax error, with the construct it was in and the line that began it."""
+    problem, context, start = (getattr(exc, k, None) for k in ("problem", "context", "context_mark"))
+    if not problem:
+        return str(exc).splitlines()[0]
+    if context:
+        problem += f" {context}" + (f" that began at line {start.line + 1}" if start is not None else "")
+    return problem
+
+
 def _bounded_safe_load(text: str, where: str) -> Any:
     """yaml.safe_load with a bound on the document size and on alias expansion."""
     import yaml
@@ -45,6 +61,6 @@ def _bounded_safe_load(text: str, where: str) -> Any:
                                "(an alias bomb?); write the values out instead")
         return None if node is None else loader.construct_document(node)  # what safe_load returns
     except yaml.YAMLError as exc:
-        raise DnadiffError(f"{where}: invalid YAML ({str(exc).splitlines()[0]})") from None
+        raise DnadiffError(f"{where}: invalid YAML{_where_in_text(exc)} ({_what_in_text(exc)})") from None
     finally:
         loader.dispose()

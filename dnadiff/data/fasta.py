@@ -24,7 +24,7 @@ from torch.utils.data import Dataset
 from dnadiff.data_root import data_root_hint
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
-from dnadiff.utils import cache_dir
+from dnadiff.utils import cache_dir, not_found
 
 SPLITS = ("train", "valid", "test")
 
@@ -51,7 +51,7 @@ class Genome:
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
         if self.path != "-" and not os.path.isfile(self.path):
-            raise DnadiffError(f"{self.path}: genome FASTA not found{data_root_hint(self.path)}")
+            raise DnadiffError(not_found(self.path, "genome FASTA") + data_root_hint(self.path))
         if self.path != "-":
             self._check_header()
         self.path = seekable_genome(self.path)  # stdin or plain gzip: a bgzip-free copy in the cache
@@ -253,7 +253,7 @@ def read_bed(path: str | os.PathLike, genome: Genome | None = None) -> list[Inte
     """Parse a BED with a split column; every line is validated against the genome."""
     path = str(path)
     if not os.path.isfile(path):
-        raise DnadiffError(f"{path}: BED file not found{data_root_hint(path)}")
+        raise DnadiffError(not_found(path, "BED file") + data_root_hint(path))
     intervals = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):

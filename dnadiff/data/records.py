@@ -10,7 +10,7 @@ from typing import Iterable
 
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
-from dnadiff.utils import atomic_write
+from dnadiff.utils import atomic_write, not_found
 
 
 def read_fasta(path: str | os.PathLike, tokenizer: DNATokenizer | None = None,
@@ -22,7 +22,7 @@ def read_fasta(path: str | os.PathLike, tokenizer: DNATokenizer | None = None,
 
     path = str(path)
     if path != "-" and not os.path.isfile(path):
-        raise DnadiffError(f"{path}: FASTA file not found")
+        raise DnadiffError(not_found(path, "FASTA file"))
     tokenizer = tokenizer or DNATokenizer()
     try:
         if path == "-":  # standard input (plain or gzip)

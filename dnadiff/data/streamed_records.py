@@ -34,6 +34,7 @@ from torch.utils.data import Dataset
 from dnadiff.data.fasta import copy_plain
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
+from dnadiff.utils import not_found
 
 CHUNK = 1 << 14  # bytes read per step of the scan: the spacing of checkpoints
 SEQ_SPACE = b" \t\r\n"  # what Biopython's FASTA parser drops from sequence lines
@@ -59,7 +60,7 @@ class RecordIndex:
         self.path = str(path)
         self.label = "stdin" if self.path == "-" else self.path  # the name errors give
         if self.path != "-" and not os.path.isfile(self.path):
-            raise DnadiffError(f"{self.path}: FASTA file not found")
+            raise DnadiffError(not_found(self.path, "FASTA file"))
         self.tokenizer = tokenizer or DNATokenizer()
         self.names: list[str] = []
         self.lengths: list[int] = []
