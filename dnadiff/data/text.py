@@ -84,14 +84,15 @@ class BlockWrapper:
 
 
 def _encode_batches(tokenizer, docs: Iterator[str], batch: int = 512) -> Iterator[list[int]]:
+    """Whole documents' ids, `batch` documents per tokenizer call (windows are cut by the caller)."""
     buf: list[str] = []
     for d in docs:
         buf.append(d)
         if len(buf) == batch:
-            yield from tokenizer.hf(buf, add_special_tokens=False)["input_ids"]
+            yield from tokenizer.encode_documents(buf)
             buf = []
     if buf:
-        yield from tokenizer.hf(buf, add_special_tokens=False)["input_ids"]
+        yield from tokenizer.encode_documents(buf)
 
 
 def iter_items(source: DocSource, tokenizer, seq_len: int, opts: TextOptions,

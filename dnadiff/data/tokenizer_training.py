@@ -63,6 +63,7 @@ def _build_bert_like(texts: Iterable[str], vocab_size: int, min_frequency: int):
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=BERT_SPECIALS,
         continuing_subword_prefix="##",
+        show_progress=False,  # the Rust trainer's bars: off a terminal, a blank stdout line per stage
     )
     tok.train_from_iterator(texts, trainer)
     # The trainer's id order among equal-count pieces varies from run to run (the piece set does
@@ -92,6 +93,7 @@ def _build_gpt2_like(texts: Iterable[str], vocab_size: int, min_frequency: int):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[GPT2_EOS],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte: no unknown tokens
+        show_progress=False,  # the Rust trainer's bars: off a terminal, a blank stdout line per stage
     )
     tok.train_from_iterator(texts, trainer)
     tok.decoder = decoders.ByteLevel()

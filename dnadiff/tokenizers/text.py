@@ -88,7 +88,14 @@ class TextTokenizer(Tokenizer):
         return sorted(set(int(i) for i in self.hf.all_special_ids))
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        return list(self.hf.encode(text, add_special_tokens=add_special_tokens))
+        return list(self.hf.encode(text, add_special_tokens=add_special_tokens, verbose=False))
+
+    def encode_documents(self, texts: list[str]) -> list[list[int]]:
+        """Ids of whole documents (no special tokens), of any length: the data pipeline packs or cuts
+        them into windows of data.seq_len afterwards. verbose=False: transformers' "Token indices
+        sequence length is longer than the specified maximum sequence length" compares a document
+        with the tokenizer's model_max_length, which no window here reaches."""
+        return self.hf(texts, add_special_tokens=False, verbose=False)["input_ids"]
 
     def decode(self, ids: Sequence[int] | torch.Tensor, skip_special: bool = False) -> str:
         if isinstance(ids, torch.Tensor):
