@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         if args.fasta:
             cfg = replace(cfg, **{"data.fasta": args.fasta, "data.bed": args.bed, "data.kind": "genome"})
         items = build_split_dataset(cfg, model.tokenizer, args.split)
-        source = f"{cfg.data.fasta or 'bundled sample'} [{args.split}]"
+        source = split_label(cfg, args.split)
     if args.max_windows and args.max_windows < len(items):
         idx = np.linspace(0, len(items) - 1, args.max_windows).round().astype(int)
         items = torch.utils.data.Subset(items, sorted(set(int(i) for i in idx)))
@@ -121,6 +121,23 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(out[f"nats_per_{unit}"]):
         raise DnadiffError("the bound is not finite")
     return 0
+
+
+def split_label(cfg, split: str) -> str:
+    """The data a split of the model's config is: `FASTA [test]` (the bundled chr22 sample when the config
+    names none), a benchmark folder, or the text files (or Hub split) of data.text."""
+    kind = cfg.data.kind
+    if kind == "text":
+        from dnadiff.data.text_sources import TextOptions, split_sources
+
+        where = split_sources(TextOptions.from_mapping(cfg.data.text))[split].label()
+    elif kind == "benchmark":
+        where = f"benchmark {cfg.data.benchmark}"
+    elif kind == "genome":
+        where = cfg.data.fasta or "bundled sample"
+    else:
+        where = f"the {kind} data of the model's config"
+    return f"{where} [{split}]"
 
 
 PROBE_MIN_BATCHES = 4  # fewer batches: no time estimate (a one-window probe only checks the inputs)

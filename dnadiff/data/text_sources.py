@@ -149,6 +149,23 @@ class DocSource:
                     yield text
                 i += 1
 
+    def label(self) -> str:
+        """Where this split's documents come from, for a reader: its files (or Hub dataset split) and
+        which part of them (a tail hold-out, data.text.max_docs)."""
+        if self.hf is not None:
+            where = f"{self.hf['name']} {self.hf['split']} split"
+            if self.hf.get("path"):
+                where += f" (local copy {self.hf['path']})"
+        else:
+            where = ", ".join(self.files)
+        if self.part == "head":
+            where += f", all but its last {self.holdout:,} documents"
+        elif self.part == "tail":
+            where += f", its last {self.holdout:,} documents (held out)"
+        if self.opts.max_docs is not None:
+            where += f", at most {self.opts.max_docs:,} documents"
+        return where
+
     def docs(self) -> Iterator[str]:
         """Non-empty, detokenised documents in order."""
         detok = get_detokenizer(self.opts.detokenizer)
