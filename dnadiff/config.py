@@ -114,7 +114,8 @@ class ObjectiveConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    kind: str = "genome"  # genome | text | benchmark (labelled sequences, genomic-benchmarks layout)
+    # genome | text | benchmark (labelled sequences, genomic-benchmarks layout) | dhs (`dnadiff data dhs`)
+    kind: str = "genome"
     root: Optional[str] = None  # data root of the config's relative paths (None: $DNADIFF_DATA, else the bundled data)
     benchmark: Optional[str] = None  # kind=benchmark: folder NAME/{train,test}/CLASS/*.txt
     fasta: Optional[str] = None  # genome FASTA (plain/bgzip); None = the sample bundled in the package

@@ -50,8 +50,14 @@ def check_train_inputs(cfg) -> None:
         from dnadiff.data.benchmarks import resolve_benchmark
 
         resolve_benchmark(data.benchmark or "")
+    elif data.kind == "dhs":
+        from dnadiff.data.dhs import store_dir, stored_meta
+
+        if stored_meta() is None:
+            raise DnadiffError(f"data.kind=dhs: the DHS table is not in {store_dir()}; run `dnadiff data dhs` "
+                               "(offline: `dnadiff data dhs --from dnadiffusion-0.0.0.dev0-py3-none-any.whl`)")
     elif data.kind != "text":
-        raise DnadiffError(f"data.kind: must be genome, text or benchmark, got {data.kind!r}")
+        raise DnadiffError(f"data.kind: must be genome, text, benchmark or dhs, got {data.kind!r}")
     from dnadiff.tokenizers.base import TOKENIZERS, kinds_text
 
     if cfg.tokenizer.kind not in TOKENIZERS:

@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=int, help="window length (default: the model's training length)")
     p.add_argument("--T", type=int, help="discrete-time bound with T steps (diffusion objectives)")
     p.add_argument("--num-samples", type=int, default=1, help="Monte-Carlo time samples per sequence (default 1)")
+    p.add_argument("--stratified", action="store_true",
+                   help="with --num-samples K > 1: one time in each 1/K stratum of [t_min, 1] per window (low-"
+                        "discrepancy; the same bound, less Monte-Carlo variance), as pipelines/cpu_hour.py scores")
     p.add_argument("--quadrature", type=int, help="deterministic Gauss-Legendre t-grid with this many nodes")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-windows", type=int, help="evaluate at most this many windows (evenly spaced)")
@@ -63,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and value <= 0:
             raise DnadiffError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+    if args.stratified and (args.num_samples < 2 or args.T or args.quadrature):
+        raise DnadiffError("--stratified needs --num-samples K > 1 and a continuous-time bound (no --T, no "
+                           f"--quadrature); got --num-samples {args.num_samples}"
+                           + (f" --T {args.T}" if args.T else "") + (f" --quadrature {args.quadrature}"
+                                                                      if args.quadrature else ""))
     if args.fasta == "-" and args.records == "-":
         raise DnadiffError("only one input can be read from stdin (-)")
     if args.out:
@@ -92,8 +100,12 @@ def run(args: argparse.Namespace) -> int:
         idx = np.linspace(0, len(items) - 1, args.max_windows).round().astype(int)
         items = torch.utils.data.Subset(items, sorted(set(int(i) for i in idx)))
     announce(model, items, seq_len, args, source)
+    if args.stratified and not model.objective.needs_time:
+        raise DnadiffError(f"--stratified applies to diffusion models, not {model.config.objective.name!r} "
+                           "(its score has no time to stratify)")
     res = evaluate_model(model, items, T=args.T, num_samples=args.num_samples, quadrature=args.quadrature,
-                         batch_size=args.batch_size, seed=args.seed, progress=progress_enabled())
+                         batch_size=args.batch_size, seed=args.seed, progress=progress_enabled(),
+                         stratify_repeats=args.stratified, per_sequence=True)
     unit = "base" if model.tokenizer.kind == "dna" else "token"
     out = {
         "model": str(args.model_dir), "data": source, "seq_len": seq_len,
@@ -104,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
         f"num_{unit}s": res["num_tokens"], "num_windows": res["num_sequences"], "objective": res["objective"],
         "pad_policy": res["pad_policy"], "T": res["T"],
         "num_samples": res["num_samples"], "quadrature": res["quadrature"],
+        "stratified": res["stratified_repeats"] or None,
+        # per window, in the data's order: what `dnadiff compare A.json B.json` pairs (eval/paired.py)
+        "sequence_nats": res["sequence_nats"], "sequence_tokens": res["sequence_tokens"],
     }
     if unit == "base":
         out["uniform_baseline_bits_per_base"] = 2.0
@@ -112,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
                             if getattr(model.objective, "bos_id", None) is not None
                             else "real positions after each window's first (the first is context)")
     # the table shows what was measured: settings left empty (no --T, no --quadrature) are not columns
-    print(format_table([{k: v for k, v in out.items() if k not in ("model", "data", "ar_scored") and v is not None}]))
+    print(format_table([{k: v for k, v in out.items() if k not in ("model", "data", "ar_scored", *PER_WINDOW)
+                         and v is not None}]))
     if "ar_scored" in out:
         print(f"AR scored: {out['ar_scored']}")
     if args.out:
@@ -140,6 +156,7 @@ def split_label(cfg, split: str) -> str:
     return f"{where} [{split}]"
 
 
+PER_WINDOW = ("sequence_nats", "sequence_tokens")  # JSON only: one value per window
 PROBE_MIN_BATCHES = 4  # fewer batches: no time estimate (a one-window probe only checks the inputs)
 
 
@@ -166,7 +183,7 @@ def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) 
     start = time.perf_counter()
     evaluate_model(model, torch.utils.data.Subset(items, range(min(probe, n))), T=args.T,
                    num_samples=args.num_samples, quadrature=args.quadrature, batch_size=args.batch_size,
-                   seed=args.seed, progress=False)
+                   seed=args.seed, progress=False, stratify_repeats=args.stratified)
     per_batch = time.perf_counter() - start
     if batches < PROBE_MIN_BATCHES:
         log.info("%s", what)
@@ -191,6 +208,6 @@ def resolved_config(args: argparse.Namespace) -> dict:
     if args.fasta:
         changes.update({"data.fasta": args.fasta, "data.bed": args.bed, "data.kind": "genome"})
     out = to_dict(replace(cfg, **changes))
-    out["eval"] = {k: getattr(args, k, None) for k in ("split", "records", "T", "num_samples", "quadrature",
-                                                         "batch_size", "max_windows", "seed", "out")}
+    out["eval"] = {k: getattr(args, k, None) for k in ("split", "records", "T", "num_samples", "stratified",
+                                                         "quadrature", "batch_size", "max_windows", "seed", "out")}
     return out

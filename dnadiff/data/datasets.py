@@ -1,5 +1,6 @@
 """The data set of one split, as a run's config describes it: genome windows (FASTA + BED), the
-labelled sequences of a benchmark folder, or text blocks. Used by training, `dnadiff eval` and the demo."""
+labelled sequences of a benchmark folder or of the DHS table (dhs.py), or text blocks. Used by training,
+`dnadiff eval` and the demo."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from torch.utils.data import Dataset
 
 from dnadiff.config import RunConfig
 from dnadiff.data.benchmarks import LabelledSequences, load_benchmark_split, resolve_benchmark
+from dnadiff.data.dhs import DHSDataset, load_dhs
 from dnadiff.data.fasta import Genome, GenomeWindows, bundled_genome, read_bed
 from dnadiff.data.splits import holdout_split
 from dnadiff.data.text import build_text_datasets
@@ -43,9 +45,11 @@ def build_split_dataset(cfg: RunConfig, tokenizer, split: str, mode: str = "tile
             raise
     if cfg.data.kind == "benchmark":
         return LabelledWindows.from_benchmark(cfg, tokenizer, split)
+    if cfg.data.kind == "dhs":  # the DHS table in dnadiff's cache (`dnadiff data dhs`); labels = cell types
+        return DHSDataset(load_dhs(), split, cfg.data.seq_len, tokenizer)
     if cfg.data.kind == "text":
         return build_text_datasets(cfg.data, tokenizer)[split]
-    raise DnadiffError(f"data.kind: training needs 'genome' or 'text', got {cfg.data.kind!r}")
+    raise DnadiffError(f"data.kind: training needs 'genome', 'benchmark', 'dhs' or 'text', got {cfg.data.kind!r}")
 
 
 class LabelledWindows(Dataset):

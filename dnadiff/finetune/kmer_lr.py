@@ -144,5 +144,5 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
         "wall_s": round(time.time() - t0, 1), "machine": describe_machine(), "config": to_dict(cfg),
     }
     write_json(out / "results.json", result)
-    atomic_write(out / "results.md", results_markdown(result).replace(" lr ", " C ", 1) + "\n")
+    atomic_write(out / "results.md", results_markdown(result) + "\n")
     return result

@@ -67,23 +67,31 @@ def select_on_validation(grid: dict[float, list[dict[str, Any]]], values: Sequen
             "runs": runs, "summary": summary}
 
 
+def hyperparameter(result: dict[str, Any]) -> str:
+    """The name of the value chosen on validation, which a result keeps under `lr`: the learning rate of
+    a neural row, C (inverse L2 strength) of the k-mer LR row (kmer_lr.py)."""
+    return "C" if result.get("backbone") == "kmer_lr" else "lr"
+
+
 def run_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Per-run rows plus a `mean ± range (max−min)` row, for the terminal and markdown tables."""
     from dnadiff.eval.classification import METRICS, RANGE_LABEL, format_range
 
     rows = []
+    param = hyperparameter(result)
     for r in result["runs"]:
-        rows.append({"run": r["run"], "lr": f"{r['lr']:g}", "best_epoch": r["best_epoch"], "val_acc": r["val_acc"],
+        rows.append({"run": r["run"], param: f"{r['lr']:g}", "best_epoch": r["best_epoch"], "val_acc": r["val_acc"],
                      **{m: r["test"][m] for m in METRICS}})
     s = result["summary"]
-    rows.append({"run": f"mean ± {RANGE_LABEL}", "lr": f"{result['selected_lr']:g}", "best_epoch": "",
+    rows.append({"run": f"mean ± {RANGE_LABEL}", param: f"{result['selected_lr']:g}", "best_epoch": "",
                  "val_acc": format_range(s["val_acc"]), **{m: format_range(s[m]) for m in METRICS}})
     return rows
 
 
 def results_markdown(result: dict[str, Any]) -> str:
     head = (f"# {result['name']}: {Path(result['dataset']).name}\n\n"
-            f"{result['protocol']} protocol, {len(result['runs'])} runs, lr {result['selected_lr']:g} "
+            f"{result['protocol']} protocol, {len(result['runs'])} runs, {hyperparameter(result)} "
+            f"{result['selected_lr']:g} "
             f"(chosen on validation from {result['lr_grid']}), {result['num_train']} train / "
             f"{result['num_test']} test, majority baseline {result['majority_baseline']:.3f}, "
             f"wall {result['wall_s']:.0f} s on {result['machine']}\n\n")

@@ -28,6 +28,7 @@ from dnadiff.backbones.base import BACKBONES
 from dnadiff.checkpoint import load_backbone, official_kind
 from dnadiff.config import RunConfig, replace, save_config
 from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
+from dnadiff.data.dhs import CELL_TYPES as DHS_CELL_TYPES
 from dnadiff.data.tokenizer_training import ensure_tokenizer
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
@@ -107,6 +108,11 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
                 raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, "
                                    f"{cfg.data.benchmark} has {len(classes)} classes")
             cfg = replace(cfg, **{"model.class_names": classes})
+        elif cfg.data.kind == "dhs":  # the DHS table's cell types (dnadiff/data/dhs.py), labels 0..3
+            if len(DHS_CELL_TYPES) != cfg.model.num_classes:
+                raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, the DHS data has "
+                                   f"{len(DHS_CELL_TYPES)} cell types ({', '.join(DHS_CELL_TYPES)})")
+            cfg = replace(cfg, **{"model.class_names": list(DHS_CELL_TYPES)})
         overrides.setdefault("cond_dim", 32)
     backbone = build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
     return cfg, wrap_conditional(cfg, backbone)
