@@ -14,7 +14,7 @@ from dnadiff.errors import DnadiffError
 
 # name -> module under dnadiff.commands (every one must import: a broken command is an error)
 SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design", "design-finetune",
-               "data"]
+               "compare", "data"]
 # the commands that compute: each takes --threads (dnadiff/threads.py), applied once at start
 COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design", "design-finetune")
 THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; an explicit N is also exported as "
