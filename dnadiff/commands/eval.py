@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if args.bed:
         read_bed(args.bed)  # a malformed BED fails before any model or genome is touched
     model = load_for_inference(args.model_dir)
+    census = treatment = None  # --records: the letters of the file
     seq_len = args.seq_len or model.config.data.seq_len
     if seq_len <= 0:
         raise DnadiffError(f"--seq-len must be positive, got {seq_len}")
@@ -88,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         # windows read on demand (memory: one window, not the file; --max-windows reads only those)
         items = record_windows(args.records, seq_len, model.tokenizer, model.config.data.mask_n)
         source = args.records
+        census, treatment = items.index.census, non_acgt_treatment(model)
+        line = census.line(items.index.label, treatment)
+        if line:  # IUPAC codes are changed (into N), not only skipped: a warning, shown under --quiet too
+            (log.info if census.only_n() else log.warning)("%s", line)
     else:
         if bool(args.fasta) != bool(args.bed):
             raise DnadiffError("--fasta and --bed go together")
@@ -131,12 +136,24 @@ def run(args: argparse.Namespace) -> int:
                          and v is not None}]))
     if "ar_scored" in out:
         print(f"AR scored: {out['ar_scored']}")
+    if census is not None:  # --records: the bases that were not A/C/G/T (JSON only)
+        out["non_acgt"] = census.as_dict(treatment)
     if args.out:
         write_json(args.out, out)
         log.info("\nwrote %s", args.out)
     if not math.isfinite(out[f"nats_per_{unit}"]):
         raise DnadiffError("the bound is not finite")
     return 0
+
+
+def non_acgt_treatment(model) -> str:
+    """What this evaluation does with a base that is not A/C/G/T: the tokenizer reads every IUPAC code
+    as N; data.mask_n makes N an input that is not scored (unless objective.pad_policy scores padding)."""
+    if not model.config.data.mask_n:
+        return "IUPAC codes read as N; N scored as a token (data.mask_n false)"
+    if getattr(model.objective, "pad_policy", None) == "score" and not model.objective.autoregressive:
+        return "IUPAC codes read as N; N scored as padding (data.mask_n, objective.pad_policy score)"
+    return "IUPAC codes read as N; N not scored (data.mask_n)"
 
 
 def split_label(cfg, split: str) -> str:

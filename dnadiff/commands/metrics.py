@@ -130,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         reference, note = fasta_reference(read_fasta(reference_path), length, args.max_reference_windows)
         if note:
             log.info("reference: %s", note)
+    census = non_acgt_census(args, samples, reference, reference_path)
     labels = sample_labels(sample_records, args.label, args.samples) if args.classifier else None
     extras, models = {}, {}
     if args.classifier:
@@ -168,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
                              **classifier_accuracy(model, meta["classes"], samples, labels)}
     res["files"] = {"samples": "stdin" if args.samples == "-" else os.path.abspath(args.samples),
                     "reference": "stdin" if reference_path == "-" else os.path.abspath(reference_path)}
+    res["non_acgt"] = census  # how many bases were not A/C/G/T, which letters, what was done with them
     if args.oracle:
         res["oracle"] = oracle_perplexity(args.oracle, samples, reference[: len(samples)], args.seed)
     with staged_dir(out_dir) as stage:  # a failure (full disk) leaves no empty or half-written folder
@@ -189,6 +191,29 @@ def run(args: argparse.Namespace) -> int:
         log.info("(no real-vs-real floor: the reference has fewer than 2x the samples' count of sequences/windows)")
     log.info("\nwrote %s", path)
     return 0
+
+
+def non_acgt_census(args: argparse.Namespace, samples: list[str], reference: list[str], reference_path: str) -> dict:
+    """Bases of the samples and of the reference sequences used that are not A/C/G/T: one stderr line per
+    side that has any (a warning when IUPAC codes other than N are among them), the counts for the JSON."""
+    from dnadiff.data.base_census import BaseCensus
+    from dnadiff.logs import log
+
+    treatment = "left out of the k-mer, GC, entropy, Markov, memorisation and motif figures (A/C/G/T only)"
+    if args.embedder or args.classifier or args.oracle:
+        treatment += "; read as N by " + ", ".join(f"--{k}" for k in ("embedder", "classifier", "oracle")
+                                                  if getattr(args, k))
+    out = {}
+    for side, seqs, path in (("samples", samples, args.samples), ("reference", reference, reference_path)):
+        census = BaseCensus.of(seqs)
+        label = "stdin" if path == "-" else path
+        if side == "reference" and args.reference == BUNDLED:
+            label = "the bundled chr22 sample"
+        line = census.line(f"{side} {label}" if side == "reference" else label, treatment)
+        if line:
+            (log.info if census.only_n() else log.warning)("%s", line)
+        out[side] = census.as_dict(treatment)
+    return out
 
 
 def sample_labels(records: list[tuple[str, str]], label: str | None, source: str) -> list[str]:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from dnadiff.data.base_census import BaseCensus
 from dnadiff.data.fasta import copy_plain
 from dnadiff.errors import DnadiffError
 from dnadiff.tokenizers.dna import DNATokenizer
@@ -68,6 +69,7 @@ class RecordIndex:
         self._offsets: list[array] = []  # per record: the file offset of each checkpoint
         self._fh = None
         self._pid = None
+        self.census = BaseCensus()  # letters of every record (how many are not A/C/G/T: read as N)
         self._spool = self._plain_copy()
         self.file = self._spool or self.path
         self._finalizer = weakref.finalize(self, _remove, self._spool) if self._spool else None
@@ -149,6 +151,7 @@ class RecordIndex:
                         if clean:
                             self.tokenizer.encode_array(clean, where=f"{self.label}: record {self.names[-1]!r}",
                                                         offset=bases)
+                            self.census.add(clean)
                             bases += len(clean)
                     if stop < n:
                         self._end_record(bases)
