@@ -261,6 +261,8 @@ def check_samplers(device: str, tiny: bool) -> list[dict]:
     for name in SAMPLERS.names():
         if name == "autoregressive":  # AR decoding needs a causal model (cached Mamba steps)
             sampler, den = build_sampler(name, first_token_ids=[7, 8, 9, 10]), causal
+        elif SAMPLERS.get(name).noise == "uniform":  # udlm: uniform noise over the four bases
+            sampler, den = build_sampler(name, steps=8 if tiny else 128, data_ids=[7, 8, 9, 10]), denoiser
         else:
             sampler, den = build_sampler(name, steps=8 if tiny else 128), denoiser
         draws = []

@@ -204,18 +204,25 @@ class DiffusionModel:
 
     def _generate(self, num, length, sampler, steps, template, generator, return_sampler, label, guidance,
                   rc_symmetric, options):
-        denoiser = self.conditional_denoiser(label, guidance)
+        smp = self.build_sampler(sampler, steps, **options)
+        # uniform noise (udlm) guides at the posterior level (D-CFG): the sampler gets the unconditional model
+        posterior_cfg = label is not None and guidance != 0.0 and hasattr(smp, "with_cfg")
+        denoiser = self.conditional_denoiser(label, 0.0 if posterior_cfg else guidance)
+        uncond = self.conditional_denoiser(None) if posterior_cfg else None
         if rc_symmetric:
             if self.is_autoregressive or getattr(self.tokenizer, "kind", "dna") != "dna":
                 raise DnadiffError("RC-symmetric sampling needs a bidirectional DNA model")
 
             denoiser = _rc(denoiser, self.tokenizer.complement_map(), mask_id=self.tokenizer.mask_id)
+            uncond = uncond if uncond is None else _rc(uncond, self.tokenizer.complement_map(),
+                                                       mask_id=self.tokenizer.mask_id)
+        if uncond is not None:
+            smp.with_cfg(SuppressTokens(uncond, self.banned_ids()), 1.0 + guidance)
         # Samplers put their state where the template and generator live: keep both on the model's device.
         if template is None:
             template = torch.full((num, length), self.tokenizer.mask_id, dtype=torch.long)
         if isinstance(generator, torch.Generator) and torch.device(generator.device).type != self.device.type:
             generator = torch.Generator(device=self.device).manual_seed(generator.initial_seed())
-        smp = self.build_sampler(sampler, steps, **options)
         template = template.to(self.device)
         x = smp.generate(
             SuppressTokens(denoiser, self.banned_ids()), self.schedule, self.tokenizer.mask_id, (num, length),
@@ -237,6 +244,11 @@ class DiffusionModel:
             kind = "an AR model samples only" if self.is_autoregressive else "only AR models sample"
             ar_name = own or SAMPLERS.where(autoregressive=True)[0]
             raise DnadiffError(f"sampler {name!r}: {kind} with {ar_name!r}")
+        noise = self.objective.noise
+        if cls is not None and not cls.autoregressive and cls.noise != noise:
+            fits = " or ".join(n for n in SAMPLERS.where(noise=noise) if not SAMPLERS.get(n).autoregressive)
+            raise DnadiffError(f"sampler {name!r} samples {cls.noise} noise; this {self.objective.name} model "
+                               f"({noise} noise) samples with {fits}")
         opts = dict(self.config.sample.options) if name == self.config.sample.sampler else {}
         opts.update(options)
         if cls is not None and not cls.has_steps:

@@ -32,6 +32,7 @@ OPTIONS = {
     "remdm": {"steps": 6, "eta": 0.3},
     "semi_ar": {"inner": "ancestral", "window": 4, "stride": 2, "inner_options": {"steps": 4}},
     "autoregressive": {"first_token_ids": [0, 1, 2]},
+    "udlm": {"steps": 6, "data_ids": [0, 1, 2]},  # uniform noise over the non-mask tokens
 }
 COMPOSITE = {"semi_ar"}  # runs an inner sampler's loop per window instead of defining step()
 
@@ -53,6 +54,7 @@ def test_declarations_agree():
         obj = OBJECTIVES.get(name)
         if obj.default_sampler is not None:
             assert SAMPLERS.get(obj.default_sampler).autoregressive == obj.autoregressive, name
+            assert obj.autoregressive or SAMPLERS.get(obj.default_sampler).noise == obj.noise, name
     for name in SAMPLERS.where(autoregressive=True):
         assert not SAMPLERS.get(name).guidable and not SAMPLERS.get(name).has_time, name
 

@@ -54,7 +54,8 @@ def _sample(name, den, n=N_SAMPLES, L=3, seed=0, template=None, **opts):
 
 def test_registry_names():
     assert SAMPLERS.names() == sorted(
-        ["ancestral", "cached", "analytic", "first_hitting", "semi_ar", "confidence", "remdm", "autoregressive"]
+        ["ancestral", "cached", "analytic", "first_hitting", "semi_ar", "confidence", "remdm", "autoregressive",
+         "udlm"]
     )
     with pytest.raises(DnadiffError, match="unknown sampler"):
         build_sampler("nope")

@@ -44,8 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="method option, e.g. --option particles=32 --option alpha=0.1 (repeatable)")
     p.add_argument("-n", "--num", type=int, default=4, help="number of designs (default 4)")
     p.add_argument("--length", type=int, default=None, help="length in bases (default: the model's sample.length)")
-    p.add_argument("--sampler", default="ancestral",
-                   help="the masked-diffusion sampler wrapped: {guidable_samplers} (default ancestral)")
+    p.add_argument("--sampler", default=None,
+                   help="the diffusion sampler wrapped: {guidable_samplers} (default: the model's, e.g. "
+                        "ancestral; udlm for udlm models)")
     p.add_argument("--steps", type=int, default=None, help="sampling steps (default: the model config's)")
     p.add_argument("--prefix", default=None, help="fixed sequence at the start")
     p.add_argument("--suffix", default=None, help="fixed sequence at the end")
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     tok = model.tokenizer
     if declared.needs_token_ids:
         options.setdefault("token_ids", list(tok.nucleotide_ids))
-    sampler = model.build_sampler(args.sampler, args.steps)
+    sampler = model.build_sampler(args.sampler or model.objective.default_sampler or "ancestral", args.steps)
     length = req.length(model)
     chosen = default_strength(args.method, reward, length, options, args.reward)  # from the reward's range
     method = build_method(args.method, sampler, reward, **options)  # unknown options: checked by name there

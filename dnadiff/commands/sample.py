@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         options["temperature"] = args.temperature
     if args.top_p != 1.0:
         options["top_p"] = args.top_p
-    sampler_name = args.sampler or (req.cfg.sample.sampler if req.cfg is not None else "ancestral")
+    own = objective.default_sampler if objective is not None else None  # e.g. udlm models: the udlm sampler
+    sampler_name = args.sampler or own or (req.cfg.sample.sampler if req.cfg is not None else "ancestral")
     if autoregressive:  # the model's own decoding: the options it sets are not the user's
         check_sampler_options(objective.default_sampler, options, model_sets=True)
     else:  # and the sampler's own value checks (temperature > 0, ...) before the model loads
@@ -129,15 +130,23 @@ def run(args: argparse.Namespace) -> int:
     bar = None  # opened at the first network call: an early error stays the only line on stderr
     calls = [0, 0]  # network calls in this batch, batches finished
 
+    def where(batch: int, step: int) -> str:
+        """`sampling batch 2/4, step 37/128` (one batch: `sampling step 37/128`): the bar's own count runs
+        over every batch's steps (its rate and time left are the whole run's), so it is not shown."""
+        return f"sampling {f'batch {batch}/{batches}, ' if batches > 1 else ''}step {step}/{steps}"
+
     def on_forward(*_):
         # a batch counts at most `steps` on the bar: the noise-removal pass after the last step (and a
         # guided or strand-averaged sampler's extra calls) never push it past its total
         nonlocal bar
         if bar is None:
-            bar = progress_bar(total=steps * batches, desc="sampling", unit="step")
+            bar = progress_bar(total=steps * batches, desc=where(1, 0), unit="step",
+                               bar_format="{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}, {rate_fmt}]")
         calls[0] += 1
-        done = calls[1] * steps + min(steps, calls[0] // per_step)
+        step = min(steps, calls[0] // per_step)
+        done = calls[1] * steps + step
         if done > bar.n:
+            bar.set_description_str(where(calls[1] + 1, step), refresh=False)
             bar.update(done - bar.n)
 
     hook = model.backbone.register_forward_hook(on_forward)
@@ -156,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             steps_used = max(steps_used, smp.last_steps)
             calls[0], calls[1] = 0, calls[1] + 1  # a sampler that stopped early (all unmasked) finished its batch
             if bar is not None and calls[1] * steps > bar.n:
+                bar.set_description_str(where(calls[1], steps), refresh=False)
                 bar.update(calls[1] * steps - bar.n)
     finally:
         hook.remove()
@@ -197,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         log.info("%s", table)
         return 0
     write_together([(out, body), (stats_path, json_text(stats))])
-    log.info("%s", table)
+    print(table)  # the samples are in a file: the table goes to stdout, as design, eval and metrics print theirs
     log.info("\nwrote %s and %s", out, stats_path)
     return 0
 

@@ -119,6 +119,8 @@ What a model trained with it can do (DiffusionModel, the sample/design/eval comm
     generator: it samples sequences (mlm: False, a model to fine-tune first).
     autoregressive: it samples left to right with `default_sampler`, never with a diffusion sampler.
     discrete_bound: it has the discrete-time bound of `T` (eval --T).
+    noise: the forward process's noise, "mask" (absorbing) or "uniform" (udlm); a model samples only
+        with samplers that declare the same noise.
     """
 
     name = "base"
@@ -128,6 +130,7 @@ What a model trained with it can do (DiffusionModel, the sample/design/eval comm
     autoregressive = False
     default_sampler: str | None = None  # None: the config's sample.sampler
     discrete_bound = False
+    noise = "mask"
 
     @classmethod
     def kwargs_for(cls, cfg, tokenizer) -> dict:

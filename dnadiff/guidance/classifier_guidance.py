@@ -33,6 +33,7 @@ from torch import Tensor
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 from dnadiff.errors import DnadiffError
 from dnadiff.guidance.common import METHODS, GuidedMethod
+from dnadiff.guidance.uniform_guidance import exact_uniform_tilt, gradient_uniform_tilt
 
 
 def tilt_masked(lp: Tensor, shift: Tensor, masked: Tensor) -> Tensor:
@@ -111,13 +112,28 @@ class ClassifierGuidance(GuidedMethod):
         self._reward_rows += used
         return guided
 
+    def posterior_hook(self, state, log_post: Tensor) -> Tensor:
+        """D-CBG for a uniform-noise sampler (`udlm`): the posterior over the data tokens reweighted by the
+        reward of the single-token changes (guidance/uniform_guidance.py); `token_ids` do not apply there."""
+        ids, free = self.sampler.data_ids, ~state.fixed
+        if self.gradient:
+            self._reward_rows += int(state.x.shape[0])
+            return gradient_uniform_tilt(log_post, state.x, free, ids, self.reward, self.scale,
+                                         max(int(state.x.max()) + 1, int(ids.max()) + 1))
+        guided, used = exact_uniform_tilt(log_post, state.x, free, ids, self.reward, self.scale, state.t)
+        self._reward_rows += used
+        return guided
+
     def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, stream):
         smp = self.sampler
-        smp.add_guidance(self.hook)
+        uniform = getattr(smp, "noise", "mask") == "uniform"  # guided at the posterior (D-CBG, §3.2)
+        add, remove, hook = ((smp.add_posterior_guidance, smp.remove_posterior_guidance, self.posterior_hook)
+                             if uniform else (smp.add_guidance, smp.remove_guidance, self.hook))
+        add(hook)
         try:
             state = smp.run(denoiser, schedule, mask_id, x, stream)
         finally:
-            smp.remove_guidance(self.hook)
+            remove(hook)
         return state.x, state.step
 
 

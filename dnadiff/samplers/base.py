@@ -16,6 +16,7 @@ from torch import Tensor
 
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 from dnadiff.errors import DnadiffError
+from dnadiff.logs import progress_bar
 from dnadiff.registry import Registry
 from dnadiff.samplers.output_cache import OutputCache
 from dnadiff.samplers.rng import (  # noqa: F401  (re-exported: the samplers' draws)
@@ -159,6 +160,7 @@ class Sampler:
     autoregressive = False  # left-to-right decoding: the sampler of AR models, and only of them
     guidable = True  # guidance methods can wrap it (one window stepped by `step`)
     any_length = False  # it may generate beyond the backbone's maximum length (semi_ar's windows)
+    noise = "mask"  # the objective noise it samples (Objective.noise): "mask", or "uniform" (samplers/uniform.py)
     model_options: tuple[str, ...] = ()  # options the model sets (`defaults_from`), not the user
 
     @classmethod
@@ -277,9 +279,7 @@ class Sampler:
         state = self.init_state(denoiser, schedule, mask_id, x)
         bar = None
         if self.progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=self.max_steps(state), desc=f"sampling ({self.name})", unit="step", leave=False)
+            bar = progress_bar(total=self.max_steps(state), desc=f"sampling ({self.name})", unit="step", leave=False)
         while not state.done:
             t = self.model_time(state)
             logits = None
