@@ -382,3 +382,31 @@ def test_command_help(capsys):
         main(["data", "dhs", "--help"])
     out = capsys.readouterr().out
     assert exc.value.code == 0 and "--from PATH" in out and "--export-benchmark DIR" in out
+
+
+# ----------------------------------------------------------------------------- dnadiff finetune on `dhs`
+
+
+def test_finetune_splits(stored):
+    rows = fixture_rows()
+
+    def expect(label):
+        return [(CELL_TYPES.index(TAG_CELL[r["TAG"]]), r["sequence"]) for r in rows if r["data_label"] == label]
+
+    train, test = dhs.finetune_splits("dhs")
+    assert train.classes == test.classes == list(CELL_TYPES)
+    assert list(zip(train.labels, train.sequences)) == expect("training")
+    assert list(zip(test.labels, test.sequences)) == expect("test")
+    _, valid = dhs.finetune_splits("dhs:valid")
+    assert list(zip(valid.labels, valid.sequences)) == expect("validation")
+    assert dhs.finetune_splits("benchmarks/human_chr22_repeats") is None
+
+
+def test_finetune_kmer_lr_row_on_dhs(stored, tmp_path, capsys):
+    out = tmp_path / "ft"
+    code = main(["finetune", "finetune/finetune_dhs", "model.backbone=kmer_lr", "protocol.seeds=[0]",
+                 "model.overrides.c_grid=[1.0]", "model.overrides.ks=[3]", "--out", str(out), "-q"])
+    assert code == 0
+    result = json.loads((out / "results.json").read_text())
+    assert result["num_train"] == 100 and result["num_test"] == 100 and result["classes"] == list(CELL_TYPES)
+    assert result["dataset"] == "dhs" and 0.0 <= result["summary"]["accuracy"]["mean"] <= 1.0

@@ -226,6 +226,30 @@ def summary_rows(counts: dict[str, dict[str, int]]) -> list[dict]:
     return rows
 
 
+# ----------------------------------------------------------------------------- fine-tuning splits
+
+FINETUNE_NAMES = {"dhs": "test", "dhs:test": "test", "dhs:valid": "valid"}  # data.dataset -> its test split
+
+
+def finetune_splits(name: str, folder: str | os.PathLike | None = None):
+    """`dnadiff finetune`'s data.dataset `dhs` (= `dhs:test`) or `dhs:valid`: (train, test) as
+    LabelledSequences: train = the training split, test = the test split, or the validation split for
+    `dhs:valid` (choose settings there before the test split is read once). None for any other name."""
+    from dnadiff.data.benchmarks import LabelledSequences
+
+    if name not in FINETUNE_NAMES:
+        return None
+    table = load_dhs(folder)
+    tok = DNATokenizer()
+
+    def part(split: str) -> LabelledSequences:
+        rows = table.indices(split)
+        return LabelledSequences([tok.decode(table.tokens[i]) for i in rows], table.labels[rows].tolist(),
+                                 list(CELL_TYPES), [f"{CELL_TYPES[table.labels[i]]}/{i}" for i in rows])
+
+    return part("train"), part(FINETUNE_NAMES[name])
+
+
 # ----------------------------------------------------------------------------- training items
 
 
@@ -253,5 +277,6 @@ class DHSDataset(Dataset):
         return {"input_ids": self.input_ids[i], "attention_mask": self.attention_mask[i], "labels": self.labels[i]}
 
 
-__all__ = ["CELL_TYPES", "DHSDataset", "DHSTable", "DHS_MEMBER", "DHS_SHA256", "SEQ_LEN", "SPLITS", "TAGS",
-           "load_dhs", "parse_dhs_table", "store_dhs", "store_dir", "stored_meta", "summary_rows"]
+__all__ = ["CELL_TYPES", "DHSDataset", "DHSTable", "DHS_MEMBER", "DHS_SHA256", "FINETUNE_NAMES", "SEQ_LEN", "SPLITS",
+           "TAGS", "finetune_splits", "load_dhs", "parse_dhs_table", "store_dhs", "store_dir", "stored_meta",
+           "summary_rows"]

@@ -58,7 +58,8 @@ class FinetuneTrainConfig(TrainerConfig):
 
 @dataclass(frozen=True)
 class FinetuneDataConfig:
-    # a folder NAME/{train,test}/CLASS/*.txt (relative: under root) or a genomic-benchmarks name
+    # a folder NAME/{train,test}/CLASS/*.txt (relative: under root), a genomic-benchmarks name, or `dhs` /
+    # `dhs:valid`: the DHS table of `dnadiff data dhs` (train: its training split; test: its test / validation split)
     dataset: str = "benchmarks/human_chr22_repeats"
     root: Optional[str] = None  # data root of relative dataset paths (None: $DNADIFF_DATA, else the bundled data)
     download: bool = False  # fetch a named genomic-benchmarks set into its cache (network)

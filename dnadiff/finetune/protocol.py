@@ -40,11 +40,16 @@ def protocol_data(cfg: FinetuneConfig):
     """(benchmark root, tokenizer, train split, test split, kept train indices, kept test indices):
     the data every row of the protocol sees (neural heads and the k-mer LR baseline alike)."""
     from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
+    from dnadiff.data.dhs import finetune_splits
     from dnadiff.tokenizers.dna import DNATokenizer
 
-    root = resolve_benchmark(cfg.data.dataset, download=cfg.data.download)
     tok = DNATokenizer()
-    train_all, test_all = load_benchmark_split(root, "train", tok), load_benchmark_split(root, "test", tok)
+    dhs = finetune_splits(cfg.data.dataset)  # `dhs` / `dhs:valid`: the table of `dnadiff data dhs`, no folder
+    if dhs is not None:
+        root, (train_all, test_all) = Path(cfg.data.dataset), dhs
+    else:
+        root = resolve_benchmark(cfg.data.dataset, download=cfg.data.download)
+        train_all, test_all = load_benchmark_split(root, "train", tok), load_benchmark_split(root, "test", tok)
     train_keep = stratified_subsample(train_all.labels, cfg.data.max_train, cfg.data.subsample_seed)
     test_keep = stratified_subsample(test_all.labels, cfg.data.max_test, cfg.data.subsample_seed + 1)
     return root, tok, train_all, test_all, train_keep, test_keep
