@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(sub)
         sub.add_argument("--print-config", action="store_true",
                          help="print the fully resolved config (YAML: file, defaults, overrides, data root) and exit")
-        sub.set_defaults(_run=module.run, _resolved=getattr(module, "resolved_config", None), _parser=sub)
+        sub.set_defaults(_run=module.run, _resolved=getattr(module, "resolved_config", None), _parser=sub,
+                         _preflight=getattr(module, "preflight", None))
     return parser
 
 
@@ -150,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging(getattr(args, "verbose", 0) - getattr(args, "quiet", 0))
     try:
+        if getattr(args, "_preflight", None) and not getattr(args, "print_config", False):
+            args._preflight(args)  # destinations, arguments, file headers: before torch (commands/preflight.py)
         start_threads(args)
         if getattr(args, "print_config", False):
             return print_config(args)
@@ -165,10 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
 
-
-def print_config(args: argparse.Namespace) -> int:
-    """`--print-config`: what the command would run with, as YAML on stdout; nothing is run or written."""
-    import yaml
 
 def unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
     """Unknown arguments: the usage of the command they were given to (a subcommand's, not the top
@@ -190,9 +189,18 @@ def unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
     parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
+def print_config(args: argparse.Namespace) -> int:
+    """`--print-config`: what the command would run with, as YAML on stdout; nothing is run or written."""
+    import yaml
+
     if args._resolved is None:
         raise DnadiffError(f"dnadiff {args.command}: --print-config is not available")
-    sys.stdout.write(yaml.safe_dump(args._resolved(args), sort_keys=False, allow_unicode=True))
+    from dnadiff.data_root import missing_data
+
+    resolved = args._resolved(args)
+    sys.stdout.write(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
+    for message in missing_data(resolved.get("data") or {}):  # a shared-data config without its data
+        print(f"warning: {message}", file=sys.stderr)
     return 0
 
 

@@ -30,14 +30,54 @@ def data_root(root: str | os.PathLike | None = None) -> str:
     return os.path.abspath(os.path.expanduser(str(chosen)))
 
 
-def data_root_hint(path: str | os.PathLike) -> str:
-    """For a not-found message: how a missing path under a data root came about, and the fix."""
-    p = os.path.abspath(os.path.expanduser(str(path)))
-    for root, how in ((os.environ.get(DATA_ENV), "$DNADIFF_DATA"), (BUNDLED_DATA, "the data bundled with the package")):
-        if root and p.startswith(os.path.abspath(os.path.expanduser(root)) + os.sep):
-            return (f" (the config's relative data paths resolve against the data root, here {how}; "
-                    "point DNADIFF_DATA or data.root=DIR at the folder that holds them)")
+def data_root_hint(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """For a not-found message: how a missing path under a data root came about, and the fix.
+
+    `root`: the data root the config resolved against (its `data.root`), when known. Without
+    DNADIFF_DATA a shipped config's paths land in the data bundled with the package, which holds
+    only the small samples: the message says the variable is unset and how to set it."""
+    def full(folder) -> str:
+        return os.path.abspath(os.path.expanduser(str(folder)))
+
+    p = full(path)
+    env = os.environ.get(DATA_ENV)
+    candidates = [(full(env), f"${DATA_ENV} ({env})")] if env else []
+    if root is not None and full(root) not in (full(env) if env else None, full(BUNDLED_DATA)):
+        candidates.append((full(root), f"data.root ({root})"))
+    candidates.append((full(BUNDLED_DATA), "the data bundled with the package"))
+    for base, how in candidates:
+        if not p.startswith(base + os.sep):
+            continue
+        top = os.path.relpath(p, base).split(os.sep)[0]
+        holds = f"the folder that holds {top}/" if top != os.path.basename(p) else "the folder that holds it"
+        if base == full(BUNDLED_DATA) and not env:
+            return (f" (a config's relative data paths resolve against ${DATA_ENV} or data.root; {DATA_ENV} is "
+                    f"not set, so the data bundled with the package was used, small samples only: "
+                    f"`export {DATA_ENV}=/path/to/data` or add data.root=/path/to/data, {holds})")
+        return (f" (a config's relative data paths resolve against the data root, here {how}; point {DATA_ENV} "
+                f"or data.root=DIR at {holds})")
     return ""
+
+
+def missing_data(data: dict[str, Any]) -> list[str]:
+    """One message per data file or folder that a resolved config's `data` section names and that
+    does not exist (`--print-config` prints them as warnings). Bare benchmark names (a Genomic
+    Benchmarks set, not a path) and unset keys are skipped."""
+    found = []
+    for key in _PATH_KEYS:
+        value = data.get(key)
+        if not isinstance(value, str) or not value or (key == "dataset" and os.sep not in value and "/" not in value):
+            continue
+        found.append((f"data.{key}", value))
+    text = data.get("text")
+    if isinstance(text, dict):
+        for key in _TEXT_PATH_KEYS:
+            for value in text.get(key) if isinstance(text.get(key), list) else [text.get(key)]:
+                if isinstance(value, str) and value:
+                    found.append((f"data.text.{key}", value))
+    root = data.get("root")
+    return [f"{key}: {value} not found{data_root_hint(value, root)}" for key, value in found
+            if not os.path.exists(os.path.expanduser(value))]
 
 
 def _under(root: str, value: Any) -> Any:
@@ -72,4 +112,4 @@ def _resolve_data_paths(obj: Any, given: dict[str, Any]) -> Any:
     return dataclasses.replace(obj, data=dataclasses.replace(data, **changes))
 
 
-__all__ = ["DATA_ENV", "BUNDLED_DATA", "bundled_data_root", "data_root", "data_root_hint"]
+__all__ = ["DATA_ENV", "BUNDLED_DATA", "bundled_data_root", "data_root", "data_root_hint", "missing_data"]

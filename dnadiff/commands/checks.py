@@ -39,6 +39,9 @@ def _need_file(path: str | None, key: str, what: str) -> None:
 
 def check_train_inputs(cfg) -> None:
     """Data files, tokenizer and init_from of a RunConfig exist (before Lightning starts)."""
+    from dnadiff.commands.preflight import check_data_files
+
+    check_data_files(cfg)  # the files' headers, a missing file's data root: as `dnadiff train` checks first
     data = cfg.data
     if data.kind == "genome":
         from dnadiff.data.datasets import genome_paths  # the data layer's own path resolution

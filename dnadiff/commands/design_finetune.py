@@ -62,6 +62,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
 
 
+def preflight(args: argparse.Namespace) -> None:
+    """Before torch is imported (commands/preflight.py): an existing OUT unless --resume or --overwrite."""
+    from pathlib import Path
+
+    from dnadiff.commands.preflight import check_run_dir
+
+    if Path(args.out).resolve() == Path(args.model_dir).resolve():
+        raise DnadiffError(f"--out {args.out}: is the pretrained model itself; choose another folder")
+    check_run_dir(args.out, args.resume, args.overwrite)
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Everything typed, checked before any model is loaded (one line naming the option)."""
     from dnadiff.finetune_reward import METHODS

@@ -29,7 +29,9 @@ Examples:
   dnadiff finetune my.yaml data.dataset=human_enhancers_cohn protocol.name=kfold train.epochs=3
 
 Writes OUT/config.yaml, OUT/results.json, OUT/results.md and per-run CSV logs under
-OUT/logs/lr*/RUN/metrics.csv, where OUT is --out or out_dir/name from the config."""
+OUT/logs/lr*/RUN/metrics.csv, where OUT is --out or out_dir/name from the config. An OUT that holds
+an earlier job's results (results.json, or the finished runs of an interrupted job) is refused unless
+--resume (reuse the finished runs of the same config) or --overwrite (replace the results)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,6 +46,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--resume", action="store_true",
                    help="reuse the finished runs recorded in OUT/runs/ by an interrupted job of the same config")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results of an earlier job in OUT (without it or --resume, such an OUT is refused)")
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """Before torch is imported (commands/preflight.py): an OUT holding earlier results (unless --resume
+    or --overwrite), and a data set folder that is not one (one level too high lists the sets in it)."""
+    import os
+
+    from dnadiff.commands.preflight import check_benchmark_folder, check_results_dir
+    from dnadiff.finetune.config import load_finetune_config
+
+    cfg = load_finetune_config(args.config, finetune_overrides(args))
+    check_results_dir(args.out or os.path.join(cfg.out_dir, cfg.name), args.resume, args.overwrite)
+    check_benchmark_folder(cfg.data.dataset, "data.dataset", cfg.data.root,
+                           set_with="--dataset " if args.dataset else None)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -86,6 +86,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --classifier: the class every sample was generated for (default: class= in the headers)")
 
 
+def preflight(args: argparse.Namespace) -> None:
+    """Before torch is imported (commands/preflight.py): an existing OUT/metrics.json (unless --force),
+    and a --bed naming a chromosome the --reference genome lacks (its .fai or header lines)."""
+    from dnadiff.commands.preflight import check_bed_chromosomes
+    from dnadiff.utils import refuse_existing
+
+    if args.out or args.samples != "-":
+        refuse_existing([os.path.join(args.out or os.path.splitext(args.samples)[0] + "_metrics", "metrics.json")],
+                        args.force)
+    if args.bed and args.reference not in ("-", BUNDLED):
+        check_bed_chromosomes(args.reference, args.bed)
+
+
 def run(args: argparse.Namespace) -> int:
     from dnadiff.data.records import read_fasta
     from dnadiff.eval.dna_metrics import dna_metrics, summary_rows

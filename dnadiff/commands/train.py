@@ -31,6 +31,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", default=None, help="run directory (default: OUT_DIR/NAME from the config)")
 
 
+def preflight(args: argparse.Namespace) -> None:
+    """Before torch is imported (commands/preflight.py): an existing run directory (unless --resume or
+    --overwrite), the data files and the chromosomes the BED names."""
+    import os
+
+    from dnadiff.commands.preflight import check_data_files, check_run_dir
+    from dnadiff.config import RunConfig, load_config
+
+    cfg = load_config(RunConfig, args.config, args.overrides)
+    check_run_dir(args.run_dir or os.path.join(cfg.out_dir, cfg.name), args.resume, args.overwrite)
+    check_data_files(cfg)
+
+
 def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.checks import check_train_inputs
     from dnadiff.config import RunConfig, load_config

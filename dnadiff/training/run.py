@@ -36,7 +36,7 @@ from dnadiff.model_dir import is_model_dir, load_config_of, resolve_time_input, 
 from dnadiff.registry import resolve_object
 from dnadiff.threads import apply_threads, default_threads
 from dnadiff.tokenizers import build_tokenizer
-from dnadiff.training.rundir import RunDirLock, launch_rank
+from dnadiff.training.rundir import RunDirLock, launch_rank, refuse_existing_run_dir
 from dnadiff.training.strategy import build_strategy, resolve_precision
 from dnadiff.training.watchdog import watch_launcher
 
@@ -171,13 +171,6 @@ def remove_stale_temporaries(run_dir: Path) -> list[Path]:
             shutil.rmtree(stale, ignore_errors=True)
             removed.append(stale)
     return removed
-
-
-def refuse_existing_run_dir(run_dir: Path, overwrite: bool, hint: str = "use --resume to continue or --overwrite "
-                            "to replace it") -> None:
-    """A new run may go into a missing or empty directory, or replace a full one with --overwrite."""
-    if run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
-        raise DnadiffError(f"{run_dir}: run directory exists ({hint})")
 
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir: str | os.PathLike | None = None,

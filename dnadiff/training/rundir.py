@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dnadiff.data.file_lock import FileLock
 from dnadiff.errors import DnadiffError
 from dnadiff.utils import cache_dir
 
@@ -36,6 +35,15 @@ def launch_rank() -> int:
     return 0
 
 
+def refuse_existing_run_dir(run_dir: Path, overwrite: bool, hint: str = "use --resume to continue or --overwrite "
+                            "to replace it") -> None:
+    """A new run may go into a missing or empty directory, or replace a full one with --overwrite.
+    No torch here: the commands also call it before anything heavy is imported (commands/preflight.py)."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
+        raise DnadiffError(f"{run_dir}: run directory exists ({hint})")
+
+
 def lock_path(run_dir: Path) -> Path:
     import hashlib
 
@@ -50,6 +58,8 @@ class RunDirLock:
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.path = lock_path(self.run_dir)
+        from dnadiff.data.file_lock import FileLock  # here: dnadiff.data imports torch, launch_rank() needs none
+
         self._lock = FileLock(self.path, blocking=False)
 
     def acquire(self) -> "RunDirLock":
