@@ -272,6 +272,12 @@ def test_dataset_items(stored):
     with pytest.raises(DnadiffError, match="DHS split must be one of train, valid, test"):
         DHSDataset(load_dhs(), "validation")
 
+    class TextTokenizer:
+        kind = "hf"
+
+    with pytest.raises(DnadiffError, match="data.kind=dhs needs tokenizer.kind dna, got 'hf'"):
+        DHSDataset(load_dhs(), "train", tokenizer=TextTokenizer())
+
 
 def test_missing_store_says_how_to_make_it(cache):
     with pytest.raises(DnadiffError, match=r"no DHS data here; run `dnadiff data dhs` first"):

@@ -260,13 +260,13 @@ class DHSDataset(Dataset):
     def __init__(self, table: DHSTable, split: str | None, seq_len: int = SEQ_LEN,
                  tokenizer: DNATokenizer | None = None):
         self.tokenizer = tokenizer or DNATokenizer()
+        if getattr(self.tokenizer, "kind", None) != DNATokenizer.kind:  # the stored ids are DNATokenizer's
+            raise DnadiffError(f"data.kind=dhs needs tokenizer.kind dna, got {getattr(self.tokenizer, 'kind', None)!r}")
         rows = table.indices(split)
-        ids = np.full((len(rows), seq_len), self.tokenizer.pad_id, dtype=np.int64)
+        ids = np.full((len(rows), seq_len), self.tokenizer.pad_id, dtype=np.uint8)  # int64 per item, not here
         keep = min(seq_len, SEQ_LEN)
         ids[:, :keep] = table.tokens[rows, :keep]
-        self.input_ids = torch.from_numpy(ids)
-        self.attention_mask = ((self.input_ids != self.tokenizer.pad_id)
-                               & (self.input_ids != self.tokenizer.n_id)).long()
+        self.tokens = torch.from_numpy(ids)
         self.labels = torch.from_numpy(table.labels[rows].astype(np.int64))
         self.classes = list(CELL_TYPES)
 
@@ -274,7 +274,9 @@ class DHSDataset(Dataset):
         return len(self.labels)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.input_ids[i], "attention_mask": self.attention_mask[i], "labels": self.labels[i]}
+        ids = self.tokens[i].long()
+        mask = ((ids != self.tokenizer.pad_id) & (ids != self.tokenizer.n_id)).long()
+        return {"input_ids": ids, "attention_mask": mask, "labels": self.labels[i]}
 
 
 __all__ = ["CELL_TYPES", "DHSDataset", "DHSTable", "DHS_MEMBER", "DHS_SHA256", "FINETUNE_NAMES", "SEQ_LEN", "SPLITS",
