@@ -405,13 +405,15 @@ def test_build_objective_errors():
                     torch.ones(2, 3))
 
 
-@pytest.mark.parametrize("name", ["mdlm", "d3pm", "sedd", "ar", "mlm"])
+@pytest.mark.parametrize("name", ["mdlm", "d3pm", "sedd", "ar", "mlm", "udlm"])
 def test_loss_is_differentiable_with_finite_grads(name):
     torch.manual_seed(0)
     emb = torch.nn.Embedding(12, 12)
     kw = {"T": 8} if name == "d3pm" else {}
     if name == "mlm":
         kw["random_token_ids"] = [7, 8, 9, 10]
+    if name == "udlm":  # uniform noise over the bases (tests/test_udlm_exact.py: its exact tests)
+        kw.update(data_ids=[7, 8, 9, 10], pad_policy="visible")
     obj = build_objective(name, schedule=build_schedule("loglinear"), mask_id=3, vocab_size=12, **kw)
     x0 = torch.randint(7, 11, (4, 16), generator=torch.Generator().manual_seed(0))
     am = torch.ones_like(x0)

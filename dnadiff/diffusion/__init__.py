@@ -1,4 +1,4 @@
-"""Masked-diffusion math: schedules, SUBS, objectives (MDLM, D3PM, SEDD, AR, MLM).
+"""Diffusion math: schedules, SUBS, objectives (MDLM, D3PM, SEDD, AR, MLM; UDLM: uniform noise).
 
     sched = build_schedule("loglinear", eps=1e-3)
     obj = build_objective("mdlm", schedule=sched, mask_id=3, vocab_size=12)      # T=... for discrete
@@ -13,7 +13,7 @@ from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 
 def build_objective(name: str = "mdlm", **kwargs) -> Objective:
     """`build_objective("mdlm", schedule=sched, mask_id=3, vocab_size=12, T=None)`;
-    names: OBJECTIVES.names() (ar, d3pm, mdlm, mlm, sedd). Unknown names/keywords raise DnadiffError."""
+    names: OBJECTIVES.names() (ar, d3pm, mdlm, mlm, sedd, udlm). Unknown names/keywords raise DnadiffError."""
     return OBJECTIVES.build(name, **kwargs)
 
 

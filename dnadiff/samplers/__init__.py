@@ -6,8 +6,8 @@
     sampler.last_nfe, sampler.last_nfe_per_row   # batched calls; calls per sequence (Long[B])
 
 Names: `SAMPLERS.names()`, one file each (ancestral, cached, analytic, first_hitting, semi_ar,
-confidence, remdm, autoregressive; see each file for its options and declarations, base.py for
-the shared ones and the step contract: `init_state`, `model_time`, pure `step`, one loop in
+confidence, remdm, autoregressive; udlm for uniform-noise models; see each file for its options and
+declarations, base.py for the shared ones and the step contract: `init_state`, `model_time`, pure `step`, one loop in
 `Sampler.run`). `cache=True` (the default of `cached`)
 makes any masked-diffusion sampler evaluate only the sequences whose tokens changed, for a
 denoiser that ignores t (output_cache.py): the same samples with fewer denoiser rows.
