@@ -345,13 +345,11 @@ def test_export_benchmark(stored, tmp_path, capsys):
 
 
 def _real_sources() -> list[Path]:
-    """Where the real table may be on this machine: $DNADIFF_DHS_WHEEL, the user's dnadiff cache
-    (the default one: the tests' own DNADIFF_CACHE is a fresh folder), a wheel in /tmp/whl."""
+    """Where the real table may be on this machine: $DNADIFF_DHS_WHEEL (the wheel or the .txt), else the
+    user's dnadiff cache (the default one: the tests' own DNADIFF_CACHE is a fresh folder)."""
     home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dnadiff" / "dhs"
     found = [Path(os.environ["DNADIFF_DHS_WHEEL"])] if os.environ.get("DNADIFF_DHS_WHEEL") else []
-    found += [home] if stored_meta(home) else []
-    found += sorted(Path("/tmp/whl").glob("dnadiffusion-*.whl")) if Path("/tmp/whl").is_dir() else []
-    return found
+    return found + ([home] if stored_meta(home) else [])
 
 
 @pytest.mark.slow
