@@ -38,7 +38,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dnadiff.backbones import BACKBONES, build_backbone  # noqa: E402
-from dnadiff.utils import format_table, write_json  # noqa: E402
+from dnadiff.utils import format_table, portable_paths, write_json  # noqa: E402
 
 VOCAB = 12
 
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"machine": machine_info(), "load_at_end": end, "registry": rows, "vs_mambapy": compare}
     print(json.dumps(result))
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, portable_paths(result))
     return 0
 
 

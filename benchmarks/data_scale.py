@@ -44,7 +44,7 @@ def _sibling(name: str):
 synthetic_genome = _sibling("synthetic_genome")
 
 from dnadiff.machine import describe_machine, load_average, machine_info  # noqa: E402
-from dnadiff.utils import format_table, markdown_table, write_json  # noqa: E402
+from dnadiff.utils import format_table, markdown_table, portable_paths, write_json  # noqa: E402
 
 
 def rss_mib(pid: int | str = "self") -> float:
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         print("samples (windows, MiB): " + ", ".join(f"{n}: {v}" for n, v in rss["samples"]))
     print(f"\n{describe_machine()}; {load_average()}")
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, portable_paths(result))
         print(f"wrote {args.out}")
     return 0
 

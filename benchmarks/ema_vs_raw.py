@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from dnadiff.checkpoint import load
     from dnadiff.errors import DnadiffError
     from dnadiff.eval import evaluate_model, paired_difference
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.utils import format_table, portable_paths, write_json
 
     t0 = time.time()
     try:
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table([{"weights": n, "bits/base": f"{out[f'{n}_bits_per_token']:.4f}"} for n in ("raw", "ema")]))
     print(f"raw − EMA at step {sets['step']}: {d['mean']:+.4f} ± {d['std_error']:.4f} bits/base over {d['n']} windows")
     if args.out:
-        write_json(args.out, out)
+        write_json(args.out, portable_paths(out))
     return 0
 
 

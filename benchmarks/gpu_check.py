@@ -349,11 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     results = {"device": args.device, "tiny": args.tiny, "checks_run": chosen, "machine": describe_machine(),
                "load_average": load_average(),
                "wall_s": round(time.time() - t0, 1), "all_pass": all(r["pass"] for r in checks), "checks": checks}
-    from dnadiff.utils import atomic_write, write_json
+    from dnadiff.utils import atomic_write, portable_paths, write_json
 
     out = Path(args.out)
-    write_json(out, results)
-    atomic_write(out.with_suffix(".md"), markdown(results) + "\n")
+    write_json(out, portable_paths(results))
+    atomic_write(out.with_suffix(".md"), portable_paths(markdown(results) + "\n"))
     print(f"wrote {out} and {out.with_suffix('.md')}; all pass: {results['all_pass']}")
     return 0 if results["all_pass"] else 1
 

@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default=None, help="working folder (default: a temporary one, removed)")
     p.add_argument("--out", default=None, help="write the JSON report here")
     args = p.parse_args(argv)
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.utils import format_table, portable_paths, write_json
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="dnadiff_kill_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"seed": args.seed, "kills": args.kills, "train_steps": args.steps, "results": results}
     print(json.dumps(report, indent=1, default=str))
     if args.out:
-        write_json(args.out, report)
+        write_json(args.out, portable_paths(report))
     return 0 if all(r["ok"] for r in results) else 1
 
 

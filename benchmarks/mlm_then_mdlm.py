@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         (work / f"{args.arm}.json").write_text(json.dumps(rec))
         return 0
     from dnadiff.machine import describe_machine, load_average
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.utils import format_table, portable_paths, write_json
 
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     d = out["mlm_mdlm_minus_mdlm"]
     print(f"MLM->MDLM − MDLM: {d['mean']:+.4f} ± {d['std_error']:.4f} bits/base over {d['n']} valid windows")
     if args.out:
-        write_json(args.out, out)
+        write_json(args.out, portable_paths(out))
     return 0
 
 

@@ -89,12 +89,13 @@ def main() -> None:
     print(format_table(rows))
     print(load_average())
     if args.json:
-        from dnadiff.utils import write_json
+        from dnadiff.utils import portable_paths, write_json
 
-        write_json(args.json, {"machine": machine_info(), "reference_windows": len(reference), "length": args.length,
+        write_json(args.json, portable_paths(
+            {"machine": machine_info(), "reference_windows": len(reference), "length": args.length,
                                "motifs_usable": len(scanner.motifs), "motifs_total": len(motifs),
                                "setup_seconds": t_setup, "scan_wall_seconds": wall, "scan_cpu_seconds": cpu,
-                               "rows": rows})
+                               "rows": rows}))
 
 
 if __name__ == "__main__":

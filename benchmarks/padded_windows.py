@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from dnadiff.checkpoint import load
     from dnadiff.errors import DnadiffError
     from dnadiff.eval import evaluate_model, window_bits
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.utils import format_table, portable_paths, write_json
 
     t0 = time.time()
     try:
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows, list(rows[0])))
     print(json.dumps(out, indent=1))
     if args.out:
-        write_json(args.out, out)
+        write_json(args.out, portable_paths(out))
     return 0
 
 

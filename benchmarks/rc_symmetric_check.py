@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from dnadiff.errors import DnadiffError
     from dnadiff.samplers import rc_symmetric
     from dnadiff.samplers.rng import SeedStream
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.utils import format_table, portable_paths, write_json
 
     t0 = time.time()
     try:
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ancestral, {args.steps} steps, seed {args.seed}: {identical} of {args.num} sequences identical with and "
           f"without strand averaging ({agree:.4%} of positions agree)")
     if args.out:
-        write_json(args.out, out)
+        write_json(args.out, portable_paths(out))
     return 0
 
 

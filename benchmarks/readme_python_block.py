@@ -32,7 +32,7 @@ def python_block() -> str:
 def main(argv: list[str] | None = None) -> int:
     from dnadiff.logs import progress_bar
     from dnadiff.machine import describe_machine, load_average, machine_info
-    from dnadiff.utils import format_table, write_json
+    from dnadiff.utils import format_table, portable_paths, write_json
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=1)
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"before: {load_before}\nafter:  {result['load_after']}")
     print(json.dumps(result))
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, portable_paths(result))
     return 0
 
 

@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dnadiff.machine import describe_machine, load_average, machine_info  # noqa: E402
-from dnadiff.utils import format_table, markdown_table, write_json  # noqa: E402
+from dnadiff.utils import format_table, markdown_table, portable_paths, write_json  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # VmHWM (this process's own high-water mark), not ru_maxrss: on Linux a child's ru_maxrss starts at
@@ -114,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + markdown_table(rows))
     print(f"\n{describe_machine()}; {load_average()}")
     if args.out:
-        write_json(args.out, {"benchmark": "records_memory", "code": args.code, "machine": machine_info(),
-                              "rows": rows, "evals": evals, "load_average_end": load_average(), "at": time.time()})
+        write_json(args.out, portable_paths(
+            {"benchmark": "records_memory", "code": args.code, "machine": machine_info(),
+                              "rows": rows, "evals": evals, "load_average_end": load_average(), "at": time.time()}))
         print(f"wrote {args.out}")
     return 0
 

@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dnadiff.machine import describe_machine, load_average  # noqa: E402
-from dnadiff.utils import format_table, write_json  # noqa: E402
+from dnadiff.utils import format_table, portable_paths, write_json  # noqa: E402
 
 
 def load_backbone(model: str | None) -> torch.nn.Module:
@@ -73,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"L={length} B={batch}: {rows[-1]['tokens_per_second']} tokens/s", file=sys.stderr)
     print(format_table(rows))
     if args.out:
-        write_json(args.out, {"command": "python benchmarks/sample_batch.py " + " ".join(argv or sys.argv[1:]),
+        write_json(args.out, portable_paths(
+            {"command": "python benchmarks/sample_batch.py " + " ".join(argv or sys.argv[1:]),
                               "machine": describe_machine(), "load": load_average(), "threads": args.threads,
-                              "model": args.model or "untrained caduceus d64x2", "rows": rows})
+                              "model": args.model or "untrained caduceus d64x2", "rows": rows}))
     return 0
 
 

@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from dnadiff.backbones import build_backbone  # noqa: E402
 from dnadiff.diffusion import build_schedule  # noqa: E402
 from dnadiff.samplers import build_sampler  # noqa: E402
-from dnadiff.utils import format_table, write_json  # noqa: E402
+from dnadiff.utils import format_table, portable_paths, write_json  # noqa: E402
 
 MASK_ID, VOCAB = 3, 12  # the DNA tokenizer's ids
 
@@ -142,7 +142,7 @@ def ar_decoding(args) -> int:
     print(format_table(rows))
     print(load)
     if args.out:
-        write_json(args.out, {**meta, "rows": rows})
+        write_json(args.out, portable_paths({**meta, "rows": rows}))
         md = os.path.splitext(args.out)[0] + ".md"
         lines = [
             "# AR decoding: time per token (ms), full re-run vs incremental decoding",
@@ -164,7 +164,7 @@ def ar_decoding(args) -> int:
         ]
         from dnadiff.utils import atomic_write
 
-        atomic_write(md, "\n".join(lines) + "\n")
+        atomic_write(md, portable_paths("\n".join(lines) + "\n"))
     return 0 if all(r["same_tokens"] for r in rows) else 1
 
 
@@ -259,16 +259,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{describe_machine()}; {load}")
     if args.out:
         meta = {"settings": vars(args), "machine": machine_info(), "load_average": load}
-        write_json(args.out, {**meta, "rows": rows})
+        write_json(args.out, portable_paths({**meta, "rows": rows}))
         md = os.path.splitext(args.out)[0] + ".md"
-        atomic_write(md, "\n".join([
+        atomic_write(md, portable_paths("\n".join([
             f"# Sampling with the per-row output cache ({args.denoiser})", "",
             f"`python benchmarks/sampling.py --denoiser {args.denoiser} --cells {args.cells} "
             f"--samplers {args.samplers} "
             f"--repeats {args.repeats} --threads {args.threads} --out {args.out}`", "",
             f"Machine: {describe_machine(meta['machine'])}; at the end, {load}.", "",
             "rows: denoiser rows evaluated per run (mean over repeats); frac: cached / plain; "
-            "times: median over repeats, seconds.", "", markdown_table(table, floatfmt=".5g"), ""]))
+            "times: median over repeats, seconds.", "", markdown_table(table, floatfmt=".5g"), ""])))
     return 0 if all(r["same_tokens"] for r in rows) else 1
 
 

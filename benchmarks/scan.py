@@ -181,10 +181,10 @@ def main() -> None:
         print(f"| {r['L']} | {r['impl']} | {r['min_s']:.4f} | {r['median_s']:.4f} | {mem} | {sp} |")
     if args.json:
         from dnadiff.machine import machine_info
-        from dnadiff.utils import write_json
+        from dnadiff.utils import portable_paths, write_json
 
-        write_json(args.json, {"machine": machine_info(), "threads": args.threads, "busy": args.busy,
-                               "load_before": load_before, "load_after": load_after, "rows": rows})
+        write_json(args.json, portable_paths({"machine": machine_info(), "threads": args.threads, "busy": args.busy,
+                               "load_before": load_before, "load_after": load_after, "rows": rows}))
 
 
 if __name__ == "__main__":

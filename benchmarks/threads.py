@@ -39,7 +39,7 @@ from dnadiff.machine import (  # noqa: E402
     machine_info,
 )
 from dnadiff.threads import CHILD_ENV_VARS, free_cores  # noqa: E402
-from dnadiff.utils import format_table, write_json  # noqa: E402
+from dnadiff.utils import format_table, portable_paths, write_json  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUSY_LOOP = "while True:\n    pass\n"
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(json.dumps(result))
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, portable_paths(result))
     return 0
 
 

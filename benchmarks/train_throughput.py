@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dnadiff.errors import DnadiffError  # noqa: E402
 from dnadiff.machine import describe_machine, load_average, machine_info  # noqa: E402
-from dnadiff.utils import format_table, write_json  # noqa: E402
+from dnadiff.utils import format_table, portable_paths, write_json  # noqa: E402
 
 MODELS = "caduceus:tiny,caduceus:dna-467k,mamba:dna-465k"
 SCAN_IMPLS = ("auto", "chunked", "ref", "compiled", "cuda")
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
               "seq_len": args.seq_len, "rows": rows}
     print(json.dumps(result))
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, portable_paths(result))
     return 0
 
 

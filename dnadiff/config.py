@@ -479,8 +479,8 @@ def load_yaml_tree(path: str | os.PathLike, _seen: tuple[str, ...] = (),
                    groups: dict[str, str] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """A YAML config as the list of (file, mapping) to merge, in order: the files listed under its
     `defaults:` key (names relative to the file's folder or the shipped configs/), then the file.
-
     The file of each mapping names it in the errors of merging (an unknown key, a wrong type).
+
     `groups` ({"model": "caduceus_tiny"}, the command line's group selections) replaces the
     defaults of the same group folder and goes after the file itself."""
     path = resolve_config_path(path)
@@ -547,7 +547,19 @@ def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] 
     obj = _to_object(cls, node)
     for name in OPTION_CHECKS.names():  # the registries' option schemas (dnadiff.config_options)
         obj = OPTION_CHECKS.get(name)(obj)
-    return _resolve_data_paths(obj, given) if resolve_paths else obj
+    return _absolute_init_from(_resolve_data_paths(obj, given)) if resolve_paths else obj
+
+
+def _absolute_init_from(obj: Any) -> Any:
+    """`model.init_from` naming a local folder, made absolute (from the current directory, where a path typed
+    on the command line is read): the run's config.yaml then names the model it started from wherever it is
+    read. A Hub id (org/name, no such local folder) stays as given."""
+    model = getattr(obj, "model", None)
+    init = getattr(model, "init_from", None)
+    if not isinstance(init, str) or not init or not os.path.exists(os.path.expanduser(init)):
+        return obj
+    path = os.path.abspath(os.path.expanduser(init))
+    return obj if path == init else replace(obj, **{"model.init_from": path})
 
 
 def save_config(obj: Any, path: str | os.PathLike) -> None:

@@ -305,6 +305,65 @@ def not_found(path: str | os.PathLike, what: str) -> str:
     return f"{path}: {what} not found"
 
 
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # a checkout: the folder above dnadiff/
+
+
+def _path_roots(repo: str | None, data: str | None) -> list[tuple[str, str]]:
+    """(absolute folder, how results write it), longest folder first: the data root as $DNADIFF_DATA,
+    the repository as nothing (relative paths), the temporary folder as $TMPDIR, the home folder as ~.
+    Each folder both as given and with its links resolved."""
+    import tempfile
+
+    from dnadiff.data_root import DATA_ENV
+
+    named = [(tempfile.gettempdir(), "$TMPDIR/"), (os.path.expanduser("~"), "~/"), (repo or REPO_ROOT, "")]
+    data = data or os.environ.get(DATA_ENV)
+    if data:  # without one, the data is the bundled data inside the repository: relative already
+        named.append((os.path.expanduser(data), f"${DATA_ENV}/"))
+    roots: dict[str, str] = {}
+    for folder, way in named:  # later entries win a tie (the data root over the repository)
+        for form in (os.path.abspath(folder), os.path.realpath(folder)):
+            if form != os.sep:
+                roots[form.rstrip(os.sep)] = way
+    return sorted(roots.items(), key=lambda fw: -len(fw[0]))
+
+
+def portable_paths(obj: Any, repo: str | os.PathLike | None = None, data: str | os.PathLike | None = None) -> Any:
+    """`obj` (text, or dicts/lists of them) with the absolute paths of this machine rewritten as results
+    record them, so a reader elsewhere can rerun the commands: under the data root (`data`, else
+    $DNADIFF_DATA) -> `$DNADIFF_DATA/...`; under the repository (`repo`, else the checkout holding this
+    package) -> relative to it (the folder itself -> `.`); under the temporary folder -> `$TMPDIR/...`;
+    under the home folder -> `~/...`. Only whole path components match (`/work/main` is not a prefix of
+    `/work/main2`); everything else stays as given. Keys of mappings are rewritten too."""
+    import re
+
+    roots = dict(_path_roots(str(repo) if repo else None, str(data) if data else None))
+    # a folder followed by `/` (a path inside it) or by the end of the path (the folder itself)
+    pattern = re.compile("|".join(f"(?<![\\w./-]){re.escape(f)}(?:/|(?=$|[^\\w./-]))" for f in roots))
+
+    def one(m: re.Match) -> str:
+        found = m.group(0)
+        if found.endswith("/"):
+            return roots[found[:-1]]
+        return roots[found].rstrip("/") or "."
+
+    def text(value: str) -> str:
+        return pattern.sub(one, value)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, os.PathLike):
+            return text(os.fspath(value))
+        if isinstance(value, dict):
+            return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(obj)
+
+
 __all__ = ["atomic_path", "atomic_write", "format_duration", "json_text", "write_json", "format_table",
-           "markdown_table", "refuse_existing", "not_found",
+           "markdown_table", "refuse_existing", "not_found", "portable_paths", "REPO_ROOT",
            "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]

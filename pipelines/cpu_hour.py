@@ -563,7 +563,7 @@ def replot(stems: list[str], results: Path, stem: str) -> Path:
 
 
 def run(args, command: str, dry: Path | None) -> int:
-    from dnadiff.utils import atomic_write, format_table, write_json
+    from dnadiff.utils import atomic_write, format_table, portable_paths, write_json
 
     if args.replot:
         results = Path(args.results) if args.results else (dry / "results" if dry else REPO / "results")
@@ -598,8 +598,8 @@ def run(args, command: str, dry: Path | None) -> int:
                "rows": done["rows"]}
     if not args.sweep:
         summary["markov"] = done["markov"]
-    write_json(results / f"{stem}.json", summary)
-    atomic_write(results / f"{stem}.md", render(summary))
+    write_json(results / f"{stem}.json", portable_paths(summary))
+    atomic_write(results / f"{stem}.md", portable_paths(render(summary)))
     print(format_table(done["table"], done["columns"]))
     print("\n".join(summary["versus_markov"]))
     print(f"\nwrote {results / stem}.md (.json, _valid_curve.png) in {wall / 60:.1f} min"

@@ -167,12 +167,12 @@ def versus_markov(table: list[dict], results: dict[str, list[dict]], scale: str,
 def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
     """results/STEM.json and .md from a summary (command, settings, rows, per-seed runs, comparison
     with the best Markov row); STEM = dna_perplexity_SCALE, or ..._budgetNmin for a budget run."""
-    from dnadiff.utils import atomic_write, markdown_table, write_json
+    from dnadiff.utils import atomic_write, markdown_table, portable_paths, write_json
 
     scale, wall, seeds = summary["scale"], summary["wall_seconds"], summary["seeds"]
     stem = summary.get("stem") or f"dna_perplexity_{scale}"
     os.makedirs(results_dir, exist_ok=True)
-    write_json(Path(results_dir) / f"{stem}.json", summary)
+    write_json(Path(results_dir) / f"{stem}.json", portable_paths(summary))
     load = summary.get("load_average_at_end")
     md = [f"# DNA perplexity (paper tab. 6), scale `{scale}`", "",
           f"Command: `{summary['command']}`  ", f"Wall time: {wall / 60:.1f} min  ",
@@ -205,7 +205,7 @@ def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
     md += [markdown_table(summary["rows"], COLUMNS), ""]
     if summary.get("versus_markov"):
         md += [*summary["versus_markov"], ""]
-    atomic_write(Path(results_dir) / f"{stem}.md", "\n".join(md))
+    atomic_write(Path(results_dir) / f"{stem}.md", portable_paths("\n".join(md)))
 
 
 def all_specs(settings: dict) -> list[dict]:

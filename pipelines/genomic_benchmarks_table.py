@@ -523,10 +523,10 @@ def render(payload: dict) -> str:
 
 
 def write_outputs(payload: dict, md: str, out_stem: Path) -> None:
-    from dnadiff.utils import atomic_write, write_json
+    from dnadiff.utils import atomic_write, portable_paths, write_json
 
-    atomic_write(str(out_stem) + ".md", md)
-    write_json(str(out_stem) + ".json", payload)
+    atomic_write(str(out_stem) + ".md", portable_paths(md))
+    write_json(str(out_stem) + ".json", portable_paths(payload))
     print(md)
     print(f"wrote {out_stem}.md and {out_stem}.json")
 

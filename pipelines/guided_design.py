@@ -237,10 +237,10 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     res = run(args)
-    from dnadiff.utils import atomic_write, write_json
+    from dnadiff.utils import atomic_write, portable_paths, write_json
 
-    write_json(args.out + ".json", res)
-    atomic_write(args.out + ".md", markdown(res))
+    write_json(args.out + ".json", portable_paths(res))
+    atomic_write(args.out + ".md", portable_paths(markdown(res)))
     print(markdown(res))
     return 0
 

@@ -268,10 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     args.work = args.work or f"runs/reward_finetuning_{scale}"
     out = args.out or (str(Path(args.work) / "dry_run") if args.dry_run else f"results/reward_finetuning_{scale}")
     res = run(args)
-    from dnadiff.utils import atomic_write, write_json
+    from dnadiff.utils import atomic_write, portable_paths, write_json
 
-    write_json(out + ".json", res)
-    atomic_write(out + ".md", markdown(res))
+    write_json(out + ".json", portable_paths(res))
+    atomic_write(out + ".md", portable_paths(markdown(res)))
     print(markdown(res))
     return 0
 

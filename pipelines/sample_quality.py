@@ -400,7 +400,7 @@ def render(args, command: str, wall: float, size: dict, data: dict, notes: list[
 
 def run(args, command: str, dry: Path | None) -> int:
     from dnadiff.errors import DnadiffError
-    from dnadiff.utils import atomic_write, format_table, write_json
+    from dnadiff.utils import atomic_write, format_table, portable_paths, write_json
 
     size, minutes, models_dir = run_sizes(args, dry)
     mdlm_rows = [r.strip() for r in args.mdlm_rows.split(",") if r.strip()]
@@ -440,10 +440,11 @@ def run(args, command: str, dry: Path | None) -> int:
         print(f"dry run: {len(per_row)} rows x {len(metrics)} metrics in {wall:.1f} s; no table written")
         return 0
     stem.parent.mkdir(parents=True, exist_ok=True)
-    write_json(str(stem) + ".json", {"command": command, "wall_seconds": round(wall, 1), "machine": describe_machine(),
+    write_json(str(stem) + ".json", portable_paths(
+        {"command": command, "wall_seconds": round(wall, 1), "machine": describe_machine(),
                                       "load_average": load_average(), "sizes": size, "data": data, "notes": notes,
-                                      "rows": per_row, "metrics": metrics, "closest": closest})
-    atomic_write(str(stem) + ".md", text)
+                                      "rows": per_row, "metrics": metrics, "closest": closest}))
+    atomic_write(str(stem) + ".md", portable_paths(text))
     print(format_table(table))
     print("\n".join(closest))
     print(f"wrote {stem}.md and {stem}.json ({wall / 60:.1f} min)")

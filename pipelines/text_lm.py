@@ -331,9 +331,9 @@ def args_num(payload: dict) -> str:
 
 def write_results(payload: dict, base: Path) -> None:
     base.parent.mkdir(parents=True, exist_ok=True)
-    from dnadiff.utils import atomic_write
+    from dnadiff.utils import atomic_write, portable_paths
 
-    atomic_write(base.with_suffix(".json"), json.dumps(payload, indent=1, default=str))
+    atomic_write(base.with_suffix(".json"), portable_paths(json.dumps(payload, indent=1, default=str)))
     lines = [f"# Text language modelling ({payload['scale']})", "",
              f"Command: `{payload['command']}`  ", f"Wall time: {payload['wall_seconds']:.0f} s  ",
              f"Machine: {machine_line(payload['machine'])}", ""]
@@ -377,7 +377,7 @@ def write_results(payload: dict, base: Path) -> None:
               "entropy).", ""]
     if payload.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]]
-    atomic_write(base.with_suffix(".md"), "\n".join(lines) + "\n")
+    atomic_write(base.with_suffix(".md"), portable_paths("\n".join(lines) + "\n"))
 
 
 def main(argv=None) -> int:

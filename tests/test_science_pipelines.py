@@ -90,7 +90,10 @@ def test_cpu_hour_two_stage_row_mlm_then_mdlm_from_its_weights(tmp_path):
     mlm = yaml.safe_load((runs / "caduceus_mlm_mdlm_mlm" / "config.yaml").read_text())
     mdlm = yaml.safe_load((runs / "caduceus_mlm_mdlm" / "config.yaml").read_text())
     assert mlm["objective"]["name"] == "mlm" and mdlm["objective"]["name"] == "mdlm"
-    assert mdlm["model"]["init_from"] == str(runs / "caduceus_mlm_mdlm_mlm" / "model") == row["mlm_stage"]["model_dir"]
+    from dnadiff.utils import portable_paths
+
+    assert mdlm["model"]["init_from"] == str(runs / "caduceus_mlm_mdlm_mlm" / "model")  # the run: absolute
+    assert row["mlm_stage"]["model_dir"] == portable_paths(mdlm["model"]["init_from"])  # results: no machine path
     assert mlm["data"]["max_n_frac"] == mdlm["data"]["max_n_frac"] == 1.0
     # a dry run's budget, 0.5 min (its 2 steps end each stage first): a quarter for the MLM stage, the rest after
     assert (mlm["train"]["max_minutes"], mdlm["train"]["max_minutes"]) == (0.125, 0.375)
