@@ -213,6 +213,19 @@ def test_fasta_names_from_the_index_or_the_header_lines(tmp_path):
     assert fasta_names(tmp_path / "missing.fa") is None and fasta_names("-") is None
 
 
+def test_header_names_across_block_boundaries():
+    """Headers read in blocks: the same names whatever block splits a header line or its '\\n>'."""
+    import io
+
+    from dnadiff.commands.preflight import _header_names
+
+    data = b">a x\r\nACGT\nAC\n>bb\n\n>c\nGG\n>d last"  # CRLF, an empty line, no final newline
+    for block in (1, 2, 3, 5, 7, 100):
+        assert _header_names(io.BytesIO(data), block) == ["a", "bb", "c", "d"], block
+    assert _header_names(io.BytesIO(b"ACGT\n>x\n"), 3) == ["x"]
+    assert _header_names(io.BytesIO(b""), 3) == []
+
+
 @pytest.mark.subprocess
 def test_refusals_import_no_torch(tmp_path):
     """Each refusal, in a fresh interpreter: exit 2 and neither torch nor lightning imported."""

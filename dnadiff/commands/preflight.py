@@ -126,15 +126,40 @@ def fasta_names(path: str | os.PathLike) -> list[str] | None:
         with open(path, "rb") as fh:
             magic = fh.read(2)
         opener = gzip.open if magic == b"\x1f\x8b" else open
-        names = []
         with opener(path, "rb") as fh:
-            for line in fh:
-                if line.startswith(b">"):
-                    words = line[1:].split(None, 1)
-                    names.append(words[0].decode("utf-8", errors="replace") if words else "")
-        return names
+            return _header_names(fh)
     except (OSError, EOFError, zlib.error):
         return None  # the genome reader reports it, with its own message
+
+
+def _header_names(fh, block: int = 1 << 20) -> list[str]:
+    """The names of the `>` lines of a binary stream, read in blocks (a header may span two)."""
+    names: list[str] = []
+
+    def add(header: bytes) -> None:
+        words = header.split(None, 1)
+        names.append(words[0].decode("utf-8", errors="replace") if words else "")
+
+    carry = b"\n"  # the start of the file counts as the start of a line
+    while True:
+        chunk = fh.read(block)
+        buf = carry + chunk
+        pos, open_at = 0, -1
+        while True:
+            start = buf.find(b"\n>", pos)
+            if start < 0:
+                break
+            end = buf.find(b"\n", start + 2)
+            if end < 0:
+                open_at = start  # its line goes on in the next block
+                break
+            add(buf[start + 2:end])
+            pos = end
+        if not chunk:  # end of the file: a last header without a newline
+            if open_at >= 0:
+                add(buf[open_at + 2:])
+            return names
+        carry = buf[open_at:] if open_at >= 0 else buf[-1:]
 
 
 def check_bed_chromosomes(fasta: str | os.PathLike, bed: str | os.PathLike) -> None:
