@@ -65,6 +65,18 @@ def stderr_is_terminal() -> bool:
         return False
 
 
+DEFAULT_COLUMNS, DEFAULT_ROWS = 80, 24  # a terminal that reports no size (0 x 0: under `script`, some CI, docker -t)
+
+
+def terminal_has_size(stream) -> bool:
+    """False for a terminal that reports 0 columns or rows (or none): tqdm sizes its bar from that."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+    return size.columns > 0 and size.lines > 0
+
+
 class LineStream:
     """Where a bar writes when stderr is not a terminal: each refresh becomes one plain line.
 
@@ -110,6 +122,8 @@ def progress_bar(iterable=None, *, nested: bool = False, **kwargs):
         kwargs.setdefault("file", sys.stderr)
         if nested:
             kwargs.setdefault("leave", False)
+        if not terminal_has_size(kwargs["file"]):  # tqdm would draw a bar of width -1 in row -1: nothing
+            kwargs.update(dynamic_ncols=False, ncols=DEFAULT_COLUMNS, nrows=DEFAULT_ROWS)
         return tqdm(iterable, **kwargs)
     if nested:
         return tqdm(iterable, disable=True, **kwargs)

@@ -24,7 +24,7 @@ def test_sample_without_out_writes_fasta_to_stdout(model, tmp_path):
     recs = list(read_fasta_text(proc.stdout))
     assert len(recs) == 3 and all(len(seq) == 16 and set(seq) <= set("ACGT") for _, seq in recs)
     assert "nfe_total" in proc.stderr and "sampling" in proc.stderr  # statistics and progress on stderr
-    assert "2/2 [" in proc.stderr and ("step/s]" in proc.stderr or "s/step]" in proc.stderr)  # denoising steps
+    assert "sampling step 2/2 " in proc.stderr and ("step/s]" in proc.stderr or "s/step]" in proc.stderr)  # steps
     assert list(tmp_path.iterdir()) == []  # no file written
 
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from dnadiff.errors import DnadiffError
-from dnadiff.logs import log, progress_enabled
+from dnadiff.logs import log, progress_bar
 from dnadiff.tokenizers.dna import DNATokenizer
 
 NOT_COMPARABLE = ("in-house Fréchet distance under a dnadiff classifier's pooled features; "
@@ -184,14 +184,11 @@ class Embedder:
 
     @torch.no_grad()
     def _embed(self, seqs: list[str], progress: bool) -> np.ndarray:
-        from tqdm.auto import tqdm
-
-
         seen: list[torch.Tensor] = []
         handle = self.model.head.register_forward_hook(lambda mod, inp, out: seen.append(inp[0].detach()))
         out = []
         try:
-            bar = tqdm(total=len(seqs), desc="embedding", unit="seq", disable=not (progress and progress_enabled()))
+            bar = progress_bar(total=len(seqs), desc="embedding", unit="seq", disable=not progress)
             for ids, mask in _batches(self.model, seqs, self.batch_size, self.name or "embedder"):
                 seen.clear()
                 self.model(ids, mask)

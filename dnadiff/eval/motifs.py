@@ -36,7 +36,7 @@ import numpy as np
 
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.dna_metrics import _concat, encode, js_divergence, kmer_counts
-from dnadiff.logs import progress_enabled
+from dnadiff.logs import progress_bar
 
 JASPAR_RELEASE = "JASPAR2024"  # pinned (pyjaspar 4.0 ships 2014–2026): a newer package must not change the numbers
 PVALUE = 1e-4
@@ -245,11 +245,9 @@ class MotifScanner:
         seqs = [str(s).upper() for s in seqs]
         todo = list(dict.fromkeys(s for s in seqs if s not in self._cache))
         if todo:
-            from tqdm.auto import tqdm
-
-
             step = max(1, (4 * _CHUNK) // max(1, int(np.mean([len(s) for s in todo]))))
-            with tqdm(total=len(todo), desc=desc, unit="seq", disable=not (progress and progress_enabled())) as bar:
+            # the project's bar: a plain line every few seconds in a log file, not one carriage-return line
+            with progress_bar(total=len(todo), desc=desc, unit="seq", disable=not progress) as bar:
                 for i in range(0, len(todo), step):
                     part = todo[i : i + step]
                     codes, starts = _concat(part)

@@ -149,3 +149,15 @@ class RunCheckpoint(ModelCheckpoint):
         for logger in trainer.loggers:  # rows logged so far reach the disk before the checkpoint does
             logger.save()
         super()._save_checkpoint(trainer, filepath)
+
+
+class UpdateCheckpoint(ModelCheckpoint):
+    """The reward fine-tuning's checkpoints (every min(50, --train-steps) updates), saved under a state key
+    without that interval. Lightning keys a callback's state by its settings; a `design-finetune --resume`
+    to more updates changed the interval, so the checkpoint's ModelCheckpoint state was not restored and
+    Lightning printed "Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need
+    to be provided during `Trainer` instantiation" with its site-packages path."""
+
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(monitor=self.monitor, mode=self.mode)

@@ -188,9 +188,11 @@ def reward_finetune(model_dir: str, settings: dict, out: str, resume: bool = Fal
 
 
 def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward, progress, threads) -> dict[str, Any]:
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
-    from dnadiff.training.run import _prepare_run_dir  # local: tests monkeypatch run._prepare_run_dir
+    from dnadiff.training.checkpoints import UpdateCheckpoint
+    from dnadiff.training.run import (  # local: tests monkeypatch run._prepare_run_dir
+        _prepare_run_dir,
+        resume_warnings_silenced,
+    )
 
     start = time.time()
     quiet_libraries(log.getEffectiveLevel())
@@ -213,9 +215,9 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     resume_step = point.step if point is not None else None  # read and checked by newest_complete_checkpoint
     steps = int(settings["train_steps"])
     every = max(1, min(50, steps))
-    checkpointing = ModelCheckpoint(dirpath=where / "checkpoints", filename="step{step}", every_n_train_steps=every,
-                                    save_top_k=1, monitor="step", mode="max", save_last=True,
-                                    auto_insert_metric_name=False)
+    checkpointing = UpdateCheckpoint(dirpath=where / "checkpoints", filename="step{step}", every_n_train_steps=every,
+                                     save_top_k=1, monitor="step", mode="max", save_last=True,
+                                     auto_insert_metric_name=False)
     export = ExportFinetuned(where, cfg, model.tokenizer, start)
     show = progress and progress_enabled()
     trainer = L.Trainer(max_steps=steps, max_epochs=-1, accelerator=device, devices=1, precision="32-true",
@@ -227,7 +229,8 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     log.info("design-finetune: %s, β=%g, %d updates of %d sequences x %d bases%s", settings["method"],
              settings["kl_weight"], steps, settings["batch_size"], settings["length"],
              f", resuming at update {resume_step}" if resume_step is not None else "")
-    trainer.fit(module, ckpt_path=str(point.path) if point is not None else None)
+    with resume_warnings_silenced():  # as `dnadiff train --resume`: Lightning's notes that a resume makes untrue
+        trainer.fit(module, ckpt_path=str(point.path) if point is not None else None)
     return export.metrics
 
 
