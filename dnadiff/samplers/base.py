@@ -17,7 +17,6 @@ from torch import Tensor
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import progress_bar
-from dnadiff.logs import progress_bar
 from dnadiff.registry import Registry
 from dnadiff.samplers.output_cache import OutputCache
 from dnadiff.samplers.rng import (  # noqa: F401  (re-exported: the samplers' draws)
