@@ -200,6 +200,18 @@ def test_bed_chromosome_missing_from_the_fasta_is_refused_first(tmp_path, capsys
     assert _error(capsys) == f"error: {want}"
 
 
+def test_eval_refuses_its_out_and_a_bed_chromosome_first(tmp_path, capsys, nothing_heavy, monkeypatch):
+    import dnadiff.checkpoint as checkpoint
+
+    monkeypatch.setattr(checkpoint, "load_for_inference", lambda *a, **k: (_ for _ in ()).throw(Reached("loaded")))
+    (tmp_path / "e.json").write_text("{}")
+    assert main(["eval", str(tmp_path / "model"), "--records", str(GENOME), "--out", str(tmp_path / "e.json")]) == 2
+    assert _error(capsys) == f"error: {tmp_path / 'e.json'}: exists (use --force to overwrite it)"
+    bed = _bed(tmp_path / "b.bed", ["chrX"])
+    assert main(["eval", str(tmp_path / "model"), "--fasta", str(GENOME), "--bed", bed]) == 2
+    assert _error(capsys) == f"error: {bed}:2: chromosome 'chrX' is not in {GENOME} (its sequences: chr22)"
+
+
 def test_fasta_names_from_the_index_or_the_header_lines(tmp_path):
     from dnadiff.commands.preflight import fasta_names
 
@@ -248,6 +260,7 @@ def test_refusals_import_no_torch(tmp_path):
         "metrics out": ["metrics", samples, "--reference", samples, "--out", str(tmp_path / "m")],
         "train bed": ["train", "experiments/tiny_dna_mdlm", f"data.fasta={GENOME}", f"data.bed={bed}",
                       "--run-dir", str(tmp_path / "new")],
+        "eval bed": ["eval", str(tmp_path / "model"), "--fasta", str(GENOME), "--bed", bed],
         "metrics bed": ["metrics", samples, "--reference", str(GENOME), "--bed", bed, "--out", str(tmp_path / "new")],
     }
     script = (

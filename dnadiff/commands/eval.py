@@ -45,6 +45,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
 
 
+def preflight(args: argparse.Namespace) -> None:
+    """Before torch is imported (commands/preflight.py): an existing --out (unless --force), and a --bed
+    naming a chromosome the --fasta genome lacks (its .fai or header lines)."""
+    from dnadiff.commands.preflight import check_bed_chromosomes
+    from dnadiff.utils import refuse_existing
+
+    if args.out:
+        refuse_existing([args.out], args.force)
+    if args.fasta and args.bed and args.fasta != "-":
+        check_bed_chromosomes(args.fasta, args.bed)
+
+
 def run(args: argparse.Namespace) -> int:
     import math
 
