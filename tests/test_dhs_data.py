@@ -414,3 +414,14 @@ def test_finetune_kmer_lr_row_on_dhs(stored, tmp_path, capsys):
     result = json.loads((out / "results.json").read_text())
     assert result["num_train"] == 100 and result["num_test"] == 100 and result["classes"] == list(CELL_TYPES)
     assert result["dataset"] == "dhs" and 0.0 <= result["summary"]["accuracy"]["mean"] <= 1.0
+
+
+def test_print_config_and_quiet_after_the_data_set(cache, capsys):
+    import yaml
+
+    for argv in (["data", "dhs", "-q", "--print-config"], ["data", "-q", "--print-config", "dhs"]):
+        assert main(argv) == 0
+        printed = yaml.safe_load(capsys.readouterr().out)
+        assert printed["quiet"] == 1 and printed["sha256"] == FIXTURE_SHA256 and printed["member"] == DHS_MEMBER
+        assert printed["store"] == str(cache / "dhs")
+    assert stored_meta() is None  # nothing fetched

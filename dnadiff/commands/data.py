@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "default: test)")
     dhs.add_argument("--print-config", action="store_true", default=argparse.SUPPRESS,  # keeps `data --print-config`
                      help="print the options, the cache folder and the pinned sha256 (YAML) and exit")
+    # the `data` parser's options also after `dhs` (SUPPRESS: not given here keeps the value given before `dhs`)
+    dhs.add_argument("-q", "--quiet", action="count", default=argparse.SUPPRESS, help="only warnings and errors")
+    dhs.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more detail on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the options with their values, where the table goes and the sha256 it must have."""
-    from dnadiff.data import dhs
+    from dnadiff.data import dhs, dhs_fetch
 
     options = {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in ("command", "print_config")}
-    return {**options, "store": str(dhs.store_dir()), "sha256": dhs.DHS_SHA256, "member": dhs.DHS_MEMBER}
+    return {**options, "store": str(dhs.store_dir()), "sha256": dhs_fetch.DHS_SHA256, "member": dhs.DHS_MEMBER}
