@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dnadiff.commands.request import format_samples, masked_diffusion_dna
+    from dnadiff.commands.request import diffusion_dna, format_samples
     from dnadiff.guidance import METHODS, build_method, build_reward, default_strength, rc_averaged
     from dnadiff.logs import log
     from dnadiff.model import SuppressTokens
@@ -174,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
     req, options = check_args(args)
     declared = METHODS.get(args.method)  # what the method needs (checked by name in check_args)
     cfg = req.load_config()
-    if cfg is not None and not masked_diffusion_dna(cfg):
-        raise DnadiffError(f"{args.model_dir}: design needs a masked-diffusion DNA model "
+    if cfg is not None and not diffusion_dna(cfg):
+        raise DnadiffError(f"{args.model_dir}: design needs a diffusion DNA model "
                            f"(this one is {cfg.tokenizer.kind}, objective {cfg.objective.name})")
     out, stats_path = req.resolve_outputs("dna")
     if out is None:

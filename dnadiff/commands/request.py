@@ -63,14 +63,22 @@ def format_samples(records: list[tuple[str, str]], kind: str, path: str | None) 
                               ensure_ascii=False) + "\n" for name, text in records)
 
 
-def masked_diffusion_dna(cfg) -> bool:
-    """Whether a model's config is a masked-diffusion DNA generator (what guidance needs): a DNA
-    tokenizer and an objective that generates, not left to right."""
+def diffusion_dna(cfg) -> bool:
+    """Whether a model's config is a diffusion DNA generator (what guidance needs): a DNA tokenizer and an
+    objective that generates, not left to right (masked or uniform noise)."""
     from dnadiff.diffusion import OBJECTIVES
 
     name = cfg.objective.name
     objective = OBJECTIVES.get(name) if name in OBJECTIVES else None
     return cfg.tokenizer.kind == "dna" and (objective is None or (objective.generator and not objective.autoregressive))
+
+
+def masked_diffusion_dna(cfg) -> bool:
+    """A diffusion DNA generator with masking noise (what reward fine-tuning's samplers need; not udlm)."""
+    from dnadiff.diffusion import OBJECTIVES
+
+    name = cfg.objective.name
+    return diffusion_dna(cfg) and (name not in OBJECTIVES or OBJECTIVES.get(name).noise == "mask")
 
 
 @dataclasses.dataclass
@@ -175,4 +183,4 @@ class Request:
                               self.template_records, source=self.args.template_fasta)
 
 
-__all__ = ["Request", "check_prefix_suffix", "format_samples", "masked_diffusion_dna", "output_paths"]
+__all__ = ["Request", "check_prefix_suffix", "diffusion_dna", "format_samples", "masked_diffusion_dna", "output_paths"]
