@@ -267,3 +267,14 @@ def test_udlm_refuses_what_it_cannot_do():
         build_objective("udlm", schedule=sched, mask_id=MASK, vocab_size=V, data_ids=[0, 2, 3])
     with pytest.raises(DnadiffError, match="no output cache"):
         build_sampler("udlm", steps=4, cache=True)
+
+
+def test_design_takes_udlm_models_and_reward_fine_tuning_does_not():
+    from dnadiff.commands.request import diffusion_dna, masked_diffusion_dna
+    from dnadiff.config import RunConfig, load_config
+
+    udlm = load_config(RunConfig, "experiments/tiny_dna_mdlm", ["objective=udlm"])
+    assert udlm.objective.name == "udlm" and udlm.sample.sampler == "udlm"
+    assert diffusion_dna(udlm) and not masked_diffusion_dna(udlm)
+    mdlm = load_config(RunConfig, "experiments/tiny_dna_mdlm", [])
+    assert diffusion_dna(mdlm) and masked_diffusion_dna(mdlm)
