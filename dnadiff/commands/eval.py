@@ -14,7 +14,8 @@ DESCRIPTION = """Evaluate the likelihood bound of a model (exact NLL for AR mode
   dnadiff eval MODEL --records sequences.fa
 
 Data: by default the genome + BED of the model's training config (the bundled sample if none);
---fasta/--bed for another genome, or --records for a plain FASTA file cut into windows.
+--fasta/--bed for another genome, or --records for a plain FASTA file cut into windows (its bases other
+than A/C/G/T are counted: one line on stderr, `non_acgt` in the JSON; IUPAC codes are read as N).
 Reports nats/base, bits/base, the perplexity bound, its standard error and the number of bases.
 N bases and padding are scored as the model's objective.pad_policy says (reported as pad_policy;
 DNA configs use `visible`: never masked, never scored). One Monte-Carlo time sample per sequence (paper), or

@@ -24,7 +24,8 @@ Reports, against the reference FASTA:
   and the same figures for held-out real sequences ("real vs real" floor) when the reference
   holds at least twice as many sequences (or windows of the samples' length) as the samples.
 Writes metrics.json, kmer_scatter.png, gc_histogram.png and motif_scatter.png to --out (default
-SAMPLES_metrics/) and prints a table.
+SAMPLES_metrics/) and prints a table. Every figure uses A/C/G/T only: how many bases of the samples and
+of the reference were something else (N, IUPAC codes) is one line on stderr and `non_acgt` in metrics.json.
 
 The reference is a FASTA, or a genome with --bed/--split (windows of the samples' length cut
 from that split), or `bundled`: the human chr22 sample shipped with the package, with its BED

@@ -26,7 +26,9 @@ each FASTA header names its stream (seed=S index=I), and `--seed S --first-index
 regenerates that record alone. --prefix/--suffix fix the ends; --template-fasta gives one template
 per record with N at the positions to fill (records are cycled over --num); N in --prefix/--suffix
 also marks a position to fill. Writes FASTA (one record per sample) and OUT.json with NFE, steps
-(configured and actually used), wall time and tokens/s; without --out the FASTA goes to stdout.
+(configured and actually used), wall time and tokens/s, and prints them as a table on stdout; without
+--out the FASTA goes to stdout and the table to stderr. The progress bar shows the batch and the step
+(`sampling batch 2/4, step 37/128`).
 Text models write OUT.jsonl (one {"id", "text"} per line) or OUT.txt. An existing output is kept
 unless --force."""
 
