@@ -132,3 +132,14 @@ def train_tokenizer_small(tmp_path):
 def test_missing_scorer_is_a_clean_error(tmp_path):
     with pytest.raises(DnadiffError, match="not found locally"):
         generative_perplexity(["hello"], str(tmp_path / "missing"))
+
+
+def test_whole_samples_are_tokenised_without_the_max_length_note(scorer_dir):
+    """A sample longer than the scorer tokenizer's model_max_length is scored in windows on purpose:
+    transformers' "Token indices sequence length is longer than the specified maximum" is not raised."""
+    model, tok = load_scorer(str(scorer_dir))
+    tok.model_max_length = 8
+    text = " ".join(TEXTS)
+    assert len(tok(text, add_special_tokens=False, verbose=False)["input_ids"]) > 8
+    generative_perplexity([text], model, tokenizer=tok, max_length=8)
+    assert not tok.deprecation_warnings.get("sequence-length-is-longer-than-the-specified-maximum")

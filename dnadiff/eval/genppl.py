@@ -208,7 +208,8 @@ def generative_perplexity(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     seqs = []
     for text in texts:
-        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        # a whole sample, scored in sliding windows of the scorer's context: no "longer than the maximum" note
+        ids = list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
         while ids and ids[0] == eos:  # a generator BOS decoded as the scorer's EOS string
             ids = ids[1:]
         if max_tokens is not None:
