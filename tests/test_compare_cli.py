@@ -69,6 +69,19 @@ def test_compare_two_finetune_outputs_gives_the_paired_accuracy_difference(tmp_p
     assert json.loads(out.read_text())["mean"] == pytest.approx(-0.375)
 
 
+def test_compare_print_config_names_what_it_would_pair(tmp_path, capsys):
+    import yaml
+
+    a = _finetune_result(tmp_path / "a", [[1, 0]])
+    b = _finetune_result(tmp_path / "b", [[0, 1]])
+    code, out, _ = _run(capsys, ["compare", str(a), str(b / "results.json"), "--print-config"])
+    assert code == 0
+    assert yaml.safe_load(out) == {"compare": {
+        "a": {"path": str(a), "file": str(a / "results.json"), "kind": "finetune"},
+        "b": {"path": str(b / "results.json"), "file": str(b / "results.json"), "kind": "finetune"},
+        "out": None, "force": False}}
+
+
 def test_compare_refuses_results_that_do_not_pair(tmp_path, capsys):
     a = _finetune_result(tmp_path / "a", [[1, 1, 0, 0]])
     other_set = _finetune_result(tmp_path / "b", [[1, 1, 0, 0]], dataset="/data/benchmarks/leptospira")

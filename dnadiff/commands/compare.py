@@ -149,4 +149,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["compare", "read_result", "summary_row"]
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: the two results as read (their kind and file) and where the comparison would go."""
+    sides = {}
+    for key in ("a", "b"):
+        kind, _, file = read_result(getattr(args, key))
+        sides[key] = {"path": getattr(args, key), "file": file, "kind": kind}
+    return {"compare": {**sides, "out": args.out, "force": args.force}}
+
+
+__all__ = ["compare", "read_result", "resolved_config", "summary_row"]
