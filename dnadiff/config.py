@@ -411,6 +411,10 @@ def resolve_config_path(path: str | os.PathLike) -> str:
     for candidate in (os.path.join(CONFIG_ROOT, path), os.path.join(CONFIG_ROOT, path + ".yaml")):
         if os.path.isfile(candidate):
             return candidate
+    if os.path.isdir(path):
+        from dnadiff.utils import not_found
+
+        raise DnadiffError(not_found(path, "config file"))
     raise DnadiffError(f"{path}: config file not found{closest_configs(path)}")
 
 

@@ -132,7 +132,7 @@ CASES = [
     ("train-config-binary", ["train", "{ws}/files/binary.yaml"], "binary.yaml", "{ws}/runs"),
     ("train-config-truncated-yaml", ["train", "{ws}/files/truncated.yaml"], "invalid YAML", "{ws}/runs"),
     ("train-config-not-mapping", ["train", "{ws}/files/list.yaml"], "top level must be a mapping", "{ws}/runs"),
-    ("train-config-is-directory", ["train", "{ws}/files/a_dir.fa"], "config file not found", None),
+    ("train-config-is-directory", ["train", "{ws}/files/a_dir.fa"], "a_dir.fa: a folder, not a config file", None),
     ("train-wrong-type", [*TRAIN, "train.max_steps=abc"], "train.max_steps: expected an integer", "{ws}/runs"),
     ("train-wrong-type-bool", [*TRAIN, "train.progress=maybe"], "train.progress: expected true/false", "{ws}/runs"),
     ("train-out-of-range-lr", [*TRAIN, "train.lr=-1"], "train.lr: must be > 0", "{ws}/runs"),
