@@ -114,7 +114,8 @@ def progress_bar(iterable=None, *, nested: bool = False, **kwargs):
     from tqdm.auto import tqdm
 
     kwargs.setdefault("dynamic_ncols", True)
-    if not progress_enabled() or kwargs.pop("disable", False):
+    disabled = kwargs.pop("disable", False)  # popped first: tqdm must not get `disable` twice
+    if disabled or not progress_enabled():
         return tqdm(iterable, disable=True, **kwargs)
     if any("notebook" in cls.__module__ for cls in tqdm.__mro__):  # Jupyter: its own widget
         return tqdm(iterable, **({"leave": False} if nested else {}), **kwargs)

@@ -141,3 +141,12 @@ def test_design_finetune_resume_lets_no_lightning_warning_through(model, tmp_pat
     messages = [str(w.message) for w in caught]
     assert not [m for m in messages if "exists and is not empty" in m or "callbacks used to create" in m], messages
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["last.ckpt", "step3.ckpt"]  # state restored
+
+
+@pytest.mark.parametrize("verbosity", [-1, 0])
+def test_progress_bar_takes_disable_whether_or_not_progress_is_on(monkeypatch, verbosity):
+    # A caller's disable=True once reached tqdm twice when --quiet had already turned progress off.
+    monkeypatch.setattr(logs, "_PROGRESS", verbosity >= 0)
+    bar = logs.progress_bar(range(3), disable=True, desc="x")
+    assert list(bar) == [0, 1, 2]
+    assert bar.disable
