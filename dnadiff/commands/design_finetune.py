@@ -1,4 +1,4 @@
-"""`dnadiff design-finetune MODEL --reward SPEC --method drakes|policy_gradient --kl-weight β --out DIR`."""
+"""`dnadiff design-finetune MODEL --reward SPEC --method drakes|policy_gradient|dpo --kl-weight β --out DIR`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 
 from dnadiff.errors import DnadiffError
 
-HELP = "fine-tune a DNA generator toward a reward (DRAKES or policy gradient), kept close to the pretrained model"
+HELP = ("fine-tune a DNA generator toward a reward (DRAKES, policy gradient or offline DPO), kept close to the "
+        "pretrained model")
 DESCRIPTION = """Fine-tune a masked-diffusion DNA model so that its samples score high on a reward while
 staying close to the pretrained model: maximise E[r(x)] − β·KL(fine-tuned ‖ pretrained), the KL over
 the sampling trajectories. The optimum samples p*(x) ∝ p_pre(x)·exp(r(x)/β): a small β follows the
@@ -29,6 +30,17 @@ Methods:
                    samples, group-centred advantages, the trajectory's step log-probabilities as the
                    likelihood, clipped ratio (--clip, reused for --ppo-epochs updates), KL to the
                    pretrained model. Any reward, including module:function.
+  dpo              offline (no rollouts of the model being trained): DPO (Rafailov et al. 2023, eq. 7) on
+                   the likelihoods of whole sampling trajectories (as Diffusion-DPO, Wallace et al. 2024):
+                   --pool-size trajectories of the pretrained model sampled once, all pairs within groups of
+                   --group-size ranked by Bradley–Terry probabilities σ(r_a − r_b); same optimum p*. Any
+                   reward. (Its logged kl is −mean log-ratio on pretrained trajectories: KL(pre ‖ fine-tuned).)
+
+Know the target: before training, --target-samples pretrained samples give the self-normalised
+importance-sampling estimate of what p* scores and its KL from the pretrained model (with the effective
+sample size: an ESS near 1 means p* is too far from the pretrained model for the estimate); after
+training, --eval-samples samples of the fine-tuned model give what it reached (mean reward, trajectory
+KL to the pretrained model). Both are printed and written to OUT/metrics.json.
 
 OUT is the run directory (finetune_config.yaml, checkpoints/, logs/metrics.csv) and, at the end, a model
 directory (config.json, model.safetensors, metrics.json) that dnadiff.load, `dnadiff sample` and
@@ -41,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="the pretrained dnadiff DNA model directory (masked diffusion)")
     p.add_argument("--reward", required=True, help="gc | gc:T | motif:SEQ | classifier:DIR | module:function")
     p.add_argument("--target", default=None, help="class name or index for --reward classifier:DIR")
-    p.add_argument("--method", required=True, help="drakes | policy_gradient")
+    p.add_argument("--method", required=True, help="drakes | policy_gradient | dpo")
     p.add_argument("--kl-weight", type=float, required=True, help="β of the KL penalty (> 0; larger stays closer)")
     p.add_argument("--out", required=True, help="output folder: run directory, then the fine-tuned model directory")
     p.add_argument("--length", type=int, default=None, help="sequence length (default: the model's sample.length)")
@@ -50,7 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truncate-steps", type=int, default=50,
                    help="drakes: gradient through the last K steps (default 50)")
     p.add_argument("--gumbel-temperature", type=float, default=1.0, help="drakes: τ of the Gumbel-softmax (default 1)")
-    p.add_argument("--group-size", type=int, default=8, help="policy_gradient: samples per group G (default 8)")
+    p.add_argument("--group-size", type=int, default=8,
+                   help="policy_gradient, dpo: samples per group G (default 8)")
     p.add_argument("--ppo-epochs", type=int, default=1, help="policy_gradient: updates per sampled batch (default 1)")
     p.add_argument("--clip", type=float, default=0.2, help="policy_gradient: ratio clip ε (default 0.2)")
     p.add_argument("--advantage", default="center", help="policy_gradient: center (default; exact target) | std (GRPO)")
@@ -58,6 +71,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=16, help="trajectories per update (default 16)")
     p.add_argument("--grad-clip", type=float, default=0.0, help="gradient norm clip (default 0: none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pool-size", type=int, default=256,
+                   help="dpo: pretrained trajectories sampled once and ranked by the reward (default 256)")
+    p.add_argument("--target-samples", type=int, default=256,
+                   help="pretrained samples for the SNIS estimate of the target's reward and KL (default 256; 0: none)")
+    p.add_argument("--eval-samples", type=int, default=64,
+                   help="fine-tuned samples for its final mean reward and KL to the pretrained (default 64; 0: none)")
     p.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
 
@@ -79,7 +98,7 @@ def check_args(args: argparse.Namespace) -> None:
     from dnadiff.finetune_reward.policy_gradient import ADVANTAGES
 
     if args.method not in METHODS:
-        raise DnadiffError(f"--method {args.method!r}: choose drakes or policy_gradient")
+        raise DnadiffError(f"--method {args.method!r}: choose {' or '.join(METHODS)}")
     if args.resume and args.overwrite:
         raise DnadiffError("--resume and --overwrite exclude each other")
     if not (args.kl_weight > 0) or math.isinf(args.kl_weight):
@@ -92,11 +111,16 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if not (value > 0) or math.isinf(value):
             raise DnadiffError(f"--{flag.replace('_', '-')} must be a positive number, got {value}")
+    if args.method == "dpo" and args.pool_size < args.group_size:
+        raise DnadiffError(f"--pool-size must be >= --group-size ({args.group_size}), got {args.pool_size}")
+    for flag in ("target_samples", "eval_samples"):
+        if getattr(args, flag) < 0:
+            raise DnadiffError(f"--{flag.replace('_', '-')} must be >= 0, got {getattr(args, flag)}")
     if args.grad_clip < 0:
         raise DnadiffError(f"--grad-clip must be >= 0, got {args.grad_clip}")
     if args.advantage not in ADVANTAGES:
         raise DnadiffError(f"--advantage {args.advantage!r}: choose {' or '.join(ADVANTAGES)}")
-    if args.method == "policy_gradient" and (args.group_size < 2 or args.batch_size % args.group_size):
+    if args.method in ("policy_gradient", "dpo") and (args.group_size < 2 or args.batch_size % args.group_size):
         raise DnadiffError(f"--batch-size {args.batch_size} must be a multiple of "
                            f"--group-size {args.group_size} (>= 2)")
 
@@ -107,7 +131,8 @@ def settings_of(args: argparse.Namespace) -> dict:
             "truncate_steps": args.truncate_steps, "gumbel_temperature": args.gumbel_temperature,
             "group_size": args.group_size, "ppo_epochs": args.ppo_epochs, "clip": args.clip,
             "advantage": args.advantage, "lr": args.lr, "batch_size": args.batch_size, "grad_clip": args.grad_clip,
-            "seed": args.seed}
+            "seed": args.seed, "target_samples": args.target_samples, "eval_samples": args.eval_samples,
+            "pool_size": args.pool_size}
 
 
 def run(args: argparse.Namespace) -> int:

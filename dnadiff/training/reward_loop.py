@@ -9,6 +9,11 @@ The output folder OUT is both a run directory and, once training ends, a model d
     finetune_config.yaml   the run's settings (what --resume checks the command line against)
     checkpoints/last.ckpt  Lightning checkpoints (atomic), for --resume only
     logs/metrics.csv       reward, KL and loss per update
+metrics.json (and the printed table) also state the target and how close the run got
+(dnadiff/finetune_reward/target.py): target_reward / target_kl / target_ess, the SNIS estimates of
+p* ∝ p_pre · exp(r/β)'s expected reward and KL(p* ‖ p_pre) over `target_samples` pretrained samples
+(drawn at the start), and reached_reward / reached_kl, the fine-tuned model's mean reward and
+trajectory KL to the pretrained model over `eval_samples` of its own samples (drawn at the end).
 The run-directory rules are `dnadiff train`'s: a new run needs a missing or empty OUT (or
 --overwrite), one process at a time holds it (lock), --resume continues from the last checkpoint,
 and a new run that fails before its first checkpoint leaves nothing behind.
@@ -20,7 +25,9 @@ is saved in the checkpoint.
 
 from __future__ import annotations
 
+import ctypes
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,8 @@ from dnadiff.config import RunConfig, load_config, replace, save_config
 from dnadiff.errors import DnadiffError
 from dnadiff.finetune_reward import drakes_loss, make_grid, policy_gradient_loss, sample_groups
 from dnadiff.finetune_reward.policy_gradient import GroupBatch
+from dnadiff.finetune_reward.preference import TrajectoryPool, preference_loss, sample_pool
+from dnadiff.finetune_reward.target import reached, sample_scores, snis_target
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
 from dnadiff.model_dir import save_model_files
@@ -47,10 +56,31 @@ DEFAULTS: dict[str, Any] = {
     "method": None, "reward": None, "target": None, "kl_weight": None, "pretrained": None, "length": None,
     "train_steps": 100, "sample_steps": 128, "truncate_steps": 50, "gumbel_temperature": 1.0, "group_size": 8,
     "ppo_epochs": 1, "clip": 0.2, "advantage": "center", "lr": 1e-4, "batch_size": 16, "grad_clip": 0.0,
-    "seed": 0,
+    "seed": 0, "target_samples": 256, "eval_samples": 64, "pool_size": 256,
 }
-# settings a resumed run may change (it continues to a new number of updates)
-RESUMABLE_CHANGES = ("train_steps",)
+# settings a resumed run may change (it continues to a new number of updates; the evaluation sizes)
+RESUMABLE_CHANGES = ("train_steps", "target_samples", "eval_samples")
+# generator offsets of the target's, the evaluation's and the dpo pool's samples
+TARGET_SEED, EVAL_SEED, POOL_SEED = 2**40, 2**41, 2**42
+
+
+MMAP_THRESHOLD = 256 * 1024
+
+
+def return_freed_memory() -> bool:
+    """Linux glibc: serve allocations of 256 KiB and more by mmap (mallopt M_MMAP_THRESHOLD), so that
+    memory freed during an update goes back to the system. An update allocates and frees thousands of
+    batch × length × vocabulary tensors and recomputed activations; under glibc's default (a threshold
+    that grows to 32 MiB after the first frees) they are carved from a heap that fragments and is not
+    returned: at the defaults, a DRAKES update of caduceus:tiny peaks at 1.5 GB resident of which
+    0.6 GB is live (benchmarks/reward_update_cost.py). Returns whether the setting was applied."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(-3, MMAP_THRESHOLD))  # -3: M_MMAP_THRESHOLD (malloc.h)
+    except (OSError, AttributeError):
+        return False
 
 
 class _Ticks(IterableDataset):
@@ -81,9 +111,44 @@ class RewardFinetuneModule(L.LightningModule):
         self.grid = make_grid(self.model.schedule, self.s["sample_steps"], eps=self.model.sampling_eps)
         self.groups: GroupBatch | None = None
         self.last = {"reward": float("nan"), "kl": float("nan"), "loss": float("nan")}
+        self.target: dict = {}
+        self.pool: TrajectoryPool | None = None
 
     def on_fit_start(self) -> None:
         self._frozen[0].to(self.device)
+        s = self.s
+        if s["method"] == "dpo":  # the offline data: pretrained trajectories, drawn once (again on resume)
+            self.pool = sample_pool(self.pre_denoiser, self.grid, self.mask_id, int(s["length"]), self.vocab,
+                                    self.reward, int(s["pool_size"]), int(s["batch_size"]),
+                                    generator=self._generator(POOL_SEED), device=self.device).to(self.device)
+        n = int(s.get("target_samples") or 0)
+        if n > 0:  # the target this run aims at, from the pretrained model's samples
+            if self.pool is not None and len(self.pool) >= n:  # dpo: its pool is such a sample already
+                rewards = self.pool.reward[:n].cpu()
+            else:
+                rewards, _ = sample_scores(self.pre_denoiser, None, self.grid, self.mask_id, int(s["length"]),
+                                           self.vocab, self.reward, n, int(s["batch_size"]),
+                                           generator=self._generator(TARGET_SEED), device=self.device)
+            est = snis_target(rewards, float(self.s["kl_weight"]))
+            self.target = {"pretrained_reward": est["pretrained_reward"],
+                           **{f"target_{k}": v for k, v in est.items() if k != "pretrained_reward"}}
+            log.info("target p* ∝ p_pre·exp(r/β) (SNIS over %d pretrained samples, ESS %.1f): E*[r] = %.4g ± %.2g, "
+                     "KL(p*‖p_pre) = %.4g ± %.2g nats; pretrained mean reward %.4g", n, est["ess"], est["reward"],
+                     est["reward_se"], est["kl"], est["kl_se"], est["pretrained_reward"])
+
+    def reach(self) -> dict:
+        """The fine-tuned model's mean reward and trajectory KL to the pretrained model (eval_samples)."""
+        n = int(self.s.get("eval_samples") or 0)
+        if n <= 0:
+            return {}
+        self.backbone.eval()
+        rewards, kls = sample_scores(self.denoiser, self.pre_denoiser, self.grid, self.mask_id, int(self.s["length"]),
+                                     self.vocab, self.reward, n, int(self.s["batch_size"]),
+                                     generator=self._generator(EVAL_SEED), device=self.device)
+        got = reached(rewards, kls)
+        log.info("fine-tuned (%d samples): mean reward %.4g ± %.2g, trajectory KL to pretrained %.4g ± %.2g nats",
+                 n, got["reward"], got["reward_se"], got["kl"], got["kl_se"])
+        return {f"reached_{k}": v for k, v in got.items()}
 
     def train_dataloader(self):
         return DataLoader(_Ticks(), batch_size=1)
@@ -109,6 +174,10 @@ class RewardFinetuneModule(L.LightningModule):
             out = drakes_loss(self.denoiser, self.pre_denoiser, self.reward.soft, self.grid, self.mask_id, x_init,
                               self.vocab, beta, truncate_steps=int(s["truncate_steps"]),
                               temperature=float(s["gumbel_temperature"]), generator=self._generator(step))
+        elif s["method"] == "dpo":
+            idx = torch.randint(len(self.pool), (int(s["batch_size"]),), generator=self._generator(step),
+                                device=self.device)
+            out = preference_loss(self.denoiser, self.grid, self.mask_id, self.pool, idx, beta, int(s["group_size"]))
         else:
             if self.groups is None or step % int(s["ppo_epochs"]) == 0:
                 self.groups = sample_groups(self.denoiser, self.grid, self.mask_id, x_init, self.vocab, self.reward,
@@ -146,7 +215,7 @@ class ExportFinetuned(L.Callback):
                         "reward": self.cfg.reward_finetune["reward"],
                         "kl_weight": self.cfg.reward_finetune["kl_weight"],
                         "reward_last": pl_module.last["reward"], "kl_last": pl_module.last["kl"],
-                        "loss_last": pl_module.last["loss"],
+                        "loss_last": pl_module.last["loss"], **pl_module.target, **pl_module.reach(),
                         "wall_seconds_this_session": round(time.time() - self.start, 2)}
         if trainer.is_global_zero:
             backbone = pl_module.backbone
@@ -206,6 +275,7 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
                                f"{', '.join(f'{old.get(k)!r} -> {settings.get(k)!r}' for k in changed)})")
     if threads:  # the CLI applied --threads (or the load-aware default) already: dnadiff/threads.py
         torch.set_num_threads(int(threads))
+    return_freed_memory()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model_dir(model_dir, map_location="cpu")
     pre = load_model_dir(model_dir, map_location="cpu")
@@ -234,5 +304,5 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     return export.metrics
 
 
-__all__ = ["DEFAULTS", "RewardFinetuneModule", "complete_settings", "reward_finetune", "settings_differ",
-           "SETTINGS_FILE"]
+__all__ = ["DEFAULTS", "RewardFinetuneModule", "complete_settings", "return_freed_memory", "reward_finetune",
+           "settings_differ", "SETTINGS_FILE"]
