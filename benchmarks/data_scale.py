@@ -69,7 +69,8 @@ def tree_rss_mib() -> float:
 
 
 def run_config(meta: dict, seq_len: int):
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
 
     return load_config(RunConfig, None, [f"data.fasta={meta['fasta']}", f"data.bed={meta['bed']}", "data.kind=genome",
                                          f"data.seq_len={seq_len}"])

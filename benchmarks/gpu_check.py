@@ -73,7 +73,8 @@ def check_scan(device: str, tiny: bool) -> dict:
 
 def _train_cfg(out: Path, name: str, backbone: str, preset: str, device: str, steps: int, batch: int, seq_len: int,
                extra: list[str]):
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
 
     accel = "gpu" if device.startswith("cuda") else "cpu"
     precision = "bf16-mixed" if accel == "gpu" else "32-true"

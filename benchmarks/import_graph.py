@@ -5,7 +5,9 @@ close a cycle between top-level units, imports written inside functions, lines o
     python benchmarks/import_graph.py HEAD --json out.json
 
 Read with `ast` from `git archive REV dnadiff` (no checkout, nothing imported), with the reader of
-tests/test_import_graph.py. A "unit" is a top-level module or folder of dnadiff (dnadiff/model.py,
+tests/test_import_graph.py (import statements and modules named by strings; the `_statements_only`
+figures without the strings); `upward_vs_layers` counts module arrows against the test's LAYERS (the
+list of docs/architecture.md, bottom to top). A "unit" is a top-level module or folder of dnadiff (dnadiff/model.py,
 dnadiff/training/); an arrow between units is "upward" when it lies inside a cycle of the unit graph
 (in an acyclic graph every arrow points down a level, so the count is 0 exactly when there is none).
 """
@@ -27,9 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _reader():
-    """import_graph/cycles of the test, pointed at another copy of the package."""
+    """import_graph/cycles/upward_imports of the test, pointed at another copy of the package."""
     ns = runpy.run_path(str(REPO / "tests" / "test_import_graph.py"))
-    return ns["import_graph"], ns["cycles"]
+    return ns["import_graph"], ns["cycles"], ns["upward_imports"]
 
 
 def _unit(module: str) -> str:
@@ -83,13 +85,14 @@ def _imports(root: Path) -> tuple[int, int, int, int, int]:
 
 
 def measure(rev: str) -> dict:
-    import_graph, cycles = _reader()
+    import_graph, cycles, upward_imports = _reader()
     blob = subprocess.run(["git", "archive", rev, "dnadiff"], cwd=REPO, check=True, capture_output=True).stdout
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(fileobj=BytesIO(blob)) as tar:
             tar.extractall(tmp, filter="data")
         import_graph.__globals__["PACKAGE"] = Path(tmp) / "dnadiff"
-        graph = import_graph()
+        graph = import_graph()  # import statements and module-name strings (the graph as it runs)
+        written = import_graph(strings=False)  # import statements only
         top, local, own_top, own_local, lines = _imports(Path(tmp))
     units: dict[str, set[str]] = {}
     for m, ts in graph.items():
@@ -105,7 +108,10 @@ def measure(rev: str) -> dict:
             "unit_arrows": sum(map(len, units.values())), "unit_cycles": len(unit_cycles),
             "arrows_inside_unit_cycles": len(upward), "imports_at_top": top, "imports_in_functions": local,
             "dnadiff_imports_at_top": own_top, "dnadiff_imports_in_functions": own_local,
-            "code_lines": lines, "upward": upward}
+            "code_lines": lines, "module_cycles_statements_only": len(cycles(written)),
+            "upward_vs_layers": len(upward_imports(graph)),
+            "upward_vs_layers_statements_only": len(upward_imports(written)),
+            "upward": upward, "upward_vs_layers_list": upward_imports(graph)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args(argv)
     rows = [measure(r) for r in args.revs]
-    keys = [k for k in rows[0] if k not in ("rev", "upward")]
+    keys = [k for k in rows[0] if k not in ("rev", "upward", "upward_vs_layers_list")]
     print("| " + " | ".join(["rev", *keys]) + " |")
     print("|" + "---|" * (len(keys) + 1))
     for r in rows:

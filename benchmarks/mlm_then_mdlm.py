@@ -39,7 +39,8 @@ def data_overrides() -> list[str]:
 
 def train_stage(work: Path, name: str, steps: int, extra: list[str]) -> tuple[str, float]:
     """Train one stage; (its model directory, wall seconds)."""
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.training import train
 
     over = [f"name={name}", f"out_dir={work}", *data_overrides(), f"train.max_steps={steps}", "train.max_minutes=600",

@@ -40,7 +40,8 @@ def make_inputs(workdir: str, mb: int, with_gzip: bool) -> dict:
     import torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 

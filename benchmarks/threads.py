@@ -50,7 +50,8 @@ def tiny_model(folder: str) -> str:
     import torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 

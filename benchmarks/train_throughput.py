@@ -41,7 +41,8 @@ def build_model(spec: str, scan_impl: str, seq_len: int, device: str):
     """(DiffusionModel, optimizer) for `name:preset`: the tiny DNA run config with that backbone;
     the objective is `ar` for a causal backbone, else the config's MDLM."""
     from dnadiff.backbones import BACKBONES, build_backbone
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.model import DiffusionModel
     from dnadiff.tokenizers import DNATokenizer
 

@@ -15,17 +15,16 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from dnadiff.data_root import _resolve_data_paths
 from dnadiff.errors import DnadiffError
-from dnadiff.registry import Registry
 from dnadiff.yaml_safe import MAX_CONFIG_BYTES, _bounded_safe_load
 
-# Checks of the option mappings (model.overrides, objective.options, ...) against the schemas the
-# registered classes declare. They need the registries, a layer above this one, so the module that
-# holds them registers them here; `load_config` runs every one.
-OPTION_CHECKS = Registry("config option check", providers=("dnadiff.config_options",))
+# The option mappings (model.overrides, objective.options, ...) are checked against the schemas the
+# registered classes declare by dnadiff.config_options (a layer above the registries, which this module
+# never imports): its `load_config` is this one with that check; commands and training call it.
+
 
 # ----------------------------------------------------------------------------- schema
 
@@ -524,14 +523,15 @@ def _split_groups(overrides: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] | None = None,
-                resolve_paths: bool = True) -> Any:
+                resolve_paths: bool = True, check: Callable[[Any], Any] | None = None) -> Any:
     """YAML file (or none) + group selections + overrides -> frozen dataclass `cls`.
 
     `model=caduceus_tiny` (a folder of the shipped configs/ = a file in it) merges that file after
     the config (replacing a default of the same group); dotted `key=value` overrides come last.
     With `resolve_paths`, the relative data paths of the config file (and of the defaults) are
     made absolute against the data root (see `data_root`); paths given as overrides stay relative
-    to the current directory, like any path typed on a command line.
+    to the current directory, like any path typed on a command line. `check(obj) -> obj` runs on the
+    built config before the paths are resolved (config_options.check_options: the registries' options).
     """
     groups, dotted = _split_groups(list(overrides or []))
     given = parse_overrides(dotted)
@@ -549,8 +549,8 @@ def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] 
             raise DnadiffError(f"{source}: {exc}") from None
     _merge_into(node, given, "")
     obj = _to_object(cls, node)
-    for name in OPTION_CHECKS.names():  # the registries' option schemas (dnadiff.config_options)
-        obj = OPTION_CHECKS.get(name)(obj)
+    if check is not None:  # the registries' option schemas: config_options.load_config passes its check_options
+        obj = check(obj)
     return _absolute_init_from(_resolve_data_paths(obj, given)) if resolve_paths else obj
 
 

@@ -1,25 +1,34 @@
 """Load-time check of the per-registry option mappings of a config: `model.overrides`
 against the backbone's Config, `objective.options` / `sample.options` against the objective's /
-sampler's constructor, `data.text` against data.text.TextOptions. Kept apart from config.py
-because it reaches into the registries (and so imports torch, only when a mapping is non-empty)."""
+sampler's constructor, `data.text` against data.text.TextOptions. A layer above the registries
+(backbones, diffusion, samplers, data) and below the commands, training and finetune, which load
+their configs with `load_config` here (config.load_config with this check). Imports torch only
+when a mapping is non-empty."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Callable
 
-from dnadiff.config import OPTION_CHECKS, from_dict, replace
+from dnadiff import config
+from dnadiff.config import from_dict, replace
 
 
-@OPTION_CHECKS.register("registries")
-def check_options(obj: Any) -> Any:
+def load_config(cls: type, path: str | os.PathLike | None, overrides: list[str] | None = None,
+                resolve_paths: bool = True, check_model: Callable[[Any], bool] | None = None) -> Any:
+    """`config.load_config` with the option mappings checked against the registries (`check_options`)."""
+    return config.load_config(cls, path, overrides, resolve_paths=resolve_paths,
+                              check=lambda obj: check_options(obj, check_model))
+
+
+def check_options(obj: Any, check_model: Callable[[Any], bool] | None = None) -> Any:
     """`obj` with its option mappings checked and converted to their declared types; a typo fails
-    here, at load time, with one line listing the valid keys."""
+    here, at load time, with one line listing the valid keys. `check_model(model) -> True` when it
+    checked `model.overrides` itself (finetune's k-mer LR baseline, which is no backbone)."""
     changes: dict[str, Any] = {}
     model = getattr(obj, "model", None)
-    if getattr(model, "backbone", None) == "kmer_lr":  # the k-mer LR baseline is no network: its own options
-        from dnadiff.finetune.kmer_lr import kmer_options
-
-        kmer_options(dict(model.overrides))  # a typo fails at load time, listing the known options
+    if model is not None and check_model is not None and check_model(model):
+        pass
     elif getattr(model, "overrides", None) and not model.init_from:  # init_from: checked against the loaded network
         from dnadiff.backbones.base import BACKBONES
 

@@ -7,11 +7,11 @@
 
     SCHEDULES.build("loglinear", eps=1e-3)
 
-A registry may name the modules that register its entries (`providers`), or a `package` whose
-every module is one (a new sampler is one new file, listed nowhere): they are imported on the
-first lookup, so a registry never needs its package's __init__ (or a module of a higher layer,
-such as a baseline registered as a backbone) imported first, and those modules may import the
-registry's module freely without an import cycle.
+Entries register by import, at the layer that owns them: a package's __init__ imports each of its
+modules that registers one (`dnadiff/samplers/__init__.py` imports `ancestral`, `cached`, ...), and
+Python runs a package's __init__ before any of its modules, so `from dnadiff.samplers.base import
+SAMPLERS` already sees every sampler. No registry names a module by a string: every dependency is an
+import statement that a reader (and tests/test_import_graph.py) can follow.
 
 Each entry has an option schema: the dataclass it declares (`Config` on a backbone, `Options`
 elsewhere) or, by default, one derived from its constructor's signature (names, types, defaults;
@@ -23,7 +23,6 @@ lets any other exception through: a TypeError inside a constructor is a bug, not
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import typing
 from typing import Any, Callable, TypeVar
@@ -69,42 +68,13 @@ def _omegaconf_type(tp: Any) -> Any:
         return Any
 
 
-def resolve_object(spec: str) -> Any:
-    """"package.module:attribute" -> the attribute: an extension point declared by name, imported when used."""
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def package_modules(package: str | None) -> list[str]:
-    """The modules of `package` (not its subpackages or private modules), found without running
-    its __init__."""
-    import importlib.util
-    import pkgutil
-
-    if package is None:
-        return []
-    spec = importlib.util.find_spec(package)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    return [f"{package}.{m.name}" for m in pkgutil.iter_modules(locations)
-            if not m.ispkg and not m.name.startswith("_")]
-
-
 class Registry:
     """A named collection of constructors; names are unique."""
 
-    def __init__(self, kind: str, providers: tuple[str, ...] = (), package: str | None = None):
+    def __init__(self, kind: str):
         self.kind = kind
         self._items: dict[str, Callable[..., Any]] = {}
         self._schemas: dict[str, type] = {}
-        self._providers = tuple(providers)  # modules whose import registers the entries
-        self._package = package  # every module of this package is a provider
-        self._loaded = not (self._providers or package)
-
-    def _load_providers(self) -> None:
-        if not self._loaded:
-            self._loaded = True  # first: a provider's own lookups must not re-enter
-            for module in (*package_modules(self._package), *self._providers):
-                importlib.import_module(module)
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
@@ -116,7 +86,6 @@ class Registry:
         return decorator
 
     def get(self, name: str) -> Callable[..., Any]:
-        self._load_providers()
         if name not in self._items:
             raise DnadiffError(
                 f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}"
@@ -193,11 +162,9 @@ class Registry:
 
     def name_of(self, obj: Any) -> str | None:
         """The registered name of the class `obj` is an instance of (None: not registered here)."""
-        self._load_providers()
         return next((n for n, ctor in self._items.items() if inspect.isclass(ctor) and type(obj) is ctor), None)
 
     def names(self) -> list[str]:
-        self._load_providers()
         return sorted(self._items)
 
     def where(self, **declared: Any) -> list[str]:
@@ -205,5 +172,4 @@ class Registry:
         return [n for n in self.names() if all(getattr(self._items[n], k, None) == v for k, v in declared.items())]
 
     def __contains__(self, name: object) -> bool:
-        self._load_providers()
         return name in self._items

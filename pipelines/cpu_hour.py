@@ -210,7 +210,8 @@ def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: 
                stage: str | None = None):
     """A row's run config; for a two-stage row (mlm_share), stage "mlm" is its MLM stage (name KEY_mlm, that
     share of the budget) and the default its MDLM stage (the rest, from the MLM stage's weights)."""
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
 
     row = ROWS[key]
     budget = row.get("minutes", minutes)
@@ -276,7 +277,8 @@ def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=N
 
 def fit_markov(out_dir: Path, data: list[str], max_order: int, markov_dir: str | None, echo) -> str:
     """The best-k Markov model directory: --markov-dir, or fitted now (order chosen on valid)."""
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.training import train
 
     if markov_dir:

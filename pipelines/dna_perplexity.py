@@ -422,7 +422,8 @@ def row_overrides(spec: dict, seed: int, plan: Plan, dry_run: bool, budget: dict
 
 def train_row(spec: dict, seed: int, overrides: list[str], budget: dict, evaluate_dir, start: float) -> dict:
     """Train one row at one seed, score it on the test windows and print its line."""
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.training import train
 
     cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", overrides)

@@ -1,6 +1,6 @@
 """Markov rows and the wall-clock budget of pipelines/dna_perplexity.py (tab. 6 with classical baselines).
 
-Markov rows: order-k chains (dnadiff/baselines/markov.py, interpolated Kneser-Ney) fitted by
+Markov rows: order-k chains (dnadiff/backbones/markov.py, interpolated Kneser-Ney) fitted by
 `dnadiff train` on the same train split, windows and strands as the neural rows, scored on the
 same test windows with the same exact `ar` objective. k = 0, 3, 5, 8, and the k chosen on the
 valid split over 0..10 ("best k"), which is the row neural models are compared with. A count fit
@@ -34,7 +34,8 @@ def run_markov_rows(data: list[str], out_dir: Path, evaluate, echo=print, orders
                     max_order: int = MAX_ORDER) -> dict[str, list[dict]]:
     """Fit every Markov row with `dnadiff train` (experiments/tiny_dna_markov + the scale's data
     overrides) and score it with `evaluate(model_dir, seed) -> row dict` (the neural rows' scorer)."""
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.training import train
 
     results: dict[str, list[dict]] = {}

@@ -124,7 +124,8 @@ def write_fasta(path: Path, seqs: list[str]) -> None:
 
 
 def fit_markov(out: Path, data_over: list[str], order: int, max_order: int, name: str) -> str:
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.training import train
 
     over = [f"name={name}", f"out_dir={out}", f"model.overrides.order={order}",
@@ -134,7 +135,8 @@ def fit_markov(out: Path, data_over: list[str], order: int, max_order: int, name
 
 
 def train_model(out: Path, key: str, data_over: list[str], minutes: float, dry: bool) -> str:
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.training import train
 
     over = [f"name={key}", f"out_dir={out}", *data_over, f"train.max_minutes={minutes:g}"]

@@ -46,7 +46,8 @@ from pathlib import Path
 import common
 import torch
 
-from dnadiff.config import RunConfig, load_config, replace
+from dnadiff.config import RunConfig, replace
+from dnadiff.config_options import load_config
 from dnadiff.errors import DnadiffError
 from dnadiff.machine import describe_machine, machine_info
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from dnadiff.config import RunConfig, load_config
+from dnadiff.config import RunConfig
+from dnadiff.config_options import load_config
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
@@ -66,20 +67,27 @@ def test_registry_build_checks_names_and_surfaces_bugs():
         reg.check_options("ok", {"steps": 1.5}, "x")
 
 
-def test_a_registry_imports_every_module_of_its_package(tmp_path, monkeypatch):
-    pkg = tmp_path / "plugpkg_decl"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "reg.py").write_text("from dnadiff.registry import Registry\n"
-                                "THINGS = Registry('thing', package='plugpkg_decl')\n")
-    for name, fast in (("alpha", True), ("beta", False)):
-        (pkg / f"{name}.py").write_text(f"from plugpkg_decl.reg import THINGS\n\n\n@THINGS.register('{name}')\n"
-                                        f"class Thing:\n    fast = {fast}\n")
-    (pkg / "_private.py").write_text("raise RuntimeError('private modules are not providers')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    from plugpkg_decl.reg import THINGS
+def test_config_alone_reads_and_config_options_checks():
+    """config.py sits below the registries and never imports them: its load_config takes the check as an
+    argument; config_options.load_config (what commands, training and finetune call) passes it."""
+    from dnadiff import config
 
-    assert THINGS.names() == ["alpha", "beta"] and THINGS.where(fast=True) == ["alpha"]
+    raw = config.load_config(RunConfig, None, ["sample.options.etaa=0.1", "objective.options.bos_id=2"])
+    assert raw.sample.options == {"etaa": 0.1} and raw.objective.options == {"bos_id": 2}
+    seen = []
+    config.load_config(RunConfig, None, ["train.lr=1e-3"], check=lambda obj: seen.append(obj.train.lr) or obj)
+    assert seen == [1e-3]
+    with pytest.raises(DnadiffError, match=r"sample.options.etaa: not an option of sampler 'ancestral'"):
+        load_config(RunConfig, None, ["sample.options.etaa=0.1"])
+
+
+def test_the_kmer_lr_row_is_checked_against_its_own_options():
+    from dnadiff.finetune.config import load_finetune_config
+
+    with pytest.raises(DnadiffError, match=r"model.overrides: unknown k-mer LR option\(s\) kk"):
+        load_finetune_config(None, ["model.backbone=kmer_lr", "model.overrides.kk=[3]"])
+    assert load_finetune_config(None, ["model.backbone=kmer_lr", "model.overrides.ks=[3]"]).model.overrides == {
+        "ks": [3]}
 
 
 def test_finetune_and_train_share_the_trainer_fields():

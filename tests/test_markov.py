@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from dnadiff.baselines.markov import (
+from dnadiff.backbones.markov import (
     MarkovChain,
     MarkovConfig,
     count_ngrams,
@@ -215,7 +215,7 @@ def test_cli_markov_needs_the_ar_objective(tmp_path):
 
 
 def test_base_codes_agree_for_numpy_and_torch():
-    from dnadiff.baselines.markov import BASE_IDS, base_codes
+    from dnadiff.backbones.markov import BASE_IDS, base_codes
 
     assert BASE_IDS == tuple(TOK.nucleotide_ids)
     ids = np.array([[TOK.a_id, TOK.c_id, TOK.g_id, TOK.t_id, TOK.n_id, TOK.pad_id, TOK.mask_id, 99]])

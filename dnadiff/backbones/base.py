@@ -43,9 +43,7 @@ from torch import Tensor, nn
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
-BACKBONES = Registry("backbone", package="dnadiff.backbones", providers=(
-    "dnadiff.baselines.markov",  # the classical order-k baseline, registered as "markov"
-))
+BACKBONES = Registry("backbone")  # filled by the imports of dnadiff/backbones/__init__.py
 
 
 def padding_mask(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:
@@ -88,10 +86,9 @@ class Backbone(nn.Module):
     PRESETS: dict[str, dict[str, Any]] = {}
     is_causal: bool = False
     time_conditioned: bool = False
-    neural: bool = True  # a network (forward/backward, features); False: a count model (the Markov baseline)
-    # a count model's fit for `dnadiff train` (no Lightning): "module:function" taking (cfg, tokenizer) and
-    # returning (model, metrics, config to save); training.run writes the run directory around it
-    fit_counts: str | None = None
+    # a network (forward/backward, features); False: a count model (the Markov baseline), which `dnadiff train`
+    # fits with the function registered under its name in baselines.COUNT_FITS (no Lightning)
+    neural: bool = True
     # FSDP (training/strategy.py): the repeated block classes wrapped as units (empty: no FSDP), and
     # the modules whose parameters and compute stay float32 under mixed precision
     fsdp_blocks: tuple[type[nn.Module], ...] = ()

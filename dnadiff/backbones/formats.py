@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 from dnadiff.registry import Registry
 
-# every module of dnadiff.backbones may register one (the converters do): a new format is listed nowhere
-CHECKPOINT_FORMATS = Registry("checkpoint format", package="dnadiff.backbones")
+# filled by the imports of dnadiff/backbones/__init__.py (the converters register one each)
+CHECKPOINT_FORMATS = Registry("checkpoint format")
 
 
 class CheckpointFormat:

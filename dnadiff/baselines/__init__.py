@@ -1,8 +1,11 @@
-"""Classical baselines: an order-k Markov chain (markov.py, fitted by markov_fit.py) for the DNA
-perplexity table. The k-mer LR baseline of the Genomic Benchmarks table is dnadiff/finetune/kmer_lr.py."""
+"""Classical baselines fitted from counts: the order-k Markov chain (the backbone backbones/markov.py,
+fitted by markov_fit.py) for the DNA perplexity table, registered in COUNT_FITS. The k-mer LR baseline
+of the Genomic Benchmarks table is dnadiff/finetune/kmer_lr.py."""
 
-from dnadiff.lazy import lazy_exports
+from dnadiff.backbones.markov import MarkovChain, MarkovConfig
 
-_EXPORTS = {"MarkovChain": "markov", "MarkovConfig": "markov"}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+# registration by import: markov_fit registers the fit of "markov" in COUNT_FITS
+from dnadiff.baselines import markov_fit  # noqa: F401
+from dnadiff.baselines.fits import COUNT_FITS
+
+__all__ = ["COUNT_FITS", "MarkovChain", "MarkovConfig"]

@@ -21,13 +21,14 @@ import numpy as np
 import torch
 
 from dnadiff.backbones import build_backbone
-from dnadiff.baselines.markov import (
+from dnadiff.backbones.markov import (
     MarkovChain,
     base_codes,
     count_ngrams,
     reverse_complement_codes,
     with_order,
 )
+from dnadiff.baselines.fits import COUNT_FITS
 from dnadiff.config import RunConfig, replace
 from dnadiff.data.datasets import genome_paths
 from dnadiff.data.fasta import Genome, read_bed
@@ -138,8 +139,9 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
     return chain, metrics
 
 
+@COUNT_FITS.register("markov")
 def fit_for_run(cfg: RunConfig, tokenizer):
-    """What `dnadiff train` runs for markov (Backbone.fit_counts): checks the run's settings, fits, and
+    """What `dnadiff train` runs for markov (COUNT_FITS["markov"]): checks the run's settings, fits, and
     returns (chain, metrics, the config to save); training.run owns the run directory."""
     if cfg.objective.name != "ar":
         raise DnadiffError(f"objective.name: a Markov chain is an autoregressive model; set objective.name=ar "

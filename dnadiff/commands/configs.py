@@ -90,8 +90,9 @@ def run(args: argparse.Namespace) -> int:
 
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the named config, resolved (a run config, or a fine-tuning config)."""
-    from dnadiff.config import RunConfig, load_config, to_dict
-    from dnadiff.finetune.config import FinetuneConfig
+    from dnadiff.config import RunConfig, to_dict
+    from dnadiff.config_options import load_config
+    from dnadiff.finetune.config import load_finetune_config
 
     if not args.filter:
         raise DnadiffError("--print-config needs a config name, e.g. dnadiff configs experiments/tiny_dna_mdlm "
@@ -100,6 +101,6 @@ def resolved_config(args: argparse.Namespace) -> dict:
         return to_dict(load_config(RunConfig, args.filter))
     except DnadiffError as first:
         try:
-            return to_dict(load_config(FinetuneConfig, args.filter))
+            return to_dict(load_finetune_config(args.filter))
         except DnadiffError:
             raise first from None

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.data.fasta import bundled_genome
     from dnadiff.data.records import write_fasta
     from dnadiff.data.summary import genome_summary
@@ -126,6 +127,7 @@ def demo_overrides(args: argparse.Namespace) -> list[str]:
 
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the tiny config the demo trains, with the demo's settings applied."""
-    from dnadiff.config import RunConfig, load_config, to_dict
+    from dnadiff.config import RunConfig, to_dict
+    from dnadiff.config_options import load_config
 
     return to_dict(load_config(RunConfig, "experiments/tiny_dna_mdlm", demo_overrides(args)))

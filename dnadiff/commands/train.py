@@ -37,7 +37,8 @@ def preflight(args: argparse.Namespace) -> None:
     import os
 
     from dnadiff.commands.preflight import check_data_files, check_run_dir
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
 
     cfg = load_config(RunConfig, args.config, args.overrides)
     check_run_dir(args.run_dir or os.path.join(cfg.out_dir, cfg.name), args.resume, args.overwrite)
@@ -46,7 +47,8 @@ def preflight(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.checks import check_train_inputs
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.logs import log
     from dnadiff.training import train
     from dnadiff.utils import format_table
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the run config after defaults, overrides and the data root."""
-    from dnadiff.config import RunConfig, load_config, to_dict
+    from dnadiff.config import RunConfig, to_dict
+    from dnadiff.config_options import load_config
 
     return to_dict(load_config(RunConfig, args.config, args.overrides))

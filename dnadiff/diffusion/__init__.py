@@ -5,6 +5,8 @@
     out = obj.loss(denoiser, x0, attention_mask)   # LossOutput(loss, nll[B] nats, num_tokens[B])
 """
 
+# registration by import: each module below registers its objective in OBJECTIVES
+from dnadiff.diffusion import ar, d3pm, mdlm, mlm, sedd, udlm  # noqa: F401
 from dnadiff.diffusion.base import OBJECTIVES, DiffusionObjective, LossOutput, Objective, q_sample
 from dnadiff.diffusion.schedules import SCHEDULES, Schedule, build_schedule
 from dnadiff.diffusion.sedd import sedd_log_score

@@ -42,7 +42,7 @@ from dnadiff.diffusion.schedules import Schedule
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
-OBJECTIVES = Registry("objective", package="dnadiff.diffusion")
+OBJECTIVES = Registry("objective")  # filled by the imports of dnadiff/diffusion/__init__.py
 
 PAD_POLICIES = ("reference", "score", "visible")
 

@@ -144,7 +144,7 @@ def zero_shot_eval(model, root: str | Path, sets: Sequence[str] | None = None, s
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    import dnadiff
+    from dnadiff.checkpoint import load
 
     p = argparse.ArgumentParser(description="Zero-shot perplexity of a dnadiff text model on local copies of "
                                             "PTB, Wikitext, LM1B, Lambada, AG News, PubMed, arXiv.")
@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
     try:
-        res = zero_shot_eval(dnadiff.load(args.model_dir), args.root, args.sets, args.seq_len, args.batch_size,
+        res = zero_shot_eval(load(args.model_dir), args.root, args.sets, args.seq_len, args.batch_size,
                              args.max_blocks)
     except DnadiffError as exc:
         print(f"error: {exc}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dnadiff.config import TrainerConfig, _check, load_config
+from dnadiff.config import TrainerConfig, _check
 
 PROTOCOLS = ("paper", "kfold")
 
@@ -128,5 +128,9 @@ class FinetuneConfig:
 
 
 def load_finetune_config(path, overrides: list[str] | None = None) -> FinetuneConfig:
-    """YAML file (a path or a name under the shipped configs/) + key=value overrides."""
-    return load_config(FinetuneConfig, path, overrides)
+    """YAML file (a path or a name under the shipped configs/) + key=value overrides; the option mappings
+    checked against the registries (the k-mer LR row: against its own options)."""
+    from dnadiff.config_options import load_config
+    from dnadiff.finetune.kmer_settings import check_kmer_model
+
+    return load_config(FinetuneConfig, path, overrides, check_model=check_kmer_model)

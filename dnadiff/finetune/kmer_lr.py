@@ -27,25 +27,9 @@ import numpy as np
 
 from dnadiff.config import save_config, to_dict
 from dnadiff.errors import DnadiffError
+from dnadiff.finetune.kmer_settings import DEFAULTS, kmer_options  # noqa: F401  (re-exported)
 from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
 from dnadiff.machine import describe_machine
-
-DEFAULTS = {"ks": [3, 4, 5, 6], "c_grid": [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0], "both_strands": True, "max_iter": 2000}
-
-
-def kmer_options(overrides: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(overrides) - set(DEFAULTS))
-    if unknown:
-        raise DnadiffError(f"model.overrides: unknown k-mer LR option(s) {', '.join(unknown)} "
-                           f"(known: {', '.join(DEFAULTS)})")
-    opts = {**DEFAULTS, **overrides}
-    ks = [int(k) for k in opts["ks"]]
-    if not ks or any(not 1 <= k <= 8 for k in ks):
-        raise DnadiffError(f"model.overrides.ks: k-mer sizes must be in 1..8, got {opts['ks']}")
-    if not opts["c_grid"] or any(float(c) <= 0 for c in opts["c_grid"]):
-        raise DnadiffError(f"model.overrides.c_grid: needs positive C values, got {opts['c_grid']}")
-    return {"ks": ks, "c_grid": [float(c) for c in opts["c_grid"]], "both_strands": bool(opts["both_strands"]),
-            "max_iter": int(opts["max_iter"])}
 
 
 def kmer_features(seqs: Sequence[str], ks: Sequence[int] = (3, 4, 5, 6), both_strands: bool = True):

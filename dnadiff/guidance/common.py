@@ -28,7 +28,7 @@ from dnadiff.samplers.rng import RandomStream, make_stream
 
 # `dnadiff design --method NAME`; each method's options are its constructor's typed keywords
 # (after sampler and reward)
-METHODS = Registry("guidance method", package="dnadiff.guidance")
+METHODS = Registry("guidance method")  # filled by the imports of dnadiff/guidance/__init__.py
 
 
 class GuidedMethod:

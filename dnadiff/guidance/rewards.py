@@ -35,7 +35,7 @@ from dnadiff.tokenizers.dna import DNATokenizer
 TOK = DNATokenizer()
 # name -> Reward class; each parses its own `name:arg` spec in `from_spec` (a new reward: one class
 # here, or any `module:function` of the user's, which needs no registration)
-REWARDS = Registry("reward", package="dnadiff.guidance")
+REWARDS = Registry("reward")  # the rewards of this module
 
 
 class Reward:

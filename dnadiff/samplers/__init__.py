@@ -18,6 +18,19 @@ complement_ids, mask_id)` (strand-averaged predictions) and `guided(cond, uncond
 (classifier-free guidance). Templates (prefix/suffix prompts, infilling): `build_template`.
 """
 
+# registration by import: each module below registers its sampler in SAMPLERS (a new sampler is one
+# file and one line here; tests/test_import_graph.py fails on a registering module missing here)
+from dnadiff.samplers import (  # noqa: F401
+    analytic,
+    ancestral,
+    autoregressive,
+    cached,
+    confidence,
+    first_hitting,
+    remdm,
+    semi_ar,
+    uniform,
+)
 from dnadiff.samplers.base import (
     SAMPLERS,
     Sampler,

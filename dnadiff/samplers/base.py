@@ -29,7 +29,7 @@ from dnadiff.samplers.rng import (  # noqa: F401  (re-exported: the samplers' dr
     splitmix64,
 )
 
-SAMPLERS = Registry("sampler", package="dnadiff.samplers")
+SAMPLERS = Registry("sampler")  # filled by the imports of dnadiff/samplers/__init__.py
 
 
 def build_sampler(name: str = "ancestral", **options) -> "Sampler":

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
 
-TOKENIZERS = Registry("tokenizer", package="dnadiff.tokenizers")
+TOKENIZERS = Registry("tokenizer")  # filled by the imports of dnadiff/tokenizers/__init__.py
 
 
 class Tokenizer:

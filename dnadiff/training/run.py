@@ -33,7 +33,6 @@ from dnadiff.data.tokenizer_training import ensure_tokenizer
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model_dir import is_model_dir, load_config_of, resolve_time_input, save_model_dir, wrap_conditional
-from dnadiff.registry import resolve_object
 from dnadiff.threads import apply_threads, default_threads
 from dnadiff.tokenizers import build_tokenizer
 from dnadiff.training.rundir import RunDirLock, launch_rank, refuse_existing_run_dir
@@ -183,8 +182,10 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     where = Path(run_dir) if run_dir is not None else Path(cfg.out_dir) / cfg.name
     family = BACKBONES.get(cfg.model.backbone)
     if not family.neural:  # a count model fits itself, no Lightning (the Markov baseline: baselines/markov_fit.py)
+        from dnadiff.baselines import COUNT_FITS
+
         with RunDirLock(where):  # the directory is replaced only after a good fit: no cleanup needed
-            return _fit_counts(cfg, resolve_object(family.fit_counts), resume, overwrite, where)
+            return _fit_counts(cfg, COUNT_FITS.get(cfg.model.backbone), resume, overwrite, where)
     rank = launch_rank()
     watch = watch_launcher(rank)  # a worker whose launcher is killed stops at once, in one line
     try:

@@ -14,7 +14,8 @@ def tiny_model_dir(folder: Path, seq_len: int = 32, overrides: list[str] | tuple
     """FOLDER/model: the `base` config (None: the defaults) with `overrides`, seeded fresh weights.
     `metrics` defaults to {"steps": 0}."""
     from dnadiff.backbones import build_backbone
-    from dnadiff.config import RunConfig, load_config
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
     from dnadiff.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 

@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import dnadiff.model_dir as model_dir  # noqa: E402
-from dnadiff.config import RunConfig, load_config  # noqa: E402
+from dnadiff.config import RunConfig  # noqa: E402
+from dnadiff.config_options import load_config  # noqa: E402
 from dnadiff.training import train  # noqa: E402
 
 BASE = [

@@ -173,8 +173,8 @@ class MarkovChain(Backbone):
     is_causal = True
     time_conditioned = False
     hidden_size = 0
-    neural = False  # counts, no gradients or features: the network contract tests skip it (tests/test_markov.py)
-    fit_counts = "dnadiff.baselines.markov_fit:fit_for_run"  # what `dnadiff train` runs for it
+    neural = False  # counts, no gradients or features: the network contract tests skip it (tests/test_markov.py);
+    # `dnadiff train` fits it with baselines.COUNT_FITS["markov"] (baselines/markov_fit.py)
 
     def __init__(self, config: MarkovConfig):
         super().__init__()
