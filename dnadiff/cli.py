@@ -14,9 +14,10 @@ from dnadiff.errors import DnadiffError
 
 # name -> module under dnadiff.commands (every one must import: a broken command is an error)
 SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design", "design-finetune",
-               "compare", "data"]
+               "distill", "compare", "data"]
 # the commands that compute: each takes --threads (dnadiff/threads.py), applied once at start
-COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design", "design-finetune")
+COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design", "design-finetune",
+                    "distill")
 THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; an explicit N is also exported as "
                 "OMP/MKL_NUM_THREADS to child processes). Default: OMP_NUM_THREADS when set, else the free "
                 "physical cores at start "

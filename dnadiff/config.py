@@ -247,6 +247,9 @@ class RunConfig:
     # how `dnadiff design-finetune` made this model from a pretrained one (method, reward, kl_weight,
     # pretrained, the fine-tuning settings); empty for a model that was not fine-tuned toward a reward
     reward_finetune: dict[str, Any] = field(default_factory=dict)
+    # how `dnadiff distill` made this few-step student from a teacher (method, teacher, teacher_steps, steps,
+    # the settings); empty for a model that was not distilled
+    distill: dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- machinery
