@@ -29,6 +29,7 @@ ARGV = {
     "demo": [],
     "design": ["MODEL", "--reward", "gc", "--out", "x.fa"],
     "design-finetune": ["MODEL", "--reward", "gc", "--method", "drakes", "--kl-weight", "0.1", "--out", "ft"],
+    "distill": ["MODEL", "--steps", "8", "--out", "student"],
 }
 
 
