@@ -299,8 +299,9 @@ def backbone_from_config(cfg: RunConfig, vocab_size: int | None):
 
 
 def wrap_conditional(cfg: RunConfig, backbone):
-    """A class-conditional run puts a label embedding in front of the backbone."""
-    if cfg.model.num_classes <= 0:
+    """A class-conditional run puts a label embedding in front of the backbone (not in front of one that
+    takes labels itself: `takes_labels`, e.g. the per-class Markov chains)."""
+    if cfg.model.num_classes <= 0 or getattr(backbone, "takes_labels", False):
         return backbone
     from dnadiff.backbones.conditioning import ClassConditional
 

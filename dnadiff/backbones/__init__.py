@@ -1,7 +1,8 @@
 """Networks: DiT, Mamba, Caduceus (BiMamba + RCPS), HyenaDNA. They know nothing of masking."""
 
 # registration by import: each family registers itself in BACKBONES (markov: the order-k Markov chain,
-# a count model obeying the causal contract), each converter its format in formats.CHECKPOINT_FORMATS
+# a count model obeying the causal contract; markov_classes: one chain per class), each converter its
+# format in formats.CHECKPOINT_FORMATS
 from dnadiff.backbones import (  # noqa: F401
     caduceus,
     convert_caduceus,
@@ -12,6 +13,7 @@ from dnadiff.backbones import (  # noqa: F401
     hyena,
     mamba,
     markov,
+    markov_classes,
 )
 from dnadiff.backbones.base import BACKBONES, Backbone, build_backbone, build_backbone_from_config
 

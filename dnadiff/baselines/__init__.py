@@ -4,8 +4,9 @@ of the Genomic Benchmarks table is dnadiff/finetune/kmer_lr.py."""
 
 from dnadiff.backbones.markov import MarkovChain, MarkovConfig
 
-# registration by import: markov_fit registers the fit of "markov" in COUNT_FITS
-from dnadiff.baselines import markov_fit  # noqa: F401
+# registration by import: markov_fit registers the fit of "markov" in COUNT_FITS, markov_classes_fit that of
+# "markov_classes" (one chain per class, issue 34 §2)
+from dnadiff.baselines import markov_classes_fit, markov_fit  # noqa: F401
 from dnadiff.baselines.fits import COUNT_FITS
 
 __all__ = ["COUNT_FITS", "MarkovChain", "MarkovConfig"]
