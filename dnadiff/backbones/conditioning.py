@@ -8,6 +8,8 @@ so the backbone itself knows nothing of labels.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import Tensor, nn
 
@@ -54,3 +56,16 @@ class ClassConditional(nn.Module):
                  attention_mask: Tensor | None = None) -> Tensor:
         cond = self.label_embed(self._labels(labels, input_ids.shape[0], input_ids.device))
         return self.backbone.features(input_ids, t, cond=cond, attention_mask=attention_mask)
+
+    # incremental decoding (backbones/base.py), for a backbone whose step takes the cond vector (mamba)
+    def allocate_cache(self, batch_size: int, max_length: int):
+        """The backbone's decoding cache, or None when its `step` cannot take a label (then samplers re-run
+        the prefix)."""
+        step = getattr(self.backbone, "step", None)
+        if not callable(step) or "cond" not in inspect.signature(step).parameters:
+            return None
+        return self.backbone.allocate_cache(batch_size, max_length)
+
+    def step(self, input_ids: Tensor, cache, labels: Tensor | int | None = None) -> Tensor:
+        cond = self.label_embed(self._labels(labels, input_ids.shape[0], input_ids.device))
+        return self.backbone.step(input_ids, cache, cond=cond)

@@ -355,9 +355,14 @@ class MambaLM(Backbone):
         device = self.backbone.embedding.weight.device
         return {"pos": 0, "layers": [layer.mixer.allocate_state(batch_size, device) for layer in self.backbone.layers]}
 
-    def step(self, input_ids: Tensor, cache: dict) -> Tensor:
-        """Next-token logits Float[B, V] after feeding input_ids Long[B] (position cache["pos"])."""
+    def step(self, input_ids: Tensor, cache: dict, cond: Tensor | None = None) -> Tensor:
+        """Next-token logits Float[B, V] after feeding input_ids Long[B] (position cache["pos"]); `cond`
+        Float[B, cond_dim] as in features() (added to every token's embedding: a class label's)."""
         hidden = self.backbone.embedding(input_ids)  # (B, d)
+        if cond is not None:
+            if self.cond_proj is None:
+                raise DnadiffError("mamba: a cond vector was passed but the model was built with cond_dim=0")
+            hidden = hidden + self.cond_proj(cond.to(hidden.dtype))
         residual = None
         for layer, (conv_state, ssm_state) in zip(self.backbone.layers, cache["layers"]):
             residual = hidden if residual is None else hidden + residual  # MambaBlock, one token
