@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from dnadiff.config import RunConfig
+from dnadiff.denoiser import DenoiserWrapper, as_denoiser
 from dnadiff.diffusion import OBJECTIVES, build_objective, build_schedule
 from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.errors import DnadiffError
@@ -39,7 +40,8 @@ def sigma_of(schedule, t: Tensor) -> Tensor:
 
 
 class Denoiser(nn.Module):
-    """denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V] over a backbone.
+    """denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V] over a backbone: an
+    `IncrementalDenoiser` (dnadiff/denoiser.py; allocate_cache -> None when the backbone cannot).
 
     time_input "sigma" (with a schedule): a time-conditioned backbone gets σ(t); "t": t itself."""
 
@@ -82,20 +84,17 @@ class Denoiser(nn.Module):
         return self.backbone.step(input_ids, cache)
 
 
-class SuppressTokens(nn.Module):
-    """Denoiser wrapper that gives `banned_ids` a large negative logit (never generated).
+class SuppressTokens(DenoiserWrapper, nn.Module):
+    """Denoiser wrapper that gives `banned_ids` a large negative logit (never generated); forwards
+    `time_conditioned` and incremental decoding (`step` output suppressed too).
 
     DNA models never generate specials or N (N is not scored in training, so its logit is
     untrained); text models never generate [PAD]."""
 
     def __init__(self, denoiser: nn.Module, banned_ids: list[int]):
-        super().__init__()
-        self.denoiser = denoiser
+        nn.Module.__init__(self)
+        self.denoiser = as_denoiser(denoiser)
         self.banned = torch.tensor(sorted(set(banned_ids)), dtype=torch.long)
-
-    @property
-    def time_conditioned(self) -> bool:
-        return bool(getattr(self.denoiser, "time_conditioned", False))
 
     def _suppress(self, logits: Tensor) -> Tensor:
         logits = logits.clone()
@@ -104,10 +103,6 @@ class SuppressTokens(nn.Module):
 
     def forward(self, x_t: Tensor, t: Tensor | None = None, **kw) -> Tensor:
         return self._suppress(self.denoiser(x_t, t, **kw))  # kw: attention_mask when the caller has one
-
-    def allocate_cache(self, batch_size: int, max_length: int):
-        alloc = getattr(self.denoiser, "allocate_cache", None)
-        return alloc(batch_size, max_length) if callable(alloc) else None
 
     def step(self, input_ids: Tensor, cache) -> Tensor:
         return self._suppress(self.denoiser.step(input_ids, cache))  # (B, V)

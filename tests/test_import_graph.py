@@ -16,7 +16,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "dnadiff"
 # imports only from its own layer and the layers below it, by import statement or by a module-name string.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("dnadiff.errors", "dnadiff.registry", "dnadiff.utils", "dnadiff.yaml_safe", "dnadiff.data_root",
-                    "dnadiff.version", "dnadiff.lazy", "dnadiff.machine", "dnadiff.logs", "dnadiff.threads")),
+                    "dnadiff.version", "dnadiff.lazy", "dnadiff.machine", "dnadiff.logs", "dnadiff.threads",
+                    "dnadiff.denoiser")),
     ("config.py", ("dnadiff.config",)),
     ("tokenizers/", ("dnadiff.tokenizers",)),
     ("weights.py", ("dnadiff.weights",)),

@@ -33,11 +33,11 @@ a pad is a masked position of x_t, under visible a visible token, in training an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import Tensor
 
+from dnadiff.denoiser import Denoiser
 from dnadiff.diffusion.schedules import Schedule
 from dnadiff.errors import DnadiffError
 from dnadiff.registry import Registry
@@ -46,7 +46,6 @@ OBJECTIVES = Registry("objective")  # filled by the imports of dnadiff/diffusion
 
 PAD_POLICIES = ("reference", "score", "visible")
 
-Denoiser = Callable[[Tensor, Tensor], Tensor]
 
 
 @dataclass

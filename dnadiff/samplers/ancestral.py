@@ -13,8 +13,8 @@ the transition is built. After the last step a noise-removal pass fills what is 
 `cache=True` (the `cached` sampler, or the option) evaluates the denoiser only on the sequences
 whose tokens changed since their last evaluation and reuses the other rows' outputs (base.py,
 `Sampler.evaluate`), which is exact only for models that ignore t: it is switched off for
-time-conditioned denoisers (`time_conditioned` option, else `getattr(denoiser,
-"time_conditioned", True)`). The step sees the same logits either way and the draws do not
+time-conditioned denoisers (`time_conditioned` option, else the denoiser's own, a bare function
+counting as time-conditioned: dnadiff/denoiser.py). The step sees the same logits either way and the draws do not
 depend on the cache, so with the same seed both return the same samples; `last_nfe` counts the
 real calls, `last_nfe_per_row` each sequence's evaluations.
 """

@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from dnadiff.denoiser import IncrementalDenoiser
 from dnadiff.diffusion.ar import ar_inputs
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, StepRandom, shape_probs
@@ -59,8 +60,7 @@ class AutoregressiveSampler(Sampler):
         B, L = x.shape
         cache = None
         if self.use_cache:
-            alloc = getattr(denoiser, "allocate_cache", None)
-            cache = alloc(B, L) if callable(alloc) else None
+            cache = denoiser.allocate_cache(B, L) if isinstance(denoiser, IncrementalDenoiser) else None
         return SamplerState(x=x, fixed=x != mask_id, mask_id=int(mask_id), t=torch.zeros(B, device=x.device),
                             extra={"cache": cache, "fed": 0})
 

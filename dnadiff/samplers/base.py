@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from dnadiff.denoiser import CountingDenoiser, Denoiser, as_denoiser
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import progress_bar
@@ -35,8 +36,6 @@ SAMPLERS = Registry("sampler")  # filled by the imports of dnadiff/samplers/__in
 def build_sampler(name: str = "ancestral", **options) -> "Sampler":
     """`build_sampler("ancestral", steps=128, temperature=1.0, top_p=1.0, ...)`."""
     return SAMPLERS.build(name, **options)
-
-Denoiser = Callable[[Tensor, Tensor], Tensor]
 
 
 def carry_over(q: Tensor, x: Tensor, mask_id: int) -> Tensor:
@@ -118,34 +117,6 @@ class SamplerState:
         return self.replace(x=self.x[rows], fixed=self.fixed[rows], t=pick(self.t), s=pick(self.s),
                             nfe=pick(self.nfe), cache=None if self.cache is None else self.cache.select(rows),
                             extra={k: pick(v) for k, v in self.extra.items()})
-
-
-class CountingDenoiser:
-    """Wraps a denoiser and counts its calls (the NFE), incremental `step` calls included, and the
-    rows (sequences) pushed through it, summed over calls (guidance reports both)."""
-
-    def __init__(self, denoiser: Denoiser):
-        self.denoiser = denoiser
-        self.calls = 0
-        self.rows = 0
-
-    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
-        self.calls += 1
-        self.rows += int(x_t.shape[0])
-        return self.denoiser(x_t, t)
-
-    @property
-    def time_conditioned(self) -> bool:
-        return bool(getattr(self.denoiser, "time_conditioned", True))
-
-    def allocate_cache(self, batch_size: int, max_length: int):
-        alloc = getattr(self.denoiser, "allocate_cache", None)
-        return alloc(batch_size, max_length) if callable(alloc) else None
-
-    def step(self, input_ids: Tensor, cache) -> Tensor:
-        self.calls += 1
-        self.rows += int(input_ids.shape[0])
-        return self.denoiser.step(input_ids, cache)
 
 
 class Sampler:
@@ -317,7 +288,8 @@ class Sampler:
         if need is not None:
             todo = todo & need
         rows = todo.nonzero().squeeze(1)
-        calls_before = getattr(denoiser, "calls", None)
+        counter = denoiser if isinstance(denoiser, CountingDenoiser) else None  # None: a bare model (sdtt's teacher)
+        calls_before = counter.calls if counter is not None else None
         if rows.numel() == B:
             logits = new = self.model_output(denoiser, state, t)
         elif rows.numel() > 0:
@@ -327,8 +299,7 @@ class Sampler:
         else:
             new, logits = None, cache.merged(rows, None)
         if new is not None:  # each evaluated row took part in the calls just made (AR: maybe several)
-            calls = getattr(denoiser, "calls", None)
-            made = calls - calls_before if calls_before is not None and calls is not None else 1
+            made = counter.calls - calls_before if counter is not None else 1
             nfe = nfe.index_add(0, rows, torch.full_like(rows, made))
         if caching and new is not None:
             cache = cache.store(state.x, rows, logits)
@@ -387,8 +358,7 @@ class Sampler:
     def is_time_conditioned(self, denoiser) -> bool:
         if self.time_conditioned is not None:
             return bool(self.time_conditioned)
-        inner = getattr(denoiser, "denoiser", denoiser)  # see through CountingDenoiser
-        return bool(getattr(inner, "time_conditioned", True))
+        return bool(as_denoiser(denoiser).time_conditioned)  # a bare function: time-conditioned (denoiser.py)
 
     def time_grid(self, device) -> Tensor:
         """linspace(1, eps, steps + 1) in float64 (the reference's sampling grid, eps = 1e-5)."""

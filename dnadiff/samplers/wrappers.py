@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from dnadiff.denoiser import DenoiserWrapper, as_denoiser
 from dnadiff.diffusion.subs import NEG_INF
 
 
@@ -36,14 +37,15 @@ def _log_probs(logits: Tensor, mask_id: int | None) -> Tensor:
     return logits.log_softmax(dim=-1)
 
 
-class RCSymmetric:
+class RCSymmetric(DenoiserWrapper):
     """See module docstring; `complement_ids` maps every token id to its complement."""
 
+    forwards_steps = False  # one strand's incremental step is not the strand average
+
     def __init__(self, denoiser, complement_ids, mask_id: int | None = None):
-        self.denoiser = denoiser
+        self.denoiser = as_denoiser(denoiser)
         self.complement = torch.as_tensor(complement_ids, dtype=torch.long)
         self.mask_id = mask_id
-        self.time_conditioned = getattr(denoiser, "time_conditioned", True)
 
     def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
         comp = self.complement.to(x_t.device)
@@ -62,14 +64,19 @@ class RCSymmetric:
         return out
 
 
-class Guided:
+class Guided(DenoiserWrapper):
     """See module docstring."""
 
+    forwards_steps = False  # the guided output mixes two models: no single incremental step
+
     def __init__(self, cond_denoiser, uncond_denoiser, scale: float, mask_id: int | None = None):
-        self.cond, self.uncond, self.scale, self.mask_id = cond_denoiser, uncond_denoiser, float(scale), mask_id
-        self.time_conditioned = bool(
-            getattr(cond_denoiser, "time_conditioned", True) or getattr(uncond_denoiser, "time_conditioned", True)
-        )
+        self.cond, self.uncond = as_denoiser(cond_denoiser), as_denoiser(uncond_denoiser)
+        self.denoiser = self.cond
+        self.scale, self.mask_id = float(scale), mask_id
+
+    @property
+    def time_conditioned(self) -> bool:
+        return bool(self.cond.time_conditioned or self.uncond.time_conditioned)
 
     def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
         lp_c = _log_probs(self.cond(x_t, t), self.mask_id)  # (B, L, V)

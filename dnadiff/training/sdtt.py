@@ -38,11 +38,11 @@ gain there (the test records it).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
 
 import torch
 from torch import Tensor
 
+from dnadiff.denoiser import Denoiser
 from dnadiff.diffusion.subs import subs_log_probs
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import Sampler, log_of, make_stream
@@ -50,7 +50,6 @@ from dnadiff.samplers.base import Sampler, log_of, make_stream
 TARGETS = ("sdtt", "marginal")
 LOSSES = ("kl-fwd", "kl-bwd", "tvd", "mse")
 
-Denoiser = Callable[[Tensor, Tensor], Tensor]
 
 
 @dataclasses.dataclass

@@ -1,0 +1,105 @@
+"""The denoiser contract, as types (the bottom layer: objectives, samplers, guidance, fine-tuning and the
+model all speak it, and it imports nothing of theirs, not even torch at run time).
+
+    denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V]     raw logits; samplers apply SUBS
+    denoiser.time_conditioned -> bool                                    False: the output ignores t
+
+`Denoiser` is that protocol; `IncrementalDenoiser` adds cached decoding for causal models (the
+`autoregressive` sampler feeds one token at a time instead of re-running the prefix):
+
+    cache = denoiser.allocate_cache(batch_size, max_length)    # None: this denoiser cannot
+    logits = denoiser.step(input_ids: Long[B], cache)          # Float[B, V] for the NEXT position
+
+A bare function `(x_t, t) -> logits` is a denoiser too: `as_denoiser` gives it the declared default,
+time-conditioned (a function may read t, so the output cache stays off for it). Wrappers derive from
+`DenoiserWrapper`, which forwards `time_conditioned` and the incremental API of the wrapped denoiser;
+a wrapper that changes the whole-sequence output (strand averaging, classifier-free guidance) sets
+`forwards_steps = False`, since `step` would bypass what it does. `CountingDenoiser` is the one call
+counter: the sampling loop and the guided methods wrap the model in it and read `calls` / `rows`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+
+@runtime_checkable
+class Denoiser(Protocol):
+    """`(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V]` with `time_conditioned`."""
+
+    time_conditioned: bool
+
+    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class IncrementalDenoiser(Denoiser, Protocol):
+    """A denoiser that may decode one position at a time (causal backbones that offer a cache)."""
+
+    def allocate_cache(self, batch_size: int, max_length: int) -> Any | None: ...
+
+    def step(self, input_ids: Tensor, cache: Any) -> Tensor: ...
+
+
+class FunctionDenoiser:
+    """A bare callable `(x_t, t) -> logits` as a `Denoiser` with a declared `time_conditioned`."""
+
+    def __init__(self, fn: Callable[[Tensor, Tensor], Tensor], time_conditioned: bool = True):
+        self.fn = fn
+        self.time_conditioned = bool(time_conditioned)
+
+    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
+        return self.fn(x_t, t)
+
+
+def as_denoiser(fn: Denoiser | Callable[[Tensor, Tensor], Tensor]) -> Denoiser:
+    """`fn` itself when it declares `time_conditioned`, else `fn` as a time-conditioned FunctionDenoiser."""
+    return fn if isinstance(fn, Denoiser) else FunctionDenoiser(fn)
+
+
+class DenoiserWrapper:
+    """Base of the denoiser wrappers: `self.denoiser` (set by the subclass, through `as_denoiser` when it
+    may be a bare function) is the wrapped one; `time_conditioned`, `allocate_cache` and `step` forward to
+    it. `forwards_steps = False`: no incremental decoding through this wrapper (allocate_cache -> None)."""
+
+    denoiser: Denoiser
+    forwards_steps: ClassVar[bool] = True
+
+    @property
+    def time_conditioned(self) -> bool:
+        return bool(self.denoiser.time_conditioned)
+
+    def allocate_cache(self, batch_size: int, max_length: int) -> Any | None:
+        if not self.forwards_steps or not isinstance(self.denoiser, IncrementalDenoiser):
+            return None
+        return self.denoiser.allocate_cache(batch_size, max_length)
+
+    def step(self, input_ids: Tensor, cache: Any) -> Tensor:
+        return self.denoiser.step(input_ids, cache)
+
+
+class CountingDenoiser(DenoiserWrapper):
+    """Counts the calls of the wrapped denoiser (the NFE), incremental `step` calls included, and the
+    rows (sequences) pushed through it, summed over calls (guidance reports both)."""
+
+    def __init__(self, denoiser: Denoiser | Callable[[Tensor, Tensor], Tensor]):
+        self.denoiser = as_denoiser(denoiser)
+        self.calls = 0
+        self.rows = 0
+
+    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
+        self.calls += 1
+        self.rows += int(x_t.shape[0])
+        return self.denoiser(x_t, t)
+
+    def step(self, input_ids: Tensor, cache: Any) -> Tensor:
+        self.calls += 1
+        self.rows += int(input_ids.shape[0])
+        return self.denoiser.step(input_ids, cache)
+
+
+__all__ = ["CountingDenoiser", "Denoiser", "DenoiserWrapper", "FunctionDenoiser", "IncrementalDenoiser",
+           "as_denoiser"]

@@ -1,0 +1,86 @@
+"""The denoiser contract as types (dnadiff/denoiser.py): the protocols, the one wrapper base that forwards
+them, the explicit call counter, and no probing of denoiser members by attribute name in the package."""
+
+import re
+from pathlib import Path
+
+import torch
+
+from dnadiff.backbones import build_backbone
+from dnadiff.denoiser import (
+    CountingDenoiser,
+    Denoiser,
+    DenoiserWrapper,
+    FunctionDenoiser,
+    IncrementalDenoiser,
+    as_denoiser,
+)
+from dnadiff.model import Denoiser as ModelDenoiser
+from dnadiff.model import SuppressTokens
+from dnadiff.samplers import guided, rc_symmetric
+from dnadiff.tokenizers import DNATokenizer
+
+PACKAGE = Path(__file__).resolve().parent.parent / "dnadiff"
+V = 12
+
+
+def _fn(x_t, t):
+    return torch.nn.functional.one_hot(x_t, V).float()
+
+
+def test_a_bare_function_is_a_time_conditioned_denoiser():
+    assert not isinstance(_fn, Denoiser)
+    d = as_denoiser(_fn)
+    assert isinstance(d, FunctionDenoiser) and isinstance(d, Denoiser) and d.time_conditioned is True
+    assert not isinstance(d, IncrementalDenoiser)
+    assert as_denoiser(d) is d
+    x = torch.tensor([[7, 8, 9]])
+    assert torch.equal(d(x, torch.zeros(1)), _fn(x, None))
+
+
+def test_the_model_denoiser_is_incremental_and_declares_its_time_input():
+    dit = ModelDenoiser(build_backbone("dit", preset="tiny", vocab_size=V))
+    causal = ModelDenoiser(build_backbone("mamba", preset="tiny", vocab_size=V))
+    assert isinstance(dit, IncrementalDenoiser) and isinstance(causal, IncrementalDenoiser)
+    assert dit.time_conditioned == dit.backbone.time_conditioned
+    assert dit.allocate_cache(2, 8) is None  # bidirectional: no incremental decoding
+    assert causal.allocate_cache(2, 8) is not None
+
+
+def test_the_counter_counts_calls_steps_and_rows_and_forwards_the_rest():
+    causal = ModelDenoiser(build_backbone("mamba", preset="tiny", vocab_size=V)).eval()
+    counter = CountingDenoiser(causal)
+    assert isinstance(counter, DenoiserWrapper) and isinstance(counter, IncrementalDenoiser)
+    assert counter.time_conditioned is causal.time_conditioned
+    x = torch.randint(7, 11, (3, 5))
+    with torch.no_grad():
+        full = counter(x, torch.zeros(3))
+        cache = counter.allocate_cache(3, 5)
+        first = counter.step(x[:, 0], cache)
+    assert (counter.calls, counter.rows) == (2, 6)
+    torch.testing.assert_close(first, full[:, 0], rtol=1e-4, atol=1e-4)
+    bare = CountingDenoiser(_fn)
+    bare(x, torch.zeros(3))
+    assert (bare.calls, bare.rows, bare.time_conditioned, bare.allocate_cache(3, 5)) == (1, 3, True, None)
+
+
+def test_output_changing_wrappers_do_not_forward_steps():
+    tok = DNATokenizer()
+    causal = ModelDenoiser(build_backbone("mamba", preset="tiny", vocab_size=tok.vocab_size))
+    rc = rc_symmetric(causal, tok.complement_map(), tok.mask_id)
+    cfg = guided(causal, _fn, 1.0, tok.mask_id)
+    assert rc.allocate_cache(2, 4) is None and cfg.allocate_cache(2, 4) is None
+    assert rc.time_conditioned is causal.time_conditioned
+    assert cfg.time_conditioned is True  # the bare function may read t
+    suppress = SuppressTokens(causal, [0, 1])
+    assert suppress.time_conditioned is causal.time_conditioned and suppress.allocate_cache(2, 4) is not None
+    assert CountingDenoiser(rc).allocate_cache(2, 4) is None
+
+
+def test_no_denoiser_member_is_probed_by_name():
+    """`getattr(denoiser, "time_conditioned", default)` and the like: the types say what a denoiser has."""
+    probe = re.compile(r"getattr\(\s*[\w.]*(denoiser|cond|uncond|inner|counter|counting)[\w.]*\s*,\s*"
+                       r"[\"'](time_conditioned|allocate_cache|step|calls|rows|denoiser)[\"']")
+    found = [f"{p.relative_to(PACKAGE.parent)}:{i}" for p in sorted(PACKAGE.rglob("*.py"))
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
+    assert found == []
