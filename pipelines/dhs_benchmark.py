@@ -1,0 +1,566 @@
+"""The DHS generation table (issue 34 §4): which generator makes cell-type-specific *and* natural DNA?
+
+    python pipelines/dhs_benchmark.py --scale cpu --threads 1            # results/dhs_cpu.{md,json} + PNGs
+    python pipelines/dhs_benchmark.py --scale cpu --rows real,markov     # the classical rows first (minutes)
+    python pipelines/dhs_benchmark.py --scale cpu --dry-run              # every row built, one step, a sample
+    python pipelines/dhs_benchmark.py --scale tiny                       # the 300-row fixture (tests)
+
+Needs the DHS table (`dnadiff data dhs`) and the two oracles of pipelines/dhs_oracles.py (--oracles,
+default runs/dhs_oracles: reward_classifier/ and eval_oracle/); --scale tiny and --dry-run build their own
+from the fixture / with one step. Rows (--rows, in this order):
+- real: real test sequences (the floor a perfect generator reaches);
+- markov: per-cell-type Markov chains (configs/experiments/dhs_markov.yaml, each order chosen on chr2);
+- ar: the cell-type-conditional Mamba AR (dhs_cond_ar.yaml), sampled with the label;
+- cfg: the cell-type-conditional MDLM (dhs_cond_mdlm.yaml) with classifier-free guidance, one weight per
+  cell type chosen on the validation split (below);
+- cg: the unconditional MDLM (dhs_mdlm.yaml) steered by the *reward* classifier (`dnadiff design --reward
+  classifier:DIR --target CELL --method cg_grad`).
+Each model is trained once (`dnadiff train CONFIG --run-dir OUT/models/ROW`, kept across reruns).
+
+Protocol. For each seed s, each cell type's test sequences (chr1) are split at random into halves A and B:
+B is the reference every row is compared with; the real row is `num` sequences of A. Each generator makes
+`num` sequences per cell type with seed s. Nothing generates or guides with the evaluation oracle; it only
+scores. CFG weight choice (validation split, chr2, never the test split): for every weight of the grid,
+`valid_num` samples per cell type (seed 1000) are scored by the *reward* classifier; the weight kept for a
+cell type is the one with the highest reward-classifier target rate among those whose 4-mer JS divergence to
+that cell type's validation sequences is at most 1.5 x that of w = 0 (a naturalness guard).
+
+Metrics (per cell type: its samples vs half B of its own test sequences; overall: all pooled), mean ±
+range (max - min) over seeds:
+- target: target-cell-type rate under the evaluation oracle (dnadiff.eval.oracle: argmax = the cell type
+  generated for); the real row's value is the oracle's accuracy on those sequences (the ceiling);
+- motif_spearman: Spearman of JASPAR 2024 CORE vertebrate hit rates vs the reference (dnadiff.eval.motifs);
+  and per cell type, the hits/kb of its marker motifs (MARKERS) and their enrichment over the row's other
+  cell types (does a K562 sample carry GATA as real K562 DHSs do?);
+- kmer3_pearson, js_k1..js_k6 (dnadiff.eval.dna_metrics), gc_mean and gc_w1 (Wasserstein-1 of per-sequence GC);
+- memorisation: share of sequences whose nearest training sequence (same offset, both strands, Hamming) is
+  >= 90% identical or that share >= 50 bp exactly with a training sequence (dna_metrics.longest_matches);
+- diversity: distinct 6-mers / 4,096 and mean pairwise identity (same offset) among the set;
+- frechet: the in-house Fréchet distance (dnadiff.eval.encoders) in the evaluation oracle's feature space.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import common
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+ROWS = ("real", "markov", "ar", "cfg", "cg")
+ROW_LABELS = {"real": "real test sequences (floor)", "markov": "per-cell-type Markov",
+              "ar": "conditional Mamba AR", "cfg": "conditional MDLM + CFG (w chosen on valid)",
+              "cg": "unconditional MDLM + classifier guidance (reward classifier)"}
+CONFIGS = {"markov": "experiments/dhs_markov", "ar": "experiments/dhs_cond_ar", "cfg": "experiments/dhs_cond_mdlm",
+           "cg": "experiments/dhs_mdlm"}
+# JASPAR 2024 names of each cell type's marker motifs (issue 34 §4)
+MARKERS = {"GM12878": ("Spi1", "IRF4", "IRF8", "EBF1"), "HepG2": ("HNF4A", "HNF4G", "FOXA1", "FOXA2"),
+           "K562": ("GATA1", "GATA1::TAL1", "GATA2"), "hESCT0": ("Pou5f1::Sox2", "POU5F1", "SOX2")}
+SHORT_STEP = ["train.max_steps=1", "train.val_every=1", "train.ckpt_every=1", "train.val_batches=1",
+              "train.warmup_steps=0", "train.max_minutes=null", "train.batch_size=8"]
+SCALES = {
+    "cpu": {"out": "runs/dhs_benchmark", "results": "results/dhs_cpu", "oracles": "runs/dhs_oracles",
+            "seeds": [0, 1, 2], "num": 256, "valid_num": 64, "cfg_weights": [0.0, 0.5, 1.0, 2.0, 4.0],
+            "steps": 200, "train": {"markov": []}},
+    "tiny": {"out": "runs/dhs_benchmark_tiny", "results": None, "oracles": None, "seeds": [0, 1], "num": 4,
+             "valid_num": 4, "cfg_weights": [0.0, 1.0], "steps": 4,
+             "train": {"markov": ["model.overrides.max_order=3"], "*": SHORT_STEP}},
+}
+CFG_GUARD = 1.5  # naturalness guard of the CFG weight choice (4-mer JS relative to w = 0)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scale", choices=sorted(SCALES), default="cpu")
+    p.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {','.join(ROWS)} (default all)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of every step (default 1)")
+    p.add_argument("--out", default=None, help="work folder (default runs/dhs_benchmark[_tiny])")
+    p.add_argument("--results", default=None, help="results path without extension (default results/dhs_cpu; "
+                   "tiny: OUT/dhs_tiny)")
+    p.add_argument("--oracles", default=None, help="folder with reward_classifier/ and eval_oracle/ "
+                   "(default runs/dhs_oracles; tiny: trained into OUT/oracles)")
+    p.add_argument("--dry-run", action="store_true", help="build every row, train one step, sample one sequence "
+                   "per cell type; write no table")
+    args = p.parse_args(argv)
+    args.row_list = [r.strip() for r in args.rows.split(",") if r.strip()]
+    bad = [r for r in args.row_list if r not in ROWS]
+    if bad or not args.row_list:
+        p.error(f"--rows: unknown row(s) {', '.join(bad) or '(none)'}; choose from {', '.join(ROWS)}")
+    return args
+
+
+# ----------------------------------------------------------------------------- steps through the CLI
+
+
+def dnadiff(argv: list[str], log) -> dict:
+    """One in-process `dnadiff` command (an error stops the pipeline); its wall and CPU seconds."""
+    import contextlib
+    import io
+
+    from dnadiff.cli import main as dnadiff_main
+
+    w0, c0 = time.time(), time.process_time()
+    with contextlib.redirect_stdout(io.StringIO()):  # the commands' tables: their JSON files keep them
+        code = dnadiff_main([str(a) for a in argv])
+    if code != 0:
+        raise SystemExit(f"error: `dnadiff {' '.join(map(str, argv))}` exited with {code}")
+    out = {"command": "dnadiff " + " ".join(map(str, argv)), "wall_s": round(time.time() - w0, 1),
+           "cpu_s": round(time.process_time() - c0, 1)}
+    log(f"  {out['command']}  ({out['wall_s']} s wall)")
+    return out
+
+
+def train_row(row: str, out: Path, scale: dict, threads: int, dry: bool, log) -> dict:
+    run_dir = out / "models" / row
+    model = run_dir / "model"
+    if (model / "config.json").is_file() and not dry:
+        log(f"{row}: model kept from an earlier run ({model})")
+        info = {"command": f"dnadiff train {CONFIGS[row]} --run-dir {run_dir} --threads {threads} (an earlier run)",
+                "wall_s": None, "cpu_s": None}
+    else:
+        extra = list(scale["train"].get(row, scale["train"].get("*", [])))
+        if dry and row != "markov":
+            extra = SHORT_STEP
+        info = dnadiff(["train", CONFIGS[row], *extra, "--run-dir", run_dir, "--threads", threads, "--overwrite",
+                        "-q"], log)
+    metrics = json.loads((model / "metrics.json").read_text())
+    info.update(config=f"configs/{CONFIGS[row]}.yaml", model=str(model),
+                steps=metrics.get("steps"), parameters=metrics.get("parameters"),
+                val_bits_per_base=metrics.get("val_bits_per_token"), orders=metrics.get("orders"),
+                train_wall_s=metrics.get("wall_seconds_this_session", metrics.get("wall_seconds")))
+    return info
+
+
+def read_samples(fasta: Path) -> list[str]:
+    from dnadiff.data.records import read_fasta
+
+    return [s for _, s in read_fasta(fasta)]
+
+
+def generate(row: str, model: str, cell: str, num: int, seed: int, path: Path, scale: dict, threads: int,
+             reward: str | None, weight: float | None, log) -> tuple[list[str], dict]:
+    common_args = ["--num", num, "--length", 200, "--seed", seed, "--out", path, "--threads", threads, "-q"]
+    if row in ("markov", "ar"):
+        argv = ["sample", model, "--class", cell, *common_args]
+    elif row == "cfg":
+        argv = ["sample", model, "--class", cell, "--guidance", weight, "--steps", scale["steps"], *common_args]
+    else:  # cg: the reward classifier's gradient (first-order classifier guidance)
+        argv = ["design", model, "--reward", f"classifier:{reward}", "--target", cell, "--method", "cg_grad",
+                "--steps", scale["steps"], *common_args]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.unlink()
+        Path(str(path) + ".json").unlink(missing_ok=True)
+        path.with_suffix(".json").unlink(missing_ok=True)
+    info = dnadiff(argv, log)
+    return read_samples(path), info
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def codes_matrix(seqs: list[str]) -> np.ndarray:
+    """uint8 [N, L] of equal-length sequences: A0 C1 G2 T3, any other letter 4 (max_identity never counts 4)."""
+    table = np.full(256, 4, dtype=np.uint8)
+    for i, b in enumerate(b"ACGT"):
+        table[b] = i
+    return table[np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)].reshape(len(seqs), -1)
+
+
+def max_identity(samples: list[str], train: np.ndarray, train_rc: np.ndarray, chunk: int = 8) -> np.ndarray:
+    """Float[N]: each sample's highest same-offset identity (share of equal A/C/G/T positions) to any training
+    sequence, either strand (train, train_rc: codes_matrix of the training sequences and their reverse
+    complements). Samples of another length than the training sequences are compared on the common prefix."""
+    s = codes_matrix(samples)
+    length = min(s.shape[1], train.shape[1])
+    s = s[:, :length]
+    best = np.zeros(len(samples))
+    for ref in (train[:, :length], train_rc[:, :length]):
+        for i in range(0, len(s), chunk):
+            block = s[i : i + chunk, None, :]
+            same = ((block == ref[None]) & (block < 4)).sum(axis=2)  # (chunk, T)
+            best[i : i + chunk] = np.maximum(best[i : i + chunk], same.max(axis=1) / length)
+    return best
+
+
+def mean_pairwise_identity(seqs: list[str]) -> float:
+    """Mean same-offset identity over all pairs of the set (1 = all identical)."""
+    c = codes_matrix(seqs)
+    if len(c) < 2:
+        return float("nan")
+    onehot = np.stack([(c == b) for b in range(4)], axis=2).reshape(len(c), -1).astype(np.float32)  # (N, 4L)
+    same = onehot @ onehot.T  # equal bases of each pair
+    iu = np.triu_indices(len(c), k=1)
+    return float(same[iu].mean() / c.shape[1])
+
+
+def distinct_kmers(seqs: list[str], k: int = 6) -> float:
+    from dnadiff.eval.dna_metrics import kmer_counts
+
+    return float((kmer_counts(seqs, k) > 0).sum() / 4**k)
+
+
+def score_set(samples: list[str], reference: list[str], target: int | None, ctx: dict, hits=None,
+              ref_hits=None) -> dict:
+    """Every metric of one set of sequences against its reference (`target`: the class index they were made
+    for; None: the pooled set, whose targets are ctx['pooled_targets']); hits, ref_hits: their motif scans."""
+    from dnadiff.eval.dna_metrics import (
+        gc_content,
+        js_divergence,
+        kmer_counts,
+        kmer_pearson,
+        longest_matches,
+        wasserstein1,
+    )
+    from dnadiff.eval.encoders import frechet_metric
+    from dnadiff.eval.motifs import spearman
+    from dnadiff.eval.oracle import predict_proba, target_rate
+
+    res: dict = {"n": len(samples)}
+    if ctx.get("oracle") is not None:
+        targets = ctx["pooled_targets"] if target is None else [target] * len(samples)
+        res["target"] = target_rate(predict_proba(ctx["oracle"], samples), targets, ctx["classes"])["rate"]
+        res["frechet"] = frechet_metric(ctx["embedder"], samples, reference)["distance"] if len(samples) > 1 else None
+    rs = hits[0].sum(axis=0) / max(hits[1].sum(), 1) * 1000.0
+    rr = ref_hits[0].sum(axis=0) / max(ref_hits[1].sum(), 1) * 1000.0
+    res["motif_spearman"] = spearman(rs, rr)
+    res["kmer3_pearson"] = kmer_pearson(samples, reference, k=3)
+    for k in range(1, 7):
+        res[f"js_k{k}"] = js_divergence(kmer_counts(samples, k), kmer_counts(reference, k))
+    gs, gr = gc_content(samples), gc_content(reference)
+    res["gc_mean"], res["gc_reference"], res["gc_w1"] = float(gs.mean()), float(gr.mean()), wasserstein1(gs, gr)
+    memo = ctx.setdefault("memo", {})  # sequence -> (identity, longest match): the pooled set is the classes' sets
+    todo = list(dict.fromkeys(s for s in samples if s not in memo))
+    if todo:
+        ident = max_identity(todo, ctx["train_codes"], ctx["train_rc"])
+        longest = longest_matches(todo, ctx["train_seqs"], both_strands=True)
+        memo.update((s, (float(i), int(m))) for s, i, m in zip(todo, ident, longest))
+    ident = np.array([memo[s][0] for s in samples])
+    longest = np.array([memo[s][1] for s in samples])
+    res["memorised"] = float(((ident >= 0.9) | (longest >= 50)).mean())
+    res["max_identity_mean"], res["longest_match_mean"] = float(ident.mean()), float(np.mean(longest))
+    res["distinct_6mers"] = distinct_kmers(samples)
+    res["pairwise_identity"] = mean_pairwise_identity(samples)
+    return res
+
+
+def marker_rates(scanner, hits: np.ndarray, bases: np.ndarray, rows: np.ndarray) -> dict:
+    """{cell type: marker hits per kb in `rows`} (hits of the motifs named in MARKERS, summed)."""
+    names = [m.name for m in scanner.motifs]
+    out = {}
+    for cell, markers in MARKERS.items():
+        cols = [j for j, n in enumerate(names) if n in markers]
+        out[cell] = float(hits[rows][:, cols].sum() / max(bases[rows].sum(), 1) * 1000.0) if cols else float("nan")
+    return out
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def load_oracles(args, out: Path, dry: bool, log) -> tuple[str | None, str | None, dict]:
+    """(reward classifier dir, evaluation oracle dir, what was trained): the given folder's, or tiny ones."""
+    import dhs_oracles
+
+    scale = SCALES[args.scale]
+    folder = args.oracles or scale["oracles"]
+    if folder and not dry:
+        reward, evaluation = Path(folder) / "reward_classifier", Path(folder) / "eval_oracle"
+        return (str(reward) if reward.is_dir() else None), (str(evaluation) if evaluation.is_dir() else None), {}
+    trained = {}
+    overrides = [*dhs_oracles.SCALES["tiny"]["overrides"], "train.lr_grid=[0.005]"]
+    for role, config, half, name in dhs_oracles.ORACLES:
+        trained[role] = dhs_oracles.train_oracle(role, config, half, name, out / "oracles", overrides, args.threads,
+                                                 log)
+    return str(out / "oracles" / "reward_classifier"), str(out / "oracles" / "eval_oracle"), trained
+
+
+def choose_cfg_weights(model: str, valid: dict, reward_dir: str, out: Path, scale: dict, threads: int, log) -> dict:
+    """One CFG weight per cell type, on the validation split with the reward classifier (module docstring)."""
+    from dnadiff.data.dhs import CELL_TYPES
+    from dnadiff.eval.dna_metrics import js_divergence, kmer_counts
+    from dnadiff.eval.oracle import predict_proba, target_rate
+    from dnadiff.heads.saved import load_classifier_dir
+
+    reward_model, _ = load_classifier_dir(reward_dir)
+    table = {}
+    for k, cell in enumerate(CELL_TYPES):
+        table[cell] = []
+        for w in scale["cfg_weights"]:
+            samples, _ = generate("cfg", model, cell, scale["valid_num"], 1000, out / "valid" / f"cfg_w{w:g}_{cell}.fa",
+                                  scale, threads, None, w, log)
+            rate = target_rate(predict_proba(reward_model, samples), [k] * len(samples), list(CELL_TYPES))["rate"]
+            js4 = js_divergence(kmer_counts(samples, 4), kmer_counts(valid[cell], 4))
+            table[cell].append({"weight": w, "reward_target_rate": rate, "js_k4_valid": js4})
+    chosen = {}
+    for cell, rows in table.items():
+        base = next(r for r in rows if r["weight"] == 0.0)["js_k4_valid"] if any(r["weight"] == 0.0 for r in rows) \
+            else min(r["js_k4_valid"] for r in rows)
+        ok = [r for r in rows if r["js_k4_valid"] <= CFG_GUARD * base] or rows
+        chosen[cell] = max(ok, key=lambda r: (r["reward_target_rate"], -r["weight"]))["weight"]
+        log(f"cfg: {cell}: weight {chosen[cell]:g} chosen on the validation split")
+    return {"chosen": chosen, "grid": table, "rule": f"highest reward-classifier target rate among weights whose "
+            f"4-mer JS to the cell type's validation sequences is <= {CFG_GUARD} x that of w = 0"}
+
+
+def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
+    import dhs_oracles
+
+    from dnadiff.data.dhs import CELL_TYPES, load_dhs
+    from dnadiff.eval.classification import summarize
+    from dnadiff.eval.dna_metrics import reverse_complement
+    from dnadiff.eval.encoders import Embedder
+    from dnadiff.eval.motifs import MotifScanner, background_of, load_jaspar, scanner_settings
+    from dnadiff.eval.oracle import load_oracle
+    from dnadiff.machine import describe_machine, load_average
+    from dnadiff.threads import apply_threads
+    from dnadiff.tokenizers.dna import DNATokenizer
+    from dnadiff.utils import atomic_write, portable_paths, write_json
+
+    scale = SCALES[args.scale]
+    out = dry if dry is not None else Path(args.out or scale["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    results = Path(args.results) if args.results else (Path(scale["results"]) if scale["results"] else out / "dhs_tiny")
+    if args.scale == "tiny":
+        os.environ["DNADIFF_CACHE"] = str(dhs_oracles._tiny_cache(out))
+    apply_threads(args.threads)
+    log = print
+    load_before = load_average()
+    w0, c0 = time.time(), time.process_time()
+    table = load_dhs()
+    tok = DNATokenizer()
+
+    def seqs(rows):
+        return [tok.decode(table.tokens[i]) for i in rows]
+
+    reward_dir, eval_dir, oracles_trained = load_oracles(args, out, dry is not None, log)
+    rows = list(args.row_list)
+    for row, need in (("cfg", reward_dir), ("cg", reward_dir)):
+        if row in rows and need is None:
+            raise SystemExit(f"error: row {row} needs the reward classifier: run pipelines/dhs_oracles.py first "
+                             f"(or give --oracles DIR)")
+    models = {row: train_row(row, out, scale, args.threads, dry is not None, log) for row in rows if row != "real"}
+    if dry is not None:  # one sequence per cell type from every row, then stop
+        for row, info in models.items():
+            for cell in CELL_TYPES:
+                generate(row, info["model"], cell, 1, 0, out / "dry" / f"{row}_{cell}.fa", {**scale, "steps": 2},
+                         args.threads, reward_dir, 1.0, log)
+        print(f"dry run: rows {', '.join(rows)} built, trained one step and sampled ({time.time() - w0:.0f} s)")
+        return 0
+
+    valid = {cell: seqs(table.indices("valid")[table.labels[table.indices("valid")] == k])
+             for k, cell in enumerate(CELL_TYPES)}
+    cfg_choice = choose_cfg_weights(models["cfg"]["model"], valid, reward_dir, out, scale, args.threads, log) \
+        if "cfg" in rows else None
+
+    # what every set is scored with
+    train_seqs = seqs(table.indices("train"))
+    ctx = {"classes": list(CELL_TYPES), "train_seqs": train_seqs, "train_codes": codes_matrix(train_seqs),
+           "train_rc": codes_matrix([reverse_complement(s) for s in train_seqs]), "oracle": None}
+    if eval_dir is not None:
+        oracle, _ = load_oracle(eval_dir)
+        ctx.update(oracle=oracle, embedder=Embedder(oracle, name="evaluation oracle"))
+    else:
+        log("warning: no evaluation oracle (run pipelines/dhs_oracles.py): target rate and Fréchet left out")
+    test_rows = {k: table.indices("test")[table.labels[table.indices("test")] == k] for k in range(len(CELL_TYPES))}
+    scanner = MotifScanner(load_jaspar(), background_of(seqs(table.indices("test"))))
+
+    per_seed: dict = {row: [] for row in rows}
+    gen_info: dict = {row: [] for row in rows}
+    for seed in scale["seeds"]:
+        rng = np.random.default_rng(seed)
+        ref, real = {}, {}
+        for k, cell in enumerate(CELL_TYPES):
+            perm = rng.permutation(test_rows[k])
+            half = len(perm) // 2
+            ref[cell] = seqs(perm[half:])
+            real[cell] = seqs(perm[:half][: scale["num"]])
+        ref_hits = {cell: scanner.scan(ref[cell]) for cell in CELL_TYPES}
+        pooled_ref = list(itertools.chain.from_iterable(ref[c] for c in CELL_TYPES))
+        pooled_ref_hits = (np.concatenate([ref_hits[c][0] for c in CELL_TYPES]),
+                           np.concatenate([ref_hits[c][1] for c in CELL_TYPES]))
+        for row in rows:
+            sets, info = {}, []
+            for cell in CELL_TYPES:
+                if row == "real":
+                    sets[cell] = real[cell]
+                else:
+                    w = cfg_choice["chosen"][cell] if row == "cfg" else None
+                    sets[cell], i = generate(row, models[row]["model"], cell, scale["num"], seed,
+                                             out / "samples" / f"{row}_seed{seed}_{cell}.fa", scale, args.threads,
+                                             reward_dir, w, log)
+                    info.append(i)
+            hits = {cell: scanner.scan(sets[cell]) for cell in CELL_TYPES}
+            entry = {"seed": seed, "per_class": {}}
+            for k, cell in enumerate(CELL_TYPES):
+                entry["per_class"][cell] = score_set(sets[cell], ref[cell], k, ctx, hits[cell], ref_hits[cell])
+            pooled = list(itertools.chain.from_iterable(sets[c] for c in CELL_TYPES))
+            ctx["pooled_targets"] = [k for k, c in enumerate(CELL_TYPES) for _ in sets[c]]
+            all_hits = (np.concatenate([hits[c][0] for c in CELL_TYPES]),
+                        np.concatenate([hits[c][1] for c in CELL_TYPES]))
+            entry["overall"] = score_set(pooled, pooled_ref, None, ctx, all_hits, pooled_ref_hits)
+            owner = np.concatenate([[k] * len(sets[c]) for k, c in enumerate(CELL_TYPES)])
+            entry["markers"] = {cell: marker_rates(scanner, all_hits[0], all_hits[1], owner == k)
+                                for k, cell in enumerate(CELL_TYPES)}
+            per_seed[row].append(entry)
+            gen_info[row].append({"seed": seed, "wall_s": round(sum(i["wall_s"] for i in info), 1),
+                                  "commands": [i["command"] for i in info]})
+            t = entry["overall"].get("target")
+            log(f"{row} seed {seed}: overall target rate {t if t is None else round(t, 3)}, "
+                f"motif Spearman {entry['overall']['motif_spearman']:.3f}, 6-mer JS {entry['overall']['js_k6']:.4f}")
+
+    summary = {}
+    for row in rows:
+        summary[row] = {}
+        for part in [*CELL_TYPES, "overall"]:
+            entries = [e["overall"] if part == "overall" else e["per_class"][part] for e in per_seed[row]]
+            keys = [k for k in entries[0] if k != "n"]
+            summary[row][part] = {k: summarize([e[k] for e in entries]) for k in keys}
+        summary[row]["markers"] = {cell: {m: summarize([e["markers"][cell][m] for e in per_seed[row]])
+                                          for m in CELL_TYPES} for cell in CELL_TYPES}
+    wall, cpu = time.time() - w0, time.process_time() - c0
+    result = {"scale": args.scale, "command": command, "threads": args.threads, "rows": rows,
+              "seeds": scale["seeds"], "num_per_cell_type": scale["num"], "cell_types": list(CELL_TYPES),
+              "data": {"sha256": table.sha256, "counts": table.counts()},
+              "oracles": {"reward": reward_dir, "evaluation": eval_dir, "trained_here": oracles_trained or None},
+              "models": models, "cfg_weights": cfg_choice, "generation": gen_info, "summary": summary,
+              "per_seed": per_seed, "markers": {c: list(m) for c, m in MARKERS.items()},
+              "motif_scanner": scanner_settings(scanner, "JASPAR2024 CORE vertebrates (pyjaspar)"),
+              "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before,
+              "load_after": load_average(), "machine": describe_machine()}
+    result = portable_paths(result)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    write_json(results.with_suffix(".json"), result)
+    pngs = plots(result, results)
+    atomic_write(results.with_suffix(".md"), markdown(result, pngs))
+    print(f"wrote {results.with_suffix('.md')} ({wall:.0f} s wall, {cpu:.0f} s CPU)")
+    return 0
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def fmt(s: dict | None, digits: int = 3) -> str:
+    from dnadiff.eval.classification import format_range
+
+    return format_range(s, digits) if s else "n/a"
+
+
+def markdown(r: dict, pngs: list[str]) -> str:
+    from dnadiff.utils import markdown_table
+
+    cells = r["cell_types"]
+    parts = [*cells, "overall"]
+    label = {row: ROW_LABELS[row] for row in r["rows"]}
+
+    def metric_table(key: str, digits: int = 3) -> str:
+        return markdown_table([{"row": label[row], **{p: fmt(r["summary"][row][p].get(key), digits) for p in parts}}
+                               for row in r["rows"]])
+
+    overall_keys = [("motif_spearman", 3), ("kmer3_pearson", 4), ("js_k1", 4), ("js_k2", 4), ("js_k3", 4),
+                    ("js_k4", 4), ("js_k5", 4), ("js_k6", 4), ("gc_mean", 3), ("gc_w1", 4), ("memorised", 3),
+                    ("distinct_6mers", 3), ("pairwise_identity", 3), ("frechet", 3)]
+    overall = markdown_table([{"row": label[row], **{k: fmt(r["summary"][row]["overall"].get(k), d)
+                                                     for k, d in overall_keys}} for row in r["rows"]])
+    markers = []
+    for row in r["rows"]:
+        for cell in cells:
+            m = r["summary"][row]["markers"][cell]
+            own = m[cell]["mean"]
+            others = np.nanmean([m[c]["mean"] for c in cells if c != cell])
+            markers.append({"row": label[row], "samples of": cell, "markers": "/".join(r["markers"][cell]),
+                            "marker hits/kb": fmt(m[cell]), "in the other cell types' samples": f"{others:.3f}",
+                            "enrichment": f"{own / others:.2f}" if others > 0 else "n/a"})
+    models = markdown_table([{"row": label[row], "config": f"`{m['config']}`", "parameters": m["parameters"],
+                              "steps": m["steps"], "valid bits/base": m["val_bits_per_base"],
+                              "train wall s": m["train_wall_s"], "command": f"`{m['command']}`"}
+                             for row, m in r["models"].items()])
+    gen = markdown_table([{"row": label[row], "seed": g["seed"], "wall s (4 cell types)": g["wall_s"]}
+                          for row in r["rows"] if row != "real" for g in r["generation"][row]])
+    lines = [f"# DHS generation benchmark (issue 34 §4): scale {r['scale']}", "",
+             f"`{r['command']}`  ",
+             f"{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU ({r['threads']} thread); {r['machine']}; "
+             f"load before {r['load_before']}, after {r['load_after']}.", "",
+             f"{r['num_per_cell_type']} sequences per cell type and seed, seeds {r['seeds']}; mean ± range (max − min) "
+             "over seeds. Reference of every row: half B of each cell type's test sequences (chr1; a random half "
+             "per seed); the real row is test sequences from half A. Protocol and metric definitions: the "
+             "docstring of pipelines/dhs_benchmark.py.", "",
+             f"Oracles: reward `{r['oracles']['reward']}`, evaluation `{r['oracles']['evaluation']}` "
+             "(pipelines/dhs_oracles.py; only the evaluation oracle scores, nothing generates with it).", "",
+             "## Target-cell-type rate under the evaluation oracle", "", metric_table("target"), "",
+             "## JASPAR motif hit-rate Spearman vs real test sequences of the same cell type", "",
+             metric_table("motif_spearman"), "",
+             "## Marker motifs: hits/kb in each cell type's samples and enrichment over the row's other cell types",
+             "", markdown_table(markers), "",
+             "## Overall (all cell types pooled)", "", overall, "",
+             "memorised: share with a training sequence >= 90% identical (same offset, either strand) or a >= 50 bp "
+             "exact match; compare with the real row. distinct_6mers: distinct 6-mers / 4,096.", "",
+             "## 6-mer JS per cell type", "", metric_table("js_k6", 4), "",
+             "## Memorisation per cell type", "", metric_table("memorised"), ""]
+    if r.get("cfg_weights"):
+        cw = r["cfg_weights"]
+        lines += ["## CFG weights (validation split, reward classifier)", "", cw["rule"] + ".", "",
+                  markdown_table([{"cell type": c, **{f"w={x['weight']:g}": f"{x['reward_target_rate']:.3f} / "
+                                                      f"{x['js_k4_valid']:.4f}" for x in rows},
+                                   "chosen": cw["chosen"][c]} for c, rows in cw["grid"].items()]),
+                  "", "(reward-classifier target rate / 4-mer JS to validation)", ""]
+    lines += ["## Models", "", models, "", "## Generation", "", gen, ""]
+    lines += [f"![{Path(p).stem}]({Path(p).name})" for p in pngs]
+    return "\n".join(lines) + "\n"
+
+
+def plots(r: dict, results: Path) -> list[str]:
+    """Target rate per cell type (bars with the seed range) and the marker enrichment heat map."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dnadiff.utils import atomic_path
+
+    cells, rows = r["cell_types"], r["rows"]
+    written = []
+    if all("target" in r["summary"][row]["overall"] for row in rows):
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        width = 0.8 / len(rows)
+        for j, row in enumerate(rows):
+            s = [r["summary"][row][p]["target"] for p in [*cells, "overall"]]
+            x = np.arange(len(s)) + j * width
+            ax.bar(x, [v["mean"] for v in s], width, yerr=[[v["mean"] - v["min"] for v in s],
+                                                           [v["max"] - v["mean"] for v in s]], label=row)
+        ax.set_xticks(np.arange(len(cells) + 1) + 0.4 - width / 2, [*cells, "overall"])
+        ax.set_ylabel("target-cell-type rate")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=7, ncol=len(rows))
+        path = results.parent / f"{results.name}_target_rate.png"
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        written.append(str(path))
+    fig, axes = plt.subplots(1, len(rows), figsize=(2.6 * len(rows), 2.8), squeeze=False)
+    for ax, row in zip(axes[0], rows):
+        m = np.array([[r["summary"][row]["markers"][c][mk]["mean"] for mk in cells] for c in cells])
+        ax.imshow(m, cmap="viridis")
+        ax.set_title(row, fontsize=8)
+        ax.set_xticks(range(len(cells)), [f"{c} markers" for c in cells], rotation=60, fontsize=6)
+        ax.set_yticks(range(len(cells)), [f"{c} samples" for c in cells], fontsize=6)
+    path = results.parent / f"{results.name}_markers.png"
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    written.append(str(path))
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    return common.main_with_dry_run(run, args, __file__, argv, "dhs_benchmark")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Issue 34 §2/§4: the DHS generators (per-class Markov chains, class-conditional Mamba AR, the shipped configs)
+and pipelines/dhs_benchmark.py, on the 300-row fixture (tests/data/dhs/)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dnadiff.backbones import build_backbone
+from dnadiff.backbones.conditioning import ClassConditional
+from dnadiff.backbones.markov import MarkovChain, MarkovConfig, count_ngrams
+from dnadiff.backbones.markov_classes import ClassMarkovChains, ClassMarkovConfig
+from dnadiff.cli import main
+from dnadiff.data import dhs
+from dnadiff.data.dhs import CELL_TYPES
+from dnadiff.errors import DnadiffError
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "dhs" / "dhs_fixture.txt"
+TAG_CELL = dict(dhs.TAGS)
+
+
+@pytest.fixture
+def stored(tmp_path, monkeypatch):
+    """The fixture as the DHS store of a fresh dnadiff cache."""
+    monkeypatch.setenv("DNADIFF_CACHE", str(tmp_path / "cache"))
+    data = FIXTURE.read_bytes()
+    table = dhs.parse_dhs_table(data, str(FIXTURE), hashlib.sha256(data).hexdigest())
+    dhs.store_dhs(table)
+    return table
+
+
+def fixture_sequences(split: str, cell: str) -> list[str]:
+    import csv
+
+    with open(FIXTURE, newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    name = {"train": "training", "valid": "validation", "test": "test"}[split]
+    return [r["sequence"] for r in rows if r["data_label"] == name and TAG_CELL[r["TAG"]] == cell]
+
+
+# ----------------------------------------------------------------------------- per-class Markov chains
+
+
+def test_class_markov_routes_each_row_to_its_class_chain():
+    rng = np.random.default_rng(0)
+    chains = []
+    for order in (1, 2, 0):
+        c = MarkovChain(MarkovConfig(order=order))
+        chains.append(c.set_counts(count_ngrams(rng.integers(0, 4, (6, 40)), order + 1)))
+    model = ClassMarkovChains(ClassMarkovConfig(orders=(1, 2, 0))).set_chains(chains)
+    assert model.num_classes == 2 and model.null_label == 2
+    x = torch.randint(7, 11, (5, 30))
+    labels = torch.tensor([1, 0, 2, 1, 0])
+    out = model(x, labels=labels)
+    for r, c in enumerate(labels.tolist()):
+        assert torch.equal(out[r], chains[c](x[r : r + 1])[0])
+    assert torch.equal(model(x), chains[2](x))  # no label: the pooled chain
+    assert torch.equal(model(x, labels=0), chains[0](x))
+    with pytest.raises(DnadiffError, match=r"labels must be 5 class ids in 0..2"):
+        model(x, labels=torch.tensor([0, 1, 2, 3, 0]))
+    with pytest.raises(DnadiffError, match="every order must be in 0..12"):
+        ClassMarkovConfig(orders=(1, 13))
+    with pytest.raises(DnadiffError, match="chains of orders"):
+        ClassMarkovChains(ClassMarkovConfig(orders=(2, 2, 0))).set_chains(chains)
+
+
+def test_class_markov_fit_sample_and_reload(stored, tmp_path, capsys):
+    from dnadiff.checkpoint import load
+
+    run = tmp_path / "mk"
+    assert main(["train", "experiments/dhs_markov", "model.overrides.max_order=4", "--run-dir", str(run),
+                 "--threads", "1", "-q"]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["classes"] == list(CELL_TYPES)
+    for cell in [*CELL_TYPES, "(pooled)"]:  # the order kept is the validation argmin (ties: the smaller k)
+        by = {int(k): v for k, v in metrics["per_class"][cell]["valid_bits_per_base_by_order"].items()}
+        assert sorted(by) == [0, 1, 2, 3, 4]
+        assert metrics["per_class"][cell]["order"] == min(by, key=lambda k: (by[k], k))
+    model = load(run / "model")
+    assert model.config.model.class_names == list(CELL_TYPES) and model.config.model.num_classes == 4
+    chains = model.backbone.chains
+    # unigram counts: both strands of the class's 25 training sequences (an independent count), pooled = sum
+    for k, cell in enumerate(CELL_TYPES):
+        text = "".join(fixture_sequences("train", cell))
+        expect = [text.count(b) + text.count(c) for b, c in zip("ACGT", "TGCA")]
+        assert chains[k].counts_1.tolist() == expect
+    pooled = sum(chains[k].counts_1 for k in range(4))
+    assert torch.equal(chains[4].counts_1, pooled)
+    # sampling a class draws from that class's chain only: the same stream through the chain alone agrees
+    out = tmp_path / "k562.fa"
+    assert main(["sample", str(run / "model"), "--class", "K562", "--num", "3", "--length", "50", "--seed", "7",
+                 "--out", str(out), "--threads", "1", "-q"]) == 0
+    text = out.read_text()
+    assert text.count(">") == 3 and "class=K562" in text
+    x = model.generate(3, 50, generator=7, label="K562")
+    from dnadiff.data.records import read_fasta
+
+    assert model.decode(x) == [s for _, s in read_fasta(out)]
+    with pytest.raises(DnadiffError, match="unknown class 'liver'"):
+        model.generate(1, 10, label="liver")
+
+
+def test_class_markov_refuses_unlabelled_data(tmp_path):
+    code = main(["train", "experiments/dhs_markov", "data=chr22_sample", "--run-dir", str(tmp_path / "x"), "-q"])
+    assert code == 2
+
+
+# ----------------------------------------------------------------------------- conditional AR
+
+
+def test_conditional_mamba_step_matches_forward():
+    torch.manual_seed(0)
+    b = ClassConditional(build_backbone("mamba", preset="tiny", vocab_size=12, cond_dim=8), 3).eval()
+    x = torch.randint(7, 11, (3, 12))
+    labels = torch.tensor([0, 2, 3])  # 3: the null label
+    with torch.no_grad():
+        full = b(x, labels=labels)
+        cache = b.allocate_cache(3, 12)
+        steps = torch.stack([b.step(x[:, i], cache, labels=labels) for i in range(12)], 1)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+    hyena = ClassConditional(build_backbone("hyena", preset="tiny", vocab_size=12, cond_dim=8, causal=True), 2)
+    assert hyena.allocate_cache(2, 8) is None  # its step takes no label: samplers re-run the prefix
+
+
+@pytest.mark.training
+def test_class_conditional_ar_learns_each_class(tmp_path):
+    """The AR objective trains a class-conditional Mamba through the label embedding; each class samples its own
+    composition (7/8 vs 1/8 A in the data) through the cached autoregressive sampler."""
+    from dnadiff.checkpoint import load
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.training import train
+
+    rng = random.Random(0)
+    for split in ("train", "test"):
+        for cls, alphabet in (("a_rich", "AAAAAAAC"), ("c_rich", "CCCCCCCA")):
+            d = tmp_path / "bench" / split / cls
+            d.mkdir(parents=True)
+            for i in range(64):
+                (d / f"{i}.txt").write_text("".join(rng.choice(alphabet) for _ in range(16)))
+    cfg = load_config(RunConfig, "model/mamba_ar", [
+        f"out_dir={tmp_path}", "name=ar", "data.kind=benchmark", f"data.benchmark={tmp_path / 'bench'}",
+        "data.seq_len=16", "train.batch_size=16", "train.max_steps=60", "train.lr=1e-2", "train.val_every=30",
+        "train.ckpt_every=30", "train.progress=false", "train.warmup_steps=5", "model.num_classes=2",
+        "model.overrides.cond_dim=16", "train.threads=1"])
+    model = load(train(cfg).model_dir)
+    assert model.config.model.class_names == ["a_rich", "c_rich"]
+    assert model.denoiser.allocate_cache(2, 16) is not None
+    frac_a = {name: (model.generate(32, 16, generator=0, label=name) == 7).float().mean().item()
+              for name in ("a_rich", "c_rich")}
+    assert frac_a["a_rich"] > 0.6 and frac_a["c_rich"] < 0.4, frac_a
+
+
+def test_shipped_dhs_configs():
+    from dnadiff.config import RunConfig, load_config
+
+    cfgs = {n: load_config(RunConfig, f"experiments/{n}") for n in ("dhs_cond_mdlm", "dhs_mdlm", "dhs_cond_ar",
+                                                                     "dhs_markov")}
+    assert all(c.data.kind == "dhs" and c.data.seq_len == 200 for c in cfgs.values())
+    assert cfgs["dhs_cond_mdlm"].model.num_classes == 4 and cfgs["dhs_cond_mdlm"].model.label_dropout == 0.1
+    assert cfgs["dhs_mdlm"].model.num_classes == 0 and cfgs["dhs_mdlm"].model.backbone == "caduceus"
+    assert cfgs["dhs_cond_ar"].objective.name == "ar" and cfgs["dhs_cond_ar"].model.num_classes == 4
+    for n in ("dhs_cond_mdlm", "dhs_mdlm", "dhs_cond_ar"):  # the stated CPU budget: 60 minutes on one core
+        assert cfgs[n].train.max_minutes == 60 and cfgs[n].train.threads == 1
+
+
+# ----------------------------------------------------------------------------- the benchmark pipeline
+
+
+def test_benchmark_helpers_exact():
+    bench = importlib.import_module("dhs_benchmark")
+    a, c = "ACGT" * 5, "CCCC" * 5
+    train = bench.codes_matrix([a, c])
+    rc = bench.codes_matrix(["ACGT" * 5, "GGGG" * 5])  # reverse complements of a, c
+    mutated = "T" + a[1:]  # 19 of 20 equal
+    assert bench.max_identity([a, mutated, "GGGG" * 5], train, rc).tolist() == [1.0, 0.95, 1.0]
+    assert bench.mean_pairwise_identity([a, a, c]) == pytest.approx((1.0 + 0.25 + 0.25) / 3)
+    assert bench.distinct_kmers(["AAAAAAA", "CCCCCCC"], 6) == 2 / 4096
+
+
+@pytest.mark.training
+def test_benchmark_tiny_scale(tmp_path):
+    bench = importlib.import_module("dhs_benchmark")
+    assert bench.main(["--scale", "tiny", "--out", str(tmp_path / "b")]) == 0
+    r = json.loads((tmp_path / "b" / "dhs_tiny.json").read_text())
+    assert r["rows"] == list(bench.ROWS) and r["seeds"] == [0, 1]
+    for row in bench.ROWS:
+        s = r["summary"][row]
+        for part in [*CELL_TYPES, "overall"]:
+            assert 0.0 <= s[part]["target"]["mean"] <= 1.0 and s[part]["target"]["n"] == 2
+            assert 0.0 <= s[part]["js_k6"]["mean"] <= 1.0
+        for e in r["per_seed"][row]:
+            assert {c: e["per_class"][c]["n"] for c in CELL_TYPES} == {c: 4 for c in CELL_TYPES}
+            assert e["overall"]["n"] == 16
+    assert set(r["cfg_weights"]["chosen"].values()) <= {0.0, 1.0}
+    md = (tmp_path / "b" / "dhs_tiny.md").read_text()
+    assert "Target-cell-type rate" in md and "conditional Mamba AR" in md
+    for png in ("dhs_tiny_markers.png", "dhs_tiny_target_rate.png"):
+        assert (tmp_path / "b" / png).is_file()
+
+
+@pytest.mark.training
+def test_benchmark_cpu_dry_run_builds_every_row(stored, tmp_path, capsys):
+    bench = importlib.import_module("dhs_benchmark")
+    assert bench.main(["--scale", "cpu", "--dry-run"]) == 0
+    assert "dry run: rows real, markov, ar, cfg, cg built" in capsys.readouterr().out
