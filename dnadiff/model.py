@@ -76,11 +76,13 @@ class Denoiser(nn.Module):
     def allocate_cache(self, batch_size: int, max_length: int):
         alloc = getattr(self.backbone, "allocate_cache", None)
         b = self.backbone
-        if not callable(alloc) or getattr(b, "num_classes", 0) or not b.is_causal or self.time_conditioned:
+        if not callable(alloc) or not b.is_causal or self.time_conditioned:
             return None
-        return alloc(batch_size, max_length)
+        return alloc(batch_size, max_length)  # class-conditional (ClassConditional): None unless its step takes labels
 
     def step(self, input_ids: Tensor, cache) -> Tensor:
+        if getattr(self.backbone, "num_classes", 0):
+            return self.backbone.step(input_ids, cache, labels=self.labels)
         return self.backbone.step(input_ids, cache)
 
 
