@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dnadiff.diffusion import build_objective, build_schedule, q_sample, sedd_log_score, subs_log_probs
+from dnadiff.diffusion import OBJECTIVES, build_objective, build_schedule, q_sample, sedd_log_score, subs_log_probs
 from dnadiff.errors import DnadiffError
 from helpers.exact_denoiser import ExactDenoiser, exact_discrete_bound, expected_token_loss, nelbo_moments
 
@@ -405,15 +405,24 @@ def test_build_objective_errors():
                     torch.ones(2, 3))
 
 
-@pytest.mark.parametrize("name", ["mdlm", "d3pm", "sedd", "ar", "mlm", "udlm"])
+# options an objective needs on this 12-token problem; every registered objective is tested (the names
+# come from OBJECTIVES), a new one with its defaults unless it adds an entry
+LOSS_OVERRIDES = {
+    "d3pm": {"T": 8},
+    "mlm": {"random_token_ids": [7, 8, 9, 10]},
+    "udlm": {"data_ids": [7, 8, 9, 10], "pad_policy": "visible"},  # uniform noise over the bases (test_udlm_exact)
+}
+
+
+def test_the_loss_overrides_name_registered_objectives():
+    assert sorted(set(LOSS_OVERRIDES) - set(OBJECTIVES.names())) == []
+
+
+@pytest.mark.parametrize("name", OBJECTIVES.names())
 def test_loss_is_differentiable_with_finite_grads(name):
     torch.manual_seed(0)
     emb = torch.nn.Embedding(12, 12)
-    kw = {"T": 8} if name == "d3pm" else {}
-    if name == "mlm":
-        kw["random_token_ids"] = [7, 8, 9, 10]
-    if name == "udlm":  # uniform noise over the bases (tests/test_udlm_exact.py: its exact tests)
-        kw.update(data_ids=[7, 8, 9, 10], pad_policy="visible")
+    kw = dict(LOSS_OVERRIDES.get(name, {}))
     obj = build_objective(name, schedule=build_schedule("loglinear"), mask_id=3, vocab_size=12, **kw)
     x0 = torch.randint(7, 11, (4, 16), generator=torch.Generator().manual_seed(0))
     am = torch.ones_like(x0)
