@@ -123,8 +123,7 @@ def test_bad_input_is_one_line(model, tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("objective,words", [("ar", "autoregressive"), ("udlm", "uniform-noise"),
-                                             ("mlm", "not a generator")])
+@pytest.mark.parametrize("objective,words", [("ar", "autoregressive"), ("mlm", "not a generator")])
 def test_refuses_models_it_cannot_distill(tmp_path, capsys, objective, words):
     from helpers.cli_model import tiny_model_dir
 
@@ -132,3 +131,37 @@ def test_refuses_models_it_cannot_distill(tmp_path, capsys, objective, words):
     model = tiny_model_dir(tmp_path, overrides=[f"objective={objective}", *extra])
     err = error_of(capsys, ["distill", model, "--out", str(tmp_path / "o"), "--steps", "8", "--threads", "1"])
     assert words in err
+
+
+@pytest.fixture(scope="module")
+def trained_udlm(tmp_path_factory) -> str:
+    """experiments/tiny_dna_mdlm with objective=udlm, trained for 5 steps (sample.steps 8)."""
+    root = tmp_path_factory.mktemp("teacher_udlm")
+    assert main(["train", "experiments/tiny_dna_mdlm", "objective=udlm", "name=u", f"out_dir={root}", *TRAIN]) == 0
+    return str(root / "u" / "model")
+
+
+@pytest.mark.training
+def test_udlm_is_distilled_by_dcd_resumably(trained_udlm, tmp_path, capsys):
+    import dnadiff
+    from dnadiff.commands.distill import teacher_config
+    from dnadiff.training.distill_loop import complete_settings
+
+    args = ["--steps", "2", "--round-updates", "2", "--pool-size", "6", *FAST]
+    whole = tmp_path / "whole"
+    assert main(["distill", trained_udlm, "--out", str(whole), *args]) == 0
+    student = dnadiff.load(whole)
+    d = student.config.distill
+    assert (d["method"], d["teacher"], d["rounds"], d["pool_size"]) == ("dcd", str(Path(trained_udlm).resolve()), 2, 6)
+    assert (student.config.sample.sampler, student.config.sample.steps) == ("udlm", 2)
+    x, smp = student.generate(num=3, length=16, generator=torch.Generator().manual_seed(0), return_sampler=True)
+    assert smp.name == "udlm" and smp.last_nfe == 2 and bool(((x >= 7) & (x <= 10)).all())
+    settings = complete_settings(trained_udlm, {"steps": 2, "round_updates": 2, "batch_size": 2, "length": 16,
+                                                "lr": 1e-3, "pool_size": 6}, teacher_config(trained_udlm))
+    stopped = tmp_path / "stopped"
+    _interrupted(trained_udlm, settings, stopped, after=3)  # round 2: teacher from the checkpoint, pool redrawn
+    assert main(["distill", trained_udlm, "--out", str(stopped), *args, "--resume"]) == 0
+    assert (whole / "model.safetensors").read_bytes() == (stopped / "model.safetensors").read_bytes()
+    base = ["distill", trained_udlm, "--out", str(tmp_path / "o"), "--steps", "2", "--threads", "1"]
+    assert "DCD" in error_of(capsys, base + ["--target", "marginal"])
+    assert "DCD" in error_of(capsys, base + ["--loss", "tvd"])

@@ -6,7 +6,7 @@ import argparse
 
 from dnadiff.errors import DnadiffError
 
-HELP = "distil a masked-diffusion model into a student that samples in a few steps (SDTT)"
+HELP = "distil a diffusion model into a student that samples in a few steps (SDTT; DUO's DCD for udlm)"
 DESCRIPTION = """Distil a trained masked-diffusion model (the teacher) into a student that samples in --steps
 ancestral steps about as the teacher does in many: self-distillation through time (SDTT, Deschenaux &
 Gulcehre 2024, arXiv 2410.21035). The student starts from the teacher's weights; each round halves the
@@ -28,12 +28,16 @@ tvd, mse (on log-probabilities).
 OUT is the run directory (distill_config.yaml, checkpoints/, logs/metrics.csv) and, at the end, a model
 directory (config.json, model.safetensors, metrics.json) that dnadiff.load and `dnadiff sample` read; its
 config.json's `distill` names the teacher and the settings. An existing OUT is refused unless --resume
-(continue; the settings must match) or --overwrite. Uniform-noise (udlm) models are not distilled yet
-(DUO's discrete consistency distillation)."""
+(continue; the settings must match) or --overwrite.
+
+Uniform-noise (udlm) models are distilled with DUO's discrete consistency distillation (Sahoo et al.
+2025, arXiv 2506.10892, Alg. 1): the student at (z_t, t) learns the teacher's prediction at (z_s, s),
+s = t - one teacher step, z_t and z_s the argmax of one Gaussian trajectory (the Gaussian-uniform
+duality); the clean sequences are --pool-size samples of the teacher; --loss kl-bwd | kl-fwd."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", help="the teacher: a dnadiff masked-diffusion model directory")
+    p.add_argument("model_dir", help="the teacher: a dnadiff masked-diffusion or udlm model directory")
     p.add_argument("--steps", type=int, required=True, help="the student's sampling steps K")
     p.add_argument("--out", required=True, help="output folder: run directory, then the student's model directory")
     p.add_argument("--teacher-steps", type=int, default=None,
@@ -43,8 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-pairs", type=int, default=None,
                    help="student inputs per update, drawn from the rollouts' states (default: all of them)")
     p.add_argument("--length", type=int, default=None, help="sequence length (default: the model's sample.length)")
-    p.add_argument("--loss", default="kl-bwd", help="kl-bwd (default) | kl-fwd | tvd | mse")
-    p.add_argument("--target", default="sdtt", help="sdtt (default) | marginal")
+    p.add_argument("--loss", default="kl-bwd", help="kl-bwd (default) | kl-fwd | tvd | mse (tvd, mse: masked models)")
+    p.add_argument("--target", default=None, help="masked models: sdtt (default) | marginal")
+    p.add_argument("--pool-size", type=int, default=256,
+                   help="udlm models: teacher samples used as the clean sequences (default 256)")
     p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
     p.add_argument("--grad-clip", type=float, default=0.0, help="gradient norm clip (default 0: none)")
     p.add_argument("--seed", type=int, default=0)
@@ -65,7 +71,7 @@ def preflight(args: argparse.Namespace) -> None:
 
 
 def settings_of(args: argparse.Namespace) -> dict:
-    return {"method": "sdtt", "teacher_steps": args.teacher_steps, "steps": args.steps,
+    return {"teacher_steps": args.teacher_steps, "steps": args.steps, "pool_size": args.pool_size,
             "round_updates": args.round_updates, "batch_size": args.batch_size, "length": args.length,
             "lr": args.lr, "loss": args.loss, "target": args.target, "max_pairs": args.max_pairs,
             "grad_clip": args.grad_clip, "seed": args.seed}
@@ -90,9 +96,6 @@ def teacher_config(model_dir: str):
     if not obj.generator:
         raise DnadiffError(f"{model_dir}: an {cfg.objective.name.upper()}-trained model is not a generator; "
                            "distill needs a masked-diffusion model")
-    if obj.noise != "mask":
-        raise DnadiffError(f"{model_dir}: a {obj.noise}-noise model (objective {cfg.objective.name}); distill does "
-                           "SDTT for masked models only (DUO's consistency distillation of udlm is not implemented)")
     return cfg
 
 

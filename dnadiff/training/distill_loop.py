@@ -1,10 +1,15 @@
-"""`distill(...)`: distil a masked-diffusion model into a few-step student with SDTT (training/sdtt.py), run
-by Lightning (`dnadiff distill`).
+"""`distill(...)`: distil a diffusion model into a few-step student, run by Lightning (`dnadiff distill`):
+masked models with SDTT (training/sdtt.py, method "sdtt"), uniform-noise (udlm) models with DUO's discrete
+consistency distillation (training/dcd.py, method "dcd").
 
-Rounds (SDTT §3, multiple rounds): the teacher samples with n = teacher_steps ancestral steps; round r
-(0-based) trains the student for `round_updates` updates to do in one step what the round's teacher does in
-two, at n / 2^(r+1) steps; the next round's teacher is the student as it stands. The student starts from the
-teacher's weights. rounds = log2(teacher_steps / steps), so the last round's student samples with `steps`.
+Rounds (SDTT §3 "multiple rounds"; DUO Alg. 1's teacher update every `update_teacher_every` steps): the
+teacher samples with n = teacher_steps steps; round r (0-based) trains the student for `round_updates`
+updates against the round's teacher at n / 2^r steps (SDTT: one student step = two teacher steps; DCD: the
+student at t matches the teacher at t - dt, dt one step of the round's teacher, doubling each round); the
+next round's teacher is the student as it stands. The student starts from the teacher's weights.
+rounds = log2(teacher_steps / steps), so the last round's student samples with `steps`.
+DCD needs clean sequences: `pool_size` samples of the teacher (its own sampler at teacher_steps), drawn once
+at the start (again, identically, on --resume); no data is read.
 
 The output folder OUT is both a run directory and, once training ends, a model directory:
     config.json, model.safetensors, metrics.json   the student (dnadiff.load(OUT) reads it); config.json's
@@ -37,6 +42,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from dnadiff.checkpoint import load_model_dir
 from dnadiff.config import RunConfig, load_config, replace, save_config
+from dnadiff.diffusion import OBJECTIVES
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
@@ -44,6 +50,7 @@ from dnadiff.model_dir import save_model_files
 from dnadiff.samplers.base import build_sampler
 from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger
+from dnadiff.training.dcd import DCD_LOSSES, dcd_loss
 from dnadiff.training.progress import StepProgressBar
 from dnadiff.training.rundir import RunDirLock
 from dnadiff.training.sdtt import LOSSES, TARGETS, check_steps, sdtt_loss
@@ -52,9 +59,10 @@ SETTINGS_FILE = "distill_config.yaml"
 DEFAULTS: dict[str, Any] = {
     "method": "sdtt", "teacher": None, "teacher_steps": None, "steps": None, "rounds": None, "round_updates": 100,
     "batch_size": 16, "length": None, "lr": 1e-4, "loss": "kl-bwd", "target": "sdtt", "max_pairs": None,
-    "grad_clip": 0.0, "seed": 0,
+    "grad_clip": 0.0, "seed": 0, "pool_size": 256,
 }
-PAIR_SEED = 2**40  # generator offset of the pair subsampling
+METHODS = {"mask": "sdtt", "uniform": "dcd"}  # the objective's noise -> the distillation
+PAIR_SEED, POOL_SEED, TIME_SEED = 2**40, 2**41, 2**42  # generator offsets: pair subsampling, DCD's pool and times
 
 
 class _Ticks(IterableDataset):
@@ -71,6 +79,7 @@ class DistillModule(L.LightningModule):
         self.cfg, self.s = cfg, dict(cfg.distill)
         self.backbone = backbone
         self._teacher = [teacher.requires_grad_(False).eval()]  # not a submodule: saved by on_save_checkpoint
+        self._original = {k: v.detach().clone() for k, v in teacher.state_dict().items()}  # DCD's pool sampler
         self.model = DiffusionModel(cfg, backbone, tokenizer)
         self.teacher_model = DiffusionModel(cfg, teacher, tokenizer)
         banned = self.model.banned_ids()
@@ -78,9 +87,21 @@ class DistillModule(L.LightningModule):
         self.mask_id = tokenizer.mask_id
         self.teacher_round = 0  # the round whose teacher self._teacher holds
         self.last = {"loss": float("nan"), "pairs": 0}
+        self.pool: torch.Tensor | None = None
 
     def on_fit_start(self) -> None:
         self._teacher[0].to(self.device)
+        if self.s["method"] == "dcd":  # the clean sequences: the (original) teacher's samples, drawn once
+            self._teacher[0].eval()
+            start = ({k: v.detach().clone() for k, v in self._teacher[0].state_dict().items()}
+                     if self.teacher_round > 0 else None)
+            if start is not None:  # resumed in a later round: the pool comes from the original teacher
+                self._teacher[0].load_state_dict(self._original)
+            n, size = int(self.s["teacher_steps"]), int(self.s["pool_size"])
+            self.pool = self.teacher_model.generate(size, int(self.s["length"]), steps=n,
+                                                    generator=int(self.s["seed"]) + POOL_SEED)
+            if start is not None:
+                self._teacher[0].load_state_dict(start)
 
     def train_dataloader(self):
         return DataLoader(_Ticks(), batch_size=1)
@@ -101,6 +122,8 @@ class DistillModule(L.LightningModule):
                      int(s["teacher_steps"]) >> r, int(s["teacher_steps"]) >> (r + 1))
         self.backbone.eval()  # no dropout: the targets and the student see the same network function
         n = int(s["teacher_steps"]) >> r
+        if s["method"] == "dcd":
+            return self._dcd_step(step, n)
         sampler = build_sampler("ancestral", steps=n, eps=self.model.sampling_eps)
         x_init = torch.full((int(s["batch_size"]), int(s["length"])), self.mask_id, dtype=torch.long,
                             device=self.device)
@@ -114,6 +137,27 @@ class DistillModule(L.LightningModule):
         self.log("train/loss", self.last["loss"], prog_bar=True, on_step=True, on_epoch=False, batch_size=len(pairs))
         self.log("train/teacher_steps", float(n), on_step=True, on_epoch=False, batch_size=1)
         return loss.float()
+
+    def _dcd_step(self, step: int, n: int):
+        """DUO Alg. 1: clean x from the pool, t ~ U[eps + dt, 1], s = t - dt with dt one step of the round's
+        teacher (the udlm sampler's grid linspace(1, eps, n)); the student at (z_t, t) against the teacher at
+        (z_s, s) on one coupled trajectory."""
+        s, eps = self.s, self.model.sampling_eps
+        g = self._generator(TIME_SEED + step)
+        B = int(s["batch_size"])
+        rows = torch.randint(len(self.pool), (B,), generator=g, device=self.device)
+        dt = (1.0 - eps) / max(n - 1, 1)
+        t = eps + dt + torch.rand(B, generator=g, dtype=torch.float64, device=self.device) * (1.0 - eps - dt)
+        loss = dcd_loss(self._calls[0], self._calls[1], self.pool[rows], t, t - dt, self.model.schedule,
+                        self.model.objective.data_ids, self.model.tokenizer.vocab_size, generator=g,
+                        loss=str(s["loss"]))
+        if not torch.isfinite(loss):
+            raise DnadiffError(f"non-finite distillation loss at update {step}; the last good checkpoint is kept "
+                               "(try a lower --lr)")
+        self.last = {"loss": float(loss.detach()), "pairs": B}
+        self.log("train/loss", self.last["loss"], prog_bar=True, on_step=True, on_epoch=False, batch_size=B)
+        self.log("train/teacher_steps", float(n), on_step=True, on_epoch=False, batch_size=1)
+        return loss
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.backbone.parameters(), lr=float(self.s["lr"]), weight_decay=0.0)
@@ -155,6 +199,21 @@ def complete_settings(model_dir: str, settings: dict, cfg: RunConfig) -> dict:
     if unknown:
         raise DnadiffError(f"distillation: unknown settings {', '.join(unknown)} (known: {', '.join(DEFAULTS)})")
     out = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
+    noise = OBJECTIVES.get(cfg.objective.name).noise
+    out["method"] = METHODS[noise]
+    if out["method"] == "dcd":
+        if out["loss"] not in DCD_LOSSES:
+            raise DnadiffError(f"--loss {out['loss']!r}: a uniform-noise model is distilled by DCD, which takes "
+                               f"{' or '.join(DCD_LOSSES)}")
+        if settings.get("target") not in (None, "sdtt"):
+            raise DnadiffError("--target applies to masked models (SDTT); a uniform-noise model is distilled by DCD")
+        if settings.get("max_pairs") is not None:
+            raise DnadiffError("--max-pairs applies to masked models (SDTT); DCD takes --batch-size sequences")
+        if int(out["pool_size"]) < 1:
+            raise DnadiffError(f"--pool-size must be positive, got {out['pool_size']}")
+        out["target"] = None
+    else:
+        out["pool_size"] = None
     out["teacher"] = str(Path(model_dir).resolve())
     out["teacher_steps"] = int(out["teacher_steps"] or cfg.sample.steps)
     if out["steps"] is None:
@@ -164,7 +223,7 @@ def complete_settings(model_dir: str, settings: dict, cfg: RunConfig) -> dict:
     out["length"] = int(out["length"] or cfg.sample.length)
     if out["loss"] not in LOSSES:
         raise DnadiffError(f"--loss {out['loss']!r}: choose {', '.join(LOSSES)}")
-    if out["target"] not in TARGETS:
+    if out["method"] == "sdtt" and out["target"] not in TARGETS:
         raise DnadiffError(f"--target {out['target']!r}: choose {' or '.join(TARGETS)}")
     for key in ("round_updates", "batch_size", "length"):
         if int(out[key]) < 1:
@@ -177,9 +236,11 @@ def complete_settings(model_dir: str, settings: dict, cfg: RunConfig) -> dict:
 
 
 def student_config(cfg: RunConfig, settings: dict) -> RunConfig:
-    """The student's config: the teacher's, sampled with the ancestral sampler at `steps`, with the record."""
+    """The student's config: the teacher's, sampled at `steps` with the sampler it was distilled for (SDTT:
+    ancestral; DCD: udlm), with the record."""
+    sampler = "ancestral" if settings["method"] == "sdtt" else "udlm"
     return replace(cfg, **{"distill": dict(settings), "sample.steps": int(settings["steps"]),
-                           "sample.sampler": "ancestral"})
+                           "sample.sampler": sampler})
 
 
 def distill(model_dir: str, settings: dict, out: str, resume: bool = False, overwrite: bool = False,
