@@ -24,7 +24,11 @@ Targets τ at the positions masked in x_{gk} (only those are scored; SUBS carrie
               positions independently. Unbiased in one rollout: τ_0 = p_0, τ_j = (1 - c_j) τ_{j-1} + c_j p_j
               with c_j = u_j / R_j, u_j = (α_{j+1} - α_j)/(1 - α_j) the step's reveal probability and
               R_j = (α_{j+1} - α_0)/(1 - α_0) the group's so far (p_j is SUBS: one-hot at a position revealed
-              earlier, whose draw averages to the earlier prediction). Derivation in docs/references.md.
+              earlier, whose draw averages to the earlier prediction). Why: with μ_j the wanted distribution
+              given a reveal by step j and e_j = E[p_j | still masked], μ_j = (R_{j-1} μ_{j-1} + (1 - R_{j-1})
+              u_j e_j)/R_j, and E[p_j] = R_{j-1} μ_{j-1} + (1 - R_{j-1}) e_j, so E[τ_j] = μ_j exactly when
+              c_j = u_j/R_j (c_0 = 1). For log-linear and g = 2, c_1 = t/(2(t - dt)) ≈ ½; the paper's target
+              weighs p_1 with the probability 1 - u_0 that the position is still masked, ≈ 1.
 Losses between the student's SUBS distribution s = p_S(x0 | x_{gk}, t_{gk}) and τ, averaged over the scored
 positions (§3 "distillation losses", the code's distill_mode): "kl-fwd" KL(τ ‖ s), "kl-bwd" KL(s ‖ τ) (the
 code's default), "tvd" ½ Σ|s - τ|, "mse" mean over the tokens τ gives mass of (log s - log τ)².
