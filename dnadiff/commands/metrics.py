@@ -252,7 +252,8 @@ def load_classifier(path: str, option: str):
     from dnadiff.heads.saved import load_classifier_dir
 
     try:
-        return load_classifier_dir(path, map_location="cuda" if torch.cuda.is_available() else "cpu")
+        return load_classifier_dir(path, map_location="cuda" if torch.cuda.is_available() else "cpu",
+                                   allow_evaluation=True)  # scoring samples: an evaluation oracle's job
     except DnadiffError as exc:
         raise DnadiffError(f"{option} {exc}") from None
 

@@ -229,25 +229,65 @@ def summary_rows(counts: dict[str, dict[str, int]]) -> list[dict]:
 # ----------------------------------------------------------------------------- fine-tuning splits
 
 FINETUNE_NAMES = {"dhs": "test", "dhs:test": "test", "dhs:valid": "valid"}  # data.dataset -> its test split
+# Two disjoint halves of the training split (issue 34 §3, the DRAKES protocol: the reward classifier and
+# the evaluation oracle are trained on different data): a row is in half_a when the first byte of the
+# sha256 of its 200-letter upper-case sequence is even, else in half_b. By content, not by row, so a
+# sequence that occurs twice lands in one half and the halves share no sequence.
+HALVES = ("half_a", "half_b")
+
+
+def parse_finetune_name(name: str) -> tuple[str | None, str] | None:
+    """data.dataset `dhs[:half_a|:half_b][:test|:valid]` -> (training half or None for the whole training
+    split, the split it is scored on); None for a name that is not the DHS table's; a `dhs:...` name that
+    does not parse is one DnadiffError."""
+    if name != "dhs" and not name.startswith("dhs:"):
+        return None
+    parts = name.split(":")[1:]
+    half = parts.pop(0) if parts and parts[0] in HALVES else None
+    split = parts.pop(0) if parts and parts[0] in ("test", "valid") else "test"
+    if parts:
+        raise DnadiffError(f"data.dataset: {name!r} is not a DHS selection; use dhs[:half_a|:half_b][:test|:valid] "
+                           "(e.g. dhs, dhs:valid, dhs:half_a, dhs:half_b:valid)")
+    return half, split
+
+
+def half_of(sequences: list[str]) -> np.ndarray:
+    """uint8 [N]: 0 (half_a) or 1 (half_b) for each sequence (the first byte of sha256(sequence) mod 2)."""
+    import hashlib
+
+    return np.fromiter((hashlib.sha256(s.encode("ascii")).digest()[0] & 1 for s in sequences), np.uint8,
+                       count=len(sequences))
+
+
+def train_half(table: DHSTable, half: str) -> np.ndarray:
+    """Row indices (file order) of the training split's `half` (HALVES)."""
+    if half not in HALVES:
+        raise DnadiffError(f"DHS training half must be one of {', '.join(HALVES)}, got {half!r}")
+    rows = table.indices("train")
+    tok = DNATokenizer()
+    return rows[half_of([tok.decode(table.tokens[i]) for i in rows]) == HALVES.index(half)]
 
 
 def finetune_splits(name: str, folder: str | os.PathLike | None = None):
-    """`dnadiff finetune`'s data.dataset `dhs` (= `dhs:test`) or `dhs:valid`: (train, test) as
-    LabelledSequences: train = the training split, test = the test split, or the validation split for
-    `dhs:valid` (choose settings there before the test split is read once). None for any other name."""
+    """`dnadiff finetune`'s data.dataset `dhs[:half_a|:half_b][:test|:valid]`: (train, test) as
+    LabelledSequences: train = the training split (or one half of it, HALVES), test = the test split, or
+    the validation split for `:valid` (choose settings there before the test split is read once). None for
+    any other name."""
     from dnadiff.data.benchmarks import LabelledSequences
 
-    if name not in FINETUNE_NAMES:
+    parsed = parse_finetune_name(name)
+    if parsed is None:
         return None
+    half, split = parsed
     table = load_dhs(folder)
     tok = DNATokenizer()
 
-    def part(split: str) -> LabelledSequences:
-        rows = table.indices(split)
+    def part(rows: np.ndarray) -> LabelledSequences:
         return LabelledSequences([tok.decode(table.tokens[i]) for i in rows], table.labels[rows].tolist(),
                                  list(CELL_TYPES), [f"{CELL_TYPES[table.labels[i]]}/{i}" for i in rows])
 
-    return part("train"), part(FINETUNE_NAMES[name])
+    train_rows = train_half(table, half) if half else table.indices("train")
+    return part(train_rows), part(table.indices(split))
 
 
 # ----------------------------------------------------------------------------- training items
@@ -279,6 +319,6 @@ class DHSDataset(Dataset):
         return {"input_ids": ids, "attention_mask": mask, "labels": self.labels[i]}
 
 
-__all__ = ["CELL_TYPES", "DHSDataset", "DHSTable", "DHS_MEMBER", "DHS_SHA256", "FINETUNE_NAMES", "SEQ_LEN", "SPLITS",
-           "TAGS", "finetune_splits", "load_dhs", "parse_dhs_table", "store_dhs", "store_dir", "stored_meta",
-           "summary_rows"]
+__all__ = ["CELL_TYPES", "DHSDataset", "DHSTable", "DHS_MEMBER", "DHS_SHA256", "FINETUNE_NAMES", "HALVES", "SEQ_LEN",
+           "SPLITS", "TAGS", "finetune_splits", "half_of", "load_dhs", "parse_dhs_table", "parse_finetune_name",
+           "store_dhs", "store_dir", "stored_meta", "summary_rows", "train_half"]

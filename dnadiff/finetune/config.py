@@ -59,7 +59,8 @@ class FinetuneTrainConfig(TrainerConfig):
 @dataclass(frozen=True)
 class FinetuneDataConfig:
     # a folder NAME/{train,test}/CLASS/*.txt (relative: under root), a genomic-benchmarks name, or `dhs` /
-    # `dhs:valid`: the DHS table of `dnadiff data dhs` (train: its training split; test: its test / validation split)
+    # `dhs[:half_a|:half_b][:valid]`: the DHS table of `dnadiff data dhs` (train: its training split or one
+    # half of it, dnadiff/data/dhs.py HALVES; test: its test / validation split)
     dataset: str = "benchmarks/human_chr22_repeats"
     root: Optional[str] = None  # data root of relative dataset paths (None: $DNADIFF_DATA, else the bundled data)
     download: bool = False  # fetch a named genomic-benchmarks set into its cache (network)
@@ -91,8 +92,14 @@ class FinetuneModelConfig:
     freeze_backbone: bool = False  # linear probe: train the head only
     # noise-aware classifier (guidance): train on masked inputs z_t, t ~ U(0, 1) (Schiff et al. 2024)
     noisy: bool = False
+    # what the saved classifier is for, recorded in OUT/classifier/classifier.json: null (unmarked), reward
+    # (guidance and fine-tuning may read it) or evaluation (an oracle that only scores: `--reward
+    # classifier:DIR` refuses it; heads/saved.py ROLES)
+    role: Optional[str] = None
 
     def __post_init__(self):
+        _check(self.role in (None, "reward", "evaluation"), "model.role",
+               f"must be reward, evaluation or null, got {self.role!r}")
         _check(self.pooling in ("mean", "first", "last"), "model.pooling",
                f"must be mean, first or last, got {self.pooling!r}")
         _check(self.conjoin in ("auto", "none", "ph", "ps"), "model.conjoin",

@@ -140,6 +140,8 @@ def _config_fingerprint(cfg: FinetuneConfig) -> str:
 
     d = to_dict(cfg)
     d["train"].pop("progress", None)  # display only
+    if d["model"].get("role") is None:  # unmarked: the fingerprint of runs recorded before the key existed
+        d["model"].pop("role", None)
     init = getattr(cfg.model, "init_from", None)
     if init:  # the pretrained weights themselves, not just their path: retraining them invalidates runs
         for name in ("model.safetensors", "pytorch_model.bin"):
@@ -237,7 +239,8 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
                 if writer:  # the lr's best run so far, on disk (a resumed job finds it there)
                     keep_best_classifier(out / BEST_DIR / f"lr{lr:g}", made[-1], res, train_all.classes,
                                          {"lr": lr, "dataset": str(root), "max_len": cfg.data.max_len,
-                                          "noisy": cfg.model.noisy})
+                                          "noisy": cfg.model.noisy,
+                                          **({"role": cfg.model.role} if cfg.model.role else {})})
                 made.clear()
                 if writer:
                     write_json(record, {"fingerprint": fingerprint, "result": res.to_dict()})

@@ -6,6 +6,9 @@
 Layout (no Lightning, no run config needed to load):
   classifier.json  {"format": "dnadiff-classifier", "backbone": registry name, "backbone_config": {...},
                     "num_classes", "classes", "pooling", "conjoin", "noisy", ...info}
+                   info may hold "role": "reward" | "evaluation" (finetune's model.role). An evaluation
+                   oracle only scores: load_classifier_dir refuses it unless the caller scores
+                   (allow_evaluation=True), so nothing that generates or guides reads it by accident.
   classifier.pt    the SequenceClassifier state_dict (best-validation weights)
 """
 
@@ -25,6 +28,8 @@ from dnadiff.errors import DnadiffError
 from dnadiff.heads.classifier import SequenceClassifier
 
 FORMAT = "dnadiff-classifier"
+ROLES = ("reward", "evaluation")  # classifier.json "role" (absent: unmarked, usable as a reward)
+EVALUATION = "evaluation"
 
 
 def save_classifier_dir(
@@ -51,8 +56,11 @@ def save_classifier_dir(
     return out
 
 
-def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu"):
-    """(SequenceClassifier in eval mode, metadata dict) from a directory written by save_classifier_dir."""
+def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu",
+                        allow_evaluation: bool = False):
+    """(SequenceClassifier in eval mode, metadata dict) from a directory written by save_classifier_dir.
+    A directory marked `role: evaluation` (an evaluation oracle) is refused in one line unless
+    `allow_evaluation` (callers that only score: `dnadiff eval --classifier`, dnadiff/eval/oracle.py)."""
     folder = Path(path)
     meta_path, weights = folder / "classifier.json", folder / "classifier.pt"
     if not folder.is_dir():
@@ -66,6 +74,12 @@ def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.devic
         raise DnadiffError(f"{meta_path}: invalid JSON ({exc.msg})") from None
     if meta.get("format") != FORMAT:
         raise DnadiffError(f"{meta_path}: format is {meta.get('format')!r}, expected {FORMAT!r}")
+    role = meta.get("role")
+    if role is not None and role not in ROLES:
+        raise DnadiffError(f"{meta_path}: role is {role!r}, expected one of {', '.join(ROLES)}")
+    if role == EVALUATION and not allow_evaluation:
+        raise DnadiffError(f"{path}: an evaluation oracle (classifier.json role: evaluation) only scores; guidance "
+                           "and fine-tuning may not read it (give the reward classifier)")
     backbone = build_backbone_from_config(meta["backbone"], dict(meta["backbone_config"]))
     model = SequenceClassifier(backbone, int(meta["num_classes"]), pooling=meta["pooling"], conjoin=meta["conjoin"])
     try:  # weights_only: a file holding anything but tensors and containers (a pickle can run code) is refused
@@ -82,4 +96,4 @@ def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.devic
     return model.to(map_location).eval(), meta
 
 
-__all__ = ["save_classifier_dir", "load_classifier_dir", "FORMAT"]
+__all__ = ["EVALUATION", "FORMAT", "ROLES", "load_classifier_dir", "save_classifier_dir"]

@@ -1,0 +1,265 @@
+"""The two DHS oracles of the DRAKES protocol (issue 34 §3): a reward classifier and an evaluation oracle.
+
+    python pipelines/dhs_oracles.py --scale cpu --threads 1     # the real table: ~20 CPU-min on one core
+    python pipelines/dhs_oracles.py --scale tiny                # the 300-row test fixture, seconds
+
+Needs the DHS table in dnadiff's cache (`dnadiff data dhs` once; $DNADIFF_CACHE moves the cache); --scale
+tiny builds a temporary cache from tests/data/dhs/dhs_fixture.txt instead.
+
+- reward classifier (configs/finetune/dhs_oracle_reward.yaml): Caduceus-PH d32 x 2 trained on half_a of
+  the training split (dnadiff/data/dhs.py HALVES: by the sha256 of the sequence). `--reward
+  classifier:runs/dhs_oracles/reward_classifier --target HepG2` is what design, guidance and
+  design-finetune may use.
+- evaluation oracle (configs/finetune/dhs_oracle_eval.yaml): Hyena d32 x 2 (a long-convolution operator,
+  another kind of model) trained on half_b. Its classifier.json says role: evaluation, which
+  `--reward classifier:DIR` refuses; dnadiff.eval.oracle.score_fasta scores generated FASTA files with it.
+
+Model choice: for each oracle, every learning rate of its config's lr_grid is one `dnadiff finetune` run
+on `dhs:HALF:valid` (the epoch kept is the best on a 10% hold-out of the half; the run's scores are on the
+validation split, chr2); the lr with the highest validation-split accuracy is chosen, and only that
+classifier is scored on the test split (chr1), once. Reported: 4-way accuracy and per-cell-type accuracy
+(recall) on validation and test, the confusion matrix, the agreement of the two oracles on test, wall and
+CPU time, the machine's load. Writes OUT/{reward_classifier,eval_oracle}/ and results/dhs_oracles.{md,json}
+(--scale tiny: OUT/dhs_oracles.{md,json}).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import common
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "data" / "dhs" / "dhs_fixture.txt"
+# (role, shipped finetune config, training half, output folder name)
+ORACLES = (("reward", "finetune/dhs_oracle_reward", "half_a", "reward_classifier"),
+           ("evaluation", "finetune/dhs_oracle_eval", "half_b", "eval_oracle"))
+SCALES = {
+    "cpu": {"out": "runs/dhs_oracles", "results": "results/dhs_oracles", "overrides": []},
+    "tiny": {"out": "runs/dhs_oracles_tiny", "results": None,
+             "overrides": ["train.epochs=1", "train.max_steps_per_epoch=2", "train.batch_size=16"]},
+}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scale", choices=sorted(SCALES), default="cpu")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of every run (default 1)")
+    p.add_argument("--out", default=None, help="output folder (default: runs/dhs_oracles[_tiny])")
+    p.add_argument("--results", default=None,
+                   help="results path without extension (default: results/dhs_oracles; tiny: OUT/dhs_oracles)")
+    return p.parse_args(argv)
+
+
+def _tiny_cache(out: Path) -> Path:
+    """A dnadiff cache holding the fixture as the DHS store (its own sha256, not the real table's)."""
+    import hashlib
+
+    from dnadiff.data.dhs import parse_dhs_table, store_dhs
+
+    cache = Path(tempfile.mkdtemp(prefix="cache_", dir=out))
+    data = FIXTURE.read_bytes()
+    store_dhs(parse_dhs_table(data, str(FIXTURE), hashlib.sha256(data).hexdigest()), cache / "dhs")
+    return cache
+
+
+def _copy_dir(src: Path, dst: Path) -> None:
+    tmp = dst.parent / f".{dst.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.replace(tmp, dst)
+
+
+def train_oracle(role: str, config: str, half: str, folder: str, out: Path, overrides: list[str], threads: int,
+                 log) -> dict:
+    """One `dnadiff finetune` run per lr of the config's grid on dhs:HALF:valid; the lr with the best
+    validation-split accuracy is kept as OUT/folder."""
+    import json
+
+    from dnadiff.cli import main as dnadiff_main
+    from dnadiff.finetune.config import load_finetune_config
+
+    cfg = load_finetune_config(config, overrides)
+    runs = []
+    for lr in cfg.train.learning_rates():
+        run_dir = out / role / f"lr{lr:g}"
+        argv = ["finetune", config, f"data.dataset=dhs:{half}:valid", f"train.lr={lr:g}", f"train.threads={threads}",
+                *overrides, "--out", str(run_dir), "--no-progress", "-q"]
+        w0, c0 = time.time(), time.process_time()
+        code = dnadiff_main(argv)
+        if code != 0:
+            raise SystemExit(f"error: `dnadiff {' '.join(argv)}` exited with {code}")
+        res = json.loads((run_dir / "results.json").read_text())
+        run = res["runs"][0]
+        runs.append({"lr": lr, "command": "dnadiff " + " ".join(argv), "valid_split_accuracy": run["test"]["accuracy"],
+                     "holdout_accuracy": run["val_acc"], "best_epoch": run["best_epoch"],
+                     "wall_s": round(time.time() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
+                     "num_train": res["num_train"], "num_parameters": res["num_parameters"], "dir": str(run_dir)})
+        log(f"{role}: lr {lr:g}: validation (chr2) accuracy {runs[-1]['valid_split_accuracy']:.4f}, "
+            f"best epoch {run['best_epoch']}, {runs[-1]['wall_s']:.0f} s wall, {runs[-1]['cpu_s']:.0f} s CPU")
+    best = max(runs, key=lambda r: (r["valid_split_accuracy"], -runs.index(r)))  # ties: first in the grid
+    _copy_dir(Path(best["dir"]) / "classifier", out / folder)
+    return {"role": role, "config": config, "half": half, "backbone": cfg.model.backbone, "preset": cfg.model.preset,
+            "conjoin": cfg.model.conjoin, "epochs": cfg.train.epochs, "batch_size": cfg.train.batch_size,
+            "lr_grid": cfg.train.learning_rates(), "runs": runs, "chosen_lr": best["lr"],
+            "num_parameters": best["num_parameters"], "num_train": best["num_train"], "dir": str(out / folder)}
+
+
+def score_split(model, table, split: str, classes) -> tuple[dict, np.ndarray]:
+    from dnadiff.eval.oracle import accuracy_table, predict_proba
+    from dnadiff.tokenizers.dna import DNATokenizer
+
+    rows = table.indices(split)
+    tok = DNATokenizer()
+    probs = predict_proba(model, [tok.decode(table.tokens[i]) for i in rows])
+    return accuracy_table(probs, table.labels[rows].astype(np.int64), classes), probs
+
+
+def run(args: argparse.Namespace, command: str) -> dict:
+    from dnadiff.data.dhs import CELL_TYPES, HALVES, load_dhs, train_half
+    from dnadiff.errors import DnadiffError
+    from dnadiff.eval.oracle import load_oracle
+    from dnadiff.guidance.rewards import build_reward
+    from dnadiff.machine import describe_machine, load_average
+    from dnadiff.threads import apply_threads
+    from dnadiff.utils import atomic_write, portable_paths, write_json
+
+    scale = SCALES[args.scale]
+    out = Path(args.out or scale["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    results = Path(args.results) if args.results else (Path(scale["results"]) if scale["results"]
+                                                       else out / "dhs_oracles")
+    if args.scale == "tiny":
+        os.environ["DNADIFF_CACHE"] = str(_tiny_cache(out))
+    apply_threads(args.threads)
+    load_before = load_average()
+    w0, c0 = time.time(), time.process_time()
+    table = load_dhs()
+    halves = {h: train_half(table, h) for h in HALVES}
+    oracles = {}
+    for role, config, half, folder in ORACLES:
+        oracles[role] = train_oracle(role, config, half, folder, out, scale["overrides"], args.threads, print)
+    test_preds = {}
+    for role, o in oracles.items():  # the chosen classifiers: validation, then the test split read once
+        model, meta = load_oracle(o["dir"])
+        classes = [str(c) for c in meta["classes"]]
+        assert classes == list(CELL_TYPES), classes
+        o["valid"], _ = score_split(model, table, "valid", classes)
+        o["test"], probs = score_split(model, table, "test", classes)
+        o["role_recorded"] = meta.get("role")
+        test_preds[role] = probs.argmax(axis=1)
+        print(f"{role}: test accuracy {o['test']['accuracy']:.4f} "
+              f"({', '.join(f'{c} {v:.3f}' for c, v in o['test']['per_class'].items())})")
+    try:  # the guard: what guides and fine-tunes cannot read the evaluation oracle
+        build_reward(f"classifier:{oracles['evaluation']['dir']}", target="HepG2")
+        refused = None
+    except DnadiffError as exc:
+        refused = str(exc)
+    if refused is None:
+        raise SystemExit("error: --reward classifier: accepted the evaluation oracle")
+    wall, cpu = time.time() - w0, time.process_time() - c0
+    result = {
+        "scale": args.scale, "command": command, "threads": args.threads,
+        "data": {"source": ("tests/data/dhs/dhs_fixture.txt (300-row fixture)" if args.scale == "tiny"
+                            else "dnadiff cache ($DNADIFF_CACHE/dhs, written by `dnadiff data dhs`)"),
+                 "sha256": table.sha256, "counts": table.counts(),
+                 "halves": {h: {"rows": int(len(r)), **{c: int((table.labels[r] == k).sum())
+                                                        for k, c in enumerate(CELL_TYPES)}}
+                            for h, r in halves.items()},
+                 "halves_rule": "half_a: first byte of sha256(sequence) even; half_b: odd (dnadiff/data/dhs.py)"},
+        "oracles": oracles,
+        "test_agreement": float((test_preds["reward"] == test_preds["evaluation"]).mean()),
+        "evaluation_oracle_refused_as_reward": refused,
+        "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before, "load_after": load_average(),
+        "machine": describe_machine(),
+    }
+    result = portable_paths(result)
+    write_json(results.with_suffix(".json"), result)
+    atomic_write(results.with_suffix(".md"), markdown(result))
+    print(f"wrote {results.with_suffix('.md')} ({wall:.0f} s wall, {cpu:.0f} s CPU)")
+    return result
+
+
+def markdown(r: dict) -> str:
+    from dnadiff.data.dhs import CELL_TYPES
+    from dnadiff.utils import markdown_table
+
+    kinds = {"caduceus": "Caduceus-PH (bidirectional Mamba, both strands)",
+             "hyena": "Hyena (implicit long convolutions, both strands)"}
+    rows = []
+    for role, o in r["oracles"].items():
+        for split in ("valid", "test"):
+            t = o[split]
+            rows.append({"oracle": role, "model": f"{o['backbone']} {o['preset']}", "params": o["num_parameters"],
+                         "trained on": f"{o['half']} ({o['num_train']} + 10% hold-out)", "lr": f"{o['chosen_lr']:g}",
+                         "split": {"valid": "validation (chr2)", "test": "test (chr1)"}[split],
+                         "accuracy": f"{t['accuracy']:.4f}",
+                         **{c: f"{t['per_class'][c]:.3f}" for c in CELL_TYPES}})
+    lr_rows = [{"oracle": role, "lr": f"{x['lr']:g}", "best epoch": x["best_epoch"],
+                "hold-out acc": f"{x['holdout_accuracy']:.4f}", "validation acc": f"{x['valid_split_accuracy']:.4f}",
+                "wall s": x["wall_s"], "CPU s": x["cpu_s"], "command": f"`{x['command']}`"}
+               for role, o in r["oracles"].items() for x in o["runs"]]
+    conf = []
+    for role, o in r["oracles"].items():
+        for k, c in enumerate(CELL_TYPES):
+            conf.append({"oracle": role, "true \\ predicted": c,
+                         **{c2: o["test"]["confusion"][k][k2] for k2, c2 in enumerate(CELL_TYPES)}})
+    o_r, o_e = r["oracles"]["reward"], r["oracles"]["evaluation"]
+    lines = [
+        f"# DHS oracles (issue 34 §3, the DRAKES protocol): scale {r['scale']}",
+        "",
+        f"`{r['command']}`  ",
+        f"{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU ({r['threads']} thread); {r['machine']}; "
+        f"before: {r['load_before']}; after: {r['load_after']}.",
+        "",
+        f"Data: {r['data']['source']}, sha256 `{r['data']['sha256'][:16]}…`. Training split halves "
+        f"({r['data']['halves_rule']}): half_a {r['data']['halves']['half_a']['rows']} rows, "
+        f"half_b {r['data']['halves']['half_b']['rows']} rows, no sequence in both.",
+        "",
+        f"- **reward classifier** ({o_r['dir']}): {kinds.get(o_r['backbone'], o_r['backbone'])}, trained on half_a; "
+        f"guidance and fine-tuning read it as `--reward classifier:{o_r['dir']} --target HepG2`.",
+        f"- **evaluation oracle** ({o_e['dir']}): {kinds.get(o_e['backbone'], o_e['backbone'])}, trained on half_b; "
+        f"classifier.json role `{o_e['role_recorded']}`: `--reward classifier:` refuses it "
+        f"(`{r['evaluation_oracle_refused_as_reward']}`); score generated FASTA files with "
+        "`dnadiff.eval.oracle.score_fasta`.",
+        "",
+        "Accuracy (4-way) and per-cell-type accuracy (recall) of the chosen classifiers; the test split is read "
+        "once, after the lr was chosen on the validation split. The test row is the ceiling for generated "
+        f"sequences. The two oracles agree on {r['test_agreement']:.1%} of the test sequences.",
+        "",
+        markdown_table(rows),
+        "",
+        "Runs (one per lr; the epoch kept is the best on a 10% hold-out of the half, the lr the best on chr2):",
+        "",
+        markdown_table(lr_rows),
+        "",
+        "Test confusion matrices (rows: true cell type, columns: predicted):",
+        "",
+        markdown_table(conf),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from dnadiff.errors import DnadiffError
+
+    try:
+        run(args, common.command_line(__file__, argv))
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
