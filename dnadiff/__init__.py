@@ -3,7 +3,7 @@
 from dnadiff.errors import DnadiffError
 from dnadiff.version import __version__
 
-__all__ = ["DnadiffError", "__version__", "load"]
+__all__ = ["DnadiffError", "__version__", "load", "sample"]
 
 
 def load(path, **kwargs):
@@ -12,3 +12,11 @@ def load(path, **kwargs):
     from dnadiff.checkpoint import load as _load
 
     return _load(path, **kwargs)
+
+
+def sample(model, num: int, length: int, **kwargs):
+    """`num` sequences of `length` tokens from a loaded model, in batches, one random stream per sequence:
+    a SampleResult (`.x` Long[num, length], `.stats()`); see dnadiff/sampling.py for the options."""
+    from dnadiff.sampling import sample as _sample
+
+    return _sample(model, num, length, **kwargs)

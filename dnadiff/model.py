@@ -143,6 +143,13 @@ class DiffusionModel:
     def is_autoregressive(self) -> bool:
         return bool(self.objective.autoregressive)
 
+    @property
+    def max_length(self) -> int | None:
+        """The longest sequence the network takes (HyenaDNA's `l_max`, an imported config's `max_seq_len`);
+        None: any length. Samplers that declare `any_length` go past it (windows)."""
+        config = getattr(self.backbone, "config", None)
+        return getattr(config, "l_max", None) or getattr(config, "max_seq_len", None)
+
     def to(self, device) -> "DiffusionModel":
         self.backbone.to(device)
         return self

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("hub_push.py", ("dnadiff.hub_push",)),
     ("model.py", ("dnadiff.model",)),
     ("checkpoint.py", ("dnadiff.checkpoint",)),
+    ("sampling.py", ("dnadiff.sampling",)),
     ("eval/", ("dnadiff.eval",)),
     ("guidance/", ("dnadiff.guidance",)),
     ("finetune_reward/", ("dnadiff.finetune_reward",)),

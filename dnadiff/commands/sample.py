@@ -6,8 +6,7 @@ import argparse
 
 from dnadiff.errors import DnadiffError
 
-# CPU denoiser calls of ~8K tokens keep the activations in cache: 8 x 1,024 tokens a call ran at 1.75x the
-# tokens/s of 64 x 1,024 on one thread (benchmarks/sample_batch.py, results/sample_batch_cpu*.json)
+# sequences per call without --batch-size: calls of about this many tokens on a CPU (dnadiff/sampling.py)
 CPU_TOKENS_PER_CALL = 8192
 
 HELP = "sample sequences from a trained model (FASTA to --out or to stdout)"
@@ -36,9 +35,9 @@ unless --force."""
 def default_batch_size(num: int, length: int, model) -> int:
     """Sequences per sampler call when --batch-size is not given: all of them on a GPU or for an AR
     model (its steps are one token per sequence), else calls of about CPU_TOKENS_PER_CALL tokens."""
-    if model.is_autoregressive or model.device.type != "cpu":
-        return num
-    return max(1, min(num, CPU_TOKENS_PER_CALL // max(1, length)))
+    from dnadiff.sampling import default_batch_size as library_default
+
+    return library_default(num, length, model, CPU_TOKENS_PER_CALL)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,15 +73,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import sys
-    import time
-
-    import torch
 
     from dnadiff.commands.checks import check_sampler_options
     from dnadiff.commands.request import Request, check_prefix_suffix, format_samples
     from dnadiff.config import parse_overrides
     from dnadiff.logs import log, progress_bar
-    from dnadiff.samplers import SAMPLERS, SeedStream, build_sampler
+    from dnadiff.samplers import SAMPLERS, build_sampler
+    from dnadiff.sampling import sample, steps_per_batch
     from dnadiff.utils import format_table, json_text, write_together
 
     # ---- everything the user typed is checked before the model is loaded
@@ -112,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     model = req.load_model()
     length = req.length(model)
-    max_len = getattr(model.backbone.config, "l_max", None) or getattr(model.backbone.config, "max_seq_len", None)
+    max_len = model.max_length
     chosen = args.sampler or model.config.sample.sampler
     if max_len and length > max_len and not (chosen in SAMPLERS and SAMPLERS.get(chosen).any_length):
         raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler "
@@ -123,59 +120,34 @@ def run(args: argparse.Namespace) -> int:
             raise DnadiffError("--rc-symmetric needs a DNA model")
 
     chunk = args.batch_size or default_batch_size(args.num, length, model)
-    samples, nfe, row_nfe, steps_used, smp = [], 0, [], 0, None
     # the bar counts denoising steps (network calls of the sampler), not batches
-    stepless = model.is_autoregressive or not SAMPLERS.get(sampler_name).has_steps  # one call per token
-    steps = length if stepless else (args.steps or model.config.sample.steps)
-    per_step = (2 if args.rc_symmetric else 1) * (2 if args.label is not None and args.guidance else 1)
+    steps = steps_per_batch(model, length, sampler_name, args.steps)
     batches = -(-args.num // chunk)
     bar = None  # opened at the first network call: an early error stays the only line on stderr
-    calls = [0, 0]  # network calls in this batch, batches finished
 
     def where(batch: int, step: int) -> str:
         """`sampling batch 2/4, step 37/128` (one batch: `sampling step 37/128`): the bar's own count runs
         over every batch's steps (its rate and time left are the whole run's), so it is not shown."""
         return f"sampling {f'batch {batch}/{batches}, ' if batches > 1 else ''}step {step}/{steps}"
 
-    def on_forward(*_):
-        # a batch counts at most `steps` on the bar: the noise-removal pass after the last step (and a
-        # guided or strand-averaged sampler's extra calls) never push it past its total
+    def on_step(done: int, batch: int, step: int) -> None:
         nonlocal bar
         if bar is None:
             bar = progress_bar(total=steps * batches, desc=where(1, 0), unit="step",
                                bar_format="{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}, {rate_fmt}]")
-        calls[0] += 1
-        step = min(steps, calls[0] // per_step)
-        done = calls[1] * steps + step
         if done > bar.n:
-            bar.set_description_str(where(calls[1] + 1, step), refresh=False)
+            bar.set_description_str(where(batch, step), refresh=False)
             bar.update(done - bar.n)
 
-    hook = model.backbone.register_forward_hook(on_forward)
-    start = time.time()
     try:
-        for i in range(0, args.num, chunk):
-            n = min(chunk, args.num - i)
-            tmpl = template[i : i + n] if template is not None else None
-            x, smp = model.generate(n, length, sampler=args.sampler, steps=args.steps, template=tmpl,
-                                    generator=SeedStream(args.seed, first_row=args.first_index + i),
-                                    return_sampler=True,
-                                    label=args.label, guidance=args.guidance, rc_symmetric=args.rc_symmetric, **options)
-            samples.append(x.cpu())
-            nfe += smp.last_nfe
-            row_nfe.append(smp.last_nfe_per_row)
-            steps_used = max(steps_used, smp.last_steps)
-            calls[0], calls[1] = 0, calls[1] + 1  # a sampler that stopped early (all unmasked) finished its batch
-            if bar is not None and calls[1] * steps > bar.n:
-                bar.set_description_str(where(calls[1], steps), refresh=False)
-                bar.update(calls[1] * steps - bar.n)
+        res = sample(model, args.num, length, sampler=args.sampler, steps=args.steps, template=template,
+                     batch_size=chunk, seed=args.seed, first_index=args.first_index, label=args.label,
+                     guidance=args.guidance, rc_symmetric=args.rc_symmetric, on_step=on_step, progress_steps=steps,
+                     **options)
     finally:
-        hook.remove()
         if bar is not None:
             bar.close()
-    wall = time.time() - start
-    x = torch.cat(samples)
-    row_nfe = torch.cat(row_nfe)  # (num,) denoiser calls each sequence took part in
+    x, smp = res.x, res.sampler
     texts = model.decode(x)
     name = smp.name
     tag = f" class={args.label} guidance={args.guidance}" if args.label is not None else ""
@@ -184,24 +156,8 @@ def run(args: argparse.Namespace) -> int:
     records = [(f"sample_{first + i} sampler={name} length={length} seed={args.seed} index={first + i}{tag}", s)
                for i, s in enumerate(texts)]
     body = format_samples(records, model.tokenizer.kind, out)
-    stats = {
-        "model": str(args.model_dir), "sampler": name,
-        "num": args.num, "length": length, "batch_size": chunk,
-        "nfe_total": nfe, "nfe_per_batch": nfe / max(1, len(samples)),
-        # per sequence (the cached sampler skips sequences that did not change): rows pushed through
-        # the network, their mean per sequence and the range over sequences
-        "denoiser_rows": int(row_nfe.sum()), "nfe_per_sequence": float(row_nfe.double().mean()),
-        "nfe_per_sequence_min": int(row_nfe.min()), "nfe_per_sequence_max": int(row_nfe.max()),
-        "wall_seconds": round(wall, 3), "seconds_per_sample": wall / args.num,
-        "tokens_per_second": args.num * length / wall,
-        # steps: the sampler's step count (None where it has none: first_hitting, autoregressive);
-        # steps_used: loop steps actually taken (max over batches; early stop when all is unmasked)
-        "steps": smp.steps if smp.has_steps else None,
-        "steps_used": steps_used, "eps": smp.eps if smp.has_time else None,
-        "seed": args.seed, "first_index": first,
-        "seed_stream": "per-sequence counter-based (independent of --batch-size); record I: --seed S --first-index I",
-        "class": args.label, "guidance": args.guidance, "out": out or "-",
-    }
+    stats = {"model": str(args.model_dir), **res.stats(), "class": args.label, "guidance": args.guidance,
+             "out": out or "-"}
     table = format_table([{k: v for k, v in stats.items() if k not in ("model", "out")}])
     if out is None:
         sys.stdout.write(body)

@@ -1,0 +1,139 @@
+"""Sampling as a library call: `dnadiff.sample(model, num, length, ...)` -> sequences and statistics.
+
+    import dnadiff
+    model = dnadiff.load("runs/tiny_dna_mdlm/model")
+    res = dnadiff.sample(model, 8, 256, sampler="ancestral", steps=64, seed=0, batch_size=4)
+    res.x                   # Long[8, 256] token ids (CPU); model.decode(res.x) -> strings
+    res.stats()             # NFE (total, per batch, per sequence), steps used, wall time, tokens/s
+
+It owns what a sampling run is beyond one sampler call: the batches (`batch_size` sequences per call;
+None: every sequence at once on a GPU or for an AR model, else calls of about CPU_TOKENS_PER_CALL
+tokens), one random stream per sequence (`seed`, `first_index`: the samples do not depend on the
+batch size, and `seed=S, first_index=I, num=1` regenerates record I), the statistics, and progress:
+`on_step(done, batch, step)` after every network call, with `done` the steps finished over the whole
+run (at most `steps_per_batch` a batch), `batch` the batch under way (1-based) and `step` its step.
+`dnadiff sample` is this call plus argument checks and output files.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from dnadiff.samplers import SAMPLERS, SeedStream
+
+# CPU denoiser calls of ~8K tokens keep the activations in cache: 8 x 1,024 tokens a call ran at 1.75x the
+# tokens/s of 64 x 1,024 on one thread (benchmarks/sample_batch.py, results/sample_batch_cpu*.json)
+CPU_TOKENS_PER_CALL = 8192
+
+
+def default_batch_size(num: int, length: int, model, tokens_per_call: int = CPU_TOKENS_PER_CALL) -> int:
+    """Sequences per sampler call: all of them on a GPU or for an AR model (its steps are one token per
+    sequence), else calls of about `tokens_per_call` tokens."""
+    if model.is_autoregressive or model.device.type != "cpu":
+        return num
+    return max(1, min(num, tokens_per_call // max(1, length)))
+
+
+@dataclass
+class SampleResult:
+    """What `sample` returns: the samples and what they cost."""
+
+    x: Tensor  # Long[num, length], CPU
+    sampler: Any  # the sampler of the last batch (its name, steps, eps)
+    batch_size: int
+    num_batches: int
+    nfe_total: int  # network calls over every batch
+    nfe_per_row: Tensor  # Long[num]: the calls each sequence took part in
+    steps_used: int  # loop steps taken (max over batches; a sampler stops early when all is unmasked)
+    wall_seconds: float
+    seed: int = 0
+    first_index: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def stats(self) -> dict[str, Any]:
+        """The statistics `dnadiff sample` writes (OUT.json) and prints, in its order."""
+        num, length = self.x.shape
+        smp, wall, rows = self.sampler, self.wall_seconds, self.nfe_per_row
+        return {
+            "sampler": smp.name, "num": int(num), "length": int(length), "batch_size": self.batch_size,
+            "nfe_total": self.nfe_total, "nfe_per_batch": self.nfe_total / max(1, self.num_batches),
+            # per sequence (the cached sampler skips sequences that did not change): rows pushed through
+            # the network, their mean per sequence and the range over sequences
+            "denoiser_rows": int(rows.sum()), "nfe_per_sequence": float(rows.double().mean()),
+            "nfe_per_sequence_min": int(rows.min()), "nfe_per_sequence_max": int(rows.max()),
+            "wall_seconds": round(wall, 3), "seconds_per_sample": wall / num,
+            "tokens_per_second": num * length / wall,
+            # steps: the sampler's step count (None where it has none: first_hitting, autoregressive);
+            # steps_used: loop steps actually taken (max over batches; early stop when all is unmasked)
+            "steps": smp.steps if smp.has_steps else None,
+            "steps_used": self.steps_used, "eps": smp.eps if smp.has_time else None,
+            "seed": self.seed, "first_index": self.first_index,
+            "seed_stream": "per-sequence counter-based (independent of --batch-size); "
+                           "record I: --seed S --first-index I",
+        }
+
+
+def steps_per_batch(model, length: int, sampler: str | None = None, steps: int | None = None) -> int:
+    """The steps a batch shows on a progress bar: one per token for AR models and step-less samplers
+    (first_hitting), else `steps` or the model config's."""
+    name = sampler or model.objective.default_sampler or model.config.sample.sampler
+    stepless = model.is_autoregressive or not SAMPLERS.get(name).has_steps  # one call per token
+    return length if stepless else (steps or model.config.sample.steps)
+
+
+def sample(model, num: int, length: int, *, sampler: str | None = None, steps: int | None = None,
+           template: Tensor | None = None, batch_size: int | None = None, seed: int = 0, first_index: int = 0,
+           label: int | str | None = None, guidance: float = 0.0, rc_symmetric: bool = False,
+           on_step: Callable[[int, int, int], None] | None = None, progress_steps: int | None = None,
+           **options: Any) -> SampleResult:
+    """`num` sequences of `length` tokens from `model` (a DiffusionModel), in batches of `batch_size`,
+    sequence r (global index first_index + r) drawn from its own stream of `seed`. `template`
+    (Long[num, length], mask id at free positions) fixes tokens; `label` / `guidance` / `rc_symmetric`
+    and `options` (sampler options) as in `DiffusionModel.generate`. `on_step(done, batch, step)`:
+    progress after each network call (see the module docstring); `progress_steps` the steps a batch
+    counts (default `steps_per_batch`)."""
+    chunk = batch_size or default_batch_size(num, length, model)
+    per_batch = progress_steps or steps_per_batch(model, length, sampler, steps)
+    per_step = (2 if rc_symmetric else 1) * (2 if label is not None and guidance else 1)  # calls a step makes
+    calls = [0, 0, False]  # network calls in this batch, batches finished, any call made
+
+    def on_forward(*_):
+        # a batch counts at most `per_batch` steps: the noise-removal pass after the last step (and a
+        # guided or strand-averaged sampler's extra calls) never push it past its total
+        calls[0] += 1
+        calls[2] = True
+        step = min(per_batch, calls[0] // per_step)
+        on_step(calls[1] * per_batch + step, calls[1] + 1, step)
+
+    hook = model.backbone.register_forward_hook(on_forward) if on_step is not None else None
+    samples, row_nfe, nfe, steps_used, smp = [], [], 0, 0, None
+    start = time.time()
+    try:
+        for i in range(0, num, chunk):
+            n = min(chunk, num - i)
+            tmpl = template[i : i + n] if template is not None else None
+            x, smp = model.generate(n, length, sampler=sampler, steps=steps, template=tmpl,
+                                    generator=SeedStream(seed, first_row=first_index + i), return_sampler=True,
+                                    label=label, guidance=guidance, rc_symmetric=rc_symmetric, **options)
+            samples.append(x.cpu())
+            nfe += smp.last_nfe
+            row_nfe.append(smp.last_nfe_per_row)
+            steps_used = max(steps_used, smp.last_steps)
+            calls[0], calls[1] = 0, calls[1] + 1  # a sampler that stopped early (all unmasked) finished its batch
+            if on_step is not None and calls[2]:
+                on_step(calls[1] * per_batch, calls[1], per_batch)
+    finally:
+        if hook is not None:
+            hook.remove()
+    wall = time.time() - start
+    return SampleResult(x=torch.cat(samples), sampler=smp, batch_size=chunk, num_batches=len(samples),
+                        nfe_total=nfe, nfe_per_row=torch.cat(row_nfe), steps_used=steps_used, wall_seconds=wall,
+                        seed=seed, first_index=first_index)
+
+
+__all__ = ["CPU_TOKENS_PER_CALL", "SampleResult", "default_batch_size", "sample", "steps_per_batch"]

@@ -1,0 +1,49 @@
+"""`dnadiff.sample`, the library sampling call under `dnadiff sample`: batches that do not change the samples,
+per-sequence streams, progress after every network call, statistics; the model's own length limit."""
+
+import pytest
+import torch
+
+import dnadiff
+from dnadiff.samplers import SeedStream
+from helpers.cli_model import tiny_model_dir
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return dnadiff.load(tiny_model_dir(tmp_path_factory.mktemp("m"), seq_len=24))
+
+
+def test_batches_and_first_index_do_not_change_the_samples(model):
+    whole = dnadiff.sample(model, 5, 24, steps=8, seed=3)
+    split = dnadiff.sample(model, 5, 24, steps=8, seed=3, batch_size=2)
+    assert whole.x.shape == (5, 24) and whole.x.dtype == torch.long
+    assert torch.equal(whole.x, split.x) and (whole.num_batches, split.num_batches) == (1, 3)
+    assert torch.equal(dnadiff.sample(model, 1, 24, steps=8, seed=3, first_index=4).x, whole.x[4:])
+    direct = model.generate(5, 24, steps=8, generator=SeedStream(3))
+    assert torch.equal(direct, whole.x)
+    assert not torch.equal(dnadiff.sample(model, 5, 24, steps=8, seed=4).x, whole.x)
+
+
+def test_progress_counts_steps_per_batch_and_ends_at_the_total(model):
+    seen = []
+    res = dnadiff.sample(model, 5, 24, steps=8, seed=0, batch_size=2, on_step=lambda *a: seen.append(a))
+    done = [d for d, _, _ in seen]
+    assert done == sorted(done) and done[-1] == 8 * 3 and seen[-1] == (24, 3, 8)
+    assert all(0 <= s <= 8 and 1 <= b <= 3 for _, b, s in seen)
+    assert len(seen) == res.nfe_total + 3  # one report per network call, one per finished batch
+
+
+def test_statistics_describe_the_run(model):
+    res = dnadiff.sample(model, 4, 24, steps=8, seed=1, batch_size=3)
+    st = res.stats()
+    assert (st["sampler"], st["num"], st["length"], st["batch_size"], st["steps"]) == ("ancestral", 4, 24, 3, 8)
+    assert st["nfe_total"] == res.nfe_total and st["nfe_per_batch"] == res.nfe_total / 2
+    assert st["denoiser_rows"] == int(res.nfe_per_row.sum()) and 1 <= st["steps_used"] <= 8
+    assert st["seed"] == 1 and st["first_index"] == 0
+
+
+def test_the_model_owns_its_length_limit(model, tmp_path):
+    assert model.max_length is None  # tiny_dna_mdlm: Caduceus, no position table
+    hyena = dnadiff.load(tiny_model_dir(tmp_path, seq_len=24, overrides=["model.backbone=hyena", "model.preset=tiny"]))
+    assert hyena.max_length == hyena.backbone.config.l_max > 0  # HyenaDNA: its filter length
