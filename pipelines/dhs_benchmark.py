@@ -173,19 +173,24 @@ def codes_matrix(seqs: list[str]) -> np.ndarray:
     return table[np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)].reshape(len(seqs), -1)
 
 
-def max_identity(samples: list[str], train: np.ndarray, train_rc: np.ndarray, chunk: int = 8) -> np.ndarray:
+def onehot_rows(codes: np.ndarray) -> np.ndarray:
+    """float32 [N, 4L]: one-hot of codes_matrix rows (a 4, any other letter, is all zeros)."""
+    return np.stack([codes == b for b in range(4)], axis=2).reshape(len(codes), -1).astype(np.float32)
+
+
+def max_identity(samples: list[str], train: np.ndarray, train_rc: np.ndarray, chunk: int = 256) -> np.ndarray:
     """Float[N]: each sample's highest same-offset identity (share of equal A/C/G/T positions) to any training
-    sequence, either strand (train, train_rc: codes_matrix of the training sequences and their reverse
-    complements). Samples of another length than the training sequences are compared on the common prefix."""
-    s = codes_matrix(samples)
-    length = min(s.shape[1], train.shape[1])
-    s = s[:, :length]
+    sequence, either strand (train, train_rc: onehot_rows of the training sequences and of their reverse
+    complements): equal positions of every pair as one matrix product of the one-hot rows."""
+    s = onehot_rows(codes_matrix(samples))
+    length = s.shape[1] // 4
+    if s.shape[1] != train.shape[1]:
+        raise ValueError(f"samples of {length} bp against training sequences of {train.shape[1] // 4} bp")
     best = np.zeros(len(samples))
-    for ref in (train[:, :length], train_rc[:, :length]):
+    for ref in (train, train_rc):
         for i in range(0, len(s), chunk):
-            block = s[i : i + chunk, None, :]
-            same = ((block == ref[None]) & (block < 4)).sum(axis=2)  # (chunk, T)
-            best[i : i + chunk] = np.maximum(best[i : i + chunk], same.max(axis=1) / length)
+            same = s[i : i + chunk] @ ref.T  # (chunk, T): equal bases of each pair (exact in float32: <= L)
+            best[i : i + chunk] = np.maximum(best[i : i + chunk], same.max(axis=1).astype(np.float64) / length)
     return best
 
 
@@ -194,7 +199,7 @@ def mean_pairwise_identity(seqs: list[str]) -> float:
     c = codes_matrix(seqs)
     if len(c) < 2:
         return float("nan")
-    onehot = np.stack([(c == b) for b in range(4)], axis=2).reshape(len(c), -1).astype(np.float32)  # (N, 4L)
+    onehot = onehot_rows(c)
     same = onehot @ onehot.T  # equal bases of each pair
     iu = np.triu_indices(len(c), k=1)
     return float(same[iu].mean() / c.shape[1])
@@ -360,8 +365,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
 
     # what every set is scored with
     train_seqs = seqs(table.indices("train"))
-    ctx = {"classes": list(CELL_TYPES), "train_seqs": train_seqs, "train_codes": codes_matrix(train_seqs),
-           "train_rc": codes_matrix([reverse_complement(s) for s in train_seqs]), "oracle": None}
+    ctx = {"classes": list(CELL_TYPES), "train_seqs": train_seqs, "train_codes": onehot_rows(codes_matrix(train_seqs)),
+           "train_rc": onehot_rows(codes_matrix([reverse_complement(s) for s in train_seqs])), "oracle": None}
     if eval_dir is not None:
         oracle, _ = load_oracle(eval_dir)
         ctx.update(oracle=oracle, embedder=Embedder(oracle, name="evaluation oracle"))

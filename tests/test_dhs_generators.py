@@ -176,10 +176,10 @@ def test_shipped_dhs_configs():
 def test_benchmark_helpers_exact():
     bench = importlib.import_module("dhs_benchmark")
     a, c = "ACGT" * 5, "CCCC" * 5
-    train = bench.codes_matrix([a, c])
-    rc = bench.codes_matrix(["ACGT" * 5, "GGGG" * 5])  # reverse complements of a, c
+    train = bench.onehot_rows(bench.codes_matrix([a, c]))
+    rc = bench.onehot_rows(bench.codes_matrix(["ACGT" * 5, "GGGG" * 5]))  # reverse complements of a, c
     mutated = "T" + a[1:]  # 19 of 20 equal
-    assert bench.max_identity([a, mutated, "GGGG" * 5], train, rc).tolist() == [1.0, 0.95, 1.0]
+    assert bench.max_identity([a, mutated, "GGGG" * 5, "NNNN" * 5], train, rc).tolist() == [1.0, 0.95, 1.0, 0.0]
     assert bench.mean_pairwise_identity([a, a, c]) == pytest.approx((1.0 + 0.25 + 0.25) / 3)
     assert bench.distinct_kmers(["AAAAAAA", "CCCCCCC"], 6) == 2 / 4096
 
