@@ -98,6 +98,7 @@ class DistillModule(L.LightningModule):
             if start is not None:  # resumed in a later round: the pool comes from the original teacher
                 self._teacher[0].load_state_dict(self._original)
             n, size = int(self.s["teacher_steps"]), int(self.s["pool_size"])
+            log.info("distill (dcd): drawing %d teacher samples (%d steps) as the clean sequences", size, n)
             self.pool = self.teacher_model.generate(size, int(self.s["length"]), steps=n,
                                                     generator=int(self.s["seed"]) + POOL_SEED)
             if start is not None:
