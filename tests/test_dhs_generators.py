@@ -182,6 +182,19 @@ def test_benchmark_helpers_exact():
     assert bench.max_identity([a, mutated, "GGGG" * 5, "NNNN" * 5], train, rc).tolist() == [1.0, 0.95, 1.0, 0.0]
     assert bench.mean_pairwise_identity([a, a, c]) == pytest.approx((1.0 + 0.25 + 0.25) / 3)
     assert bench.distinct_kmers(["AAAAAAA", "CCCCCCC"], 6) == 2 / 4096
+    # >= 50 bp exact matches, either strand, against dna_metrics.longest_matches as the reference
+    from dnadiff.eval.dna_metrics import longest_matches, reverse_complement
+
+    rng = np.random.default_rng(1)
+    train_seqs = ["".join(rng.choice(list("ACGT"), 120)) for _ in range(5)]
+    fresh = "".join(rng.choice(list("ACGT"), 120))
+    samples = [fresh[:30] + train_seqs[2][10:60] + fresh[80:],  # 50 bp of a training sequence
+               fresh[:31] + train_seqs[2][10:59] + fresh[80:],  # 49 bp
+               fresh[:20] + reverse_complement(train_seqs[4])[0:70] + fresh[90:],  # 70 bp, minus strand
+               fresh[:50] + "N" + train_seqs[1][51:]]  # 69 bp after an N
+    index = bench.training_kmer_index(train_seqs)
+    expect = longest_matches(samples, train_seqs, both_strands=True) >= 50
+    assert bench.shares_kmer(samples, index).tolist() == expect.tolist() == [True, False, True, True]
 
 
 @pytest.mark.training
