@@ -266,6 +266,13 @@ def positional(seqs: list[str], ref: list[str], bin_bp: int) -> dict:
     return {"bin_bp": bin_bp, "bins": rows}
 
 
+def cpg_ratio(seqs: list[str]) -> float:
+    """CpG observed / expected (CG count / (C count * G count / length)), pooled: real human DNA is depleted."""
+    cg = sum(s.count("CG") for s in seqs)
+    c, g, n = sum(s.count("C") for s in seqs), sum(s.count("G") for s in seqs), sum(len(s) for s in seqs)
+    return float(cg / max(c * g / max(n, 1), 1e-12))
+
+
 def crop_bits(models: dict, seqs: list[str], t_samples: int, seed: int) -> dict:
     """MDLM bound and chain bits/base on 128-bp crops of the samples (start, middle, end)."""
     import torch
@@ -329,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = [c for c in args.checks.split(",") if c]
     common = {"command": "python benchmarks/mdlm_diagnosis.py " + " ".join(argv or sys.argv[1:]),
               "threads": torch.get_num_threads()}
-    if "gap" in checks or "copy" in checks:
+    if {"gap", "gap_ar", "copy"} & set(checks):
         ids, mask = valid_windows(models["mdlm"], args.windows)
         chain_bits = per_window_bits(models["markov"], ids, mask)
     if "gap" in checks:
@@ -358,6 +365,20 @@ def main(argv: list[str] | None = None) -> int:
             res["bins"].append(row)
         res["per_window"] = {k: [round(float(x), 5) for x in b] for k, b in bits.items()}
         res["seconds"] = round(time.time() - t0, 1)
+        write_json(out_dir / "gap.json", res)
+        print(json.dumps({k: v for k, v in res.items() if k != "per_window"}, indent=1))
+    if "gap_ar" in checks:  # the AR's per-window bits added to an existing gap.json (same windows)
+        res = json.loads((out_dir / "gap.json").read_text())
+        ar_bits = per_window_bits(models["ar"], ids, mask)
+        pw = {k: np.asarray(v) for k, v in res["per_window"].items()}
+        if len(pw["chain"]) != len(ar_bits):
+            raise SystemExit("error: gap.json holds other windows (rerun the gap check)")
+        for row, (_, sel) in zip(res["bins"], [("all", np.ones(len(ar_bits), bool)), *entropy_bins(pw["chain"])]):
+            row["ar"] = float(ar_bits[sel].mean()) if sel.any() else float("nan")
+            row["ar_minus_chain"] = mean_se(ar_bits[sel] - pw["chain"][sel])
+            row["mdlm_minus_ar"] = mean_se(pw["mdlm"][sel] - ar_bits[sel])
+        res["per_window"]["ar"] = [round(float(x), 5) for x in ar_bits]
+        res["command_ar"] = common["command"]
         write_json(out_dir / "gap.json", res)
         print(json.dumps({k: v for k, v in res.items() if k != "per_window"}, indent=1))
     if "copy" in checks:
@@ -419,6 +440,7 @@ def run_samples(args, models: dict, common: dict, out_dir: Path) -> None:
         res = dict(common, variant=name, settings=v, sample_seconds=round(d["seconds"], 1), metrics=met,
                    positional=positional(seqs, refs[L], 64 if L > 128 else 32),
                    crops=crop_bits(models, seqs, 8, args.seed),
+                   cpg_obs_exp={"samples": cpg_ratio(seqs), "real": cpg_ratio(refs[L])},
                    train_base_composition=dict(zip(BASES, (base_comp / base_comp.sum()).round(4).tolist())))
         rec = d["recorder"]
         if rec is not None:
@@ -434,7 +456,8 @@ def run_samples(args, models: dict, common: dict, out_dir: Path) -> None:
         m = met
         print(f"{name}: {d['seconds']:.0f} s sampling; JS3 {m['kmer_js']['3']:.4f} JS6 {m['kmer_js']['6']:.4f} "
               f"P3 {m['kmer_pearson']['r']:.4f} GC {m['gc']['samples_mean']:.4f} (real {m['gc']['reference_mean']:.4f})"
-              f" W1 {m['gc']['wasserstein1']:.4f} H3 {m['kmer_entropy']['samples_mean']:.3f}", flush=True)
+              f" W1 {m['gc']['wasserstein1']:.4f} H3 {m['kmer_entropy']['samples_mean']:.3f}"
+              f" CpG o/e {res['cpg_obs_exp']['samples']:.3f} (real {res['cpg_obs_exp']['real']:.3f})", flush=True)
 
 
 def report(parts: Path, stem: Path) -> None:
