@@ -78,6 +78,16 @@ class SampleResult:
         }
 
 
+def sample_records(res: SampleResult, texts: list[str], label: int | str | None = None,
+                   guidance: float = 0.0) -> list[tuple[str, str]]:
+    """(header, text) of each sample as `dnadiff sample` writes them: each header names its random stream,
+    so `seed=S, first_index=I, num=1` regenerates that record alone."""
+    tag = f" class={label} guidance={guidance}" if label is not None else ""
+    name, length, first = res.sampler.name, int(res.x.shape[1]), res.first_index
+    return [(f"sample_{first + i} sampler={name} length={length} seed={res.seed} index={first + i}{tag}", s)
+            for i, s in enumerate(texts)]
+
+
 def steps_per_batch(model, length: int, sampler: str | None = None, steps: int | None = None) -> int:
     """The steps a batch shows on a progress bar: one per token for AR models and step-less samplers
     (first_hitting), else `steps` or the model config's."""
@@ -136,4 +146,4 @@ def sample(model, num: int, length: int, *, sampler: str | None = None, steps: i
                         seed=seed, first_index=first_index)
 
 
-__all__ = ["CPU_TOKENS_PER_CALL", "SampleResult", "default_batch_size", "sample", "steps_per_batch"]
+__all__ = ["CPU_TOKENS_PER_CALL", "SampleResult", "default_batch_size", "sample", "sample_records", "steps_per_batch"]

@@ -90,6 +90,33 @@ def cli(argv: list[str]) -> None:
         raise DnadiffError(f"`dnadiff {' '.join(argv)}` failed (exit {rc})")
 
 
+_MODELS: dict[str, object] = {}  # model directory -> the loaded model (each row samples several seeds)
+
+
+def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str | None, extra: list[str]) -> None:
+    """FA and FA.json (FA with .json) as `dnadiff sample MODEL -n NUM --length L --seed S [--sampler --steps]
+    [--rc-symmetric] --out FA` writes them, through the library call `dnadiff.sample`."""
+    import dnadiff
+    from dnadiff.commands.request import output_paths
+    from dnadiff.data.records import format_fasta
+    from dnadiff.errors import DnadiffError
+    from dnadiff.sampling import sample_records
+    from dnadiff.utils import json_text, write_together
+
+    unknown = [e for e in extra if e != "--rc-symmetric"]
+    if unknown:
+        raise DnadiffError(f"sample_quality: unknown sampling option(s) {unknown}")
+    if model_dir not in _MODELS:
+        _MODELS[model_dir] = dnadiff.load(model_dir)
+    model = _MODELS[model_dir]
+    steps = size["steps"] if sampler and sampler != "first_hitting" else None  # first-hitting: one call per token
+    res = dnadiff.sample(model, size["num"], size["length"], sampler=sampler, steps=steps, seed=seed,
+                         rc_symmetric="--rc-symmetric" in extra)
+    out, stats_path = output_paths(str(fa), "dna")  # the command's pair: samples.fa, samples.json
+    stats = {"model": str(model_dir), **res.stats(), "class": None, "guidance": 0.0, "out": out}
+    write_together([(out, format_fasta(sample_records(res, model.decode(res.x)))), (stats_path, json_text(stats))])
+
+
 def metric_values(res: dict) -> dict[str, float]:
     """{metric: value} of a metrics.json: every row of summary_rows (the samples column), plus the oracle."""
     from dnadiff.eval import summary_rows
@@ -357,13 +384,7 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
         if not reuse and model_dir is None:
             write_fasta(fa, real_windows(data, "test", size["length"], size["num"], seed))
         elif not reuse:
-            cmd = ["sample", model_dir, "-n", str(size["num"]), "--length", str(size["length"]),
-                   "--seed", str(seed), "--out", str(fa), "--force", *extra]
-            if sampler:
-                cmd += ["--sampler", sampler]
-                if sampler != "first_hitting":  # first-hitting: one call per token, no step count
-                    cmd += ["--steps", str(size["steps"])]
-            cli([cmd[0], "-q", *cmd[1:]])
+            draw_samples(model_dir, fa, size, seed, sampler, extra)
         cli(["metrics", "-q", str(fa), "--reference", data["fasta"], "--out", str(folder / "metrics"),
              *metrics_args])
         atomic_write(folder / "metrics_args.json", json.dumps(metrics_args))

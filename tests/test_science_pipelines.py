@@ -221,19 +221,19 @@ def test_sample_quality_resume_rescores_kept_samples_when_metric_options_change(
     size = {"seeds": 2, "num": 1, "length": 4, "steps": 2}
     calls = []
 
+    def fake_draw(model_dir, fa, size, seed, sampler, extra):  # dnadiff.sample's files, as `dnadiff sample`'s
+        calls.append("sample")
+        fa.write_text(">s\nACGT\n")
+        (fa.parent / "samples.json").write_text(json.dumps({"model": "/m", "sampler": "ancestral", "num": 1,
+                                                            "length": 4, "steps": 2, "seed": seed}))
+
     def fake_cli(argv):
         calls.append(argv[0])
-        if argv[0] == "sample":
-            folder = Path(argv[argv.index("--out") + 1]).parent
-            (folder / "samples.fa").write_text(">s\nACGT\n")
-            (folder / "samples.json").write_text(json.dumps({"model": "/m", "sampler": "ancestral", "num": 1,
-                                                             "length": 4, "steps": 2,
-                                                             "seed": int(argv[argv.index("--seed") + 1])}))
-        else:
-            out = Path(argv[argv.index("--out") + 1])
-            out.mkdir(exist_ok=True)
-            (out / "metrics.json").write_text("{}")
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(exist_ok=True)
+        (out / "metrics.json").write_text("{}")
 
+    monkeypatch.setattr(sq, "draw_samples", fake_draw)
     monkeypatch.setattr(sq, "cli", fake_cli)
     monkeypatch.setattr(sq, "metric_values", lambda res: {"m": 1.0})
     row = ("MDLM ancestral", "/m", "ancestral", [])

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.config import parse_overrides
     from dnadiff.logs import log, progress_bar
     from dnadiff.samplers import SAMPLERS, build_sampler
-    from dnadiff.sampling import sample, steps_per_batch
+    from dnadiff.sampling import sample, sample_records, steps_per_batch
     from dnadiff.utils import format_table, json_text, write_together
 
     # ---- everything the user typed is checked before the model is loaded
@@ -147,14 +147,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    x, smp = res.x, res.sampler
-    texts = model.decode(x)
-    name = smp.name
-    tag = f" class={args.label} guidance={args.guidance}" if args.label is not None else ""
-    # each record names its random stream: `--seed S --first-index I --num 1` regenerates it alone
-    first = args.first_index
-    records = [(f"sample_{first + i} sampler={name} length={length} seed={args.seed} index={first + i}{tag}", s)
-               for i, s in enumerate(texts)]
+    records = sample_records(res, model.decode(res.x), args.label, args.guidance)
     body = format_samples(records, model.tokenizer.kind, out)
     stats = {"model": str(args.model_dir), **res.stats(), "class": args.label, "guidance": args.guidance,
              "out": out or "-"}
