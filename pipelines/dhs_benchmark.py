@@ -67,7 +67,8 @@ SHORT_STEP = ["train.max_steps=1", "train.val_every=1", "train.ckpt_every=1", "t
 SCALES = {
     "cpu": {"out": "runs/dhs_benchmark", "results": "results/dhs_cpu", "oracles": "runs/dhs_oracles",
             "seeds": [0, 1, 2], "num": 256, "valid_num": 32, "cfg_weights": [0.0, 1.0, 2.0, 4.0],
-            # 50 denoising steps for 200 bp (4 positions a step): one core draws 256 x 200 bp in ~1 min, CFG twice
+            # 50 denoising steps for 200 bp (4 positions a step): 256 x 200 x 50 = 2.6M token evaluations a cell type
+            # (x2 with CFG), ~2 min at the 17-30K tokens/s of results/sample_batch_cpu.json on one core
             "steps": 50, "train": {"markov": []}},
     "tiny": {"out": "runs/dhs_benchmark_tiny", "results": None, "oracles": None, "seeds": [0, 1], "num": 4,
              "valid_num": 4, "cfg_weights": [0.0, 1.0], "steps": 4,
