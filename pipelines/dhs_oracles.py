@@ -55,6 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="output folder (default: runs/dhs_oracles[_tiny])")
     p.add_argument("--results", default=None,
                    help="results path without extension (default: results/dhs_oracles; tiny: OUT/dhs_oracles)")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse the finetune runs recorded in OUT with the same config (dnadiff finetune --resume); "
+                   "without it they are replaced (--overwrite)")
     return p.parse_args(argv)
 
 
@@ -79,7 +82,7 @@ def _copy_dir(src: Path, dst: Path) -> None:
 
 
 def train_oracle(role: str, config: str, half: str, folder: str, out: Path, overrides: list[str], threads: int,
-                 log) -> dict:
+                 log, resume: bool = False) -> dict:
     """One `dnadiff finetune` run per lr of the config's grid on dhs:HALF:valid; the lr with the best
     validation-split accuracy is kept as OUT/folder."""
     import json
@@ -92,7 +95,8 @@ def train_oracle(role: str, config: str, half: str, folder: str, out: Path, over
     for lr in cfg.train.learning_rates():
         run_dir = out / role / f"lr{lr:g}"
         argv = ["finetune", config, f"data.dataset=dhs:{half}:valid", f"train.lr={lr:g}", f"train.threads={threads}",
-                *overrides, "--out", str(run_dir), "--no-progress", "-q"]
+                *overrides, "--out", str(run_dir), "--no-progress", "-q",
+                "--resume" if resume else "--overwrite"]
         w0, c0 = time.time(), time.process_time()
         code = dnadiff_main(argv)
         if code != 0:
@@ -146,7 +150,8 @@ def run(args: argparse.Namespace, command: str) -> dict:
     halves = {h: train_half(table, h) for h in HALVES}
     oracles = {}
     for role, config, half, folder in ORACLES:
-        oracles[role] = train_oracle(role, config, half, folder, out, scale["overrides"], args.threads, print)
+        oracles[role] = train_oracle(role, config, half, folder, out, scale["overrides"], args.threads, print,
+                                     args.resume)
     test_preds = {}
     for role, o in oracles.items():  # the chosen classifiers: validation, then the test split read once
         model, meta = load_oracle(o["dir"])
