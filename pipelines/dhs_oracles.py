@@ -10,9 +10,8 @@ tiny builds a temporary cache from tests/data/dhs/dhs_fixture.txt instead.
   the training split (dnadiff/data/dhs.py HALVES: by the sha256 of the sequence). `--reward
   classifier:runs/dhs_oracles/reward_classifier --target HepG2` is what design, guidance and
   design-finetune may use.
-- evaluation oracle (configs/finetune/dhs_oracle_eval.yaml): a DiT transformer (hidden 64 x 2 blocks,
-  attention: another kind of model) trained on half_b (chosen on the validation split over Hyena tiny,
-  results/dhs_oracles_hyena.md). Its classifier.json says role: evaluation, which
+- evaluation oracle (configs/finetune/dhs_oracle_eval.yaml): Hyena d32 x 2 (a long-convolution operator,
+  another kind of model) trained on half_b. Its classifier.json says role: evaluation, which
   `--reward classifier:DIR` refuses; dnadiff.eval.oracle.score_fasta scores generated FASTA files with it.
 
 Model choice: for each oracle, every learning rate of its config's lr_grid is one `dnadiff finetune` run
