@@ -218,7 +218,7 @@ def test_pipeline_tiny(tmp_path, monkeypatch):
     assert dhs_oracles.main(["--scale", "tiny", "--out", str(out)]) == 0
     result = json.loads((out / "dhs_oracles.json").read_text())
     rw, ev = result["oracles"]["reward"], result["oracles"]["evaluation"]
-    assert (rw["backbone"], rw["half"], ev["backbone"], ev["half"]) == ("caduceus", "half_a", "dit", "half_b")
+    assert (rw["backbone"], rw["half"], ev["backbone"], ev["half"]) == ("caduceus", "half_a", "hyena", "half_b")
     assert rw["num_train"] + ev["num_train"] == 100  # the halves of the fixture's 100 training rows
     assert json.loads((out / "eval_oracle" / "classifier.json").read_text())["role"] == "evaluation"
     assert json.loads((out / "reward_classifier" / "classifier.json").read_text())["role"] == "reward"
@@ -234,4 +234,4 @@ def test_pipeline_tiny(tmp_path, monkeypatch):
         probs = predict_proba(model, [table.sequences(None)[i] for i in rows])
         assert o["test"]["accuracy"] == pytest.approx(float((probs.argmax(1) == table.labels[rows]).mean()))
     md = (out / "dhs_oracles.md").read_text()
-    assert "| reward | caduceus tiny-ph |" in md and "| evaluation | dit tiny |" in md
+    assert "| reward | caduceus tiny-ph |" in md and "| evaluation | hyena tiny |" in md
