@@ -395,7 +395,33 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res, indent=1))
     if "samples" in checks:
         run_samples(args, models, common, out_dir)
+    if "first" in checks:  # every saved variant's first --max-num sequences (the same per-sequence seeds): paired sets
+        first_n(args, models, common, out_dir)
     return 0
+
+
+def first_n(args, models: dict, common: dict, out_dir: Path) -> None:
+    """Metrics of the first --max-num sequences of each FASTA in --save-samples, so that variants drawn with
+    different counts compare at the same size (small sets bias k-mer JS and Pearson)."""
+    from dnadiff.data.datasets import genome_paths
+    from dnadiff.data.fasta import genome_reference
+    from dnadiff.eval.dna_metrics import compare
+    from dnadiff.utils import write_json
+
+    fasta, bed = genome_paths(models["mdlm"].config)
+    refs: dict[int, list[str]] = {}
+    res = dict(common, n=args.max_num, variants={})
+    for fa in sorted(Path(args.save_samples).glob("*.fa")):
+        seqs = [ln.strip() for ln in fa.read_text().splitlines() if ln and not ln.startswith(">")][: args.max_num]
+        L = len(seqs[0])
+        if L not in refs:
+            refs[L] = genome_reference(fasta, bed, "valid", L, args.reference_windows)
+        m = compare(seqs, refs[L], kmax=6, memorisation=False)
+        res["variants"][fa.stem] = {"n": len(seqs), "length": L, "js3": m["kmer_js"]["3"], "js6": m["kmer_js"]["6"],
+                                    "pearson3": m["kmer_pearson"]["r"], "gc": m["gc"]["samples_mean"],
+                                    "gc_w1": m["gc"]["wasserstein1"], "cpg_obs_exp": cpg_ratio(seqs)}
+    write_json(out_dir / f"first{args.max_num}.json", res)
+    print(json.dumps(res["variants"], indent=1))
 
 
 def run_samples(args, models: dict, common: dict, out_dir: Path) -> None:
@@ -474,6 +500,8 @@ def report(parts: Path, stem: Path) -> None:
     for name in ("gap", "copy"):
         if (parts / f"{name}.json").exists():
             out[name] = json.loads((parts / f"{name}.json").read_text())
+    for p in sorted(parts.glob("first*.json")):
+        out[p.stem] = json.loads(p.read_text())
     out["samples"] = {p.stem.removeprefix("samples_"): json.loads(p.read_text())
                       for p in sorted(parts.glob("samples_*.json"))}
     write_json(stem.with_suffix(".json"), out)
