@@ -42,7 +42,7 @@ def make_inputs(workdir: str, mb: int, with_gzip: bool) -> dict:
     from dnadiff.backbones import build_backbone
     from dnadiff.config import RunConfig
     from dnadiff.config_options import load_config
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     os.makedirs(workdir, exist_ok=True)

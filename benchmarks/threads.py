@@ -52,7 +52,7 @@ def tiny_model(folder: str) -> str:
     from dnadiff.backbones import build_backbone
     from dnadiff.config import RunConfig
     from dnadiff.config_options import load_config
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     torch.manual_seed(0)

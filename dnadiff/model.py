@@ -19,13 +19,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from dnadiff import modelio
 from dnadiff.config import RunConfig
 from dnadiff.denoiser import DenoiserWrapper, as_denoiser
 from dnadiff.diffusion import OBJECTIVES, build_objective, build_schedule
 from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.errors import DnadiffError
-from dnadiff.hub_push import push_to_hub
-from dnadiff.model_dir import resolve_time_input, save_model_dir
+from dnadiff.modelio.model_dir import resolve_time_input
 from dnadiff.samplers import SAMPLERS, build_sampler, guided
 from dnadiff.samplers import rc_symmetric as _rc
 from dnadiff.samplers.base import Sampler
@@ -161,11 +161,11 @@ class DiffusionModel:
     def save_pretrained(self, path) -> "Path":
         """Write this model as a dnadiff model directory (config.json + model.safetensors ...):
         an imported official checkpoint becomes a plain dnadiff directory."""
-        return save_model_dir(path, self.config, self.backbone, self.tokenizer, getattr(self, "metrics", None))
+        return modelio.save(self, path)
 
     def push_to_hub(self, repo_id: str, **kwargs: Any):
-        """Upload to the Hugging Face Hub (see dnadiff/hub_push.py: private, token, commit_message, revision)."""
-        return push_to_hub(self, repo_id, **kwargs)
+        """Upload to the Hugging Face Hub (modelio.push, modelio/push.py: private, token, commit_message, revision)."""
+        return modelio.push(self, repo_id, **kwargs)
 
     @torch.no_grad()
     def nll(self, x0: Tensor, attention_mask: Tensor | None = None, generator: torch.Generator | None = None):
@@ -195,6 +195,9 @@ class DiffusionModel:
         **options: Any,
     ):
         """Sample `num` sequences of `length` tokens -> Long[num, length] (and the sampler if asked).
+        `sampler`: a registered name (built with `steps` and `options`), or an object already built with
+        the sampler call `generate(denoiser, schedule, mask_id, shape, template, generator)` (a Sampler,
+        a guidance method of dnadiff/guidance/).
 
         Class-conditional models: `label` (index or class name) and a classifier-free guidance
         scale (0 = plain conditional sampling; no label = the unconditional model)."""
@@ -208,7 +211,12 @@ class DiffusionModel:
 
     def _generate(self, num, length, sampler, steps, template, generator, return_sampler, label, guidance,
                   rc_symmetric, options):
-        smp = self.build_sampler(sampler, steps, **options)
+        if sampler is None or isinstance(sampler, str):
+            smp = self.build_sampler(sampler, steps, **options)
+        else:  # a built sampler or guidance method (dnadiff design): it already holds its steps and options
+            if steps is not None or options:
+                raise DnadiffError("a built sampler takes no steps or sampler options: give them when building it")
+            smp = sampler
         # uniform noise (udlm) guides at the posterior level (D-CFG): the sampler gets the unconditional model
         posterior_cfg = label is not None and guidance != 0.0 and hasattr(smp, "with_cfg")
         denoiser = self.conditional_denoiser(label, 0.0 if posterior_cfg else guidance)

@@ -16,7 +16,7 @@ from dnadiff.backbones import build_backbone
 from dnadiff.checkpoint import load
 from dnadiff.config import RunConfig, from_dict
 from dnadiff.diffusion import build_objective, build_schedule
-from dnadiff.model_dir import save_model_dir
+from dnadiff.modelio.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
 from helpers.legacy_layout import to_legacy_layout
 

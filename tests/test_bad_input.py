@@ -40,7 +40,7 @@ def ws(tmp_path_factory):
     """A workspace of good and bad files: model directories (no training: saved directly), FASTAs, benchmarks."""
     from dnadiff.backbones import build_backbone
     from dnadiff.config import RunConfig, load_config
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     root = tmp_path_factory.mktemp("bad_input")

@@ -147,7 +147,7 @@ def text_model(tmp_path_factory):
     from dnadiff.backbones import build_backbone
     from dnadiff.config import RunConfig, load_config
     from dnadiff.data.tokenizer_training import train_tokenizer
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import build_tokenizer
 
     root = tmp_path_factory.mktemp("text")

@@ -128,7 +128,7 @@ def test_finetune_takes_trains_lr_and_warmup_steps():
 def test_model_directory_records_no_runtime_choices(tmp_path):
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.model_dir import load_config_of, save_model_dir
+    from dnadiff.modelio.model_dir import load_config_of, save_model_dir
 
     cfg = load_config(RunConfig, None, ["model.overrides.scan_impl=ref", "train.threads=3", "train.devices=2",
                                         "train.accelerator=cpu", "train.lr=0.01"])

@@ -85,7 +85,7 @@ def test_finetune_demo_and_configs_print_config(tmp_path, monkeypatch, capsys):
 
 def test_eval_sample_metrics_print_config(tmp_path, monkeypatch, capsys):
     from dnadiff.backbones import build_backbone
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", ["data.seq_len=32"])

@@ -80,7 +80,7 @@ def test_tiny_finetune_runs_from_another_directory(tmp_path, monkeypatch, capsys
 def test_a_run_records_absolute_data_paths(tmp_path, monkeypatch):
     """A model directory's config keeps the resolved paths: eval works from any directory later."""
     from dnadiff.backbones import build_backbone
-    from dnadiff.model_dir import load_config_of, save_model_dir
+    from dnadiff.modelio.model_dir import load_config_of, save_model_dir
 
     monkeypatch.chdir(tmp_path)
     cfg = load_config(RunConfig, "experiments/tiny_cfg_leptospira")

@@ -145,7 +145,7 @@ def test_finetune_dataset_folder_one_level_too_high_lists_the_sets(tmp_path, cap
 
 
 def test_design_finetune_refuses_an_existing_out_first(tmp_path, capsys, nothing_heavy, monkeypatch):
-    import dnadiff.model_dir as model_dir
+    import dnadiff.modelio.model_dir as model_dir
 
     monkeypatch.setattr(model_dir, "load_config_of", lambda *a, **k: (_ for _ in ()).throw(Reached("loaded")))
     out = tmp_path / "out"

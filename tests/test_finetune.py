@@ -166,7 +166,7 @@ def test_init_from_model_dir_copies_weights_per_run(tmp_path):
         build_backbone_template,
         classifier_factory,
     )
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
 
     torch.manual_seed(0)
     bb = build_backbone("caduceus", preset="tiny", vocab_size=12)

@@ -8,7 +8,7 @@ import yaml
 
 from dnadiff.backbones import build_backbone
 from dnadiff.config import RunConfig, from_dict
-from dnadiff.model_dir import save_model_dir
+from dnadiff.modelio.model_dir import save_model_dir
 from helpers.benchmark_files import write_benchmark
 
 pytestmark = [pytest.mark.training]

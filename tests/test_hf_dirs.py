@@ -17,7 +17,7 @@ from dnadiff.backbones import build_backbone
 from dnadiff.checkpoint import load, load_backbone, official_kind
 from dnadiff.config import RunConfig, load_config
 from dnadiff.errors import DnadiffError
-from dnadiff.model_dir import save_model_dir
+from dnadiff.modelio.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
 from helpers.legacy_layout import to_legacy_layout
 
@@ -57,7 +57,7 @@ def test_model_dir_is_a_hf_folder_and_old_yaml_dirs_still_load(tmp_path):
 
 def test_only_a_config_yaml_beside_weights_is_an_old_model_dir(tmp_path):
     # the migration of the config.yaml layout (model_dir.legacy_config_file) takes nothing else for one
-    from dnadiff.model_dir import is_model_dir, legacy_config_file
+    from dnadiff.modelio.model_dir import is_model_dir, legacy_config_file
 
     d, _ = _model_dir(tmp_path / "m")
     assert legacy_config_file(d) is None  # config.json
@@ -198,7 +198,7 @@ def test_push_to_hub_uploads_the_model_folder(tmp_path, monkeypatch):
     assert "| val_nll | 1.25 |" in api.card
     torch.testing.assert_close(api.logits, _logits_of(bb), rtol=0, atol=0)
     # a directory in the old config.yaml layout is uploaded as a config.json folder
-    from dnadiff.hub_push import push_to_hub
+    from dnadiff.modelio.push import push_to_hub
 
     to_legacy_layout(d)
     api2 = FakeApi()

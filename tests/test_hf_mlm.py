@@ -66,7 +66,7 @@ def test_from_pretrained_resizes_for_added_tokens(tmp_path):
 
 
 def test_mdlm_finetune_steps_and_model_dir_round_trip(tok, tmp_path):
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
 
     torch.manual_seed(0)
     bb = build_backbone("hf_mlm", preset="tiny", vocab_size=tok.vocab_size)
@@ -109,7 +109,7 @@ def test_mdlm_finetune_steps_and_model_dir_round_trip(tok, tmp_path):
 def test_pretrained_model_dir_loads_without_the_original_folder(tok, tmp_path):
     from transformers import BertConfig, BertForMaskedLM
 
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
 
     torch.manual_seed(0)
     BertForMaskedLM(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,

@@ -8,7 +8,7 @@ from test_convert_hyena import HF_CONFIG, official_state, write_dir
 
 from dnadiff.backbones import build_backbone
 from dnadiff.config import RunConfig, load_config
-from dnadiff.model_dir import save_model_dir
+from dnadiff.modelio.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
 from dnadiff.training import train
 

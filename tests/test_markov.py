@@ -168,7 +168,7 @@ def test_forward_matches_tables_position_by_position():
 def test_model_directory_round_trip_and_sampling(tmp_path):
     import dnadiff
     from dnadiff.config import RunConfig, from_dict
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
 
     model = chain(["ACGTTGCAAC" * 5, "GGGTACCA"], 2, both_strands=False)
     cfg = from_dict(RunConfig, {"model": {"backbone": "markov", "preset": "auto"}, "objective": {"name": "ar"}})

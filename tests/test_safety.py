@@ -82,7 +82,7 @@ def test_interrupted_model_dir_save_keeps_the_old_model(tmp_path, monkeypatch):
     from dnadiff.backbones import build_backbone
     from dnadiff.checkpoint import load
     from dnadiff.config import RunConfig
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     cfg, tok = RunConfig(), DNATokenizer()
@@ -366,7 +366,7 @@ def test_tied_weights_are_stored_once_and_re_tied_on_load(tmp_path):
     import dnadiff
     from dnadiff.backbones import build_backbone
     from dnadiff.config import RunConfig, load_config
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     torch.manual_seed(0)

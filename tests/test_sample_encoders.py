@@ -260,7 +260,7 @@ def test_embedder_of_a_model_directory(tmp_path):
     from dnadiff.backbones import build_backbone
     from dnadiff.commands.metrics import load_embedder
     from dnadiff.config import RunConfig, load_config
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     tok = DNATokenizer()

@@ -12,7 +12,7 @@ from dnadiff.checkpoint import load
 from dnadiff.config import RunConfig, from_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
-from dnadiff.model_dir import save_model_dir
+from dnadiff.modelio.model_dir import save_model_dir
 from dnadiff.tokenizers import DNATokenizer
 from helpers.legacy_layout import to_legacy_layout
 

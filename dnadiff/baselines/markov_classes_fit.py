@@ -27,7 +27,7 @@ from dnadiff.baselines.markov_fit import bits_per_base
 from dnadiff.config import RunConfig, replace
 from dnadiff.data.datasets import build_split_dataset
 from dnadiff.errors import DnadiffError
-from dnadiff.model_dir import recorded_config
+from dnadiff.modelio.model_dir import recorded_config
 
 
 def labelled_split(cfg: RunConfig, tokenizer, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list]:

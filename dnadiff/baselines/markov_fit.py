@@ -35,7 +35,7 @@ from dnadiff.data.fasta import Genome, read_bed
 from dnadiff.data.records import tile_array
 from dnadiff.diffusion import build_objective
 from dnadiff.errors import DnadiffError
-from dnadiff.model_dir import recorded_config
+from dnadiff.modelio.model_dir import recorded_config
 
 
 def split_tiles(cfg: RunConfig, tokenizer, split: str, max_n_frac: float = 1.0,

@@ -66,7 +66,7 @@ def check_train_inputs(cfg) -> None:
     if cfg.tokenizer.kind not in TOKENIZERS:
         raise DnadiffError(f"tokenizer.kind: must be {kinds_text()}, got {cfg.tokenizer.kind!r}")
     if cfg.model.init_from:  # a local folder, or a Hub id that must be in the local Hugging Face cache
-        from dnadiff.hub import resolve_model_path
+        from dnadiff.modelio.hub import resolve_model_path
 
         try:
             path = resolve_model_path(cfg.model.init_from)

@@ -138,10 +138,9 @@ def settings_of(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from dnadiff.checkpoint import official_kind
     from dnadiff.guidance.rewards import build_reward, soft_support
     from dnadiff.logs import log
-    from dnadiff.model_dir import load_config_of
+    from dnadiff.modelio import resolve
     from dnadiff.training.reward_loop import complete_settings, reward_finetune
     from dnadiff.utils import format_table
 
@@ -152,9 +151,10 @@ def run(args: argparse.Namespace) -> int:
 
     if Path(args.out).resolve() == Path(args.model_dir).resolve():
         raise DnadiffError(f"--out {args.out}: is the pretrained model itself; choose another folder")
-    if official_kind(args.model_dir):
+    source = resolve(args.model_dir)
+    if source.official is not None:
         raise DnadiffError(f"{args.model_dir}: design-finetune needs a dnadiff masked-diffusion DNA model directory")
-    cfg = load_config_of(args.model_dir)
+    cfg = source.config
     if not masked_diffusion_dna(cfg):
         raise DnadiffError(f"{args.model_dir}: design-finetune needs a masked-diffusion DNA model "
                            f"(this one is {cfg.tokenizer.kind}, objective {cfg.objective.name})")

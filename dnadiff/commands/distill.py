@@ -79,16 +79,17 @@ def settings_of(args: argparse.Namespace) -> dict:
 
 def teacher_config(model_dir: str):
     """The teacher's RunConfig, refused in one line when it cannot be distilled here."""
-    from dnadiff.checkpoint import official_kind
     from dnadiff.diffusion import OBJECTIVES
-    from dnadiff.model_dir import is_model_dir, load_config_of
+    from dnadiff.modelio import resolve
+    from dnadiff.modelio.model_dir import is_model_dir
 
-    if official_kind(model_dir):
+    source = resolve(model_dir)
+    if source.official is not None:
         raise DnadiffError(f"{model_dir}: distill needs a dnadiff model directory (convert an official checkpoint "
                            "with dnadiff.load(...).save_pretrained(DIR) first)")
-    if not is_model_dir(model_dir):
+    if not is_model_dir(source.path):
         raise DnadiffError(f"{model_dir}: not a dnadiff model directory (no config.json)")
-    cfg = load_config_of(model_dir)
+    cfg = source.config
     obj = OBJECTIVES.get(cfg.objective.name)
     if obj.autoregressive:
         raise DnadiffError(f"{model_dir}: an autoregressive model (objective {cfg.objective.name}) samples one token "

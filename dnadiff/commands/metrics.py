@@ -287,7 +287,7 @@ def load_embedder(path: str, probe: list[str], store: bool = True):
     hash (embeddings/HASH.npz), so the next call on the same reference embeds only the samples."""
     from dnadiff.checkpoint import load_for_inference
     from dnadiff.eval.encoders import BackboneEncoder, Embedder, fingerprint
-    from dnadiff.model_dir import is_model_dir
+    from dnadiff.modelio.model_dir import is_model_dir
     from dnadiff.utils import cache_dir
 
     name = os.path.abspath(path)

@@ -3,7 +3,7 @@ model is loaded (counts, prefix/suffix/template, output paths), then the one mod
 length and the template; and the formats of the sample files.
 
     req = Request.checked(args)         # counts, prefix/suffix/template flags; nothing loaded
-    req.load_config()                   # the model directory's config (None: an official checkpoint)
+    req.load_config()                   # the path resolved once (req.source); its config (None: official)
     req.resolve_outputs("dna")          # OUT and OUT.json
     req.reserve_outputs()               # free (or --force) and writable
     req.read_templates()                # --template-fasta records
@@ -91,6 +91,7 @@ class Request:
     stats_path: str | None = None
     template_records: list | None = None
     model: Any = None
+    source: Any = None  # the model path resolved once (modelio.ModelSource): the config and the model read it
 
     @classmethod
     def checked(cls, args: argparse.Namespace) -> "Request":
@@ -115,12 +116,18 @@ class Request:
         return bool(self.args.prefix or self.args.suffix or self.args.template_fasta)
 
     def load_config(self):
-        """The model directory's config (official checkpoints have none: None)."""
-        from dnadiff.checkpoint import official_kind
-        from dnadiff.model_dir import load_config_of
-
-        self.cfg = None if official_kind(self.args.model_dir) else load_config_of(self.args.model_dir)
+        """The model directory's config (official checkpoints have none: None); the path is resolved here,
+        once, into `self.source`, which `load_model` reads."""
+        self.cfg = self.model_source().config
         return self.cfg
+
+    def model_source(self):
+        """The model path resolved (a folder or a cached Hub id, its format detected), once per request."""
+        if self.source is None:
+            from dnadiff.modelio import resolve
+
+            self.source = resolve(self.args.model_dir)
+        return self.source
 
     @property
     def kind(self) -> str:
@@ -166,7 +173,7 @@ class Request:
         if self.model is None:
             from dnadiff.checkpoint import load_for_inference
 
-            self.model = load_for_inference(self.args.model_dir)
+            self.model = load_for_inference(self.model_source())
         return self.model
 
     def length(self, model) -> int:

@@ -46,7 +46,7 @@ from dnadiff.diffusion import OBJECTIVES
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
-from dnadiff.model_dir import save_model_files
+from dnadiff.modelio.model_dir import save_model_files
 from dnadiff.samplers.base import build_sampler
 from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger

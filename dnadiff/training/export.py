@@ -30,7 +30,7 @@ class ExportModelDir(L.Callback):
         self.metrics: dict[str, Any] | None = None
 
     def on_train_end(self, trainer: L.Trainer, pl_module) -> None:
-        from dnadiff.model_dir import save_model_dir
+        from dnadiff.modelio.model_dir import save_model_dir
 
         metrics: dict[str, Any] = {
             "steps": int(trainer.global_step),

@@ -45,7 +45,7 @@ from dnadiff.finetune_reward.preference import TrajectoryPool, preference_loss, 
 from dnadiff.finetune_reward.target import reached, sample_scores, snis_target
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
-from dnadiff.model_dir import save_model_files
+from dnadiff.modelio.model_dir import save_model_files
 from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger
 from dnadiff.training.progress import StepProgressBar

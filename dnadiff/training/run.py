@@ -25,14 +25,14 @@ import torch
 
 from dnadiff.backbones import build_backbone
 from dnadiff.backbones.base import BACKBONES
-from dnadiff.checkpoint import load_backbone, official_kind
 from dnadiff.config import RunConfig, replace, save_config
 from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
 from dnadiff.data.dhs import CELL_TYPES as DHS_CELL_TYPES
 from dnadiff.data.tokenizer_training import ensure_tokenizer
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
-from dnadiff.model_dir import is_model_dir, load_config_of, resolve_time_input, save_model_dir, wrap_conditional
+from dnadiff.modelio import read_backbone, resolve
+from dnadiff.modelio.model_dir import is_model_dir, resolve_time_input, save_model_dir, wrap_conditional
 from dnadiff.threads import apply_threads, default_threads
 from dnadiff.tokenizers import build_tokenizer
 from dnadiff.training.rundir import RunDirLock, launch_rank, refuse_existing_run_dir
@@ -67,12 +67,12 @@ def resolve_threads(cfg: RunConfig) -> RunConfig:
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
     The returned config records `model.time_input` (a dnadiff init_from model passes its own on)."""
-    if cfg.model.time_input is None and cfg.model.init_from and official_kind(cfg.model.init_from) is None \
-            and is_model_dir(cfg.model.init_from):
-        cfg = replace(cfg, **{"model.time_input": load_config_of(cfg.model.init_from).model.time_input})
+    source = resolve(cfg.model.init_from) if cfg.model.init_from else None  # resolved once, read twice
+    if cfg.model.time_input is None and source is not None and source.official is None and is_model_dir(source.path):
+        cfg = replace(cfg, **{"model.time_input": source.config.model.time_input})
     cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
-    if cfg.model.init_from:
-        name, backbone = load_backbone(cfg.model.init_from, vocab_size=tokenizer.vocab_size,
+    if source is not None:
+        name, backbone = read_backbone(source, vocab_size=tokenizer.vocab_size,
                                        keep_label_embedding=cfg.model.num_classes > 0)
         if backbone.vocab_size != tokenizer.vocab_size:
             raise DnadiffError(

@@ -16,7 +16,7 @@ def tiny_model_dir(folder: Path, seq_len: int = 32, overrides: list[str] | tuple
     from dnadiff.backbones import build_backbone
     from dnadiff.config import RunConfig
     from dnadiff.config_options import load_config
-    from dnadiff.model_dir import save_model_dir
+    from dnadiff.modelio.model_dir import save_model_dir
     from dnadiff.tokenizers import DNATokenizer
 
     torch.manual_seed(0)

@@ -26,7 +26,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-import dnadiff.model_dir as model_dir  # noqa: E402
+import dnadiff.modelio.model_dir as model_dir  # noqa: E402
 from dnadiff.config import RunConfig  # noqa: E402
 from dnadiff.config_options import load_config  # noqa: E402
 from dnadiff.training import train  # noqa: E402

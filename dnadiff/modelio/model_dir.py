@@ -10,7 +10,8 @@ A dnadiff model directory is a Hugging Face-style model folder:
 Directories of the unreleased layout before config.json (a `config.yaml` with the same RunConfig) keep
 loading: `legacy_config_file` is the one place that knows them.
 The `model_type: dnadiff` marker keeps a dnadiff config.json apart from official ones.
-Loading a whole model (this format or an official one) is `dnadiff.checkpoint.load`.
+Resolving a path or Hub id and telling this format from the official ones is `modelio/source.py`;
+reading a whole model is `modelio/read.py`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from dnadiff.config import (
     without_runtime,
 )
 from dnadiff.errors import DnadiffError
-from dnadiff.hub import resolve_model_path
 from dnadiff.utils import os_error, public_mode, write_json
 from dnadiff.version import __version__
 from dnadiff.weights import save_module_weights
@@ -137,6 +137,13 @@ def save_model_files(path: str | os.PathLike, config: RunConfig, backbone: torch
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def save(model: Any, path: str | os.PathLike) -> Path:
+    """A loaded model (anything with `config`, `backbone`, `tokenizer` and optional `metrics`, e.g. a
+    DiffusionModel) as a dnadiff model directory: what `model.save_pretrained(path)` calls."""
+    return save_model_dir(path, model.config, model.backbone, model.tokenizer, getattr(model, "metrics", None))
+
 
 def config_json(cfg: RunConfig) -> dict[str, Any]:
     """config.json of a model directory: the Hub's `model_type` marker, the writing version, the RunConfig."""
@@ -248,7 +255,8 @@ def _load_json_config(file: Path) -> RunConfig:
 
 
 def load_config_of(path: str | os.PathLike) -> RunConfig:
-    path = resolve_model_path(path)  # a Hub id: its folder in the local Hugging Face cache
+    """The RunConfig of a local dnadiff model directory (a Hub id goes through `modelio.resolve` first)."""
+    path = Path(path)
     _check_dir(path)
     legacy = legacy_config_file(path)
     file = legacy or path / CONFIG_FILE

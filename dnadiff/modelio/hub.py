@@ -3,7 +3,8 @@
     model = dnadiff.load("org/name")            # the local HF cache only (no network)
     model = dnadiff.load("org/name", local_files_only=False)   # download when missing
 
-Publishing (`model.push_to_hub`) is dnadiff/hub_push.py. Cache lookups go through
+Publishing (`model.push_to_hub`) is modelio/push.py; `modelio.resolve` calls `resolve_model_path` once
+per load. Cache lookups go through
 `huggingface_hub.snapshot_download`, which
 honours HF_HOME / HF_HUB_CACHE like every other Hugging Face library.
 """

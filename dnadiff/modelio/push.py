@@ -2,7 +2,7 @@
 
     model.push_to_hub("org/name")          # or push_to_hub(model_dir_or_model, "org/name")
 
-(Resolving a Hub id to a local folder, which loading needs, is dnadiff/hub.py.)
+(Resolving a Hub id to a local folder, which loading needs, is modelio/hub.py.)
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from dnadiff.errors import DnadiffError
-from dnadiff.hub import looks_like_repo_id
-from dnadiff.model_dir import (
+from dnadiff.modelio.hub import looks_like_repo_id
+from dnadiff.modelio.model_dir import (
     CONFIG_FILE,
     LEGACY_CONFIG_FILE,
     config_json,
     is_model_dir,
     load_config_of,
     read_metrics,
+    save,
 )
 from dnadiff.utils import write_json
 
@@ -64,7 +65,7 @@ def push_to_hub(model_or_dir: Any, repo_id: str, *, private: bool | None = None,
             else:
                 shutil.copytree(model_or_dir, stage)
         else:
-            model_or_dir.save_pretrained(stage)
+            save(model_or_dir, stage)
         if not (stage / "README.md").is_file():
             (stage / "README.md").write_text(model_card(load_config_of(stage), read_metrics(stage), repo_id))
         api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
