@@ -48,7 +48,7 @@ class SampleResult:
     batch_size: int
     num_batches: int
     nfe_total: int  # network calls over every batch
-    nfe_per_row: Tensor  # Long[num]: the calls each sequence took part in
+    nfe_per_row: Tensor | None  # Long[num]: the calls each sequence took part in (None: a guidance method)
     steps_used: int  # loop steps taken (max over batches; a sampler stops early when all is unmasked)
     wall_seconds: float
     seed: int = 0
@@ -96,19 +96,21 @@ def steps_per_batch(model, length: int, sampler: str | None = None, steps: int |
     return length if stepless else (steps or model.config.sample.steps)
 
 
-def sample(model, num: int, length: int, *, sampler: str | None = None, steps: int | None = None,
+def sample(model, num: int, length: int, *, sampler: Any = None, steps: int | None = None,
            template: Tensor | None = None, batch_size: int | None = None, seed: int = 0, first_index: int = 0,
            label: int | str | None = None, guidance: float = 0.0, rc_symmetric: bool = False,
            on_step: Callable[[int, int, int], None] | None = None, progress_steps: int | None = None,
-           **options: Any) -> SampleResult:
+           on_batch: Callable[[Any, Tensor], None] | None = None, **options: Any) -> SampleResult:
     """`num` sequences of `length` tokens from `model` (a DiffusionModel), in batches of `batch_size`,
     sequence r (global index first_index + r) drawn from its own stream of `seed`. `template`
     (Long[num, length], mask id at free positions) fixes tokens; `label` / `guidance` / `rc_symmetric`
     and `options` (sampler options) as in `DiffusionModel.generate`. `on_step(done, batch, step)`:
     progress after each network call (see the module docstring); `progress_steps` the steps a batch
-    counts (default `steps_per_batch`)."""
+    counts (default `steps_per_batch`). `sampler` may be a built sampler or guidance method (`dnadiff
+    design`: then no `steps` or options); `on_batch(sampler, x)` runs after each batch (x: its samples,
+    on the model's device), where a guidance method's rewards and costs of that batch are read."""
     chunk = batch_size or default_batch_size(num, length, model)
-    per_batch = progress_steps or steps_per_batch(model, length, sampler, steps)
+    per_batch = 0 if on_step is None else progress_steps or steps_per_batch(model, length, sampler, steps)
     per_step = (2 if rc_symmetric else 1) * (2 if label is not None and guidance else 1)  # calls a step makes
     calls = [0, 0, False]  # network calls in this batch, batches finished, any call made
 
@@ -130,6 +132,8 @@ def sample(model, num: int, length: int, *, sampler: str | None = None, steps: i
             x, smp = model.generate(n, length, sampler=sampler, steps=steps, template=tmpl,
                                     generator=SeedStream(seed, first_row=first_index + i), return_sampler=True,
                                     label=label, guidance=guidance, rc_symmetric=rc_symmetric, **options)
+            if on_batch is not None:
+                on_batch(smp, x)
             samples.append(x.cpu())
             nfe += smp.last_nfe
             row_nfe.append(smp.last_nfe_per_row)
@@ -142,7 +146,8 @@ def sample(model, num: int, length: int, *, sampler: str | None = None, steps: i
             hook.remove()
     wall = time.time() - start
     return SampleResult(x=torch.cat(samples), sampler=smp, batch_size=chunk, num_batches=len(samples),
-                        nfe_total=nfe, nfe_per_row=torch.cat(row_nfe), steps_used=steps_used, wall_seconds=wall,
+                        nfe_total=nfe, nfe_per_row=None if any(r is None for r in row_nfe) else torch.cat(row_nfe),
+                        steps_used=steps_used, wall_seconds=wall,
                         seed=seed, first_index=first_index)
 
 

@@ -145,21 +145,19 @@ def method_plan(sc: dict) -> list[tuple]:
 def design(model, reward, name: str, opts, num: int, sc: dict, seed: int, nfe: dict):
     """`num` designs with one method: the token ids, the method's NFE stats and the options it ran with.
     `nfe` holds the denoiser calls per sequence of SVDD and SMC, the budgets of the best-of-N rows."""
+    import dnadiff
     from dnadiff.guidance import build_method
-    from dnadiff.model import SuppressTokens
-    from dnadiff.samplers import SeedStream
 
     L, steps, tok = sc["length"], sc["steps"], model.tokenizer
-    if name == "cfg":
-        x = model.generate(num, L, steps=steps, label="coding", guidance=1.0, generator=SeedStream(seed))
+    if name == "cfg":  # one batch, one stream per sequence (dnadiff.sample): the samples of SeedStream(seed)
+        x = dnadiff.sample(model, num, L, steps=steps, label="coding", guidance=1.0, seed=seed, batch_size=num).x
         return x, {"nfe_per_sequence": 2 * steps, "reward_evals_per_sequence": 0}, opts
     if name == "best_of_n":
         opts = {"n": max(1, int(round(nfe[opts] / steps)))}
     if name in ("cg", "cg_grad"):
         opts = {**opts, "token_ids": list(tok.nucleotide_ids)}
     method = build_method(name, model.build_sampler("ancestral", steps), reward, **opts)
-    den = SuppressTokens(model.conditional_denoiser(None), model.banned_ids())
-    x = method.generate(den, model.schedule, tok.mask_id, (num, L), generator=SeedStream(seed))
+    x = dnadiff.sample(model, num, L, sampler=method, seed=seed, batch_size=num).x  # the unconditional model
     if name in ("svdd", "smc"):
         nfe[name] = method.last_stats["nfe_per_sequence"]
     return x, method.last_stats, opts

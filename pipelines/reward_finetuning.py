@@ -101,9 +101,8 @@ def judge(task: str, seqs: list[str], ctx: dict) -> dict:
 
 def guided_rows(task: str, spec: str, target, ctx: dict, seed: int) -> list[dict]:
     """The inference-time rows of one task and seed."""
+    import dnadiff
     from dnadiff.guidance import build_method, build_reward, default_strength
-    from dnadiff.model import SuppressTokens
-    from dnadiff.samplers import SeedStream
 
     sc, model = ctx["sc"], ctx["pretrained"]
     tok, L, steps, num = model.tokenizer, sc["length"], sc["steps"], sc["num"]
@@ -114,7 +113,7 @@ def guided_rows(task: str, spec: str, target, ctx: dict, seed: int) -> list[dict
     rows = []
     if task == "classifier":
         start = time.time()
-        x = model.generate(num, L, steps=steps, label="coding", guidance=1.0, generator=SeedStream(seed))
+        x = dnadiff.sample(model, num, L, steps=steps, label="coding", guidance=1.0, seed=seed, batch_size=num).x
         rows.append({"method": "cfg w=1", "nfe_per_design": 2 * steps, "sample_s": time.time() - start,
                      **judge(task, model.decode(x), ctx)})
     for label, name, opts in plan:
@@ -122,8 +121,7 @@ def guided_rows(task: str, spec: str, target, ctx: dict, seed: int) -> list[dict
         default_strength(name, reward, L, opts, spec)
         method = build_method(name, model.build_sampler("ancestral", steps), reward, **opts)
         start = time.time()
-        den = SuppressTokens(model.conditional_denoiser(None), model.banned_ids())
-        x = method.generate(den, model.schedule, tok.mask_id, (num, L), generator=SeedStream(seed))
+        x = dnadiff.sample(model, num, L, sampler=method, seed=seed, batch_size=num).x  # the unconditional model
         rows.append({"method": label, "nfe_per_design": method.last_stats["nfe_per_sequence"],
                      "sample_s": time.time() - start, **judge(task, model.decode(x), ctx)})
     return rows
@@ -132,7 +130,6 @@ def guided_rows(task: str, spec: str, target, ctx: dict, seed: int) -> list[dict
 def finetuned_rows(task: str, spec: str, target, ctx: dict, seed: int, betas) -> list[dict]:
     import dnadiff
     from dnadiff.guidance import build_reward
-    from dnadiff.samplers import SeedStream
     from dnadiff.training import complete_settings, reward_finetune
 
     sc, work = ctx["sc"], ctx["work"]
@@ -152,7 +149,7 @@ def finetuned_rows(task: str, spec: str, target, ctx: dict, seed: int, betas) ->
             ft_s = json.loads((out / "metrics.json").read_text()).get("wall_seconds_this_session", time.time() - start)
             model = dnadiff.load(out)
             start = time.time()
-            x = model.generate(sc["num"], sc["length"], steps=sc["steps"], generator=SeedStream(seed))
+            x = dnadiff.sample(model, sc["num"], sc["length"], steps=sc["steps"], seed=seed, batch_size=sc["num"]).x
             rows.append({"method": f"{method} β={beta:g}", "nfe_per_design": sc["steps"], "finetune_s": ft_s,
                          "sample_s": time.time() - start, **judge(task, model.decode(x), ctx)})
     return rows

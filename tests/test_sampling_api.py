@@ -47,3 +47,22 @@ def test_the_model_owns_its_length_limit(model, tmp_path):
     assert model.max_length is None  # tiny_dna_mdlm: Caduceus, no position table
     hyena = dnadiff.load(tiny_model_dir(tmp_path, seq_len=24, overrides=["model.backbone=hyena", "model.preset=tiny"]))
     assert hyena.max_length == hyena.backbone.config.l_max > 0  # HyenaDNA: its filter length
+
+
+def test_a_guidance_method_samples_through_the_same_call(model):
+    """What `dnadiff design` runs: a built method in place of a sampler name; its rewards read per batch."""
+    from dnadiff.guidance import build_method, build_reward
+    from dnadiff.model import SuppressTokens
+
+    method = build_method("best_of_n", model.build_sampler("ancestral", 6), build_reward("gc"), n=2)
+    batches = []
+    res = dnadiff.sample(model, 3, 16, sampler=method, batch_size=2, seed=5,
+                         on_batch=lambda m, x: batches.append((m.last_rewards.clone(), m.last_stats["denoiser_rows"])))
+    assert res.x.shape == (3, 16) and res.num_batches == 2 and res.nfe_per_row is None
+    assert [r.shape[0] for r, _ in batches] == [2, 1] and res.nfe_total == method.last_nfe + 6  # 6 calls, batch 1
+    den = SuppressTokens(model.denoiser, model.banned_ids())
+    whole = method.generate(den, model.schedule, model.tokenizer.mask_id, (3, 16), generator=SeedStream(5))
+    assert torch.equal(whole.cpu(), res.x)  # per-sequence streams: the batches do not change the designs
+    assert torch.equal(torch.cat([r for r, _ in batches]), method.last_rewards.cpu())
+    with pytest.raises(dnadiff.DnadiffError, match="built sampler"):
+        dnadiff.sample(model, 1, 16, sampler=method, steps=4)

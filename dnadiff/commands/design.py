@@ -160,15 +160,12 @@ def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
     import torch
 
     from dnadiff.commands.request import diffusion_dna, format_samples
     from dnadiff.guidance import METHODS, build_method, build_reward, default_strength, rc_averaged
     from dnadiff.logs import log
-    from dnadiff.model import SuppressTokens
-    from dnadiff.samplers import SeedStream, rc_symmetric
+    from dnadiff.sampling import sample
     from dnadiff.utils import format_table, json_text, write_together
 
     req, options = check_args(args)
@@ -202,38 +199,25 @@ def run(args: argparse.Namespace) -> int:
     if declared.states_cost:
         free = length if template is None else int((template == tok.mask_id).sum(1).max())
         check_cg_cost(reward, model, sampler, options["token_ids"], free, length, args.num, args.allow_slow)
-    denoiser = model.denoiser
-    if args.rc_symmetric:
-        denoiser = rc_symmetric(denoiser, tok.complement_map(), mask_id=tok.mask_id)
-    denoiser = SuppressTokens(denoiser, model.banned_ids())
-
     chunk = args.batch_size or args.num
-    xs, rewards, totals, steps = [], [], {}, 0
+    rewards, totals = [], {}
     log.info("designing %d sequence(s) of %d bp: --method %s over %s, %d step(s) per batch of %d", args.num, length,
              args.method, sampler.name, sampler.steps or length, chunk)
     bar = DesignProgress(sampler, sampler.steps or length, -(-args.num // chunk), args.num)
-    start = time.time()
-    try:
-        for i in range(0, args.num, chunk):
-            n = min(chunk, args.num - i)
-            # the method puts its state where the template lives (the denoiser's parameters are hidden
-            # behind the SuppressTokens/RC wrappers): an all-mask template on the model's device
-            if template is not None:
-                tmpl = template[i : i + n].to(device)
-            else:
-                tmpl = torch.full((n, length), tok.mask_id, dtype=torch.long, device=device)
-            x = method.generate(denoiser, model.schedule, tok.mask_id, (n, length), template=tmpl,
-                                generator=SeedStream(args.seed, first_row=i))
-            xs.append(x.cpu())
-            rewards.append(method.last_rewards.cpu())
-            for key in ("denoiser_calls", "denoiser_rows", "reward_calls"):
-                totals[key] = totals.get(key, 0) + method.last_stats[key]
-            steps = max(steps, method.last_stats["steps"])
-            bar.batch_done(method.last_rewards)
+
+    def on_batch(method, x):  # the batch's rewards and costs (the method's, not the sampler's)
+        rewards.append(method.last_rewards.cpu())
+        for key in ("denoiser_calls", "denoiser_rows", "reward_calls"):
+            totals[key] = totals.get(key, 0) + method.last_stats[key]
+        bar.batch_done(method.last_rewards)
+
+    try:  # the library call: batches, one stream per sequence, the template, --rc-symmetric, banned tokens
+        res = sample(model, args.num, length, sampler=method, template=template, batch_size=chunk, seed=args.seed,
+                     rc_symmetric=args.rc_symmetric, on_batch=on_batch)
     finally:
         bar.close()
-    wall = time.time() - start
-    x, r = torch.cat(xs), torch.cat(rewards).double()
+    wall, steps = res.wall_seconds, res.steps_used
+    x, r = res.x, torch.cat(rewards).double()
     texts = model.decode(x)
     name = getattr(reward, "name", args.reward)
     records = [(f"design_{i} method={args.method} reward={name} value={float(r[i]):.6g} seed={args.seed}", s)

@@ -58,6 +58,10 @@ class GuidedMethod:
         self.reward = reward
         self.last_stats: dict = {}
         self.last_rewards: Tensor | None = None
+        # what dnadiff.sample reads after a batch, as after a Sampler's generate: the denoiser calls and
+        # the loop steps (per-sequence calls are not tracked: candidates and particles share them)
+        self.last_nfe, self.last_steps = 0, 0
+        self.last_nfe_per_row: Tensor | None = None
 
     def score(self, x: Tensor) -> Tensor:
         """Counted reward evaluation -> Float64[B]."""
@@ -84,6 +88,7 @@ class GuidedMethod:
             "reward_calls": self._reward_rows, "nfe_per_sequence": counter.rows / B,
             "reward_evals_per_sequence": self._reward_rows / B, "steps": steps,
         }
+        self.last_nfe, self.last_steps = counter.calls, steps
         return out
 
     def _generate(self, denoiser: CountingDenoiser, schedule, mask_id: int, x: Tensor, stream: RandomStream):
