@@ -327,6 +327,17 @@ def load_oracles(args, out: Path, dry: bool, log) -> tuple[str | None, str | Non
     return str(out / "oracles" / "reward_classifier"), str(out / "oracles" / "eval_oracle"), trained
 
 
+def oracle_meta(folder: str | None) -> dict | None:
+    """What a classifier directory is (its classifier.json's backbone, preset, role) and its content fingerprint,
+    so a table says which oracle scored it."""
+    from dnadiff.eval.encoders import fingerprint
+
+    if folder is None or not (Path(folder) / "classifier.json").is_file():
+        return None
+    meta = json.loads((Path(folder) / "classifier.json").read_text())
+    return {**{k: meta.get(k) for k in ("backbone", "preset", "conjoin", "role")}, "fingerprint": fingerprint(folder)}
+
+
 def choose_cfg_weights(model: str, valid: dict, reward_dir: str, out: Path, scale: dict, threads: int, log) -> dict:
     """One CFG weight per cell type, on the validation split with the reward classifier (module docstring)."""
     from dnadiff.data.dhs import CELL_TYPES
@@ -475,7 +486,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     result = {"scale": args.scale, "command": command, "threads": args.threads, "rows": rows,
               "seeds": scale["seeds"], "num_per_cell_type": scale["num"], "cell_types": list(CELL_TYPES),
               "data": {"sha256": table.sha256, "counts": table.counts()},
-              "oracles": {"reward": reward_dir, "evaluation": eval_dir, "trained_here": oracles_trained or None},
+              "oracles": {"reward": reward_dir, "evaluation": eval_dir, "trained_here": oracles_trained or None,
+                          "reward_meta": oracle_meta(reward_dir), "evaluation_meta": oracle_meta(eval_dir)},
               "models": models, "cfg_weights": cfg_choice, "generation": gen_info, "summary": summary,
               "per_seed": per_seed, "markers": {c: list(m) for c, m in MARKERS.items()},
               "motif_scanner": scanner_settings(scanner, "JASPAR2024 CORE vertebrates (pyjaspar)"),
@@ -497,6 +509,12 @@ def fmt(s: dict | None, digits: int = 3) -> str:
     from dnadiff.eval.classification import format_range
 
     return format_range(s, digits) if s else "n/a"
+
+
+def describe(meta: dict | None) -> str:
+    if not meta:
+        return "absent"
+    return f"{meta.get('backbone')} {meta.get('preset') or ''}, fingerprint {str(meta.get('fingerprint'))[:12]}".strip()
 
 
 def markdown(r: dict, pngs: list[str]) -> str:
@@ -538,7 +556,8 @@ def markdown(r: dict, pngs: list[str]) -> str:
              "over seeds. Reference of every row: half B of each cell type's test sequences (chr1; a random half "
              "per seed); the real row is test sequences from half A. Protocol and metric definitions: the "
              "docstring of pipelines/dhs_benchmark.py.", "",
-             f"Oracles: reward `{r['oracles']['reward']}`, evaluation `{r['oracles']['evaluation']}` "
+             f"Oracles: reward `{r['oracles']['reward']}` ({describe(r['oracles'].get('reward_meta'))}), evaluation "
+             f"`{r['oracles']['evaluation']}` ({describe(r['oracles'].get('evaluation_meta'))}) "
              "(pipelines/dhs_oracles.py; only the evaluation oracle scores, nothing generates with it).", "",
              "## Target-cell-type rate under the evaluation oracle", "", metric_table("target"), "",
              "## JASPAR motif hit-rate Spearman vs real test sequences of the same cell type", "",
