@@ -609,13 +609,17 @@ def plots(r: dict, results: Path) -> list[str]:
             fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
         plt.close(fig)
         written.append(str(path))
-    fig, axes = plt.subplots(1, len(rows), figsize=(2.6 * len(rows), 2.8), squeeze=False)
-    for ax, row in zip(axes[0], rows):
-        m = np.array([[r["summary"][row]["markers"][c][mk]["mean"] for mk in cells] for c in cells])
-        ax.imshow(m, cmap="viridis")
+    mats = {row: np.array([[r["summary"][row]["markers"][c][mk]["mean"] for mk in cells] for c in cells])
+            for row in rows}
+    top = max(float(np.nanmax(m)) for m in mats.values())
+    fig, axes = plt.subplots(1, len(rows), figsize=(2.4 * len(rows) + 1.2, 3.0), squeeze=False,
+                             constrained_layout=True)
+    for j, (ax, row) in enumerate(zip(axes[0], rows)):
+        im = ax.imshow(mats[row], cmap="viridis", vmin=0.0, vmax=top)  # one colour scale for every row
         ax.set_title(row, fontsize=8)
-        ax.set_xticks(range(len(cells)), [f"{c} markers" for c in cells], rotation=60, fontsize=6)
-        ax.set_yticks(range(len(cells)), [f"{c} samples" for c in cells], fontsize=6)
+        ax.set_xticks(range(len(cells)), [f"{c} motifs" for c in cells], rotation=60, fontsize=6)
+        ax.set_yticks(range(len(cells)), [f"{c} samples" for c in cells] if j == 0 else [], fontsize=6)
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="marker hits / kb")
     path = results.parent / f"{results.name}_markers.png"
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
