@@ -51,3 +51,5 @@ def check_options(obj: Any, check_model: Callable[[Any], bool] | None = None) ->
         opts = from_dict(TextOptions, data.text, prefix="data.text.")
         changes["data.text"] = {k: getattr(opts, k) for k in data.text}
     return replace(obj, **changes) if changes else obj
+
+__all__ = ["check_options", "load_config"]

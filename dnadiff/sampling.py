@@ -151,4 +151,27 @@ def sample(model, num: int, length: int, *, sampler: Any = None, steps: int | No
                         seed=seed, first_index=first_index)
 
 
-__all__ = ["CPU_TOKENS_PER_CALL", "SampleResult", "default_batch_size", "sample", "sample_records", "steps_per_batch"]
+DNA_SUFFIXES = (".fa", ".fasta", ".fna", ".fas")
+
+
+def output_paths(out: str | None, kind: str) -> tuple[str | None, str | None]:
+    """(samples path, statistics JSON path) for --out; (None, None) when the samples go to stdout."""
+    import os
+
+    from dnadiff.errors import DnadiffError
+
+    if out is None or out == "-":
+        return None, None
+    if os.path.isdir(out):
+        raise DnadiffError(f"{out}: is a directory, expected a file name (e.g. {os.path.join(out, 'samples.fa')})")
+    root, ext = os.path.splitext(out)
+    if kind == "text" and ext.lower() in DNA_SUFFIXES:
+        raise DnadiffError(f"--out {out}: a text model writes .jsonl or .txt samples, not FASTA")
+    stats = root + ".json"
+    if os.path.abspath(stats) == os.path.abspath(out):
+        raise DnadiffError(f"--out {out}: the samples and their statistics ({stats}) would be the same file")
+    return out, stats
+
+
+__all__ = ["CPU_TOKENS_PER_CALL", "DNA_SUFFIXES", "SampleResult", "default_batch_size", "output_paths", "sample",
+           "sample_records", "steps_per_batch"]

@@ -140,7 +140,7 @@ def train_row(row: str, out: Path, scale: dict, threads: int, dry: bool, log) ->
 
 
 def read_samples(fasta: Path) -> list[str]:
-    from dnadiff.data.records import read_fasta
+    from dnadiff.data import read_fasta
 
     return [s for _, s in read_fasta(fasta)]
 
@@ -221,7 +221,7 @@ def kmer_hashes(codes: np.ndarray, k: int = MATCH) -> tuple[np.ndarray, np.ndarr
 
 def training_kmer_index(train_seqs: list[str], k: int = MATCH) -> np.ndarray:
     """Sorted hashes of every k-mer of the training sequences and of their reverse complements."""
-    from dnadiff.eval.dna_metrics import reverse_complement
+    from dnadiff.eval import reverse_complement
 
     out = []
     for seqs in (train_seqs, [reverse_complement(x) for x in train_seqs]):
@@ -249,7 +249,7 @@ def mean_pairwise_identity(seqs: list[str]) -> float:
 
 
 def distinct_kmers(seqs: list[str], k: int = 6) -> float:
-    from dnadiff.eval.dna_metrics import kmer_counts
+    from dnadiff.eval import kmer_counts
 
     return float((kmer_counts(seqs, k) > 0).sum() / 4**k)
 
@@ -258,16 +258,17 @@ def score_set(samples: list[str], reference: list[str], target: int | None, ctx:
               ref_hits=None) -> dict:
     """Every metric of one set of sequences against its reference (`target`: the class index they were made
     for; None: the pooled set, whose targets are ctx['pooled_targets']); hits, ref_hits: their motif scans."""
-    from dnadiff.eval.dna_metrics import (
+    from dnadiff.eval import (
+        frechet_metric,
         gc_content,
         js_divergence,
         kmer_counts,
         kmer_pearson,
+        predict_proba,
+        spearman,
+        target_rate,
         wasserstein1,
     )
-    from dnadiff.eval.encoders import frechet_metric
-    from dnadiff.eval.motifs import spearman
-    from dnadiff.eval.oracle import predict_proba, target_rate
 
     res: dict = {"n": len(samples)}
     if ctx.get("oracle") is not None:
@@ -330,7 +331,7 @@ def load_oracles(args, out: Path, dry: bool, log) -> tuple[str | None, str | Non
 def oracle_meta(folder: str | None) -> dict | None:
     """What a classifier directory is (its classifier.json's backbone, preset, role) and its content fingerprint,
     so a table says which oracle scored it."""
-    from dnadiff.eval.encoders import fingerprint
+    from dnadiff.eval import fingerprint
 
     if folder is None or not (Path(folder) / "classifier.json").is_file():
         return None
@@ -340,10 +341,9 @@ def oracle_meta(folder: str | None) -> dict | None:
 
 def choose_cfg_weights(model: str, valid: dict, reward_dir: str, out: Path, scale: dict, threads: int, log) -> dict:
     """One CFG weight per cell type, on the validation split with the reward classifier (module docstring)."""
-    from dnadiff.data.dhs import CELL_TYPES
-    from dnadiff.eval.dna_metrics import js_divergence, kmer_counts
-    from dnadiff.eval.oracle import predict_proba, target_rate
-    from dnadiff.heads.saved import load_classifier_dir
+    from dnadiff.data import CELL_TYPES
+    from dnadiff.eval import js_divergence, kmer_counts, predict_proba, target_rate
+    from dnadiff.heads import load_classifier_dir
 
     reward_model, _ = load_classifier_dir(reward_dir)
     table = {}
@@ -369,15 +369,20 @@ def choose_cfg_weights(model: str, valid: dict, reward_dir: str, out: Path, scal
 def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     import dhs_oracles
 
-    from dnadiff.data.dhs import CELL_TYPES, load_dhs
-    from dnadiff.eval.classification import summarize
-    from dnadiff.eval.dna_metrics import reverse_complement
-    from dnadiff.eval.encoders import Embedder
-    from dnadiff.eval.motifs import MotifScanner, background_of, load_jaspar, scanner_settings
-    from dnadiff.eval.oracle import load_oracle
+    from dnadiff.data import CELL_TYPES, load_dhs
+    from dnadiff.eval import (
+        Embedder,
+        MotifScanner,
+        background_of,
+        load_jaspar,
+        load_oracle,
+        reverse_complement,
+        scanner_settings,
+        summarize,
+    )
     from dnadiff.machine import describe_machine, load_average
     from dnadiff.threads import apply_threads
-    from dnadiff.tokenizers.dna import DNATokenizer
+    from dnadiff.tokenizers import DNATokenizer
     from dnadiff.utils import atomic_write, portable_paths, write_json
 
     scale = SCALES[args.scale]
@@ -506,7 +511,7 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
 
 
 def fmt(s: dict | None, digits: int = 3) -> str:
-    from dnadiff.eval.classification import format_range
+    from dnadiff.eval import format_range
 
     return format_range(s, digits) if s else "n/a"
 

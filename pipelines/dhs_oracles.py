@@ -6,11 +6,11 @@
 Needs the DHS table in dnadiff's cache (`dnadiff data dhs` once; $DNADIFF_CACHE moves the cache); --scale
 tiny builds a temporary cache from tests/data/dhs/dhs_fixture.txt instead.
 
-- reward classifier (configs/finetune/dhs_oracle_reward.yaml): Caduceus-PH d32 x 2 trained on half_a of
+- reward classifier (configs/finetune/finetune_dhs_oracle_reward.yaml): Caduceus-PH d32 x 2 trained on half_a of
   the training split (dnadiff/data/dhs.py HALVES: by the sha256 of the sequence). `--reward
   classifier:runs/dhs_oracles/reward_classifier --target HepG2` is what design, guidance and
   design-finetune may use.
-- evaluation oracle (configs/finetune/dhs_oracle_eval.yaml): Hyena d32 x 2 (a long-convolution operator,
+- evaluation oracle (configs/finetune/finetune_dhs_oracle_eval.yaml): Hyena d32 x 2 (a long-convolution operator,
   another kind of model) trained on half_b. Its classifier.json says role: evaluation, which
   `--reward classifier:DIR` refuses; dnadiff.eval.oracle.score_fasta scores generated FASTA files with it.
 
@@ -39,8 +39,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "data" / "dhs" / "dhs_fixture.txt"
 # (role, shipped finetune config, training half, output folder name)
-ORACLES = (("reward", "finetune/dhs_oracle_reward", "half_a", "reward_classifier"),
-           ("evaluation", "finetune/dhs_oracle_eval", "half_b", "eval_oracle"))
+ORACLES = (("reward", "finetune/finetune_dhs_oracle_reward", "half_a", "reward_classifier"),
+           ("evaluation", "finetune/finetune_dhs_oracle_eval", "half_b", "eval_oracle"))
 SCALES = {
     "cpu": {"out": "runs/dhs_oracles", "results": "results/dhs_oracles", "overrides": []},
     "tiny": {"out": "runs/dhs_oracles_tiny", "results": None,
@@ -65,7 +65,7 @@ def _tiny_cache(out: Path) -> Path:
     """A dnadiff cache holding the fixture as the DHS store (its own sha256, not the real table's)."""
     import hashlib
 
-    from dnadiff.data.dhs import parse_dhs_table, store_dhs
+    from dnadiff.data import parse_dhs_table, store_dhs
 
     cache = Path(tempfile.mkdtemp(prefix="cache_", dir=out))
     data = FIXTURE.read_bytes()
@@ -88,7 +88,7 @@ def train_oracle(role: str, config: str, half: str, folder: str, out: Path, over
     import json
 
     from dnadiff.cli import main as dnadiff_main
-    from dnadiff.finetune.config import load_finetune_config
+    from dnadiff.finetune import load_finetune_config
 
     cfg = load_finetune_config(config, overrides)
     runs = []
@@ -118,8 +118,8 @@ def train_oracle(role: str, config: str, half: str, folder: str, out: Path, over
 
 
 def score_split(model, table, split: str, classes) -> tuple[dict, np.ndarray]:
-    from dnadiff.eval.oracle import accuracy_table, predict_proba
-    from dnadiff.tokenizers.dna import DNATokenizer
+    from dnadiff.eval import accuracy_table, predict_proba
+    from dnadiff.tokenizers import DNATokenizer
 
     rows = table.indices(split)
     tok = DNATokenizer()
@@ -128,10 +128,10 @@ def score_split(model, table, split: str, classes) -> tuple[dict, np.ndarray]:
 
 
 def run(args: argparse.Namespace, command: str) -> dict:
-    from dnadiff.data.dhs import CELL_TYPES, HALVES, load_dhs, train_half
+    from dnadiff.data import CELL_TYPES, HALVES, load_dhs, train_half
     from dnadiff.errors import DnadiffError
-    from dnadiff.eval.oracle import load_oracle
-    from dnadiff.guidance.rewards import build_reward
+    from dnadiff.eval import load_oracle
+    from dnadiff.guidance import build_reward
     from dnadiff.machine import describe_machine, load_average
     from dnadiff.threads import apply_threads
     from dnadiff.utils import atomic_write, portable_paths, write_json
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace, command: str) -> dict:
 
 
 def markdown(r: dict) -> str:
-    from dnadiff.data.dhs import CELL_TYPES
+    from dnadiff.data import CELL_TYPES
     from dnadiff.utils import markdown_table
 
     kinds = {"caduceus": "Caduceus-PH (bidirectional Mamba, both strands)",

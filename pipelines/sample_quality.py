@@ -97,10 +97,9 @@ def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str |
     """FA and FA.json (FA with .json) as `dnadiff sample MODEL -n NUM --length L --seed S [--sampler --steps]
     [--rc-symmetric] --out FA` writes them, through the library call `dnadiff.sample`."""
     import dnadiff
-    from dnadiff.commands.request import output_paths
-    from dnadiff.data.records import format_fasta
+    from dnadiff.data import format_fasta
     from dnadiff.errors import DnadiffError
-    from dnadiff.sampling import sample_records
+    from dnadiff.sampling import output_paths, sample_records
     from dnadiff.utils import json_text, write_together
 
     unknown = [e for e in extra if e != "--rc-symmetric"]

@@ -138,7 +138,7 @@ def test_cli_refuses_the_evaluation_oracle_in_one_line(oracle_dirs, tmp_path, ca
 
 
 def test_finetune_config_role_is_checked(capsys):
-    assert main(["finetune", "finetune/dhs_oracle_eval", "model.role=judge", "--print-config"]) == 2
+    assert main(["finetune", "finetune/finetune_dhs_oracle_eval", "model.role=judge", "--print-config"]) == 2
     assert "model.role" in one_error_line(capsys)
 
 

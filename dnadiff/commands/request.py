@@ -20,8 +20,6 @@ from typing import Any
 
 from dnadiff.errors import DnadiffError
 
-DNA_SUFFIXES = (".fa", ".fasta", ".fna", ".fas")
-
 
 def check_prefix_suffix(args: argparse.Namespace) -> None:
     """--prefix/--suffix are DNA (N: a position to fill), checked before any model is loaded."""
@@ -30,23 +28,6 @@ def check_prefix_suffix(args: argparse.Namespace) -> None:
     for flag, seq in (("--prefix", args.prefix), ("--suffix", args.suffix)):
         if seq:
             DNATokenizer().encode_array(seq, where=flag)
-
-
-def output_paths(out: str | None, kind: str) -> tuple[str | None, str | None]:
-    """(samples path, statistics JSON path) for --out; (None, None) when the samples go to stdout."""
-    import os
-
-    if out is None or out == "-":
-        return None, None
-    if os.path.isdir(out):
-        raise DnadiffError(f"{out}: is a directory, expected a file name (e.g. {os.path.join(out, 'samples.fa')})")
-    root, ext = os.path.splitext(out)
-    if kind == "text" and ext.lower() in DNA_SUFFIXES:
-        raise DnadiffError(f"--out {out}: a text model writes .jsonl or .txt samples, not FASTA")
-    stats = root + ".json"
-    if os.path.abspath(stats) == os.path.abspath(out):
-        raise DnadiffError(f"--out {out}: the samples and their statistics ({stats}) would be the same file")
-    return out, stats
 
 
 def format_samples(records: list[tuple[str, str]], kind: str, path: str | None) -> str:
@@ -143,6 +124,8 @@ class Request:
 
     def resolve_outputs(self, kind: str) -> tuple[str | None, str | None]:
         """(--out, its statistics JSON) for a model of tokenizer `kind`; (None, None): stdout."""
+        from dnadiff.sampling import output_paths  # torch-free callers of this module import no sampler
+
         self.out, self.stats_path = output_paths(self.args.out, kind)
         return self.out, self.stats_path
 
@@ -190,4 +173,4 @@ class Request:
                               self.template_records, source=self.args.template_fasta)
 
 
-__all__ = ["Request", "check_prefix_suffix", "diffusion_dna", "format_samples", "masked_diffusion_dna", "output_paths"]
+__all__ = ["Request", "check_prefix_suffix", "diffusion_dna", "format_samples", "masked_diffusion_dna"]

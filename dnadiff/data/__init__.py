@@ -13,6 +13,7 @@ from dnadiff.data.benchmarks import (
     resolve_benchmark,
 )
 from dnadiff.data.datasets import LabelledWindows, build_split_dataset, genome_paths
+from dnadiff.data.dhs import CELL_TYPES, HALVES, DHSDataset, load_dhs, parse_dhs_table, store_dhs, train_half
 from dnadiff.data.documents import iter_documents
 from dnadiff.data.fasta import Genome, GenomeWindows, Interval, bundled_genome, genome_reference, read_bed
 from dnadiff.data.records import format_fasta, read_fasta, tile_records, write_fasta
@@ -30,4 +31,5 @@ __all__ = [
     "LabelledWindows", "build_split_dataset", "genome_paths",
     "holdout_split", "kfold_splits", "paper_splits", "stratified_subsample",
     "iter_documents", "build_text_datasets", "train_tokenizer",
+    "CELL_TYPES", "HALVES", "DHSDataset", "load_dhs", "parse_dhs_table", "store_dhs", "train_half",
 ]

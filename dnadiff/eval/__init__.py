@@ -2,7 +2,8 @@
 DNA sample statistics (dna_metrics.py), JASPAR motif
 content (motifs.py), Fréchet distance and held-out classifier accuracy through a trained encoder
 (encoders.py), generative perplexity (genppl.py), zero-shot text perplexity (zeroshot.py), classification
-metrics and the mean ± range summaries of the tables (classification.py), figures (plots.py). Plain
+metrics and the mean ± range summaries of the tables (classification.py), figures (plots.py), a cell-type
+oracle's scores of sequences (oracle.py). Plain
 PyTorch, no Lightning.
 
     from dnadiff.eval import evaluate_model
@@ -18,7 +19,10 @@ _EXPORTS = {
     "dna_metrics": "dna_metrics", "summary_rows": "dna_metrics", "gc_content": "dna_metrics",
     "kmer_counts": "dna_metrics", "kmer_codes": "dna_metrics", "encode": "dna_metrics",
     "js_divergence": "dna_metrics", "longest_matches": "dna_metrics", "reverse_complement": "dna_metrics",
-    "kmer_pearson": "dna_metrics",
+    "kmer_pearson": "dna_metrics", "wasserstein1": "dna_metrics",
+    "load_oracle": "oracle", "predict_proba": "oracle", "accuracy_table": "oracle", "target_rate": "oracle",
+    "score_fasta": "oracle", "fasta_targets": "oracle",
+    "frechet_metric": "encoders", "fingerprint": "encoders", "spearman": "motifs", "scanner_settings": "motifs",
     "load_jaspar": "motifs", "MotifScanner": "motifs", "motif_metrics": "motifs", "background_of": "motifs",
     "frechet_distance": "encoders", "Embedder": "encoders", "BackboneEncoder": "encoders",
     "classifier_accuracy": "encoders",

@@ -2,6 +2,7 @@
 
 from dnadiff.heads.classifier import ClassificationHead, SequenceClassifier, default_conjoin
 from dnadiff.heads.pooling import POOLINGS, pool, reverse_complement_padded
+from dnadiff.heads.saved import load_classifier_dir
 
 __all__ = ["ClassificationHead", "SequenceClassifier", "default_conjoin", "POOLINGS", "pool",
-           "reverse_complement_padded"]
+           "reverse_complement_padded", "load_classifier_dir"]
