@@ -1,6 +1,5 @@
 """Class-conditional MDLM with classifier-free guidance, trained on a labelled set it can learn."""
 
-import random
 
 import pytest
 import torch
@@ -8,22 +7,13 @@ import torch
 from dnadiff.checkpoint import load
 from dnadiff.config import RunConfig, load_config
 from dnadiff.training import train
+from helpers.benchmark_files import write_two_class_benchmark
 
 pytestmark = [pytest.mark.training]
 
 
-def _make_benchmark(root, n=64, length=16):
-    rng = random.Random(0)
-    for split in ("train", "test"):
-        for cls, alphabet in (("a_rich", "AAAAAAAC"), ("c_rich", "CCCCCCCA")):
-            d = root / split / cls
-            d.mkdir(parents=True)
-            for i in range(n):
-                (d / f"{i}.txt").write_text("".join(rng.choice(alphabet) for _ in range(length)))
-
-
 def test_class_conditional_training_and_guided_sampling(tmp_path):
-    _make_benchmark(tmp_path / "bench")
+    write_two_class_benchmark(tmp_path / "bench")
     cfg = load_config(RunConfig, "experiments/tiny_cfg_leptospira", [
         f"out_dir={tmp_path}", f"data.benchmark={tmp_path / 'bench'}", "data.seq_len=16", "train.batch_size=16",
         "train.max_steps=60", "train.lr=1e-2", "train.val_every=30", "train.ckpt_every=30", "train.progress=false",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from dnadiff.cli import main
 from dnadiff.config import RunConfig, load_config
 from dnadiff.data.records import read_fasta
 from dnadiff.training import train
+from helpers.benchmark_files import write_two_class_benchmark
 
 pytestmark = [pytest.mark.training]
 
@@ -58,18 +58,8 @@ def test_udlm_train_eval_sample_and_design_through_the_cli(tmp_path, capsys):
     assert summary["reward_calls"] == 2 * 16 * 4 * 4
 
 
-def _make_benchmark(root, n=64, length=16):
-    rng = random.Random(0)
-    for split in ("train", "test"):
-        for cls, alphabet in (("a_rich", "AAAAAAAC"), ("c_rich", "CCCCCCCA")):
-            d = root / split / cls
-            d.mkdir(parents=True)
-            for i in range(n):
-                (d / f"{i}.txt").write_text("".join(rng.choice(alphabet) for _ in range(length)))
-
-
 def test_class_conditional_udlm_with_posterior_cfg(tmp_path):
-    _make_benchmark(tmp_path / "bench")
+    write_two_class_benchmark(tmp_path / "bench")
     cfg = load_config(RunConfig, "experiments/tiny_cfg_leptospira", [
         "objective=udlm", f"out_dir={tmp_path}", f"data.benchmark={tmp_path / 'bench'}", "data.seq_len=16",
         "train.batch_size=16", "train.max_steps=60", "train.lr=1e-2", "train.val_every=30", "train.ckpt_every=30",

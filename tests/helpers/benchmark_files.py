@@ -14,3 +14,15 @@ def write_benchmark(root: Path, sets: dict[str, dict[str, list[str]]]) -> Path:
             for i, seq in enumerate(seqs):
                 (folder / f"{i}.txt").write_text(seq)
     return Path(root)
+
+
+def write_two_class_benchmark(root: Path, n: int = 64, length: int = 16) -> Path:
+    """Two classes told apart by composition (A-rich vs C-rich), n sequences each in train and test: a
+    class-conditional model learns it in a few dozen steps."""
+    import random
+
+    rng = random.Random(0)
+    return write_benchmark(root, {split: {cls: ["".join(rng.choice(alphabet) for _ in range(length))
+                                               for _ in range(n)]
+                                          for cls, alphabet in (("a_rich", "AAAAAAAC"), ("c_rich", "CCCCCCCA"))}
+                                  for split in ("train", "test")})
