@@ -144,3 +144,20 @@ def test_sampling_never_queries_below_training_t_min(tiny_model):
 
     with pytest.raises(DnadiffError, match="t_min"):
         model.build_sampler("ancestral", 8, eps=1e-5)
+
+
+@pytest.mark.training
+def test_sampling_past_the_trained_length_warns_and_names_semi_ar(tiny_model, tmp_path, capsys):
+    # results/mdlm_diagnosis.md: samples drift beyond the trained window; the warning says how to avoid it
+    assert main(["sample", tiny_model, "--num", "1", "--length", "64", "--steps", "4", "--seed", "0",
+                 "--out", str(tmp_path / "long.fa"), "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "--length 64 is longer than the 32-token windows" in err
+    assert "--sampler semi_ar --option window=32 --option stride=16" in err
+    assert main(["sample", tiny_model, "--num", "1", "--length", "64", "--steps", "4", "--seed", "0",
+                 "--sampler", "semi_ar", "--option", "window=32", "--option", "stride=16",
+                 "--out", str(tmp_path / "windows.fa"), "--threads", "1"]) == 0
+    assert "longer than the" not in capsys.readouterr().err
+    assert main(["sample", tiny_model, "--num", "1", "--length", "32", "--steps", "4", "--seed", "0",
+                 "--out", str(tmp_path / "short.fa"), "--threads", "1"]) == 0
+    assert "longer than the" not in capsys.readouterr().err

@@ -114,6 +114,15 @@ def run(args: argparse.Namespace) -> int:
     if max_len and length > max_len and not (chosen in SAMPLERS and SAMPLERS.get(chosen).any_length):
         raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler "
                            f"{' or '.join(SAMPLERS.where(any_length=True))}")
+    trained = getattr(getattr(model.config, "data", None), "seq_len", None)
+    if (not autoregressive and trained and length > trained
+            and not (sampler_name in SAMPLERS and SAMPLERS.get(sampler_name).any_length)):
+        # results/mdlm_diagnosis.md: a bidirectional model's samples drift beyond the length it was trained
+        # on (GC, CpG at 1,024 bp from 128-bp windows); windows of the trained length do not
+        log.warning("warning: --length %d is longer than the %d-token windows this model was trained on; "
+                    "its samples drift there (results/mdlm_diagnosis.md): --sampler semi_ar --option window=%d "
+                    "--option stride=%d samples in windows of the trained length", length, trained, trained,
+                    max(1, trained // 2))
     template = req.template(model, length)
     if args.rc_symmetric:
         if model.tokenizer.kind != "dna":
