@@ -10,13 +10,15 @@ tiny builds a temporary cache from tests/data/dhs/dhs_fixture.txt instead.
   the training split (dnadiff/data/dhs.py HALVES: by the sha256 of the sequence). `--reward
   classifier:runs/dhs_oracles/reward_classifier --target HepG2` is what design, guidance and
   design-finetune may use.
-- evaluation oracle (configs/finetune/finetune_dhs_oracle_eval.yaml): Hyena d32 x 2 (a long-convolution operator,
-  another kind of model) trained on half_b. Its classifier.json says role: evaluation, which
-  `--reward classifier:DIR` refuses; dnadiff.eval.oracle.score_fasta scores generated FASTA files with it.
+- evaluation oracle (configs/finetune/finetune_dhs_oracle_eval.yaml): a k-mer logistic regression (k = 3-6
+  frequencies of both strands; dnadiff/finetune/kmer_lr.py, saved by dnadiff/eval/kmer_oracle.py), another
+  kind of model, trained on half_b. Its classifier.json says role: evaluation, which `--reward classifier:DIR`
+  refuses; dnadiff.eval.oracle.score_fasta scores generated FASTA files with it.
 
-Model choice: for each oracle, every learning rate of its config's lr_grid is one `dnadiff finetune` run
-on `dhs:HALF:valid` (the epoch kept is the best on a 10% hold-out of the half; the run's scores are on the
-validation split, chr2); the lr with the highest validation-split accuracy is chosen, and only that
+Model choice: for each oracle, every learning rate of its config's lr_grid (every C of a k-mer LR's
+model.overrides.c_grid) is one `dnadiff finetune` run on `dhs:HALF:valid` (a neural run keeps its best epoch
+on a 10% hold-out of the half; the run's scores are on the validation split, chr2); the value with the
+highest validation-split accuracy is chosen, and only that
 classifier is scored on the test split (chr1), once. Reported: 4-way accuracy and per-cell-type accuracy
 (recall) on validation and test, the confusion matrix, the agreement of the two oracles on test, wall and
 CPU time, the machine's load. Writes OUT/{reward_classifier,eval_oracle}/ and results/dhs_oracles.{md,json}
@@ -88,13 +90,16 @@ def train_oracle(role: str, config: str, half: str, folder: str, out: Path, over
     import json
 
     from dnadiff.cli import main as dnadiff_main
-    from dnadiff.finetune import load_finetune_config
+    from dnadiff.finetune import kmer_options, load_finetune_config
 
     cfg = load_finetune_config(config, overrides)
+    kmer = cfg.model.backbone == "kmer_lr"  # the k-mer LR: its C takes the lr's place (one run per C)
+    values = kmer_options(dict(cfg.model.overrides))["c_grid"] if kmer else cfg.train.learning_rates()
     runs = []
-    for lr in cfg.train.learning_rates():
-        run_dir = out / role / f"lr{lr:g}"
-        argv = ["finetune", config, f"data.dataset=dhs:{half}:valid", f"train.lr={lr:g}", f"train.threads={threads}",
+    for lr in values:
+        run_dir = out / role / (f"C{lr:g}" if kmer else f"lr{lr:g}")
+        setting = f"model.overrides.c_grid=[{lr:g}]" if kmer else f"train.lr={lr:g}"
+        argv = ["finetune", config, f"data.dataset=dhs:{half}:valid", setting, f"train.threads={threads}",
                 *overrides, "--out", str(run_dir), "--no-progress", "-q",
                 "--resume" if resume else "--overwrite"]
         w0, c0 = time.time(), time.process_time()
@@ -107,13 +112,22 @@ def train_oracle(role: str, config: str, half: str, folder: str, out: Path, over
                      "holdout_accuracy": run["val_acc"], "best_epoch": run["best_epoch"],
                      "wall_s": round(time.time() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
                      "num_train": res["num_train"], "num_parameters": res["num_parameters"], "dir": str(run_dir)})
-        log(f"{role}: lr {lr:g}: validation (chr2) accuracy {runs[-1]['valid_split_accuracy']:.4f}, "
+        log(f"{role}: {'C' if kmer else 'lr'} {lr:g}: validation (chr2) accuracy "
+            f"{runs[-1]['valid_split_accuracy']:.4f}, "
             f"best epoch {run['best_epoch']}, {runs[-1]['wall_s']:.0f} s wall, {runs[-1]['cpu_s']:.0f} s CPU")
     best = max(runs, key=lambda r: (r["valid_split_accuracy"], -runs.index(r)))  # ties: first in the grid
     _copy_dir(Path(best["dir"]) / "classifier", out / folder)
-    return {"role": role, "config": config, "half": half, "backbone": cfg.model.backbone, "preset": cfg.model.preset,
-            "conjoin": cfg.model.conjoin, "epochs": cfg.train.epochs, "batch_size": cfg.train.batch_size,
-            "lr_grid": cfg.train.learning_rates(), "runs": runs, "chosen_lr": best["lr"],
+    if kmer:
+        opts = kmer_options(dict(cfg.model.overrides))
+        ks = opts["ks"]
+        kind = {"preset": f"k {ks[0]}-{ks[-1]}" if ks == list(range(ks[0], ks[-1] + 1)) else f"k {ks}",
+                "conjoin": "both strands counted" if opts["both_strands"] else None, "epochs": None,
+                "batch_size": None, "kmer_options": opts}
+    else:
+        kind = {"preset": cfg.model.preset, "conjoin": cfg.model.conjoin, "epochs": cfg.train.epochs,
+                "batch_size": cfg.train.batch_size}
+    return {"role": role, "config": config, "half": half, "backbone": cfg.model.backbone, **kind,
+            "hyperparameter": "C" if kmer else "lr", "lr_grid": values, "runs": runs, "chosen_lr": best["lr"],
             "num_parameters": best["num_parameters"], "num_train": best["num_train"], "dir": str(out / folder)}
 
 
@@ -199,17 +213,19 @@ def markdown(r: dict) -> str:
 
     kinds = {"caduceus": "Caduceus-PH (bidirectional Mamba, both strands)",
              "hyena": "Hyena (implicit long convolutions, both strands)",
-             "dit": "DiT transformer (attention, both strands)"}
+             "dit": "DiT transformer (attention, both strands)",
+             "kmer_lr": "k-mer logistic regression (k-mer frequencies of both strands, scikit-learn)"}
     rows = []
     for role, o in r["oracles"].items():
         for split in ("valid", "test"):
             t = o[split]
             rows.append({"oracle": role, "model": f"{o['backbone']} {o['preset']}", "params": o["num_parameters"],
-                         "trained on": f"{o['half']} ({o['num_train']} + 10% hold-out)", "lr": f"{o['chosen_lr']:g}",
+                         "trained on": f"{o['half']} ({o['num_train']} + 10% hold-out)",
+                         "lr / C": f"{o.get('hyperparameter', 'lr')} {o['chosen_lr']:g}",
                          "split": {"valid": "validation (chr2)", "test": "test (chr1)"}[split],
                          "accuracy": f"{t['accuracy']:.4f}",
                          **{c: f"{t['per_class'][c]:.3f}" for c in CELL_TYPES}})
-    lr_rows = [{"oracle": role, "lr": f"{x['lr']:g}", "best epoch": x["best_epoch"],
+    lr_rows = [{"oracle": role, "lr / C": f"{o.get('hyperparameter', 'lr')} {x['lr']:g}", "best epoch": x["best_epoch"],
                 "hold-out acc": f"{x['holdout_accuracy']:.4f}", "validation acc": f"{x['valid_split_accuracy']:.4f}",
                 "wall s": x["wall_s"], "CPU s": x["cpu_s"], "command": f"`{x['command']}`"}
                for role, o in r["oracles"].items() for x in o["runs"]]
@@ -238,12 +254,13 @@ def markdown(r: dict) -> str:
         "`dnadiff.eval.oracle.score_fasta`.",
         "",
         "Accuracy (4-way) and per-cell-type accuracy (recall) of the chosen classifiers; the test split is read "
-        "once, after the lr was chosen on the validation split. The test row is the ceiling for generated "
+        "once, after the lr (C) was chosen on the validation split. The test row is the ceiling for generated "
         f"sequences. The two oracles agree on {r['test_agreement']:.1%} of the test sequences.",
         "",
         markdown_table(rows),
         "",
-        "Runs (one per lr; the epoch kept is the best on a 10% hold-out of the half, the lr the best on chr2):",
+        "Runs (one per lr, or per C of a k-mer LR; a neural run keeps its best epoch on a 10% hold-out of the half, "
+        "a k-mer LR is fitted on the other 90%; the lr or C kept is the best on chr2):",
         "",
         markdown_table(lr_rows),
         "",

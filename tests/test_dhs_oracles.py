@@ -218,7 +218,9 @@ def test_pipeline_tiny(tmp_path, monkeypatch):
     assert dhs_oracles.main(["--scale", "tiny", "--out", str(out)]) == 0
     result = json.loads((out / "dhs_oracles.json").read_text())
     rw, ev = result["oracles"]["reward"], result["oracles"]["evaluation"]
-    assert (rw["backbone"], rw["half"], ev["backbone"], ev["half"]) == ("caduceus", "half_a", "hyena", "half_b")
+    assert (rw["backbone"], rw["half"], ev["backbone"], ev["half"]) == ("caduceus", "half_a", "kmer_lr", "half_b")
+    assert ev["hyperparameter"] == "C"
+    assert [r["lr"] for r in ev["runs"]] == ev["lr_grid"] == [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 0.1]
     assert rw["num_train"] + ev["num_train"] == 100  # the halves of the fixture's 100 training rows
     assert json.loads((out / "eval_oracle" / "classifier.json").read_text())["role"] == "evaluation"
     assert json.loads((out / "reward_classifier" / "classifier.json").read_text())["role"] == "reward"
@@ -234,4 +236,110 @@ def test_pipeline_tiny(tmp_path, monkeypatch):
         probs = predict_proba(model, [table.sequences(None)[i] for i in rows])
         assert o["test"]["accuracy"] == pytest.approx(float((probs.argmax(1) == table.labels[rows]).mean()))
     md = (out / "dhs_oracles.md").read_text()
-    assert "| reward | caduceus tiny-ph |" in md and "| evaluation | hyena tiny |" in md
+    assert "| reward | caduceus tiny-ph |" in md and "| evaluation | kmer_lr k 3-6 |" in md
+
+
+# ----------------------------------------------------------------------------- the k-mer LR evaluation oracle
+
+
+@pytest.fixture
+def kmer_oracle(stored, tmp_path, monkeypatch):
+    """`dnadiff finetune ... model.backbone=kmer_lr model.role=evaluation` on half_b of the fixture: (its
+    classifier directory, the fitted scikit-learn pipeline it saved, the run's results.json)."""
+    from dnadiff.finetune import kmer_lr
+
+    saved = []
+    real = kmer_lr.save_classifier
+    monkeypatch.setattr(kmer_lr, "save_classifier", lambda out, pipe, *a: (saved.append(pipe), real(out, pipe, *a)))
+    out = tmp_path / "ft"
+    assert main(["finetune", "finetune/finetune_dhs", "data.dataset=dhs:half_b:valid", "model.backbone=kmer_lr",
+                 "model.role=evaluation", "protocol.seeds=[0]", "model.overrides.c_grid=[0.01,1.0]",
+                 "model.overrides.ks=[2,3]", "--out", str(out), "-q"]) == 0
+    assert len(saved) == 1
+    return out / "classifier", saved[0], json.loads((out / "results.json").read_text())
+
+
+def test_kmer_lr_oracle_predicts_exactly_as_fitted(kmer_oracle, stored, tmp_path):
+    from dnadiff.eval.kmer_oracle import KmerLRClassifier, kmer_features
+
+    folder, pipeline, result = kmer_oracle
+    meta = json.loads((folder / "classifier.json").read_text())
+    assert (meta["backbone"], meta["role"], meta["ks"], meta["both_strands"]) == ("kmer_lr", "evaluation", [2, 3], True)
+    assert meta["classes"] == list(CELL_TYPES) and meta["C"] == result["selected_C"]
+    assert sorted(p.name for p in folder.iterdir()) == ["classifier.json", "classifier.npz"]
+    model, loaded_meta = load_oracle(folder)
+    assert isinstance(model, KmerLRClassifier) and loaded_meta == meta
+    seqs = stored.sequences(None)
+    fitted = pipeline.predict_proba(kmer_features(seqs, [2, 3], True))
+    got = predict_proba(model, seqs)
+    assert got.dtype == np.float64 and np.array_equal(got, fitted)  # bit for bit
+    assert np.array_equal(model.pipeline[-1].coef_, pipeline[-1].coef_)
+    # the run's own test score (the validation split, chr2) is what the saved model gives
+    rows = stored.indices("valid")
+    acc = accuracy_table(got[rows], stored.labels[rows].astype(np.int64), CELL_TYPES)["accuracy"]
+    chosen = [r for r in result["runs"] if r["run"] == meta["run"]][0]
+    assert acc == chosen["test"]["accuracy"]
+    # score_fasta: lower-case letters read as the upper-case ones
+    fa = tmp_path / "s.fa"
+    fa.write_text("".join(f">s{i} class=HepG2\n{seqs[i].lower()}\n" for i in rows[:20]))
+    rep = score_fasta(fa, folder)
+    assert rep["oracle_backbone"] == "kmer_lr" and rep["oracle_role"] == "evaluation"
+    assert rep["rate"] == float((got[rows[:20]].argmax(1) == CELL_TYPES.index("HepG2")).mean())
+    # the Fréchet embedding: its class scores
+    from dnadiff.eval.encoders import Embedder
+
+    emb = Embedder(model)(seqs[:5])
+    assert np.array_equal(emb, pipeline.decision_function(kmer_features(seqs[:5], [2, 3], True)))
+
+
+def test_kmer_lr_oracle_is_refused_by_rewards(kmer_oracle, tmp_path, capsys):
+    folder, _, _ = kmer_oracle
+    with pytest.raises(DnadiffError, match="an evaluation oracle .* only scores; guidance and fine-tuning may not"):
+        build_reward(f"classifier:{folder}", target="HepG2")
+    with pytest.raises(DnadiffError, match=r"an evaluation oracle \(classifier.json role: evaluation\) only scores"):
+        load_classifier_dir(folder)
+    model = tiny_model_dir(tmp_path, seq_len=16)
+    assert main(["design", model, "--reward", f"classifier:{folder}", "--target", "HepG2", "--num", "2", "--length",
+                 "16", "--steps", "2", "--out", str(tmp_path / "d.fa"), "--threads", "1"]) == 2
+    assert f"{folder}: an evaluation oracle (classifier.json role: evaluation) only scores" in one_error_line(capsys)
+    # marked reward (or unmarked), a k-mer LR still cannot guide: no torch module to differentiate
+    meta = json.loads((folder / "classifier.json").read_text())
+    (folder / "classifier.json").write_text(json.dumps({**meta, "role": "reward"}))
+    with pytest.raises(DnadiffError, match="a k-mer LR classifier .* only scores .* need a neural classifier"):
+        build_reward(f"classifier:{folder}", target="HepG2")
+
+
+def test_kmer_lr_oracle_damaged_files_are_one_line(kmer_oracle):
+    import io
+
+    folder, _, _ = kmer_oracle
+    weights, meta_path = folder / "classifier.npz", folder / "classifier.json"
+    good, meta = weights.read_bytes(), json.loads(meta_path.read_text())
+
+    def error() -> str:
+        with pytest.raises(DnadiffError) as exc:
+            load_oracle(folder)
+        assert "\n" not in str(exc.value)
+        return str(exc.value)
+
+    weights.write_bytes(good[: len(good) // 2])  # truncated
+    assert error().startswith(f"{weights}: unreadable")
+    buf = io.BytesIO()
+    with np.load(io.BytesIO(good)) as z:
+        np.savez(buf, scale=z["scale"], coef=z["coef"])
+    weights.write_bytes(buf.getvalue())
+    assert error() == f"{weights}: missing array(s) intercept"
+    buf = io.BytesIO()
+    with np.load(io.BytesIO(good)) as z:
+        np.savez(buf, scale=z["scale"], coef=z["coef"][:, :-1], intercept=z["intercept"])
+    weights.write_bytes(buf.getvalue())
+    assert "do not match classifier.json (ks [2, 3]: 80 features, 4 classes)" in error()
+    weights.unlink()
+    assert error() == f"{folder}: not a k-mer LR classifier directory (needs classifier.json and classifier.npz)"
+    weights.write_bytes(good)
+    meta_path.write_text(json.dumps({k: v for k, v in meta.items() if k != "ks"}))
+    assert "a k-mer LR classifier needs ks, both_strands and classes" in error()
+    meta_path.write_text("{")
+    assert error().startswith(f"{meta_path}: invalid JSON")
+    meta_path.unlink()
+    assert error().startswith(f"{folder}: not a classifier directory")

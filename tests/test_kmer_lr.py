@@ -89,3 +89,26 @@ def test_bad_options_name_the_field():
         kmer_options({"ks": [0]})
     with pytest.raises(DnadiffError, match="model.overrides.c_grid"):
         kmer_options({"c_grid": [-1]})
+
+
+def test_two_class_row_keeps_a_classifier_that_predicts_exactly(tmp_path, monkeypatch):
+    """Two classes: scikit-learn's single-margin model (coef of one row) saved and read back bit for bit."""
+    from dnadiff.eval.oracle import load_oracle, predict_proba
+    from dnadiff.finetune import kmer_lr
+
+    saved = []
+    real = kmer_lr.save_classifier
+    monkeypatch.setattr(kmer_lr, "save_classifier", lambda out, pipe, *a: (saved.append(pipe), real(out, pipe, *a)))
+    bench = make_benchmark(tmp_path / "bench", n_train=30, n_test=10)
+    cfg = load_finetune_config("finetune/finetune_base", [
+        f"data.dataset={bench}", "model.backbone=kmer_lr", "protocol.seeds=[0,1]", "model.overrides.ks=[3,4]",
+        "model.overrides.c_grid=[0.01,1.0]"])
+    res = run_kmer_lr(cfg, tmp_path / "out", echo=lambda *a: None)
+    assert res["classifier_dir"] == "classifier" and len(saved) == 1
+    model, meta = load_oracle(tmp_path / "out" / "classifier")
+    assert meta["classes"] == ["motif", "plain"] and "role" not in meta and meta["C"] == res["selected_C"]
+    assert meta["val_acc"] == max(r["val_acc"] for r in res["runs"])  # the chosen C's best run
+    seqs = ["GATCGATCAAACCCTTT", "ACTACTACTTTTCCCAAA", "NNNN", "acgtgatc"]
+    want = saved[0].predict_proba(kmer_features([s.upper() for s in seqs], [3, 4]))
+    got = predict_proba(model, seqs)
+    assert want.shape == (4, 2) and np.array_equal(got, want)

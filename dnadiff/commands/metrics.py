@@ -246,14 +246,13 @@ def sample_labels(records: list[tuple[str, str]], label: str | None, source: str
 
 
 def load_classifier(path: str, option: str):
-    """(SequenceClassifier, metadata) of a classifier directory, on the GPU when there is one."""
+    """(SequenceClassifier or k-mer LR, metadata) of a classifier directory, on the GPU when there is one."""
     import torch
 
-    from dnadiff.heads.saved import load_classifier_dir
+    from dnadiff.eval.oracle import load_oracle
 
-    try:
-        return load_classifier_dir(path, map_location="cuda" if torch.cuda.is_available() else "cpu",
-                                   allow_evaluation=True)  # scoring samples: an evaluation oracle's job
+    try:  # scoring samples: an evaluation oracle's job (load_oracle allows role: evaluation)
+        return load_oracle(path, device="cuda" if torch.cuda.is_available() else "cpu")
     except DnadiffError as exc:
         raise DnadiffError(f"{option} {exc}") from None
 

@@ -146,7 +146,7 @@ class Embedder:
     (the reference windows) are kept on disk for the next process, and read from it instead of the model."""
 
     def __init__(self, model, batch_size: int = 64, name: str = "", store: str | os.PathLike | None = None):
-        if not hasattr(model, "head"):
+        if not hasattr(model, "head") and not hasattr(model, "embed"):  # embed: a k-mer LR (eval/kmer_oracle.py)
             raise DnadiffError(f"{name or 'embedder'}: not a dnadiff classifier (no head)")
         self.model, self.batch_size, self.name = model.eval(), int(batch_size), name
         self._cache: dict[str, np.ndarray] = {}
@@ -184,6 +184,8 @@ class Embedder:
 
     @torch.no_grad()
     def _embed(self, seqs: list[str], progress: bool) -> np.ndarray:
+        if not hasattr(self.model, "head"):  # a k-mer LR: its class-score vector (eval/kmer_oracle.py)
+            return np.asarray(self.model.embed(seqs), dtype=np.float64)
         seen: list[torch.Tensor] = []
         handle = self.model.head.register_forward_hook(lambda mod, inp, out: seen.append(inp[0].detach()))
         out = []
@@ -241,7 +243,10 @@ def class_index(label: str | int, classes: Sequence[str], where: str = "class") 
 
 @torch.no_grad()
 def predict_proba(model, seqs: Sequence[str], batch_size: int = 64, where: str = "samples") -> np.ndarray:
-    """Class probabilities (n, C) from the classifier's forward (its own strand conjoining)."""
+    """Class probabilities (n, C) from the classifier's forward (its own strand conjoining); a k-mer LR
+    (eval/kmer_oracle.py) gives its own."""
+    if not isinstance(model, torch.nn.Module) and hasattr(model, "predict_proba"):
+        return model.predict_proba([str(s).upper() for s in seqs])
     out = [model(ids, mask).double().softmax(-1).cpu().numpy()
            for ids, mask in _batches(model.eval(), list(seqs), batch_size, where)]
     return np.concatenate(out)

@@ -13,7 +13,9 @@ highest mean validation accuracy over the runs (test scores never enter the choi
 Protocol: exactly `dnadiff finetune`'s (protocol.py): the same stratified subsamples
 (data.max_train / max_test), the same runs (protocol.seeds x 90/10 split, or k-fold), data.max_len
 truncation, test metrics from dnadiff.eval.classification, summaries as mean ± spread from its
-`summarize`.
+`summarize`. Like the neural rows, a run keeps OUT/classifier: the chosen C's best-validation fit as a
+k-mer LR classifier directory (dnadiff/eval/kmer_oracle.py; classifier.json carries model.role), which
+dnadiff.eval.oracle.load_oracle scores with and `--reward classifier:` refuses (no gradient to guide with).
 """
 
 from __future__ import annotations
@@ -21,45 +23,22 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from dnadiff.config import save_config, to_dict
 from dnadiff.errors import DnadiffError
+from dnadiff.eval.kmer_oracle import KmerLRClassifier, kmer_features, save_kmer_classifier  # noqa: F401  (re-exported)
 from dnadiff.finetune.kmer_settings import DEFAULTS, kmer_options  # noqa: F401  (re-exported)
 from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
 from dnadiff.machine import describe_machine
 
 
-def kmer_features(seqs: Sequence[str], ks: Sequence[int] = (3, 4, 5, 6), both_strands: bool = True):
-    """Sparse CSR Float64[N, sum 4^k]: per-k k-mer frequencies (forward + reverse complement)."""
-    from scipy import sparse
-
-    from dnadiff.eval.dna_metrics import encode, kmer_codes
-    from dnadiff.tokenizers.dna import complement_codes
-
-    offsets = np.cumsum([0] + [4**k for k in ks])
-    rows, cols, vals = [], [], []
-    for i, s in enumerate(seqs):
-        fwd = encode(s)
-        strands = [fwd, complement_codes(fwd)[::-1]] if both_strands else [fwd]
-        for b, k in enumerate(ks):
-            codes = np.concatenate([kmer_codes(c, k) for c in strands])
-            if codes.size == 0:
-                continue
-            u, n = np.unique(codes, return_counts=True)
-            rows.append(np.full(u.size, i))
-            cols.append(u + offsets[b])
-            vals.append(n / codes.size)
-    if not rows:
-        return sparse.csr_matrix((len(seqs), int(offsets[-1])))
-    return sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(len(seqs), int(offsets[-1])))
-
-
-def fit_predict(x_train, y_train, x_eval: list, c: float, max_iter: int, seed: int) -> list[np.ndarray]:
-    """Scale on the train part, fit L2 logistic regression, return class probabilities of each eval set."""
+def fit_predict(x_train, y_train, x_eval: list, c: float, max_iter: int, seed: int, fitted: list | None = None
+                ) -> list[np.ndarray]:
+    """Scale on the train part, fit L2 logistic regression, return class probabilities of each eval set
+    (`fitted`: a list the fitted scikit-learn pipeline is appended to)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -71,6 +50,8 @@ def fit_predict(x_train, y_train, x_eval: list, c: float, max_iter: int, seed: i
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter reached: recorded by n_iter_, still a valid fit
         clf.fit(x_train, y_train)
+    if fitted is not None:
+        fitted.append(clf)
     return [clf.predict_proba(x) for x in x_eval]
 
 
@@ -104,16 +85,21 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
          f"{len(opts['c_grid'])} C")
 
     grid: dict[float, list[dict]] = {c: [] for c in opts["c_grid"]}
+    best: dict[float, tuple[float, Any, str]] = {}  # C -> (val acc, pipeline) of its best run (ties: the earlier)
     for name, seed, tr, va in runs:
         for c in opts["c_grid"]:
             t1 = time.time()
-            p_val, p_test = fit_predict(x_train[tr], train_labels[tr], [x_train[va], x_test], c, opts["max_iter"], seed)
+            fitted: list = []
+            p_val, p_test = fit_predict(x_train[tr], train_labels[tr], [x_train[va], x_test], c, opts["max_iter"], seed,
+                                        fitted)
             val_acc = float((p_val.argmax(axis=1) == train_labels[va]).mean())
             test = classification_metrics(test_labels, p_test, num_classes, probs=True)
             grid[c].append({"run": name, "seed": seed, "lr": c, "C": c, "best_epoch": 0, "val_acc": val_acc,
                             "test": test, "num_train": int(len(tr)), "num_valid": int(len(va)), "steps": 0,
                             "wall_s": round(time.time() - t1, 2),
                             "test_correct": (p_test.argmax(axis=1) == test_labels).astype(int).tolist()})
+            if c not in best or val_acc > best[c][0]:
+                best[c] = (val_acc, fitted[0], name)
             echo(f"  C {c:g} {name}: val acc {val_acc:.4f}, test acc {test['accuracy']:.4f}, mcc {test['mcc']:.4f}")
     selection = select_on_validation(grid, opts["c_grid"])  # C chosen as the heads' lr (ties: first in the grid)
     coef = x_train.shape[1] * (1 if num_classes == 2 else num_classes) + (1 if num_classes == 2 else num_classes)
@@ -127,6 +113,29 @@ def run_kmer_lr(cfg, out_dir: str | os.PathLike | None = None, echo=print) -> di
         "hyperparameter": "C (inverse L2 strength; the `lr` fields hold C)", "selected_C": selection["selected_lr"],
         "wall_s": round(time.time() - t0, 1), "machine": describe_machine(), "config": to_dict(cfg),
     }
+    chosen = selection["selected_lr"]
+    if chosen in best:  # the chosen C's best-validation run as a classifier directory, as the neural rows keep
+        val_acc, pipeline, run_name = best[chosen]
+        save_classifier(out, pipeline, opts, train_all.classes,
+                        {"run": run_name, "val_acc": val_acc, "C": chosen, "dataset": str(root),
+                         "max_len": cfg.data.max_len, **({"role": cfg.model.role} if cfg.model.role else {})})
+        result["classifier_dir"] = "classifier"  # relative to the output folder
     write_json(out / "results.json", result)
     atomic_write(out / "results.md", results_markdown(result) + "\n")
     return result
+
+
+def save_classifier(out: Path, pipeline, opts: dict, classes, info: dict) -> None:
+    """OUT/classifier: the fitted pipeline as a k-mer LR classifier directory (eval/kmer_oracle.py), written
+    under a temporary name and renamed (a reader never sees half a directory)."""
+    import shutil
+
+    lr = pipeline[-1]
+    if list(lr.classes_) != list(range(len(classes))):  # a class absent from the training part: no C-way model
+        raise DnadiffError(f"k-mer LR: the training part holds the classes {list(lr.classes_)} of "
+                           f"{len(classes)}; cannot save a {len(classes)}-way classifier")
+    tmp = out / ".classifier.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_kmer_classifier(tmp, KmerLRClassifier(pipeline, opts["ks"], opts["both_strands"], classes), info)
+    shutil.rmtree(out / "classifier", ignore_errors=True)
+    os.replace(tmp, out / "classifier")

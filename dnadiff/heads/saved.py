@@ -10,6 +10,8 @@ Layout (no Lightning, no run config needed to load):
                    oracle only scores: load_classifier_dir refuses it unless the caller scores
                    (allow_evaluation=True), so nothing that generates or guides reads it by accident.
   classifier.pt    the SequenceClassifier state_dict (best-validation weights)
+A k-mer LR directory (backbone "kmer_lr", classifier.npz instead of classifier.pt; dnadiff/eval/kmer_oracle.py)
+is refused here after the role check: it is no torch module, so only scoring code (eval/oracle.py) loads it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dnadiff.heads.classifier import SequenceClassifier
 FORMAT = "dnadiff-classifier"
 ROLES = ("reward", "evaluation")  # classifier.json "role" (absent: unmarked, usable as a reward)
 EVALUATION = "evaluation"
+KMER_LR = "kmer_lr"  # classifier.json backbone of a k-mer LR directory (dnadiff/eval/kmer_oracle.py)
 
 
 def save_classifier_dir(
@@ -57,21 +60,25 @@ def save_classifier_dir(
 
 
 def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.device = "cpu",
-                        allow_evaluation: bool = False):
+                        allow_evaluation: bool = False, kmer_lr_ok: bool = False):
     """(SequenceClassifier in eval mode, metadata dict) from a directory written by save_classifier_dir.
     A directory marked `role: evaluation` (an evaluation oracle) is refused in one line unless
-    `allow_evaluation` (callers that only score: `dnadiff eval --classifier`, dnadiff/eval/oracle.py)."""
+    `allow_evaluation` (callers that only score: `dnadiff eval --classifier`, dnadiff/eval/oracle.py).
+    A k-mer LR directory is refused after those checks; kmer_lr_ok=True (eval/oracle.py, which loads it
+    itself) returns (None, metadata) for it instead."""
     folder = Path(path)
     meta_path, weights = folder / "classifier.json", folder / "classifier.pt"
     if not folder.is_dir():
         raise DnadiffError(f"{path}: no such classifier directory")
-    if not meta_path.is_file() or not weights.is_file():
+    if not meta_path.is_file():
         raise DnadiffError(f"{path}: not a classifier directory (needs classifier.json and classifier.pt; "
                            "`dnadiff finetune` writes one as OUT/classifier)")
     try:
         meta = json.loads(meta_path.read_text())
     except json.JSONDecodeError as exc:
         raise DnadiffError(f"{meta_path}: invalid JSON ({exc.msg})") from None
+    if not isinstance(meta, dict):
+        raise DnadiffError(f"{meta_path}: expected a JSON object")
     if meta.get("format") != FORMAT:
         raise DnadiffError(f"{meta_path}: format is {meta.get('format')!r}, expected {FORMAT!r}")
     role = meta.get("role")
@@ -80,6 +87,14 @@ def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.devic
     if role == EVALUATION and not allow_evaluation:
         raise DnadiffError(f"{path}: an evaluation oracle (classifier.json role: evaluation) only scores; guidance "
                            "and fine-tuning may not read it (give the reward classifier)")
+    if meta.get("backbone") == KMER_LR and kmer_lr_ok:
+        return None, meta
+    if meta.get("backbone") == KMER_LR:  # dnadiff/eval/kmer_oracle.py: no torch module, nothing to differentiate
+        raise DnadiffError(f"{path}: a k-mer LR classifier (classifier.json backbone: kmer_lr) only scores "
+                           "(dnadiff.eval.oracle.load_oracle); guidance and fine-tuning need a neural classifier")
+    if not weights.is_file():
+        raise DnadiffError(f"{path}: not a classifier directory (needs classifier.json and classifier.pt; "
+                           "`dnadiff finetune` writes one as OUT/classifier)")
     backbone = build_backbone_from_config(meta["backbone"], dict(meta["backbone_config"]))
     model = SequenceClassifier(backbone, int(meta["num_classes"]), pooling=meta["pooling"], conjoin=meta["conjoin"])
     try:  # weights_only: a file holding anything but tensors and containers (a pickle can run code) is refused
