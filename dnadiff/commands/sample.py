@@ -115,8 +115,9 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler "
                            f"{' or '.join(SAMPLERS.where(any_length=True))}")
     trained = getattr(getattr(model.config, "data", None), "seq_len", None)
-    if (not autoregressive and trained and length > trained
-            and not (sampler_name in SAMPLERS and SAMPLERS.get(sampler_name).any_length)):
+    sampler_cls = SAMPLERS.get(sampler_name) if sampler_name in SAMPLERS else None
+    if (not autoregressive and trained and length > trained and sampler_cls is not None
+            and not sampler_cls.any_length and sampler_cls.noise == model.objective.noise):  # else: its error
         # results/mdlm_diagnosis.md: a bidirectional model's samples drift beyond the length it was trained
         # on (GC, CpG at 1,024 bp from 128-bp windows); windows of the trained length do not
         log.warning("warning: --length %d is longer than the %d-token windows this model was trained on; "
