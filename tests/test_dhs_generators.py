@@ -218,6 +218,7 @@ def test_benchmark_tiny_scale(tmp_path):
         assert (tmp_path / "b" / png).is_file()
 
 
+@pytest.mark.slow  # 20+ s; test_benchmark_tiny_scale builds and runs every row already
 @pytest.mark.training
 def test_benchmark_cpu_dry_run_builds_every_row(stored, tmp_path, capsys):
     bench = importlib.import_module("dhs_benchmark")

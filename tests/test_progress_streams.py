@@ -132,7 +132,8 @@ def test_design_finetune_resume_lets_no_lightning_warning_through(model, tmp_pat
     "Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided"
     (its ModelCheckpoint's state key held the interval, which follows --train-steps)."""
     fast = ["--sample-steps", "4", "--truncate-steps", "2", "--batch-size", "4", "--length", "12", "--lr", "1e-2",
-            "--threads", "1", "-q", "--reward", "gc", "--method", "drakes", "--kl-weight", "0.2"]
+            "--threads", "1", "-q", "--reward", "gc", "--method", "drakes", "--kl-weight", "0.2",
+            "--target-samples", "8", "--eval-samples", "4"]
     out = tmp_path / "ft"
     assert main(["design-finetune", model, "--out", str(out), *fast, "--train-steps", "1"]) == 0
     with warnings.catch_warnings(record=True) as caught:
