@@ -37,7 +37,9 @@ from helpers import progress_wait
 from helpers.scripts import load_script
 from helpers.subprocess_env import child_env
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.training, pytest.mark.ddp]
+# slow: a minute of 2-process training (the default run stays under 10 minutes on a 2-core CPU);
+# tests/test_ddp_finetune.py keeps two processes = one in the default run
+pytestmark = [pytest.mark.subprocess, pytest.mark.training, pytest.mark.ddp, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "helpers" / "ddp_driver.py"
