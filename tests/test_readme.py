@@ -54,3 +54,12 @@ def test_python_block_time_is_measured_with_its_machine():
     assert "a few seconds" not in intro
     assert re.search(r"\b\d+ s on a \d+-core", intro) and "load average" in intro and "torch 2." in intro
     assert "benchmarks/readme_python_block.py" in intro and (REPO / "benchmarks" / "readme_python_block.py").is_file()
+
+
+def test_ci_runs_the_readmes_test_command():
+    """Issue 32 item 10: `.ci/run` and the README's "Run the tests" command are the same line."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("**Run the tests:**", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0].strip()
+    assert block.startswith("python3 -m venv .venv") and "python -m pytest" in block
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    assert block in ci
