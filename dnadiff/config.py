@@ -433,9 +433,8 @@ def closest_configs(name: str) -> str:
         by_base.setdefault(os.path.basename(n), []).append(n)
     for base in difflib.get_close_matches(os.path.basename(typed), list(by_base), n=3, cutoff=0.6):
         close += [n for n in by_base[base] if n not in close]
-    if not close:
-        return " (`dnadiff configs` lists the shipped configs)"
-    return f"; closest shipped configs: {', '.join(close[:3])} (`dnadiff configs` lists them all)"
+    return (f"; closest shipped configs: {', '.join(close[:3])} (`dnadiff configs` lists them all)" if close
+            else " (`dnadiff configs` lists the shipped configs)")
 
 
 def _read_yaml(path: str) -> dict[str, Any]:
