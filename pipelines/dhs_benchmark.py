@@ -15,7 +15,10 @@ from the fixture / with one step. Rows (--rows, in this order):
   cell type chosen on the validation split (below);
 - cg: the unconditional MDLM (dhs_mdlm.yaml) steered by the *reward* classifier (`dnadiff design --reward
   classifier:DIR --target CELL --method cg_grad`).
-Each model is trained once (`dnadiff train CONFIG --run-dir OUT/models/ROW`, kept across reruns).
+Each model is trained once (`dnadiff train CONFIG --run-dir OUT/models/ROW`, kept across reruns), and each
+sample file is kept across reruns while its command and model fingerprint are unchanged (FASTA.done.json), so
+rows can be sampled by separate runs (e.g. one per core: --rows cfg, --rows cg) and scored together by a last
+run with every row.
 
 Protocol. For each seed s, each cell type's test sequences (chr1) are split at random into halves A and B:
 B is the reference every row is compared with; the real row is `num` sequences of A. Each generator makes
@@ -156,12 +159,27 @@ def generate(row: str, model: str, cell: str, num: int, seed: int, path: Path, s
         argv = ["design", model, "--reward", f"classifier:{reward}", "--target", cell, "--method", "cg_grad",
                 "--steps", scale["steps"], *common_args]
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        path.unlink()
-        Path(str(path) + ".json").unlink(missing_ok=True)
-        path.with_suffix(".json").unlink(missing_ok=True)
+    stamp = {"command": "dnadiff " + " ".join(map(str, argv)), "model": fingerprint_of(model),
+             "reward": fingerprint_of(reward) if row == "cg" else None}
+    done = path.with_suffix(".done.json")  # written after the command succeeded: what made these samples
+    if path.exists() and done.is_file() and json.loads(done.read_text()).get("stamp") == stamp:
+        info = json.loads(done.read_text())["info"]
+        log(f"  kept {path} (same command and model: {info['wall_s']} s wall when made)")
+        return read_samples(path), info
+    for old in (path, done, Path(str(path) + ".json"), path.with_suffix(".json")):
+        old.unlink(missing_ok=True)
     info = dnadiff(argv, log)
+    from dnadiff.utils import write_json
+
+    write_json(done, {"stamp": stamp, "info": info})
     return read_samples(path), info
+
+
+def fingerprint_of(model: str) -> str:
+    """Content fingerprint of a model directory (kept samples are reused only for the same weights)."""
+    from dnadiff.eval import fingerprint
+
+    return fingerprint(model)
 
 
 # ----------------------------------------------------------------------------- metrics

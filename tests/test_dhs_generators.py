@@ -216,6 +216,21 @@ def test_benchmark_tiny_scale(tmp_path):
     assert "Target-cell-type rate" in md and "conditional Mamba AR" in md
     for png in ("dhs_tiny_markers.png", "dhs_tiny_target_rate.png"):
         assert (tmp_path / "b" / png).is_file()
+    # a rerun keeps each sample file whose command and model are unchanged, and remakes it when the model changed
+    fasta = tmp_path / "b" / "samples" / "markov_seed0_HepG2.fa"
+    made = fasta.read_text()
+    assert bench.main(["--scale", "tiny", "--out", str(tmp_path / "b"), "--rows", "markov"]) == 0
+    again = json.loads((tmp_path / "b" / "dhs_tiny.json").read_text())
+    assert fasta.read_text() == made
+    assert again["generation"]["markov"] == r["generation"]["markov"]  # the first run's commands and wall times
+    assert again["summary"]["markov"]["overall"]["js_k6"] == r["summary"]["markov"]["overall"]["js_k6"]
+    stamp = fasta.with_suffix(".done.json")
+    record = json.loads(stamp.read_text())
+    record["stamp"]["model"] = "another model"
+    stamp.write_text(json.dumps(record))
+    before = fasta.stat().st_mtime_ns
+    assert bench.main(["--scale", "tiny", "--out", str(tmp_path / "b"), "--rows", "markov"]) == 0
+    assert fasta.stat().st_mtime_ns != before and json.loads(stamp.read_text())["stamp"]["model"] != "another model"
 
 
 @pytest.mark.slow  # 20+ s; test_benchmark_tiny_scale builds and runs every row already
