@@ -10,7 +10,9 @@ Rows (each: --seeds draws of --num sequences of --length bases; default 3 x 64 x
   Markov k=5, Markov best k  order-k interpolated Kneser-Ney chains fitted on the train split (best k on valid)
   Mamba AR                   ancestral AR sampling (temperature 1)
   MDLM ancestral / cached / first-hitting / ReMDM   one MDLM, four samplers (--steps network steps;
-                             first-hitting makes one call per token); RC-symmetric: ancestral with the
+                             first-hitting makes one call per token); semi-AR (trained window): windows of
+                             the model's training length, stride half a window, --steps per window (issue
+                             33's fix for sampling past the trained length); RC-symmetric: ancestral with the
                              strand-averaged denoiser (for a Caduceus-PS model, RC-equivariant, it
                              changes nothing by construction: a check)
   cpu-hour Mamba AR / MDLM   the models of pipelines/cpu_hour.py when --cpu-hour-dir (default
@@ -62,7 +64,10 @@ SIZES = {  # seeds, num, length, steps, reference windows, Markov max order, tra
 }
 MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", []),
                  ("MDLM first-hitting", "first_hitting", []), ("MDLM ReMDM", "remdm", []),
-                 ("MDLM + RC-symmetric (ancestral)", "ancestral", ["--rc-symmetric"])]
+                 ("MDLM + RC-symmetric (ancestral)", "ancestral", ["--rc-symmetric"]),
+                 # issue 33's fix: windows of the length the model was trained on (results/mdlm_diagnosis.md),
+                 # --steps per window, each later window keeping half a window of context
+                 ("MDLM semi-AR (trained window)", "semi_ar", ["--trained-window"])]
 TRAINED = {"mamba_ar": "experiments/cpu_hour_mamba_ar", "caduceus_mdlm": "experiments/cpu_hour_caduceus_mdlm"}
 
 
@@ -102,7 +107,7 @@ def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str |
     from dnadiff.sampling import output_paths, sample_records
     from dnadiff.utils import json_text, write_together
 
-    unknown = [e for e in extra if e != "--rc-symmetric"]
+    unknown = [e for e in extra if e not in ("--rc-symmetric", "--trained-window")]
     if unknown:
         raise DnadiffError(f"sample_quality: unknown sampling option(s) {unknown}")
     if model_dir not in _MODELS:
@@ -110,10 +115,20 @@ def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str |
     model = _MODELS[model_dir]
     steps = size["steps"] if sampler and sampler != "first_hitting" else None  # first-hitting: one call per token
     res = dnadiff.sample(model, size["num"], size["length"], sampler=sampler, steps=steps, seed=seed,
-                         rc_symmetric="--rc-symmetric" in extra)
+                         rc_symmetric="--rc-symmetric" in extra, **trained_window(model, size, extra))
     out, stats_path = output_paths(str(fa), "dna")  # the command's pair: samples.fa, samples.json
     stats = {"model": str(model_dir), **res.stats(), "class": None, "guidance": 0.0, "out": out}
     write_together([(out, format_fasta(sample_records(res, model.decode(res.x)))), (stats_path, json_text(stats))])
+
+
+def trained_window(model, size: dict, extra: list[str]) -> dict:
+    """semi_ar options for --trained-window: windows of the model's training length (data.seq_len), stride half
+    of it (each later window sees half a window of what came before); {} otherwise or when the sample is no
+    longer than one window."""
+    window = int(model.config.data.seq_len or 0)
+    if "--trained-window" not in extra or not window or size["length"] <= window:
+        return {}
+    return {"window": window, "stride": max(1, window // 2)}
 
 
 def metric_values(res: dict) -> dict[str, float]:
@@ -331,6 +346,8 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
         rows.append(("cpu-hour Mamba AR", cpu_hour["mamba_ar"], None, []))
     if cpu_hour.get("caduceus_mdlm"):
         rows.append(("cpu-hour MDLM ancestral", cpu_hour["caduceus_mdlm"], "ancestral", []))
+        rows.append(("cpu-hour MDLM semi-AR (trained window)", cpu_hour["caduceus_mdlm"], "semi_ar",
+                     ["--trained-window"]))
     return rows
 
 

@@ -164,13 +164,24 @@ def test_sample_quality_dry_run_every_row_and_metric(capsys):
     assert sq.main(["--dry-run", "--cpu-hour-dir", ""]) == 0
     out = capsys.readouterr().out
     for row in ("real test windows", "Markov k=5", "Mamba AR", "MDLM ancestral", "MDLM cached", "MDLM first-hitting",
-                "MDLM ReMDM", "MDLM + RC-symmetric"):
+                "MDLM ReMDM", "MDLM + RC-symmetric", "MDLM semi-AR (trained window)"):
         assert row in out
     # columns come from `dnadiff metrics` generically: k-mer JS, GC, memorisation, motifs and the oracle
     for metric in ("kmer JS k=3 (bits)", "GC Wasserstein-1", "longest match (max)", "motif hit-rate Spearman",
                    "oracle samples_bits_per_base"):
         assert f"| {metric}" in out
     assert _results_listing() == before
+
+
+def test_sample_quality_semi_ar_row_uses_the_trained_window():
+    from types import SimpleNamespace
+
+    sq = pipeline("sample_quality")
+    model = SimpleNamespace(config=SimpleNamespace(data=SimpleNamespace(seq_len=128)))
+    assert sq.trained_window(model, {"length": 1024}, ["--trained-window"]) == {"window": 128, "stride": 64}
+    assert sq.trained_window(model, {"length": 128}, ["--trained-window"]) == {}  # one window: the plain sampler
+    assert sq.trained_window(model, {"length": 1024}, []) == {}
+    assert ("MDLM semi-AR (trained window)", "semi_ar", ["--trained-window"]) in sq.MDLM_SAMPLERS
 
 
 @pytest.mark.training
