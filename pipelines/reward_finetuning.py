@@ -1,31 +1,52 @@
-"""Reward fine-tuning beside the inference-time methods, judged by an independent oracle: does a
-fine-tuned designer (DRAKES, policy gradient) beat guided sampling at equal sampling cost, and what
-does it cost in naturalness?
+"""Reward fine-tuning beside the inference-time methods, judged by an independent oracle: the
+reward–naturalness frontier of each Leptospira task (issue 35 §2). Where does a fine-tuned designer
+(DRAKES, policy gradient, offline DPO) sit against guided sampling at equal sampling cost, and what does
+it cost in naturalness?
 
-    python pipelines/reward_finetuning.py --scale cpu        # results/reward_finetuning_cpu.{md,json}
-    python pipelines/reward_finetuning.py --dry-run          # every step at toy sizes (~1 min), WORK/dry_run.*
+    python pipelines/reward_finetuning.py --scale cpu        # results/reward_finetuning_cpu.{md,json}, *_frontier.png
+    python pipelines/reward_finetuning.py --dry-run          # every step at toy sizes (~2-4 min), WORK/dry_run.*
 
 Steps: (1) split the Leptospira coding/intergenic train set per class into halves A and B (seed 0,
 as pipelines/guided_design.py); (2) train the tiny class-conditional MDLM (experiments/
 tiny_cfg_leptospira) on the whole train set: the pretrained model; (3) the reward: a noise-aware
 HyenaDNA classifier fine-tuned on half A, r = log p(coding | x); (4) the oracle: a k-mer logistic
-regression fitted on half B (never seen by the reward); (5) rows, each with `num` designs per
-seed: unguided, CFG (w = 1), best-of-N, SVDD, SMC, cg_grad (first-order classifier guidance; exact cg
-costs 4·L rows per step and is left out at this scale), and `drakes` / `policy_gradient` at each β
-of the scale (fine-tuned with `dnadiff design-finetune`, then sampled plainly). Columns: oracle
-success rate (P > 0.5) and mean P, reward-model score, log-likelihood bound of the designs under the
-pretrained model (nats/base, the naturalness the KL protects), distinct designs, distinct 6-mers,
-3-mer Pearson correlation with the real coding test sequences, denoiser rows per design at sampling
-time, fine-tuning wall time, and the realistic-success rate: oracle positive AND GC inside the
-5–95 % range of the real coding test sequences AND log-likelihood above their 5 % quantile (the
-ranges are in the note). Each number: mean over seeds (min–max). Also `gc:0.6` and `motif:TATAAA`
-tasks, judged by the property itself (|GC − 0.6| ≤ 0.02; motif present on either strand).
+regression fitted on half B (never seen by the reward). Tasks: `classifier` (judged by the oracle:
+success P > 0.5), `gc:0.6` and `motif:TATAAA` (judged by the property: |GC − 0.6| ≤ 0.02; motif on
+either strand). Per task:
+  (5) the target: `pool` pretrained samples (the unguided sampler at `steps` steps, the fine-tuning
+      grid), their rewards, and the SNIS estimates of p* ∝ p_pre · exp(r/β) (E*[r], KL(p* ‖ p_pre),
+      ESS; dnadiff/finetune_reward/target.py) over a wide grid of β; kept: for each wanted target KL
+      (`kl_targets`, 0.05 … 3 nats) the β whose estimate is closest (reward_frontier.py). No training.
+  (6) fine-tuning (`dnadiff design-finetune`'s reward_finetune) with each method at each kept β, one
+      training seed; the learning rate chosen per method on the classifier task at the kept β nearest
+      `lr_ref_kl` nats from `ft_lrs`, by the validation objective E[r] − β·KL over `eval_samples` samples
+      of the fine-tuned model (the reward model, never the oracle), then used for every β and task. The
+      reward-vs-update curve of each run (logs/metrics.csv) with whether it flattened; β chosen per
+      method on the validation reward (the largest β within one standard error of the best).
+  (7) inference-time rows at several strengths: best-of-N (n), SVDD (candidates), SMC (particles),
+      cg_grad (× the default scale 1/unit), CFG (w; the classifier task: the model's own coding label).
+Every row's designs (`num` per design seed) are read by the oracle once. Columns: success (oracle or
+property), realistic success (success AND GC inside the 5–95 % range of the real coding test sequences
+AND log-likelihood above their 5 % quantile), mean reward, KL to the pretrained model where defined
+(fine-tuned: target and reached trajectory KL; best-of-N: its bound log n − (n−1)/n), log-likelihood
+bound under the pretrained model (nats/base), the designs' GC 5–95 % range, 3-mer Pearson with the
+real coding test sequences, distinct designs and 6-mers, denoiser rows per design, fine-tuning
+updates and wall time. Each number: mean over design seeds (min–max).
+
+Cost at --scale cpu (one core), estimated from the per-row times of the previous cpu run
+(results/reward_finetuning_cpu.json of 2 Dec, measured at load 7 on 2 cores, so an upper estimate):
+the generator and the reward classifier ≈ 5 min; pools ≈ 1 min; inference rows ≈ 26 min (classifier
+≈ 6 min per design seed: SVDD and SMC at 16 cost most; gc/motif ≈ 3.5 min per seed); fine-tuning ≈
+63 min (classifier: 12 runs + 3 learning-rate runs × 80 updates ≈ 2.1 s = 42 min; gc and motif:
+9 runs × 60 updates ≈ 1.2 s each = 22 min); design sampling and judging of the fine-tuned rows ≈ 3 min.
+Total ≈ 1.6 CPU-hours (≤ 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -35,18 +56,29 @@ from pathlib import Path
 import common
 import guided_design as gd  # benchmark halves, k-mer oracle, benchmark reader
 import numpy as np
+import reward_frontier as frontier  # β grid, curves, frontier plots
 import torch
 
 from dnadiff.machine import describe_machine, load_average
 
+# best_n, svdd_m, smc_k: the single strengths of guided_rows' callers that give no lists (kept for importers);
+# ft_sample_steps = steps: fine-tuning trajectories on the grid the pool and the designs are sampled on
 SCALES = {
     "cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=64, steps=32, length=200, seeds=(0, 1),
-                best_n=4, svdd_m=4, smc_k=4, ft_steps=40, ft_batch=16, ft_sample_steps=32, ft_truncate=16,
-                group=8, ft_lr=3e-4, betas=(0.05, 0.5), side_betas=(0.1,), motif="TATAAA", gc=0.6),
+                best_n=4, svdd_m=4, smc_k=4, best_ns=(2, 4, 8, 16), svdd_ms=(2, 4, 8, 16), smc_ks=(2, 4, 8, 16),
+                cfg_ws=(0.5, 1.0, 2.0, 4.0), cg_scales=(0.5, 1.0, 2.0, 4.0), pool=512,
+                kl_targets=(0.05, 0.3, 1.0, 3.0), side_kl_targets=(0.05, 0.5, 3.0), lr_ref_kl=1.0,
+                methods=("drakes", "policy_gradient", "dpo"), ft_lrs=(3e-4, 1e-3), ft_steps=80, side_ft_steps=60,
+                ft_batch=16, ft_sample_steps=32, ft_truncate=16, group=8, dpo_pool=256, eval_samples=64, ft_seed=0,
+                motif="TATAAA", gc=0.6),
     "dry": dict(gen_steps=2, clf_epochs=1, clf_max_train=40, num=4, steps=4, length=32, seeds=(0,), best_n=2,
-                svdd_m=2, smc_k=2, ft_steps=1, ft_batch=4, ft_sample_steps=4, ft_truncate=2, group=2, ft_lr=1e-3,
-                betas=(0.5,), side_betas=(0.5,), motif="TATA", gc=0.6),
+                svdd_m=2, smc_k=2, best_ns=(2, 4), svdd_ms=(2, 3), smc_ks=(2, 3), cfg_ws=(1.0, 2.0),
+                cg_scales=(1.0, 2.0), pool=64, kl_targets=(0.05, 1.0), side_kl_targets=(1.0,), lr_ref_kl=1.0,
+                methods=("drakes", "policy_gradient", "dpo"), ft_lrs=(1e-3, 3e-3), ft_steps=4, side_ft_steps=4,
+                ft_batch=4, ft_sample_steps=4, ft_truncate=2, group=2, dpo_pool=8, eval_samples=4, ft_seed=0,
+                motif="TATA", gc=0.6),
 }
+POOL_SEED = 10_000  # the pretrained pool of the β grid: a stream apart from the design seeds
 
 
 def dnadiff_cmd(*argv) -> None:
@@ -84,7 +116,12 @@ def judge(task: str, seqs: list[str], ctx: dict) -> dict:
     six = {s[i : i + 6] for s in seqs for i in range(len(s) - 5)}
     row = {"loglik": float(ll.mean()), "distinct": len(set(seqs)) / len(seqs),
            "distinct_6mers": len(six) / max(1, sum(len(s) - 5 for s in seqs)),
-           "kmer3_pearson": kmer3_pearson(seqs, ctx["real_pos"]), "gc": float(np.nanmean(gc))}
+           "kmer3_pearson": kmer3_pearson(seqs, ctx["real_pos"]), "gc": float(np.nanmean(gc)),
+           "gc_q05": float(np.nanquantile(gc, 0.05)), "gc_q95": float(np.nanquantile(gc, 0.95))}
+    task_reward = ctx.get("task_rewards", {}).get(task)
+    if task_reward is not None and task != "classifier":  # the training reward of the designs (gc, motif)
+        tok = ctx["pretrained"].tokenizer
+        row["reward"] = float(torch.as_tensor(task_reward(torch.tensor([tok.encode(s) for s in seqs]))).double().mean())
     natural = (gc >= ctx["gc_range"][0]) & (gc <= ctx["gc_range"][1]) & (ll >= ctx["ll_floor"])
     if task == "classifier":
         p = ctx["oracle"](seqs)
@@ -99,83 +136,229 @@ def judge(task: str, seqs: list[str], ctx: dict) -> dict:
     return row
 
 
+def guided_plan(sc: dict) -> list[tuple[str, str, dict, float | None]]:
+    """(label, method, options, strength multiplier) of every inference-time row: the unguided sampler,
+    then best-of-N, SVDD, SMC at each of the scale's strengths and cg_grad at each multiple of its
+    default scale (a scale without lists: its single best_n / svdd_m / smc_k and cg_grad ×1)."""
+    plan = [("unguided", "none", {}, None)]
+    plan += [(f"best_of_n n={n}", "best_of_n", {"n": n}, None) for n in sc.get("best_ns", (sc["best_n"],))]
+    plan += [(f"svdd m={m}", "svdd", {"candidates": m}, None) for m in sc.get("svdd_ms", (sc["svdd_m"],))]
+    plan += [(f"smc k={k}", "smc", {"particles": k}, None) for k in sc.get("smc_ks", (sc["smc_k"],))]
+    plan += [(f"cg_grad ×{c:g}", "cg_grad", {}, float(c)) for c in sc.get("cg_scales", (1.0,))]
+    return plan
+
+
 def guided_rows(task: str, spec: str, target, ctx: dict, seed: int) -> list[dict]:
-    """The inference-time rows of one task and seed."""
+    """The inference-time rows of one task and seed (guided_plan; CFG at each w on the classifier task)."""
     import dnadiff
     from dnadiff.guidance import build_method, build_reward, default_strength
 
     sc, model = ctx["sc"], ctx["pretrained"]
     tok, L, steps, num = model.tokenizer, sc["length"], sc["steps"], sc["num"]
     reward = ctx["reward"] if task == "classifier" else build_reward(spec)
-    plan = [("unguided", "none", {}), ("best_of_n", "best_of_n", {"n": sc["best_n"]}),
-            ("svdd", "svdd", {"candidates": sc["svdd_m"]}), ("smc", "smc", {"particles": sc["smc_k"]}),
-            ("cg_grad", "cg_grad", {"token_ids": list(tok.nucleotide_ids)})]
     rows = []
-    if task == "classifier":
-        start = time.time()
-        x = dnadiff.sample(model, num, L, steps=steps, label="coding", guidance=1.0, seed=seed, batch_size=num).x
-        rows.append({"method": "cfg w=1", "nfe_per_design": 2 * steps, "sample_s": time.time() - start,
-                     **judge(task, model.decode(x), ctx)})
-    for label, name, opts in plan:
-        opts = dict(opts)
+    unguided_nfe = None
+    for label, name, opts, mult in guided_plan(sc):
+        opts = dict(opts, token_ids=list(tok.nucleotide_ids)) if name == "cg_grad" else dict(opts)
         default_strength(name, reward, L, opts, spec)
+        if mult is not None:
+            opts["scale"] = float(opts["scale"]) * mult
         method = build_method(name, model.build_sampler("ancestral", steps), reward, **opts)
         start = time.time()
         x = dnadiff.sample(model, num, L, sampler=method, seed=seed, batch_size=num).x  # the unconditional model
-        rows.append({"method": label, "nfe_per_design": method.last_stats["nfe_per_sequence"],
-                     "sample_s": time.time() - start, **judge(task, model.decode(x), ctx)})
+        nfe = method.last_stats["nfe_per_sequence"]
+        unguided_nfe = nfe if name == "none" else unguided_nfe
+        strength = {"best_of_n": "n", "svdd": "candidates", "smc": "particles", "cg_grad": "scale"}.get(name)
+        row = {"method": label, "family": name if name != "none" else "unguided",
+               "strength": float(opts[strength]) if strength else 0.0, "strength_label": label.partition(" ")[2],
+               "nfe_per_design": nfe, "sample_s": time.time() - start}
+        if name == "none":
+            row["kl_bound"] = 0.0
+        if name == "best_of_n":  # Beirami et al. 2024: KL(best-of-n ‖ p_pre) ≤ log n − (n−1)/n
+            row["kl_bound"] = frontier.bon_kl_bound(int(opts["n"]))
+        rows.append({**row, **judge(task, model.decode(x), ctx)})
+    if task == "classifier":  # CFG: the class-conditional model's own coding label, two passes per step
+        for w in sc.get("cfg_ws", (1.0,)):
+            start = time.time()
+            x = dnadiff.sample(model, num, L, steps=steps, label="coding", guidance=float(w), seed=seed,
+                               batch_size=num).x
+            rows.append({"method": f"cfg w={w:g}", "family": "cfg", "strength": float(w), "strength_label": f"w={w:g}",
+                         "nfe_per_design": 2 * unguided_nfe, "sample_s": time.time() - start,
+                         **judge(task, model.decode(x), ctx)})
     return rows
 
 
-def finetuned_rows(task: str, spec: str, target, ctx: dict, seed: int, betas) -> list[dict]:
-    import dnadiff
+def finetune(task: str, spec: str, target, ctx: dict, method: str, beta: float, lr: float, steps: int) -> dict:
+    """One fine-tuning run (kept in WORK/finetuned and reused while its folder is complete): its folder,
+    metrics.json (validation reward and KL over eval_samples of its own samples), its reward-vs-update
+    curve and whether it flattened; `failed` (one line) when training stopped on an error."""
+    from dnadiff.errors import DnadiffError
     from dnadiff.guidance import build_reward
     from dnadiff.training import complete_settings, reward_finetune
 
-    sc, work = ctx["sc"], ctx["work"]
+    sc = ctx["sc"]
+    seed = int(sc.get("ft_seed", 0))
+    out = ctx["work"] / "finetuned" / f"{task}_{method}_b{beta:.4g}_lr{lr:g}_u{steps}_s{seed}"
+    rec = {"task": task, "method": method, "beta": float(beta), "lr": float(lr), "updates": int(steps),
+           "dir": str(out)}
+    failed = ctx.setdefault("failed_runs", {})
+    if str(out) in failed:  # a run that stopped on an error is not retried for the next design seed
+        return {**rec, "failed": failed[str(out)], "val_objective": -math.inf, "val_reward": -math.inf}
+    if not ((out / "model.safetensors").is_file() and (out / "metrics.json").is_file()):
+        settings = {"method": method, "reward": spec, "target": target, "kl_weight": float(beta),
+                    "train_steps": int(steps), "batch_size": sc["ft_batch"], "group_size": sc["group"],
+                    "sample_steps": sc["ft_sample_steps"], "truncate_steps": sc["ft_truncate"], "lr": float(lr),
+                    "length": sc["length"], "seed": seed, "target_samples": 0,  # the target: the pool's SNIS
+                    "eval_samples": sc.get("eval_samples", 64), "pool_size": sc.get("dpo_pool", 256)}
+        reward = ctx["reward"] if task == "classifier" else build_reward(spec)
+        try:
+            reward_finetune(ctx["gen_model"], complete_settings(ctx["gen_model"], settings, sc["length"]), str(out),
+                            overwrite=True, reward=reward, progress=False, threads=1)
+        except DnadiffError as exc:
+            failed[str(out)] = str(exc)
+            return {**rec, "failed": str(exc), "val_objective": -math.inf, "val_reward": -math.inf}
+    m = json.loads((out / "metrics.json").read_text())
+    curve = frontier.read_curve(out / "logs" / "metrics.csv")
+    val_r, val_kl = m.get("reached_reward", math.nan), m.get("reached_kl", math.nan)
+    return {**rec, "updates": int(m.get("updates", steps)), "finetune_s": m.get("wall_seconds_this_session"),
+            "val_reward": val_r, "val_reward_se": m.get("reached_reward_se", 0.0), "val_kl": val_kl,
+            "val_objective": val_r - beta * val_kl, "curve": curve, **frontier.curve_stats(curve)}
+
+
+def finetuned_rows(task: str, spec: str, target, ctx: dict, seed: int, betas, methods=("drakes", "policy_gradient"),
+                   lrs: dict | None = None, targets: dict | None = None) -> list[dict]:
+    """Designs of each fine-tuned model (method × β; learning rate lrs[method], default the scale's ft_lr or
+    first ft_lrs) sampled plainly with design seed `seed`; targets[β]: the SNIS target row of β."""
+    import dnadiff
+    from dnadiff.guidance import build_method, build_reward
+
+    sc = ctx["sc"]
+    steps = sc["ft_steps"] if task == "classifier" else sc.get("side_ft_steps", sc["ft_steps"])
+    reward = ctx["reward"] if task == "classifier" else build_reward(spec)
     rows = []
-    for method in ("drakes", "policy_gradient"):
+    for method in methods:
+        lr = (lrs or {}).get(method, sc.get("ft_lr") or sc["ft_lrs"][0])
         for beta in betas:
-            out = work / "finetuned" / f"{task}_{method}_b{beta:g}_s{seed}"
+            run_rec = finetune(task, spec, target, ctx, method, beta, lr, steps)
+            ctx.setdefault("runs", {})[run_rec["dir"]] = run_rec
+            row = {"method": f"{method} β={beta:.3g}", "family": method, "strength": float(beta),
+                   "strength_label": f"β={beta:.3g}", "beta": float(beta), "lr": float(lr),
+                   "updates": run_rec["updates"]}
+            tgt = (targets or {}).get(beta)
+            if tgt is not None:
+                row.update(target_reward=tgt["reward"], target_kl=tgt["kl"], target_ess=tgt["ess"])
+            if "failed" in run_rec:
+                rows.append({**row, "failed": run_rec["failed"]})
+                continue
+            row.update(finetune_s=run_rec["finetune_s"], reached_reward=run_rec["val_reward"],
+                       reached_kl=run_rec["val_kl"], flattened=float(run_rec["flattened"]),
+                       late_gain_share=run_rec["late_gain_share"])
+            model = dnadiff.load(run_rec["dir"])
+            plain = build_method("none", model.build_sampler("ancestral", sc["steps"]), reward)
             start = time.time()
-            if not (out / "model.safetensors").is_file():
-                settings = {"method": method, "reward": spec, "target": target, "kl_weight": beta,
-                            "train_steps": sc["ft_steps"], "batch_size": sc["ft_batch"], "group_size": sc["group"],
-                            "sample_steps": sc["ft_sample_steps"], "truncate_steps": sc["ft_truncate"],
-                            "lr": sc["ft_lr"], "length": sc["length"], "seed": seed}
-                reward = ctx["reward"] if task == "classifier" else build_reward(spec)
-                reward_finetune(ctx["gen_model"], complete_settings(ctx["gen_model"], settings, sc["length"]), str(out),
-                                overwrite=True, reward=reward, progress=False, threads=1)
-            ft_s = json.loads((out / "metrics.json").read_text()).get("wall_seconds_this_session", time.time() - start)
-            model = dnadiff.load(out)
-            start = time.time()
-            x = dnadiff.sample(model, sc["num"], sc["length"], steps=sc["steps"], seed=seed, batch_size=sc["num"]).x
-            rows.append({"method": f"{method} β={beta:g}", "nfe_per_design": sc["steps"], "finetune_s": ft_s,
+            x = dnadiff.sample(model, sc["num"], sc["length"], sampler=plain, seed=seed, batch_size=sc["num"]).x
+            rows.append({**row, "nfe_per_design": plain.last_stats["nfe_per_sequence"],
                          "sample_s": time.time() - start, **judge(task, model.decode(x), ctx)})
     return rows
 
 
 def aggregate(per_seed: list[list[dict]]) -> list[dict]:
-    """Rows with the same method across seeds -> one row: 'mean (min–max)' for numbers."""
+    """Rows with the same method across seeds -> one row: 'mean (min–max)' for numbers; other values
+    (labels, a failure's line) from the first seed's row."""
     out = []
     for rows in zip(*per_seed):
         merged = {"method": rows[0]["method"], "seeds": len(rows)}
-        for key in rows[0]:
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        for key in keys:
             if key == "method":
                 continue
-            vals = np.array([r[key] for r in rows], dtype=float)
+            first = rows[0].get(key)
+            if isinstance(first, bool) or not isinstance(first, (int, float)):
+                merged[key] = first
+                continue
+            vals = np.array([r.get(key, math.nan) for r in rows], dtype=float)
             merged[key] = float(vals.mean())
             merged[key + "_range"] = [float(vals.min()), float(vals.max())]
         out.append(merged)
     return out
 
 
-def run(args) -> dict:
+def task_reward(task: str, spec: str, ctx: dict):
+    from dnadiff.guidance import build_reward
+
+    return ctx["reward"] if task == "classifier" else build_reward(spec)
+
+
+def target_grid(task: str, spec: str, ctx: dict, kl_targets) -> dict:
+    """The target over β, from one pool of pretrained samples (no training): the SNIS table over the
+    candidate βs (reward_frontier.candidate_betas) and the βs kept for fine-tuning (choose_betas)."""
+    import dnadiff
+    from dnadiff.guidance import build_method
+
+    sc, model = ctx["sc"], ctx["pretrained"]
+    reward = task_reward(task, spec, ctx)
+    plain = build_method("none", model.build_sampler("ancestral", sc["ft_sample_steps"]), reward)
+    x = dnadiff.sample(model, sc["pool"], sc["length"], sampler=plain, seed=POOL_SEED,
+                       batch_size=min(sc["pool"], 128)).x
+    rewards = torch.cat([torch.as_tensor(reward(x[i : i + 128])).double().reshape(-1) for i in range(0, len(x), 128)])
+    table = frontier.target_table(rewards, frontier.candidate_betas(rewards))
+    kept = frontier.choose_betas(table, kl_targets)
+    return {"pool": int(len(rewards)), "pool_reward_mean": float(rewards.mean()),
+            "pool_reward_sd": float(rewards.std()), "kl_cap": math.log(len(rewards)), "table": table, "kept": kept}
+
+
+def choose_lrs(task: str, spec: str, target, ctx: dict, kept: list[dict]) -> dict:
+    """Per method, the learning rate of ft_lrs with the best validation objective E[r] − β·KL (over the run's
+    own eval_samples; the reward model, not the oracle) at the kept β whose target KL is nearest lr_ref_kl."""
+    sc = ctx["sc"]
+    ref = min(kept, key=lambda t: abs(math.log(max(t["kl"], 1e-6)) - math.log(sc["lr_ref_kl"])))
+    steps = sc["ft_steps"] if task == "classifier" else sc.get("side_ft_steps", sc["ft_steps"])
+    choice, runs = {}, []
+    for method in sc["methods"]:
+        recs = [finetune(task, spec, target, ctx, method, ref["beta"], lr, steps) for lr in sc["ft_lrs"]]
+        best = max(recs, key=lambda r: r["val_objective"])
+        choice[method] = best["lr"]
+        runs += [{k: v for k, v in r.items() if k != "curve"} | {"chosen": r is best} for r in recs]
+    return {"beta": ref["beta"], "target_kl": ref["kl"], "lrs": choice, "runs": runs}
+
+
+def task_frontier(task: str, spec: str, target, ctx: dict) -> tuple[list[dict], dict]:
+    """The rows of one task (mean over design seeds) and its frontier record: the target grid, the learning
+    rate choice, the fine-tuning runs (curves) and the β chosen per method on validation."""
+    sc = ctx["sc"]
+    grid = target_grid(task, spec, ctx, sc["kl_targets"] if task == "classifier" else sc["side_kl_targets"])
+    betas = [t["beta"] for t in grid["kept"]]
+    if "lrs" not in ctx:  # chosen on the first task (the classifier task), then kept for the others
+        ctx["lr_choice"] = {"task": task, **choose_lrs(task, spec, target, ctx, grid["kept"])}
+        ctx["lrs"] = ctx["lr_choice"]["lrs"]
+    ctx["runs"] = {}
+    per_seed = []
+    for seed in sc["seeds"]:
+        rows = guided_rows(task, spec, target, ctx, seed) + finetuned_rows(
+            task, spec, target, ctx, seed, betas, methods=sc["methods"], lrs=ctx["lrs"],
+            targets={t["beta"]: t for t in grid["kept"]})
+        for r in rows:
+            print(json.dumps({"task": task, "seed": seed, **r}), flush=True)
+        per_seed.append(rows)
+    rows = aggregate(per_seed)
+    runs = list(ctx["runs"].values())
+    chosen = {}
+    for method in sc["methods"]:
+        ok = [r for r in runs if r["method"] == method and "failed" not in r]
+        if ok:
+            chosen[method] = frontier.choose_by_validation(ok)["beta"]
+    for r in rows:
+        r["chosen"] = r.get("family") in chosen and r.get("beta") == chosen[r["family"]]
+    record = {**grid, "betas": betas, "lr_choice": ctx["lr_choice"], "chosen_beta": chosen, "runs": runs}
+    return rows, record
+
+
+def setup(args) -> dict:
+    """Data halves, the pretrained generator, the reward classifier and the oracle (trained once per WORK)."""
     torch.set_num_threads(1)
     sc = SCALES["dry" if args.dry_run else args.scale]
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
     root = gd.benchmark_root()
     halves = gd.split_halves(root, work / "data")
     gen_dir = work / "generator"
@@ -200,57 +383,145 @@ def run(args) -> dict:
     real_pos = gd.class_sequences(root, "test", "coding")[: max(4 * sc["num"], 64)]
     ll_real = loglik_per_base(pretrained, real_pos)
     gc_real = gc_content(real_pos)
-    ctx = {"sc": sc, "work": work, "pretrained": pretrained, "gen_model": str(gen_dir / "model"), "reward": reward,
-           "oracle": gd.fit_oracle(halves[("B", "coding")], halves[("B", "intergenic")]), "real_pos": real_pos,
-           "gc_range": tuple(float(q) for q in np.nanquantile(gc_real, [0.05, 0.95])),
-           "ll_floor": float(np.quantile(ll_real, 0.05)),
-           "reward_of": lambda seqs: float(reward(torch.tensor([tok.encode(s) for s in seqs])).mean())}
-    clf_spec = f"classifier:{clf_dir / 'classifier'}"
-    tasks = [("classifier", clf_spec, "coding", sc["betas"]), ("gc", f"gc:{sc['gc']}", None, sc["side_betas"]),
-             ("motif", f"motif:{sc['motif']}", None, sc["side_betas"])]
-    results = {}
-    for task, spec, target, betas in tasks:
-        per_seed = []
-        for seed in sc["seeds"]:
-            rows = guided_rows(task, spec, target, ctx, seed) + finetuned_rows(task, spec, target, ctx, seed, betas)
-            for r in rows:
-                print(json.dumps({"task": task, "seed": seed, **r}), flush=True)
-            per_seed.append(rows)
-        real = {"method": "real coding (test)", "seeds": 1, **judge(task, real_pos[: sc["num"]], ctx)}
-        results[task] = aggregate(per_seed) + [real]
-    return {"tasks": results, "scale": "dry" if args.dry_run else args.scale, "settings": sc,
-            "gc_range": ctx["gc_range"], "loglik_floor": ctx["ll_floor"], "benchmark": str(root),
+    return {"sc": sc, "work": work, "root": root, "clf_dir": clf_dir, "pretrained": pretrained,
+            "gen_model": str(gen_dir / "model"), "reward": reward,
+            "oracle": gd.fit_oracle(halves[("B", "coding")], halves[("B", "intergenic")]), "real_pos": real_pos,
+            "gc_range": tuple(float(q) for q in np.nanquantile(gc_real, [0.05, 0.95])),
+            "ll_floor": float(np.quantile(ll_real, 0.05)),
+            "task_rewards": {"gc": build_reward(f"gc:{sc['gc']}"), "motif": build_reward(f"motif:{sc['motif']}")},
+            "reward_of": lambda seqs: float(reward(torch.tensor([tok.encode(s) for s in seqs])).mean())}
+
+
+def run(args) -> dict:
+    t0 = time.time()
+    ctx = setup(args)
+    sc = ctx["sc"]
+    tasks = [("classifier", f"classifier:{ctx['clf_dir'] / 'classifier'}", "coding"), ("gc", f"gc:{sc['gc']}", None),
+             ("motif", f"motif:{sc['motif']}", None)]
+    results, records = {}, {}
+    for task, spec, target in tasks:
+        rows, records[task] = task_frontier(task, spec, target, ctx)
+        real = {"method": "real coding (test)", "family": "real", "seeds": 1,
+                **judge(task, ctx["real_pos"][: sc["num"]], ctx)}
+        results[task] = rows + [real]
+    return {"tasks": results, "frontier": records, "scale": "dry" if args.dry_run else args.scale, "settings": sc,
+            "gc_range": ctx["gc_range"], "loglik_floor": ctx["ll_floor"], "benchmark": str(ctx["root"]),
             "wall_s": round(time.time() - t0, 1), "machine": describe_machine(), "load_average": load_average(),
             "command": common.command_line(__file__, None)}
 
 
 def _cell(row: dict, key: str) -> str:
-    if key not in row:
+    if key not in row or row[key] is None:
         return ""
     v = row[key]
+    if isinstance(v, bool):
+        return "*" if v else ""
     if not isinstance(v, float):
         return str(v)
     lo, hi = row.get(key + "_range", [v, v])
     return f"{v:.3g}" if lo == hi else f"{v:.3g} ({lo:.3g}–{hi:.3g})"
 
 
-def markdown(res: dict) -> str:
+FRONTIER_COLS = ["realistic_success", "reward", "target_kl", "reached_kl", "kl_bound", "loglik", "gc_range",
+                 "kmer3_pearson", "distinct", "distinct_6mers", "nfe_per_design", "updates", "finetune_s", "flattened",
+                 "chosen"]
+
+
+def _frontier_cells(row: dict, task: str) -> dict:
+    cells = {c: _cell(row, c) for c in ["method", frontier.success_key(task), *FRONTIER_COLS]}
+    if "gc_q05" in row:
+        cells["gc_range"] = f"{row['gc_q05']:.3f}–{row['gc_q95']:.3f}"
+    if "flattened" in row:  # 1.0 / 0.0 from the run's curve (one training seed)
+        cells["flattened"] = "yes" if row["flattened"] >= 0.5 else "no"
+    if "failed" in row:
+        cells["reward"] = f"failed: {row['failed'][:60]}"
+    return cells
+
+
+def _summary(task: str, rows: list[dict]) -> str:
+    """Success and cost of the strongest best-of-N beside each fine-tuning method's β chosen on validation."""
+    key = frontier.success_key(task)
+    bon = [r for r in rows if r.get("family") == "best_of_n" and key in r]
+    parts = []
+    if bon:
+        top = max(bon, key=lambda r: r["strength"])
+        parts.append(f"{top['method']}: {key} {top[key]:.3g} at {top['nfe_per_design']:.0f} denoiser rows per design")
+    for r in rows:
+        if r.get("chosen") and key in r:
+            parts.append(f"{r['method']} (β chosen on validation): {r[key]:.3g} at {r['nfe_per_design']:.0f}")
+    unguided = next((r for r in rows if r.get("family") == "unguided" and key in r), None)
+    if unguided:
+        parts.append(f"unguided: {unguided[key]:.3g} at {unguided['nfe_per_design']:.0f}")
+    return "; ".join(parts)
+
+
+def markdown(res: dict, pngs: dict | None = None) -> str:
     from dnadiff.utils import format_table
 
     parts = [f"# Reward fine-tuning beside inference-time guidance (Leptospira), scale {res['scale']}\n",
              f"Command: `{res['command']}`  \nBenchmark: {res['benchmark']}  \n"
              f"Wall time: {res['wall_s']} s on {res['machine']}; at the end, {res['load_average']}.  \n"
-             f"Realistic success: oracle positive, GC in [{res['gc_range'][0]:.3f}, {res['gc_range'][1]:.3f}] "
+             f"Realistic success: success, GC in [{res['gc_range'][0]:.3f}, {res['gc_range'][1]:.3f}] "
              f"(5–95 % of the real coding test sequences) and log-likelihood ≥ {res['loglik_floor']:.3f} nats/base "
-             "(their 5 % quantile) under the pretrained model. Numbers: mean over seeds (min–max).\n"]
+             "(their 5 % quantile) under the pretrained model. Numbers: mean over design seeds (min–max); fine-tuned "
+             "rows: one training seed. KL columns (nats): target_kl, the SNIS estimate of KL(p* ‖ p_pre) over the "
+             "pool; reached_kl, the fine-tuned model's trajectory KL to the pretrained one over its validation "
+             "samples; kl_bound, best-of-N's log n − (n−1)/n. `chosen`: the β picked per method on the validation "
+             "reward (largest β within one standard error of the best).\n"]
     for task, rows in res["tasks"].items():
-        judged = ["oracle_success", "realistic_success", "oracle_mean", "reward"] if task == "classifier" else \
-            ["property_success", "realistic_success", "gc"]
-        cols = ["method", *judged, "loglik", "distinct", "distinct_6mers", "kmer3_pearson", "nfe_per_design",
-                "finetune_s"]
-        table = format_table([{c: _cell(r, c) for c in cols} for r in rows], cols)
-        parts.append(f"## Task `{task}`\n\n```\n{table}\n```\n")
+        parts.append(f"## Task `{task}`\n")
+        rec = (res.get("frontier") or {}).get(task)
+        if rec:
+            kept = {t["beta"] for t in rec["kept"]}
+            every = max(1, len(rec["table"]) // 16)
+            shown = [t for i, t in enumerate(rec["table"]) if i % every == 0 or t["beta"] in kept]
+            trows = [{"β": f"{t['beta']:.4g}", "E*[r]": f"{t['reward']:.4g} ± {t['reward_se']:.2g}",
+                      "KL(p*‖p_pre)": f"{t['kl']:.3g} ± {t['kl_se']:.2g}", "ESS": f"{t['ess']:.1f}",
+                      "kept": "yes" if t["beta"] in kept else ""} for t in shown]
+            parts.append(f"Target p* ∝ p_pre·exp(r/β) against β: SNIS over {rec['pool']} pretrained samples (reward "
+                         f"mean {rec['pool_reward_mean']:.4g}, sd {rec['pool_reward_sd']:.3g}); the KL estimate is "
+                         f"capped at log {rec['pool']} = {rec['kl_cap']:.2f} nats, and a small ESS marks it "
+                         "unreliable.\n")
+            parts.append("```\n" + format_table(trows, list(trows[0])) + "\n```\n")
+        cols = ["method", frontier.success_key(task), *FRONTIER_COLS]
+        table = format_table([_frontier_cells(r, task) for r in rows], cols)
+        parts.append(f"Frontier:\n\n```\n{table}\n```\n\n{_summary(task, rows)}\n")
+        for kind in ("frontier", "curves"):
+            if pngs and pngs.get((task, kind)):
+                parts.append(f"![{task} {kind}]({Path(pngs[(task, kind)]).name})\n")
+        if rec:
+            lc = rec["lr_choice"]
+            parts.append(f"Learning rate per method ({lc['task']} task, β = {lc['beta']:.4g}, target KL "
+                         f"{lc['target_kl']:.3g}; validation objective E[r] − β·KL): "
+                         + ", ".join(f"{m} {lr:g}" for m, lr in lc["lrs"].items()) + ".\n")
+            crow = [{"run": f"{r['method']} β={r['beta']:.3g} lr={r['lr']:g}", "updates": str(r["updates"]),
+                     "wall_s": _cell(r, "finetune_s"), "reward 1st¼": _cell(r, "first_q"),
+                     "3rd¼": _cell(r, "third_q"), "last¼": _cell(r, "last_q"),
+                     "late gain share": _cell(r, "late_gain_share"),
+                     "flattened": "" if "flattened" not in r else ("yes" if r["flattened"] else "no"),
+                     "val reward": _cell(r, "val_reward"), "val KL": _cell(r, "val_kl"),
+                     "failed": r.get("failed", "")[:50]} for r in rec["runs"]]
+            if crow:
+                parts.append("Fine-tuning runs (training reward per update, quarter means):\n\n```\n"
+                             + format_table(crow, list(crow[0])) + "\n```\n")
     return "\n".join(parts)
+
+
+def plots(res: dict, out: str) -> dict:
+    """Per task: the frontier PNG and the reward-vs-update curves PNG, next to the output prefix."""
+    pngs = {}
+    for task, rows in res["tasks"].items():
+        rec = (res.get("frontier") or {}).get(task)
+        if rec is None:
+            continue
+        path = Path(f"{out}_{task}_frontier.png")
+        frontier.plot_frontier(task, [r for r in rows if r.get("family") != "real"], rec["table"], path)
+        pngs[(task, "frontier")] = str(path)
+        curves = {f"{r['method']} β={r['beta']:.3g}": r.get("curve") or [] for r in rec["runs"]}
+        path = Path(f"{out}_{task}_curves.png")
+        frontier.plot_curves(task, curves, path)
+        pngs[(task, "curves")] = str(path)
+    return pngs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,8 +539,9 @@ def main(argv: list[str] | None = None) -> int:
     from dnadiff.utils import atomic_write, portable_paths, write_json
 
     write_json(out + ".json", portable_paths(res))
-    atomic_write(out + ".md", portable_paths(markdown(res)))
-    print(markdown(res))
+    pngs = plots(res, out)
+    atomic_write(out + ".md", portable_paths(markdown(res, pngs)))
+    print(markdown(res, pngs))
     return 0
 
 
