@@ -90,10 +90,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "tiny: OUT/dhs_tiny)")
     p.add_argument("--oracles", default=None, help="folder with reward_classifier/ and eval_oracle/ "
                    "(default runs/dhs_oracles; tiny: trained into OUT/oracles)")
+    p.add_argument("--seeds", default=None, help="comma-separated subset of the scale's seeds (e.g. to sample a row's "
+                   "seeds in separate processes; a last run with every seed reuses their sample files)")
     p.add_argument("--dry-run", action="store_true", help="build every row, train one step, sample one sequence "
                    "per cell type; write no table")
     args = p.parse_args(argv)
     args.row_list = [r.strip() for r in args.rows.split(",") if r.strip()]
+    try:
+        args.seed_list = [int(x) for x in args.seeds.split(",") if x.strip()] if args.seeds else None
+    except ValueError:
+        p.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
+    if args.seed_list is not None and not set(args.seed_list) <= set(SCALES[args.scale]["seeds"]):
+        p.error(f"--seeds: scale {args.scale} has seeds {SCALES[args.scale]['seeds']}")
     bad = [r for r in args.row_list if r not in ROWS]
     if bad or not args.row_list:
         p.error(f"--rows: unknown row(s) {', '.join(bad) or '(none)'}; choose from {', '.join(ROWS)}")
@@ -404,9 +412,13 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     from dnadiff.utils import atomic_write, portable_paths, write_json
 
     scale = SCALES[args.scale]
+    if args.seed_list is not None:
+        scale = {**scale, "seeds": args.seed_list}
     out = dry if dry is not None else Path(args.out or scale["out"])
     out.mkdir(parents=True, exist_ok=True)
     results = Path(args.results) if args.results else (Path(scale["results"]) if scale["results"] else out / "dhs_tiny")
+    if args.seed_list is not None and not args.results:  # a subset of seeds never replaces the table
+        results = out / f"partial_seeds_{'_'.join(map(str, args.seed_list))}"
     if args.scale == "tiny":
         os.environ["DNADIFF_CACHE"] = str(dhs_oracles._tiny_cache(out))
     apply_threads(args.threads)

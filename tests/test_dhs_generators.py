@@ -219,6 +219,9 @@ def test_benchmark_tiny_scale(tmp_path):
     # a rerun keeps each sample file whose command and model are unchanged, and remakes it when the model changed
     fasta = tmp_path / "b" / "samples" / "markov_seed0_HepG2.fa"
     made = fasta.read_text()
+    assert bench.main(["--scale", "tiny", "--out", str(tmp_path / "b"), "--rows", "markov", "--seeds", "1"]) == 0
+    part = json.loads((tmp_path / "b" / "partial_seeds_1.json").read_text())  # a seed subset: not the table
+    assert part["seeds"] == [1] and part["generation"]["markov"] == r["generation"]["markov"][1:]
     assert bench.main(["--scale", "tiny", "--out", str(tmp_path / "b"), "--rows", "markov"]) == 0
     again = json.loads((tmp_path / "b" / "dhs_tiny.json").read_text())
     assert fasta.read_text() == made
