@@ -4,7 +4,7 @@ reward–naturalness frontier of each Leptospira task (issue 35 §2). Where does
 it cost in naturalness?
 
     python pipelines/reward_finetuning.py --scale cpu        # results/reward_finetuning_cpu.{md,json}, *_frontier.png
-    python pipelines/reward_finetuning.py --dry-run          # every step at toy sizes (~2-4 min), WORK/dry_run.*
+    python pipelines/reward_finetuning.py --dry-run          # every step at toy sizes (~1 min CPU), WORK/dry_run.*
 
 Steps: (1) split the Leptospira coding/intergenic train set per class into halves A and B (seed 0,
 as pipelines/guided_design.py); (2) train the tiny class-conditional MDLM (experiments/
@@ -33,13 +33,16 @@ bound under the pretrained model (nats/base), the designs' GC 5–95 % range, 3-
 real coding test sequences, distinct designs and 6-mers, denoiser rows per design, fine-tuning
 updates and wall time. Each number: mean over design seeds (min–max).
 
-Cost at --scale cpu (one core), estimated from the per-row times of the previous cpu run
-(results/reward_finetuning_cpu.json of 2 Dec, measured at load 7 on 2 cores, so an upper estimate):
-the generator and the reward classifier ≈ 5 min; pools ≈ 1 min; inference rows ≈ 26 min (classifier
-≈ 6 min per design seed: SVDD and SMC at 16 cost most; gc/motif ≈ 3.5 min per seed); fine-tuning ≈
-63 min (classifier: 12 runs + 3 learning-rate runs × 80 updates ≈ 2.1 s = 42 min; gc and motif:
-9 runs × 60 updates ≈ 1.2 s each = 22 min); design sampling and judging of the fine-tuned rows ≈ 3 min.
-Total ≈ 1.6 CPU-hours (≤ 2).
+Cost at --scale cpu (one free core), estimated from the per-row wall times of the previous cpu run
+(results/reward_finetuning_cpu.json before this change: unguided 64 designs ≈ 1.4 s, best-of-4 ≈ 8.7 s,
+SVDD m=4 ≈ 23 s and SMC k=4 ≈ 17 s with the classifier reward, ≈ 10 s with gc/motif; a fine-tuning update
+≈ 2.1 s (classifier), 1.2 s (gc), 2 s (motif)): the generator and the reward classifier ≈ 5 min; the
+pools ≈ 1 min; inference rows ≈ 18 min (classifier ≈ 4.5 min per design seed, gc and motif ≈ 2 min
+each); fine-tuning ≈ 71 min (classifier: 12 runs + 3 learning-rate runs × 80 updates ≈ 42 min; gc 9 runs
+× 60 updates ≈ 11 min; motif ≈ 18 min); validation samples and the fine-tuned rows' designs ≈ 3 min.
+Total ≈ 1.6 CPU-hours (≤ 2). CPU seconds measured on a contended machine (2 cores at load 9) ran ≈ 2×
+these, so a busy machine takes longer. The dry run: ≈ 30 s of CPU with its toy generator kept, ≈ 1 min
+from scratch.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ from dnadiff.machine import describe_machine, load_average
 # ft_sample_steps = steps: fine-tuning trajectories on the grid the pool and the designs are sampled on
 SCALES = {
     "cpu": dict(gen_steps=300, clf_epochs=5, clf_max_train=2000, num=64, steps=32, length=200, seeds=(0, 1),
-                best_n=4, svdd_m=4, smc_k=4, best_ns=(2, 4, 8, 16), svdd_ms=(2, 4, 8, 16), smc_ks=(2, 4, 8, 16),
+                best_n=4, svdd_m=4, smc_k=4, best_ns=(2, 4, 8, 16), svdd_ms=(2, 4, 8), smc_ks=(2, 4, 8),
                 cfg_ws=(0.5, 1.0, 2.0, 4.0), cg_scales=(0.5, 1.0, 2.0, 4.0), pool=512,
                 kl_targets=(0.05, 0.3, 1.0, 3.0), side_kl_targets=(0.05, 0.5, 3.0), lr_ref_kl=1.0,
                 methods=("drakes", "policy_gradient", "dpo"), ft_lrs=(3e-4, 1e-3), ft_steps=80, side_ft_steps=60,
