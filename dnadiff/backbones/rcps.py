@@ -67,6 +67,16 @@ class RCPSEmbedding(nn.Module):
         rc = rc_hidden(self.embedding(reverse_complement_ids(input_ids, self.complement_map)))
         return torch.cat([fwd, rc], dim=-1)  # (B, L, 2d)
 
+    def forward_onehot(self, w: Tensor) -> Tensor:
+        """`forward` of a (relaxed) one-hot w Float[B, L, V] instead of ids, linear in w: forward(ids) ==
+        forward_onehot(one_hot(ids)). The reverse strand reads w complemented (column v -> complement[v]) and
+        reversed, as forward reads reverse_complement_ids (V may be the unpadded vocabulary)."""
+        weight = self.embedding.weight
+        w = nn.functional.pad(w, (0, weight.shape[0] - w.shape[-1]))  # a padded vocabulary's extra rows: 0
+        fwd = w @ weight
+        w_rc = torch.zeros_like(w).index_add(-1, self.complement_map[: w.shape[-1]], w).flip(-2)
+        return torch.cat([fwd, rc_hidden(w_rc @ weight)], dim=-1)
+
 
 class RCPSWrapper(nn.Module):
     """Apply a d -> d module to both halves of a 2d-wide RCPS hidden state (key prefix `submodule.`)."""

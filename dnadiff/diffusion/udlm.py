@@ -127,7 +127,10 @@ class UDLMObjective(DiffusionObjective):
         return {**super().config_kwargs(cfg, tokenizer), "data_ids": list(tokenizer.content_ids)}
 
     def __init__(self, schedule=None, mask_id=None, vocab_size=None, T=None, t_min=1e-3, stratified=True,
-                 pad_policy: str = "visible", data_ids: list[int] | None = None):
+                 pad_policy: str = "visible", data_ids: list[int] | None = None, curriculum_steps: int = 0,
+                 curriculum_tau: float = 0.1, curriculum_tau_end: float = 0.01,
+                 curriculum_anneal_start: int | None = None, curriculum_gamma_min: float | None = None,
+                 curriculum_gamma_max: float | None = None):
         if T is not None:
             raise DnadiffError("objective 'udlm' is continuous-time only: leave objective.T unset")
         if pad_policy != "visible":
@@ -144,6 +147,36 @@ class UDLMObjective(DiffusionObjective):
             raise DnadiffError(f"objective 'udlm': data_ids must not hold the mask id {self.mask_id}")
         self.data_ids = torch.tensor(ids, dtype=torch.long)
         self.N = len(ids)
+        self._set_curriculum(curriculum_steps, curriculum_tau, curriculum_tau_end, curriculum_anneal_start,
+                             curriculum_gamma_min, curriculum_gamma_max)
+
+    def _set_curriculum(self, steps, tau, tau_end, anneal_start, gamma_min, gamma_max) -> None:
+        """DUO's Gaussian-guided curriculum (Sahoo et al. 2025, §4.1; the settings are read by
+        training/duo_curriculum.py, which runs it): during the first `curriculum_steps` optimizer steps the
+        denoiser sees softmax(w_t/τ) of the Gaussian latent instead of z_t = argmax(w_t). τ is `curriculum_tau`
+        until step `curriculum_anneal_start` (default: half-way, DUO's 100k of 200k), then log-linear to
+        `curriculum_tau_end` at `curriculum_steps` (DUO: 10^-1 -> 10^-2). `curriculum_gamma_min/max` (both or
+        neither): DUO's restricted noise range, t mapped linearly to the Gaussian γ_t = -log SNR in [γ_min,
+        γ_max] (the reference's defaults -3.5, -1.75, set for GPT-2's 50k tokens); unset: the run's schedule."""
+        pre = "objective 'udlm': curriculum_"
+        if int(steps) != steps or steps < 0:
+            raise DnadiffError(f"{pre}steps must be an integer >= 0 (0: no curriculum), got {steps!r}")
+        for name, v in (("tau", tau), ("tau_end", tau_end)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise DnadiffError(f"{pre}{name} must be a number > 0, got {v!r}")
+        steps = int(steps)
+        start = steps // 2 if anneal_start is None else anneal_start
+        if int(start) != start or not 0 <= start <= steps:
+            raise DnadiffError(f"{pre}anneal_start must be an integer in [0, curriculum_steps={steps}], got {start!r}")
+        if (gamma_min is None) != (gamma_max is None):
+            raise DnadiffError(f"{pre}gamma_min and curriculum_gamma_max go together (set both or neither)")
+        if gamma_min is not None and not (math.isfinite(gamma_min) and math.isfinite(gamma_max)
+                                          and gamma_min < gamma_max):
+            raise DnadiffError(f"{pre}gamma_min must be < curriculum_gamma_max (finite), got {gamma_min}, {gamma_max}")
+        self.curriculum_steps = steps
+        self.curriculum_tau = (float(tau), float(tau_end))
+        self.curriculum_anneal_start = int(start)
+        self.curriculum_gamma = None if gamma_min is None else (float(gamma_min), float(gamma_max))
 
     def q_sample(self, x0: Tensor, t: Tensor, active: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """z_t ~ q(z_t | x0): each active position is replaced, with probability 1 - α_t, by a uniform data
@@ -163,16 +196,28 @@ class UDLMObjective(DiffusionObjective):
         else:
             t = torch.as_tensor(t, dtype=torch.float32, device=x0.device).expand(x0.shape[0])
         z_t = self.q_sample(x0, t, active, generator)
-        log_x_hat = data_log_probs(denoiser(z_t, t), self.data_ids)  # (B, L, N)
+        return self.nelbo(denoiser(z_t, t), x0_idx, z_t, t, active)
+
+    def nelbo(self, logits: Tensor, x0_idx: Tensor, z_t: Tensor, t: Tensor, active: Tensor,
+              alpha_dalpha: tuple[Tensor, Tensor] | None = None, prior: bool = True) -> LossOutput:
+        """The estimate of `loss` from the denoiser's logits at (z_t, t): x0_idx from `data_index`, active the
+        noised and scored positions. `alpha_dalpha`: (α_t, α'_t) Float64[B] of another schedule (DUO's
+        curriculum range), default this objective's; prior=False leaves the prior KL term out."""
+        log_x_hat = data_log_probs(logits, self.data_ids)  # (B, L, N)
         if log_x_hat.dtype == torch.float32 and self.N <= 64:
             log_x_hat = log_x_hat.double()  # small N (DNA): float64 keeps N/x̄_i - N/x̄_θ,i exact near t = 0
-        t64 = t.double()
+        if alpha_dalpha is None:
+            t64 = t.double()
+            alpha_dalpha = (self.schedule.alpha(t64), self.schedule.dalpha(t64))
         f = udlm_rate_kl(log_x_hat, x0_idx, data_index(z_t, self.data_ids, self.vocab_size or 0),
-                         self.schedule.alpha(t64), self.schedule.dalpha(t64))  # (B, L)
+                         *alpha_dalpha)  # (B, L)
         f = torch.where(active, f, torch.zeros_like(f))
-        alpha_1 = float(self.schedule.alpha(torch.ones((), dtype=torch.float64)))
         counted = active.sum(dim=1).to(f.dtype)
-        nll = (f.sum(dim=1) + counted * prior_kl(alpha_1, self.N)).float()
+        nll = f.sum(dim=1)
+        if prior:
+            alpha_1 = float(self.schedule.alpha(torch.ones((), dtype=torch.float64)))
+            nll = nll + counted * prior_kl(alpha_1, self.N)
+        nll = nll.float()
         num_tokens = counted.float()
         return LossOutput(nll.sum() / num_tokens.sum().clamp_min(1.0), nll, num_tokens)
 

@@ -10,8 +10,10 @@ embedding:
 * otherwise the first token embedding (`nn.Embedding`, not a label embedding) found in the
   denoiser gets a forward hook for this one call: its lookup of exactly these ids is replaced by
   `onehot @ E` (DRAKES feeds its DNA model one-hot inputs the same way: soft @ embedding.weight);
-* a denoiser with neither (or whose embedding is reached through transformed ids, e.g. RCPS
-  strands) is called on the ids: the value is the same, no gradient flows through its input.
+* an embedding module that declares `forward_onehot(w)` (the token lookup of `w`, linear in it: RCPS
+  Caduceus's two-strand `RCPSEmbedding`, whose reverse strand reads transformed ids) is hooked the same
+  way, whole, before any plain `nn.Embedding` inside it, so both strands see the soft state;
+* a denoiser with neither is called on the ids: the value is the same, no gradient flows through its input.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ def token_embedding(denoiser, vocab_size: int) -> nn.Embedding | None:
     return None
 
 
+def onehot_lookup(denoiser) -> nn.Module | None:
+    """The first module of a denoiser that declares `forward_onehot` (a token lookup linear in a one-hot)."""
+    if not isinstance(denoiser, nn.Module):
+        return None
+    for name, mod in denoiser.named_modules():
+        if callable(getattr(mod, "forward_onehot", None)) and "label" not in name:
+            return mod
+    return None
+
+
 def call_soft(denoiser, x: Tensor, onehot: Tensor | None, t: Tensor) -> Tensor:
     """Logits Float[B, L, V] of `denoiser` at ids x (Long[B, L]) whose relaxed one-hot is `onehot`
     (None: a plain call). The value depends on `onehot` alone, whether or not it carries gradients."""
@@ -37,14 +49,17 @@ def call_soft(denoiser, x: Tensor, onehot: Tensor | None, t: Tensor) -> Tensor:
     soft = getattr(denoiser, "forward_soft", None)
     if callable(soft):
         return soft(onehot, t)
-    emb = token_embedding(denoiser, onehot.shape[-1])
+    emb = onehot_lookup(denoiser) or token_embedding(denoiser, onehot.shape[-1])
     if emb is None:
         return denoiser(x, t)
 
     def hook(module, inputs, output):
         if inputs[0] is x:  # the backbone's lookup of these ids: make it linear in the one-hot
-            w = nn.functional.pad(onehot, (0, module.num_embeddings - onehot.shape[-1]))  # (B, L, V_emb)
-            return (w.to(module.weight.dtype) @ module.weight).to(output.dtype)
+            rows = module.weight.shape[0]
+            w = nn.functional.pad(onehot, (0, rows - onehot.shape[-1])).to(module.weight.dtype)  # (B, L, V_emb)
+            if isinstance(module, nn.Embedding):
+                return (w @ module.weight).to(output.dtype)
+            return module.forward_onehot(w).to(output.dtype)
         return output
 
     handle = emb.register_forward_hook(hook)
@@ -54,4 +69,4 @@ def call_soft(denoiser, x: Tensor, onehot: Tensor | None, t: Tensor) -> Tensor:
         handle.remove()
 
 
-__all__ = ["call_soft", "token_embedding"]
+__all__ = ["call_soft", "onehot_lookup", "token_embedding"]

@@ -19,6 +19,7 @@ import torch
 from dnadiff.config import RunConfig
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
+from dnadiff.training.duo_curriculum import training_loss
 from dnadiff.training.ema import EMA
 from dnadiff.training.optim import build_optimizer, build_scheduler
 
@@ -69,8 +70,9 @@ class DiffusionLitModule(L.LightningModule):
     def training_step(self, batch, batch_idx):
         self._seed_step()
         self.micro_step += 1
-        out = self.model.objective.loss(self._denoiser_for(batch, train=True), batch["input_ids"],
-                                        batch["attention_mask"])
+        # objective.loss, or DUO's curriculum estimate while a udlm objective's curriculum runs (the step decides)
+        out = training_loss(self.model.objective, self._denoiser_for(batch, train=True), batch["input_ids"],
+                            batch["attention_mask"], step=self.global_step)
         if not torch.isfinite(out.loss):
             raise NonFiniteLossError(
                 f"non-finite training loss ({out.loss.item()}) at step {self.global_step}; "
