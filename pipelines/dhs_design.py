@@ -35,11 +35,16 @@ state their target (the SNIS estimates design-finetune writes before training: E
 the fine-tuned model reached (its mean reward and trajectory KL), and the reward-vs-update curve (PNG; the
 table gives its first and last quarter means so a reader sees whether it had flattened).
 
-Cost of --scale cpu (one core, measured on the 2-core machine of this project; CPU seconds at ~10 ms per
-200-bp denoiser row of the d64 x 2 Caduceus MDLM): inference rows, 64 designs x 50 steps: unguided 3,200 rows
+Cost of --scale cpu, about 60 CPU-minutes on one core (estimated from measurements on this project's 2-core
+machine, CPU seconds, which its load does not inflate much): a 200-bp row through the d64 x 2 Caduceus MDLM
+costs ~10 ms (16 designs x 50 steps unguided: 13.6 s CPU of which ~9 s is start-up; best-of-4: 41.8 s); one
+DRAKES update at batch 16 x 25 steps, gradient through the last 5, cost ~40 s CPU (55.8 s with start-up),
+i.e. ~0.1 s per trajectory row-step. Hence: inference rows of 64 designs x 50 steps: unguided 3,200 rows
 (~0.5 min), CFG 6,400 (~1 min), best-of-16 51,200 (~9 min), SVDD (4 candidates) and SMC (4 particles) 12,800
-rows + as many reward rows (~3 min each), CG (first order) ~1.5 min; validation grids ~4 min; fine-tuning:
-see FINETUNE_COST below; scoring and motif scans ~2 min. About 60 CPU-minutes in all.
+rows + as many reward rows (~3 min each), CG (first order) ~1.5 min; validation designs (16 per setting)
+~4 min; fine-tuning, 4 runs (2 β each for DRAKES and policy gradient) of 20 updates at batch 8 x 16 steps
+(~13-19 s each) plus 64 target and 16 evaluation samples: ~5-7 min a run, ~24 min; scoring (log-likelihoods of
+~2,200 real sequences, motif scans) and command start-ups ~5 min.
 """
 
 from __future__ import annotations
@@ -72,9 +77,10 @@ SCALES = {
             "oracles": "runs/dhs_oracles", "num": 64, "valid_num": 16, "length": 200, "steps": 50, "best_n": 16,
             "svdd_candidates": 4, "smc_particles": 4,
             "grids": {"cfg": [1.0, 3.0], "cg": [1.0, 4.0], "smc": [0.5, 1.0]},
-            # fine-tuning: shorter trajectories than sampling (25 steps), gradient through the last 5 (DRAKES)
-            "finetune": {"train_steps": 24, "sample_steps": 25, "truncate_steps": 5, "batch_size": 16,
-                         "group_size": 8, "target_samples": 64, "eval_samples": 16},
+            # fine-tuning: shorter trajectories than sampling (16 of the 50 steps), gradient through the last 4
+            # (DRAKES), batch 8 (policy gradient: 2 groups of 4), 20 updates: the reward curve shows if that flattened
+            "finetune": {"train_steps": 20, "sample_steps": 16, "truncate_steps": 4, "batch_size": 8,
+                         "group_size": 4, "target_samples": 64, "eval_samples": 16},
             "finetune_grid": {"drakes": [(0.25, 1e-3), (1.0, 1e-3)], "policy_gradient": [(0.25, 1e-3), (1.0, 1e-3)]}},
     "tiny": {"out": "runs/dhs_design_tiny", "results": None, "models": None, "oracles": None, "num": 4,
              "valid_num": 4, "length": 200, "steps": 4, "best_n": 16, "svdd_candidates": 2, "smc_particles": 2,
