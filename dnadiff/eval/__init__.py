@@ -27,6 +27,7 @@ _EXPORTS = {
     "frechet_distance": "encoders", "Embedder": "encoders", "BackboneEncoder": "encoders",
     "classifier_accuracy": "encoders",
     "generative_perplexity": "genppl", "decode_samples": "genppl", "load_scorer": "genppl",
+    "unigram_entropy": "genppl",
     "zero_shot_eval": "zeroshot",
     "classification_metrics": "classification", "summarize": "classification", "format_range": "classification",
     "RANGE_LABEL": "classification", "METRICS": "classification",
