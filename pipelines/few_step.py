@@ -33,12 +33,15 @@ at least 95% of real validation text's):
 "Reaches its own L-call quality": the smallest call count whose mean headline metric (DNA: 3-mer Pearson,
 text: gen PPL) is no worse than the L-call mean minus the L-call cell's seed range (the rule in the md).
 
-Cost (--scale cpu, one core, measured pieces: a tiny-Caduceus call on 64 x 128 bp 0.27 s CPU, `dnadiff metrics`
-with all JASPAR motifs 4.9 s CPU a cell): 5 models trained 5 min each (25 min: DNA MDLM and UDLM, text MDLM,
-UDLM, AR judge); 8 distillations (4 x 2 grid points, teacher 64 steps, 30 updates a round, ~7 min); DNA
-sampling 5 families x 7 cells x 3 seeds (~252 calls per family and seed: ~17 min) and metrics (~9 min); text
-sampling with 64-wide 2-block DiTs (~16 min) and judging (~2 min); validation grids ~5 min: about 80-90
-CPU-minutes. Training budgets are wall-clock minutes (train.max_minutes): on a loaded machine fewer steps.
+Cost (--scale cpu, one core; per-call figures measured here at load ~9 on 2 cores, CPU time: a tiny-Caduceus
+call on 64 x 128 bp 0.27 s, the 64-wide 2-block text DiT ~0.3 s (from the tiny scale's 1 ms per 32-token
+sequence-call), `dnadiff metrics` with every JASPAR motif 4.9 s a cell): 5 models trained 5 min each (25 min:
+DNA MDLM and UDLM, text MDLM, UDLM, AR judge); 2 Markov fits (~3 min); 8 distillations (2 families x 2 domains x
+2 students, teacher 64 steps, 30 updates a round, 4 rollouts: ~9 min); validation grids (~2 min); DNA sampling,
+5 families x 3 seeds x 252 calls (4+8+...+128, L = 128 coincides with 128): ~17 min, and its ~100 metric cells
+~8 min; text sampling ~19 min and judging ~2 min: about 85 CPU-minutes (say 70-110: the per-call figures came
+from a loaded machine). Training budgets are wall-clock minutes (train.max_minutes): on a loaded machine a
+model gets fewer steps. --scale tiny: ~40 s CPU (37 s measured, 19 min wall at load 9).
 Models, students and sample files are kept across reruns while their command and (for samples) the model's
 content fingerprint are unchanged.
 Writes results/few_step_cpu.{md,json} and results/few_step_cpu.png (--scale tiny: WORK/few_step_tiny.*).
