@@ -1,7 +1,8 @@
 """The DHS 4-way cell-type classification benchmark with a learning curve (issue 34 §6).
 
     python pipelines/dhs_classification.py --scale cpu --rows kmer_lr              # k-mer LR rows, a few CPU-min
-    python pipelines/dhs_classification.py --scale cpu --rows scratch,pretrained   # neural rows, ~30 CPU-min
+    python pipelines/dhs_classification.py --scale cpu --rows scratch,pretrained --resume   # neural rows
+    python pipelines/dhs_classification.py --scale cpu --table-only                # the table of the rows done
     python pipelines/dhs_classification.py --scale cpu --dry-run                    # every method built, one step
     python pipelines/dhs_classification.py --scale tiny                             # the 300-row fixture (tests)
 
@@ -29,8 +30,11 @@ classifier (OUT/.../classifier) then scores the test split (chr1) once: 4-way ac
 (recall), macro-F1, MCC; its predictions are kept in OUT/<method>/<size>/test_predictions.csv.
 
 Neural budget (one CPU core): every run at most train.epochs x train.max_steps_per_epoch steps of batch_size
-sequences (cpu: 2 x 40 x 32 = 2,560 sequences seen, a few CPU-minutes a run); the larger subsets are then seen
-less than once: at this budget the neural rows are compute-bound, which the table says.
+sequences (cpu: 2 x 40 x 32 = 2,560 sequences seen); the larger subsets are then seen less than once: at this
+budget the neural rows are compute-bound, which the table says. Cost, estimated from the d64 x 2 Caduceus-PS
+classifier's measured CPU cost on a contended core (~35 ms a sequence a training step, ~22 ms a sequence a
+forward pass): 1.5-2 CPU-min a run at 1,000 / 4,000, ~4 at all, ~1.7 for each row's test split (4,565): the
+ten runs and six test passes of the neural rows ~30 CPU-min, under the 6 minutes a run this budget states.
 
 Rows are kept as OUT/rows/<method>_<size>.json, so `--rows` runs some and the table lists every row done so far;
 `--resume` keeps rows already done with the same settings. Writes results/dhs_classification.{md,json} and
@@ -84,6 +88,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--pretrained", default=None, help="pretrained dnadiff model directory (default cpu: "
                    "runs/dhs_benchmark/models/cg/model; tiny: one trained on the fixture into OUT/pretrained)")
     p.add_argument("--resume", action="store_true", help="keep the rows already in OUT/rows with the same settings")
+    p.add_argument("--table-only", action="store_true", help="run nothing: write the table from the rows in OUT/rows")
     p.add_argument("--dry-run", action="store_true",
                    help="every method at the smallest size, one setting, one step; no test split, no table")
     args = p.parse_args(argv)
@@ -258,6 +263,7 @@ def run_method(method: str, args, scale: dict, out: Path, table, pretrained: dic
                "runs": runs, "chosen": best["setting"], "chosen_valid_split_accuracy": best["valid_split_accuracy"],
                "lr_selected_at": None if method == "kmer_lr" else size_label(sizes[0]), "test": test,
                "classifier": str(Path(best["dir"]) / "classifier"), "settings": settings, "command": command,
+               "pretrained": pretrained if method != "kmer_lr" else None,
                "wall_s": round(time.time() - w0, 1), "cpu_s": round(sum(r["cpu_s"] for r in runs), 1),
                "load_before": load_before, "load_after": load_average()}
         log(f"{method} {label}: {row['hyperparameter']} {best['setting']:g} (chr2 {best['valid_split_accuracy']:.4f}); "
@@ -288,9 +294,9 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     w0, load_before = time.time(), load_average()
     table = load_dhs()
     scale["n_train"] = int(len(table.indices("train")))
-    neural = [m for m in args.methods if m != "kmer_lr"]
-    pretrained = pretrained_model(args, scale, out, print) if neural else None
-    for method in args.methods:
+    methods = [] if args.table_only else args.methods
+    pretrained = pretrained_model(args, scale, out, print) if any(m != "kmer_lr" for m in methods) else None
+    for method in methods:
         print(f"{method}: sizes {', '.join(size_label(n) for n in scale['sizes'])}")
         run_method(method, args, scale, out, table, pretrained, dry is not None, command, print)
     if dry is not None:
@@ -298,6 +304,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         return 0
     rows = [json.loads((out / "rows" / f"{m}_{size_label(n)}.json").read_text())
             for m in METHODS for n in scale["sizes"] if (out / "rows" / f"{m}_{size_label(n)}.json").is_file()]
+    if pretrained is None:  # not loaded by this invocation: the one the neural rows recorded
+        pretrained = next((row["pretrained"] for row in rows if row.get("pretrained")), None)
     result = {
         "scale": args.scale, "command": command, "threads": args.threads,
         "data": {"source": ("tests/data/dhs/dhs_fixture.txt (300-row fixture)" if args.scale == "tiny"

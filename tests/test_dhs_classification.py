@@ -122,6 +122,11 @@ def test_resume_keeps_rows_and_a_bad_model_dir_is_one_line(tiny, monkeypatch, ca
     assert dhs_classification.main(["--scale", "tiny", "--out", str(out), "--resume", "--rows", "kmer_lr"]) == 0
     again = json.loads((out / "dhs_classification.json").read_text())
     assert [x["test"] for x in again["rows"]] == [x["test"] for x in r["rows"]]
+    assert dhs_classification.main(["--scale", "tiny", "--out", str(out), "--table-only"]) == 0
+    again = json.loads((out / "dhs_classification.json").read_text())
+    assert [x["test"] for x in again["rows"]] == [x["test"] for x in r["rows"]]
+    assert again["pretrained"]["dir"] == r["pretrained"]["dir"]  # the neural rows' record of it
+    assert "pretrained/model` (dhs_mdlm, 1 steps" in (out / "dhs_classification.md").read_text()
     capsys.readouterr()
     assert dhs_classification.main(["--scale", "tiny", "--out", str(out), "--rows", "scratch",
                                     "--pretrained", str(out / "nowhere")]) == 2
