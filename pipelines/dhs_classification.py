@@ -358,7 +358,10 @@ def markdown(r: dict, png: str) -> str:
     from dnadiff.utils import markdown_table
 
     main_rows = [{"method": row["label"], "training sequences": row["num_train"],
-                  "chosen": f"{row['hyperparameter']} {row['chosen']:g}",
+                  "chosen": f"{row['hyperparameter']} {row['chosen']:g}" + (
+                      " (grid edge)" if len(row["settings"]["grid"]) > 1 and row["chosen"] in
+                      (row["settings"]["grid"][0], row["settings"]["grid"][-1]) and
+                      len(row["runs"]) > 1 else ""),
                   "chr2 accuracy": f"{row['chosen_valid_split_accuracy']:.4f}",
                   "test accuracy": f"{row['test']['accuracy']:.4f}", "macro-F1": f"{row['test']['f1_macro']:.4f}",
                   "MCC": f"{row['test']['mcc']:.4f}", **{c: f"{row['test']['per_class'][c]:.3f}" for c in CELL_TYPES},
@@ -404,7 +407,9 @@ def markdown(r: dict, png: str) -> str:
         "",
     ]
     if r["missing"]:
-        lines += [f"Not run yet: {', '.join(r['missing'])}.", ""]
+        todo = ",".join(m for m in METHODS if any(x.startswith(m + " ") for x in r["missing"]))
+        lines += [f"Not run yet: {', '.join(r['missing'])}; to run them (the rows done are kept): "
+                  f"`python pipelines/dhs_classification.py --scale {r['scale']} --rows {todo} --resume`.", ""]
     lines += [f"Training subsets (`data.max_train=N`, stratified, seed {r['subset_seed']}), class counts:", "",
               markdown_table(subsets), "", "Every run (the chosen one per row scored on test):", "",
               markdown_table(run_rows), ""]
