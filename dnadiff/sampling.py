@@ -47,8 +47,8 @@ class SampleResult:
     sampler: Any  # the sampler of the last batch (its name, steps, eps)
     batch_size: int
     num_batches: int
-    nfe_total: int  # network calls over every batch
-    nfe_per_row: Tensor | None  # Long[num]: the calls each sequence took part in (None: a guidance method)
+    nfe_total: int  # network passes over every batch (a CFG or strand-averaged step: two)
+    nfe_per_row: Tensor | None  # Long[num]: the passes each sequence took part in (None: a guidance method)
     steps_used: int  # loop steps taken (max over batches; a sampler stops early when all is unmasked)
     wall_seconds: float
     seed: int = 0
@@ -122,12 +122,19 @@ def sample(model, num: int, length: int, *, sampler: Any = None, steps: int | No
         step = min(per_batch, calls[0] // per_step)
         on_step(calls[1] * per_batch + step, calls[1] + 1, step)
 
+    passes = [0]  # backbone forward passes in this batch: a CFG or strand-averaged call makes two
+
+    def count_pass(*_):
+        passes[0] += 1
+
     hook = model.backbone.register_forward_hook(on_forward) if on_step is not None else None
+    counter = model.backbone.register_forward_hook(count_pass)
     samples, row_nfe, nfe, steps_used, smp = [], [], 0, 0, None
     start = time.time()
     try:
         for i in range(0, num, chunk):
             n = min(chunk, num - i)
+            passes[0] = 0
             tmpl = template[i : i + n] if template is not None else None
             x, smp = model.generate(n, length, sampler=sampler, steps=steps, template=tmpl,
                                     generator=SeedStream(seed, first_row=first_index + i), return_sampler=True,
@@ -135,13 +142,17 @@ def sample(model, num: int, length: int, *, sampler: Any = None, steps: int | No
             if on_batch is not None:
                 on_batch(smp, x)
             samples.append(x.cpu())
-            nfe += smp.last_nfe
-            row_nfe.append(smp.last_nfe_per_row)
+            # network passes per sampler call: 2 under classifier-free guidance (conditional + unconditional) or
+            # --rc-symmetric, 4 with both; 1 where the backbone's forward is not what a step calls (AR decoding)
+            per_call = round(passes[0] / smp.last_nfe) if smp.last_nfe and passes[0] > smp.last_nfe else 1
+            nfe += smp.last_nfe * per_call
+            row_nfe.append(None if smp.last_nfe_per_row is None else smp.last_nfe_per_row * per_call)
             steps_used = max(steps_used, smp.last_steps)
             calls[0], calls[1] = 0, calls[1] + 1  # a sampler that stopped early (all unmasked) finished its batch
             if on_step is not None and calls[2]:
                 on_step(calls[1] * per_batch, calls[1], per_batch)
     finally:
+        counter.remove()
         if hook is not None:
             hook.remove()
     wall = time.time() - start

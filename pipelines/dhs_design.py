@@ -171,13 +171,12 @@ def finetune_argv(method: str, beta: float, lr: float, sc: dict, models: dict, r
 
 
 def nfe_of(fasta: Path) -> float:
-    """Denoiser rows per design from the JSON `dnadiff sample` / `dnadiff design` wrote beside the FASTA. A
-    classifier-free-guided step is one call there but two network passes (model.guided: conditional and
-    unconditional), counted here as two."""
+    """Denoiser rows per design from the JSON `dnadiff sample` / `dnadiff design` wrote beside the FASTA (a
+    classifier-free-guided step counts its two network passes there: conditional and unconditional)."""
     stats = json.loads(fasta.with_suffix(".json").read_text())
     if "summary" in stats:
         return float(stats["summary"]["nfe_per_sequence"])
-    return float(stats["nfe_per_sequence"]) * (2 if stats.get("class") is not None and stats.get("guidance") else 1)
+    return float(stats["nfe_per_sequence"])  # CFG's two passes counted by dnadiff.sample
 
 
 def reward_curve(run_dir: Path) -> list[dict]:

@@ -31,6 +31,12 @@ def test_class_conditional_training_and_guided_sampling(tmp_path):
     assert frac_a["a_rich"] > 0.6 and frac_a["c_rich"] < 0.4, frac_a
     unconditional = model.generate(32, 16, steps=16, generator=g)
     assert unconditional.shape == (32, 16)
+    # a guided step is two network passes (conditional and unconditional), and the statistics say so
+    import dnadiff
+
+    cond = dnadiff.sample(model, 4, 16, steps=8, seed=0, label="a_rich")
+    cfg = dnadiff.sample(model, 4, 16, steps=8, seed=0, label="a_rich", guidance=1.0)
+    assert cfg.stats()["denoiser_rows"] == 2 * cond.stats()["denoiser_rows"] > 0
 
     # a classifier (or an unconditional run) takes the plain backbone; a conditional run keeps the labels
     from dnadiff.checkpoint import load_backbone

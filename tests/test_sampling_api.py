@@ -43,6 +43,20 @@ def test_statistics_describe_the_run(model):
     assert st["seed"] == 1 and st["first_index"] == 0
 
 
+def test_statistics_count_every_network_pass(model):
+    """A strand-averaged step runs the network twice: twice the passes of the same sampler on the same rows."""
+    plain = dnadiff.sample(model, 4, 24, steps=8, seed=2, sampler="ancestral")
+    both = dnadiff.sample(model, 4, 24, steps=8, seed=2, sampler="ancestral", rc_symmetric=True)
+    passes = []
+    handle = model.backbone.register_forward_hook(lambda *_: passes.append(1))
+    try:
+        again = dnadiff.sample(model, 4, 24, steps=8, seed=2, sampler="ancestral", rc_symmetric=True)
+    finally:
+        handle.remove()
+    assert both.nfe_total == 2 * plain.nfe_total == len(passes) == again.nfe_total
+    assert torch.equal(both.nfe_per_row, 2 * plain.nfe_per_row)
+
+
 def test_the_model_owns_its_length_limit(model, tmp_path):
     assert model.max_length is None  # tiny_dna_mdlm: Caduceus, no position table
     hyena = dnadiff.load(tiny_model_dir(tmp_path, seq_len=24, overrides=["model.backbone=hyena", "model.preset=tiny"]))
