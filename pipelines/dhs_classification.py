@@ -164,8 +164,7 @@ def scratch_overrides(pretrained: str) -> list[str]:
 
 def subset_counts(table, n: int | None, seed: int = 0) -> dict:
     """Class counts of the stratified training subset `data.max_train=n` (protocol.protocol_data's)."""
-    from dnadiff.data import CELL_TYPES
-    from dnadiff.data.splits import stratified_subsample
+    from dnadiff.data import CELL_TYPES, stratified_subsample
 
     labels = table.labels[table.indices("train")]
     keep = stratified_subsample(labels, n, seed)
@@ -202,8 +201,7 @@ def finetune_run(method: str, n: int | None, setting: float, out: Path, scale: d
 def score_test(classifier: Path, table, folder: Path) -> dict:
     """The test split (chr1), read once: accuracy, per cell type, macro-F1, MCC; predictions to a CSV."""
     from dnadiff.data import CELL_TYPES
-    from dnadiff.eval import accuracy_table, load_oracle, predict_proba
-    from dnadiff.eval.classification import classification_metrics
+    from dnadiff.eval import accuracy_table, classification_metrics, load_oracle, predict_proba
     from dnadiff.utils import atomic_write
 
     model, meta = load_oracle(classifier)

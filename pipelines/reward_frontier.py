@@ -44,7 +44,7 @@ def target_table(rewards, betas) -> list[dict]:
     """SNIS estimates of p* at each β (target.snis_target): beta, reward, reward_se, kl, kl_se, ess, n."""
     import torch
 
-    from dnadiff.finetune_reward.target import snis_target
+    from dnadiff.finetune_reward import snis_target
 
     r = torch.as_tensor(np.asarray(rewards, dtype=float), dtype=torch.float64)
     return [{"beta": float(b), **{k: v for k, v in snis_target(r, float(b)).items() if k != "pretrained_reward"}}

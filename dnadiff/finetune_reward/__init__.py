@@ -18,9 +18,11 @@ dnadiff/training/reward_loop.py.
 from dnadiff.finetune_reward.drakes import LossOutput, drakes_loss
 from dnadiff.finetune_reward.policy_gradient import GroupBatch, group_advantage, policy_gradient_loss, sample_groups
 from dnadiff.finetune_reward.preference import TrajectoryPool, preference_loss, sample_pool
+from dnadiff.finetune_reward.target import snis_target
 from dnadiff.finetune_reward.trajectory import Grid, make_grid, rollout
 
 METHODS = ("drakes", "policy_gradient", "dpo")
 
 __all__ = ["METHODS", "Grid", "GroupBatch", "LossOutput", "TrajectoryPool", "drakes_loss", "group_advantage",
-           "make_grid", "policy_gradient_loss", "preference_loss", "rollout", "sample_groups", "sample_pool"]
+           "make_grid", "policy_gradient_loss", "preference_loss", "rollout", "sample_groups", "sample_pool",
+           "snis_target"]
