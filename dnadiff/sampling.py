@@ -144,7 +144,9 @@ def sample(model, num: int, length: int, *, sampler: Any = None, steps: int | No
             samples.append(x.cpu())
             # network passes per sampler call: 2 under classifier-free guidance (conditional + unconditional) or
             # --rc-symmetric, 4 with both; 1 where the backbone's forward is not what a step calls (AR decoding)
-            per_call = round(passes[0] / smp.last_nfe) if smp.last_nfe and passes[0] > smp.last_nfe else 1
+            # and for guidance methods (dnadiff design), which count their own denoiser rows
+            plain = smp.last_nfe_per_row is not None and smp.last_nfe and passes[0] > smp.last_nfe
+            per_call = round(passes[0] / smp.last_nfe) if plain else 1
             nfe += smp.last_nfe * per_call
             row_nfe.append(None if smp.last_nfe_per_row is None else smp.last_nfe_per_row * per_call)
             steps_used = max(steps_used, smp.last_steps)
