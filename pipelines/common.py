@@ -1,4 +1,5 @@
-"""What the pipeline scripts share: the command line they record and the --dry-run wrapper.
+"""What the pipeline scripts share: the command line they record, the --dry-run wrapper and work kept across
+reruns (`stamped`).
 
 `python pipelines/X.py` puts pipelines/ first on sys.path, so a pipeline imports this module and its
 sibling pipelines by name (`import common`). No file here may take the name of a module importable
@@ -8,6 +9,7 @@ tests/test_baseline_pipelines.py checks.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -39,3 +41,18 @@ def main_with_dry_run(run, args, script: str, argv: list[str] | None, name: str)
     finally:
         if tmp:
             tmp.cleanup()
+
+
+def stamped(done: Path, stamp: dict, make, log, what: str, ready: bool = True) -> dict:
+    """`make()`'s info, unless `done` (a JSON written only after make() succeeded) holds the same stamp (what made
+    the work: command, content fingerprints) and `ready`: then the info recorded when it was made (a model,
+    student or sample file kept across reruns)."""
+    from dnadiff.utils import write_json
+
+    if ready and done.is_file() and json.loads(done.read_text()).get("stamp") == stamp:
+        log(f"  kept {what}")
+        return json.loads(done.read_text())["info"]
+    done.unlink(missing_ok=True)
+    info = make()
+    write_json(done, {"stamp": stamp, "info": info})
+    return info

@@ -180,17 +180,14 @@ def generate(row: str, model: str, cell: str, num: int, seed: int, path: Path, s
     path.parent.mkdir(parents=True, exist_ok=True)
     stamp = {"command": "dnadiff " + " ".join(map(str, argv)), "model": fingerprint_of(model),
              "reward": fingerprint_of(reward) if row == "cg" else None}
-    done = path.with_suffix(".done.json")  # written after the command succeeded: what made these samples
-    if path.exists() and done.is_file() and json.loads(done.read_text()).get("stamp") == stamp:
-        info = json.loads(done.read_text())["info"]
-        log(f"  kept {path} (same command and model: {info['wall_s']} s wall when made)")
-        return read_samples(path), info
-    for old in (path, done, Path(str(path) + ".json"), path.with_suffix(".json")):
-        old.unlink(missing_ok=True)
-    info = dnadiff(argv, log)
-    from dnadiff.utils import write_json
 
-    write_json(done, {"stamp": stamp, "info": info})
+    def make() -> dict:
+        for old in (path, Path(str(path) + ".json"), path.with_suffix(".json")):
+            old.unlink(missing_ok=True)
+        return dnadiff(argv, log)
+
+    info = common.stamped(path.with_suffix(".done.json"), stamp, make, log,
+                          f"{path} (same command and model)", ready=path.exists())
     return read_samples(path), info
 
 

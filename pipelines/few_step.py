@@ -122,16 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def stamped(out: Path, stamp: dict, make, log) -> dict:
     """`make()` unless OUT.done.json holds the same stamp (a model, student or sample file kept across reruns)."""
-    from dnadiff.utils import write_json
-
-    done = out.parent / (out.name + ".done.json")
-    if done.is_file() and json.loads(done.read_text()).get("stamp") == stamp:
-        log(f"  kept {os.path.relpath(out, REPO)}")
-        return json.loads(done.read_text())["info"]
-    done.unlink(missing_ok=True)
-    info = make()
-    write_json(done, {"stamp": stamp, "info": info})
-    return info
+    return common.stamped(out.parent / (out.name + ".done.json"), stamp, make, log, os.path.relpath(out, REPO))
 
 
 def train_model(work: Path, key: str, config: str, over: list[str], threads: int, log) -> tuple[str, dict]:
