@@ -76,6 +76,8 @@ class ModelConfig:
     preset: str = "tiny"
     overrides: dict[str, Any] = field(default_factory=dict)  # backbone config fields
     init_from: Optional[str] = None  # dnadiff model dir or official Caduceus/HyenaDNA HF dir
+    # init_from is a causal Mamba LM to adapt into a bidirectional Caduceus-PH (backbones/ar_adapt.py)
+    adapt_ar: bool = False
     num_classes: int = 0  # > 0: class-conditional model (label embedding, classifier-free guidance)
     class_names: list[str] = field(default_factory=list)
     label_dropout: float = 0.1  # share of training labels replaced by the null label (CFG)
@@ -86,6 +88,8 @@ class ModelConfig:
     def __post_init__(self):
         _check(self.time_input in (None, "sigma", "t"), "model.time_input",
                f"must be sigma or t, got {self.time_input!r}")
+        _check(not self.adapt_ar or bool(self.init_from), "model.adapt_ar",
+               "needs model.init_from (the Mamba AR model directory to adapt)")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ clock on 2 CPU cores, against the best Markov chain on the human chr22 test spli
     # from scratch: MLM for a quarter of the hour, then MDLM from its weights, on windows of any N fraction
     python pipelines/cpu_hour.py --rows caduceus_mlm_mdlm --threads 1 --t-samples 16 \
         --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_mlm_nwin
+    # within one budget: the Mamba AR for half of it, then an MDLM adapted from it (Caduceus-PH that starts as the AR)
+    python pipelines/cpu_hour.py --rows caduceus_mdlm_from_ar --threads 1 --t-samples 16 \
+        --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_from_ar
     # every row of these tables in one validation-curve PNG (results/cpu_hour_all_valid_curve.png), no training
     python pipelines/cpu_hour.py --replot cpu_hour,cpu_hour_2h,cpu_hour_nwin,cpu_hour_mlm_nwin
     python pipelines/cpu_hour.py --dry-run            # every row built, trained ~2 steps, scored, plotted (seconds)
@@ -30,7 +33,10 @@ its curve drawn after its parent's; `caduceus_mdlm_nwin` likewise for at most 35
 fraction (data.max_n_frac=1.0, as the evaluation tiles windows); `caduceus_mlm_mdlm` from scratch in one
 budget: Caduceus MLM (objective.name=mlm: 15% masked, 80/10/10) for a quarter of it, then MDLM from those
 weights (fresh Adam) for the rest, both on crops of any N fraction (its steps and wall time are both
-stages'; its curve starts where the MLM stage ended). Each row is
+stages'; its curve starts where the MLM stage ended); `caduceus_mdlm_from_ar` likewise with the cpu-hour
+Mamba AR for half the budget, then MDLM with model.adapt_ar (a Caduceus-PH of the same size whose forward
+scans are the AR's and whose reverse scans start switched off, reading token i at position i - 1 as the AR
+does: dnadiff/backbones/ar_adapt.py; DiffuLLaMA / Dream) at lr 3e-4 for the other half. Each row is
 paired with the Markov chain scored on that row's own test windows. The Markov row is the
 order-k interpolated Kneser-Ney chain with k chosen on the valid split over 0..10
 (experiments/tiny_dna_markov + the same data), fitted once (or reused with --markov-dir).
@@ -124,8 +130,17 @@ ROWS = {
     # (15% masked, 80/10/10; benchmarks/mlm_then_mdlm.py: -0.0036 at equal steps), then MDLM from those weights
     # (fresh Adam), both on crops of any N fraction (the N-window loss of results/padded_windows_valid.json)
     "caduceus_mlm_mdlm": {"row": "Caduceus MLM 1/4 -> MDLM 3/4 of the budget (all windows)",
-                          "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound", "mlm_share": 0.25,
+                          "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound",
+                          "first_stage": {"share": 0.25, "suffix": "mlm", "over": ["objective.name=mlm"]},
                           "extra": ["data.max_n_frac=1.0"]},
+    # opt-in (issue 33 §3, the AR-adaptation lever): half the budget the cpu-hour Mamba AR, the other half an
+    # MDLM adapted from it (model.adapt_ar: Caduceus-PH of the same d64 x 2 that starts as the AR,
+    # dnadiff/backbones/ar_adapt.py; fresh Adam at a tenth of the AR's lr, as adapted LMs are tuned gently)
+    "caduceus_mdlm_from_ar": {"row": "Mamba AR 1/2 -> adapted Caduceus-PH MDLM 1/2 of the budget",
+                              "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound",
+                              "first_stage": {"share": 0.5, "suffix": "ar", "config": "experiments/cpu_hour_mamba_ar",
+                                              "over": [], "then": ["model.adapt_ar=true", "train.lr=3e-4"]},
+                              "extra": []},
 }
 DEFAULT_ROWS = ("mamba_ar", "caduceus_mdlm")
 MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_markov", "kind": "exact"}
@@ -208,30 +223,34 @@ def read_curve(run_dir: Path) -> list[dict]:
 
 def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: list[str], dry: bool,
                stage: str | None = None):
-    """A row's run config; for a two-stage row (mlm_share), stage "mlm" is its MLM stage (name KEY_mlm, that
-    share of the budget) and the default its MDLM stage (the rest, from the MLM stage's weights)."""
+    """A row's run config; for a two-stage row (first_stage), stage "first" is its first stage (name
+    KEY_SUFFIX, that share of the budget: MLM, or the AR to adapt) and the default its MDLM stage (the rest,
+    from the first stage's weights, with the first stage's `then` settings)."""
     from dnadiff.config import RunConfig
     from dnadiff.config_options import load_config
 
     row = ROWS[key]
     budget = row.get("minutes", minutes)
-    name, over_stage = key, []
-    if row.get("mlm_share"):
-        mlm_dir = out_dir / f"{key}_mlm"
-        if stage == "mlm":
-            name, budget, over_stage = mlm_dir.name, budget * row["mlm_share"], ["objective.name=mlm"]
+    name, over_stage, config = key, [], row["config"]
+    first = row.get("first_stage")
+    if first:
+        first_dir = out_dir / f"{key}_{first['suffix']}"
+        if stage == "first":
+            name, budget, over_stage = first_dir.name, budget * first["share"], list(first["over"])
+            config = first.get("config", config)
         else:
-            budget, over_stage = budget * (1 - row["mlm_share"]), [f"model.init_from={mlm_dir / 'model'}"]
+            budget = budget * (1 - first["share"])
+            over_stage = [f"model.init_from={first_dir / 'model'}", *first.get("then", [])]
         over_stage += row["extra"]
     over = [f"name={name}", f"out_dir={out_dir}", *data, f"train.max_minutes={budget:g}", *over_stage]
     if row.get("continues"):
         over += [f"model.init_from={out_dir / row['continues'] / 'model'}", *row["extra"],
                  f"train.max_steps={row['continue_steps']}"]
     if dry:  # a row from other weights: their dry-run width (the scan choice is not saved with the weights)
-        from_weights = row.get("continues") or (row.get("mlm_share") and stage != "mlm")
+        from_weights = row.get("continues") or (first and stage != "first")
         over += DRY_RUN["train"] + [o for o in DRY_RUN["model"] if not (from_weights and "scan" in o)]
     over += extra  # a sweep candidate's settings win (also in a dry run)
-    return load_config(RunConfig, row["config"], over)
+    return load_config(RunConfig, config, over)
 
 
 def curve_of(key: str, cfg, run_dir: Path, before_stage: dict | None = None) -> tuple[list[dict], float]:
@@ -248,8 +267,8 @@ def curve_of(key: str, cfg, run_dir: Path, before_stage: dict | None = None) -> 
 
 
 def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=None) -> dict:
-    """Train a row (a two-stage row: mlm_cfg first, then cfg from its weights) and score it on valid; the
-    table's wall time and steps are both stages'."""
+    """Train a row (a two-stage row: its first stage mlm_cfg, then cfg from its weights) and score it on valid;
+    the table's wall time and steps are both stages'."""
     from dnadiff.training import train
 
     stage = None
@@ -258,7 +277,8 @@ def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=N
         res = train(mlm_cfg, overwrite=True)
         stage = {"step": res.metrics["steps"], "wall_seconds": round(time.time() - t0, 1),
                  "model_dir": str(res.model_dir), "max_minutes": mlm_cfg.train.max_minutes}
-        echo(f"{key}: MLM stage {stage['step']} steps in {stage['wall_seconds'] / 60:.1f} min")
+        echo(f"{key}: first stage ({mlm_cfg.objective.name}) {stage['step']} steps in "
+             f"{stage['wall_seconds'] / 60:.1f} min")
     res = train(cfg, overwrite=True)
     wall = time.time() - t0
     valid = score(res.model_dir, "valid", valid_windows, t_samples)
@@ -270,7 +290,7 @@ def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=N
            "curve": curve, "wall_before_seconds": wall_before,
            "config": {"max_minutes": cfg.train.max_minutes, "seq_len": cfg.data.seq_len}}
     if stage:
-        out["mlm_stage"] = stage
+        out["first_stage"] = stage
     echo(f"{key}: {out['steps']} steps in {wall / 60:.1f} min, valid {out['valid_bits']:.4f} bits/base")
     return out
 
@@ -507,8 +527,8 @@ def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> 
             r = trained[key]
         else:
             cfg = row_config(key, out_dir, s["data"], minutes, extra, dry)
-            mlm_cfg = row_config(key, out_dir, s["data"], minutes, extra, dry, "mlm") if ROWS[key].get(
-                "mlm_share") else None
+            mlm_cfg = row_config(key, out_dir, s["data"], minutes, extra, dry, "first") if ROWS[key].get(
+                "first_stage") else None
             r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, t_samples, echo, mlm_cfg)
         if args.train_only:
             write_json(out_dir / f"{key}.train_row.json", r)

@@ -93,14 +93,35 @@ def test_cpu_hour_two_stage_row_mlm_then_mdlm_from_its_weights(tmp_path):
     from dnadiff.utils import portable_paths
 
     assert mdlm["model"]["init_from"] == str(runs / "caduceus_mlm_mdlm_mlm" / "model")  # the run: absolute
-    assert row["mlm_stage"]["model_dir"] == portable_paths(mdlm["model"]["init_from"])  # results: no machine path
+    assert row["first_stage"]["model_dir"] == portable_paths(mdlm["model"]["init_from"])  # results: no machine path
     assert mlm["data"]["max_n_frac"] == mdlm["data"]["max_n_frac"] == 1.0
     # a dry run's budget, 0.5 min (its 2 steps end each stage first): a quarter for the MLM stage, the rest after
     assert (mlm["train"]["max_minutes"], mdlm["train"]["max_minutes"]) == (0.125, 0.375)
-    assert row["steps"] == row["mlm_stage"]["step"] + 2 and row["mlm_stage"]["step"] == 2
-    assert row["train_wall_seconds"] >= row["mlm_stage"]["wall_seconds"]
-    assert row["curve"] and min(p["wall_seconds"] for p in row["curve"]) > row["mlm_stage"]["wall_seconds"]
-    assert min(p["step"] for p in row["curve"]) >= row["mlm_stage"]["step"]
+    assert row["steps"] == row["first_stage"]["step"] + 2 and row["first_stage"]["step"] == 2
+    assert row["train_wall_seconds"] >= row["first_stage"]["wall_seconds"]
+    assert row["curve"] and min(p["wall_seconds"] for p in row["curve"]) > row["first_stage"]["wall_seconds"]
+    assert min(p["step"] for p in row["curve"]) >= row["first_stage"]["step"]
+
+
+@pytest.mark.training
+def test_cpu_hour_ar_adaptation_row_trains_the_ar_then_adapts_it(tmp_path):
+    """caduceus_mdlm_from_ar: the Mamba AR on half the budget, then an MDLM that starts as that AR."""
+    import yaml
+
+    ch = pipeline("cpu_hour")
+    runs = tmp_path / "runs"
+    assert ch.main(["--dry-run", "--rows", "caduceus_mdlm_from_ar", "--results", str(tmp_path / "res"),
+                    "--out-dir", str(runs), "--stem", "adapt"]) == 0
+    (row,) = json.loads((tmp_path / "res" / "adapt.json").read_text())["rows"]
+    ar = yaml.safe_load((runs / "caduceus_mdlm_from_ar_ar" / "config.yaml").read_text())
+    mdlm = yaml.safe_load((runs / "caduceus_mdlm_from_ar" / "config.yaml").read_text())
+    assert (ar["objective"]["name"], ar["model"]["backbone"], ar["train"]["lr"]) == ("ar", "mamba", 3e-3)
+    assert mdlm["objective"]["name"] == "mdlm" and mdlm["model"]["adapt_ar"] and mdlm["train"]["lr"] == 3e-4
+    assert mdlm["model"]["init_from"] == str(runs / "caduceus_mdlm_from_ar_ar" / "model")
+    model = json.loads((runs / "caduceus_mdlm_from_ar" / "model" / "config.json").read_text())["model"]
+    assert model["backbone"] == "caduceus" and model["overrides"]["ar_shift"] and not model["overrides"]["rcps"]
+    assert (ar["train"]["max_minutes"], mdlm["train"]["max_minutes"]) == (0.25, 0.25)
+    assert row["steps"] == row["first_stage"]["step"] + 2
 
 
 def test_cpu_hour_bad_options_are_one_line_errors(capsys):

@@ -52,6 +52,11 @@ class CaduceusConfig(MambaConfig):
     rcps: bool = False
     complement_map: list[int] | None = None  # id -> complement id; None: the DNA tokenizer's
     n_residuals_per_layer: int = 1
+    # the autoregressive alignment (Dream, Ye et al. 2025 §2; DiffuLLaMA, Gong et al. 2024 §3.2): [BOS] is
+    # prepended and token i's logits are read at position i - 1, where a causal LM predicts its next token,
+    # so a model adapted from an AR (backbones/ar_adapt.py) starts as that AR. PH only (RC breaks the shift)
+    ar_shift: bool = False
+    bos_id: int = 2  # the DNA tokenizer's [BOS] (its ar_context_id)
 
     family = "caduceus"
 
@@ -64,6 +69,11 @@ class CaduceusConfig(MambaConfig):
             complement_table(pad_vocab(self.vocab_size, self.pad_vocab_size_multiple), self.complement_map)
         except ValueError as exc:
             raise DnadiffError(f"caduceus config: complement_map: {exc}") from None
+        if self.ar_shift and self.rcps:
+            raise DnadiffError("caduceus config: ar_shift needs rcps=false (the shift is not RC-equivariant)")
+        if self.ar_shift and not 0 <= self.bos_id < self.vocab_size:
+            raise DnadiffError(f"caduceus config: bos_id {self.bos_id} is outside the vocabulary "
+                               f"(size {self.vocab_size})")
 
 
 class BiMambaWrapper(nn.Module):
@@ -207,8 +217,12 @@ class Caduceus(Backbone):
     def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
                  attention_mask: Tensor | None = None) -> Tensor:
         real = padding_mask(input_ids, attention_mask)
+        if self.config.ar_shift:  # [BOS] + x: position i - 1 of the longer row carries token i's features
+            input_ids = torch.cat([torch.full_like(input_ids[:, :1], self.config.bos_id), input_ids], dim=1)
+            real = None if real is None else torch.cat([torch.ones_like(real[:, :1]), real], dim=1)
         rev = None if real is None else reverse_index(real)  # (B, L): reverse / RC scans per row
-        return self.backbone(self.embed(input_ids, cond), rev)  # (B, L, hidden_size)
+        hidden = self.backbone(self.embed(input_ids, cond), rev)  # (B, L(+1), hidden_size)
+        return hidden[:, :-1] if self.config.ar_shift else hidden  # (B, L, hidden_size)
 
     def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
                 attention_mask: Tensor | None = None) -> Tensor:

@@ -85,7 +85,7 @@ def save_model_dir(
     name = BACKBONES.name_of(backbone) or config.model.backbone  # the family of the weights written
     cfg = without_runtime(replace(recorded_config(config, tokenizer),  # no threads, devices, scan kernel
                                   **{"model.backbone": name, "model.overrides": full_backbone_config(backbone),
-                                     "model.init_from": None}))
+                                     "model.init_from": None, "model.adapt_ar": False}))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))

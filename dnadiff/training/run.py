@@ -64,6 +64,17 @@ def resolve_threads(cfg: RunConfig) -> RunConfig:
     return replace(cfg, **{"train.threads": default_threads(per_process=per_node)})
 
 
+def adapt_ar_backbone(backbone: torch.nn.Module, tokenizer) -> torch.nn.Module:
+    """model.adapt_ar: the init_from Mamba AR as a Caduceus-PH that starts as it (a class-conditional AR
+    keeps its label embedding in front of the adapted network)."""
+    from dnadiff.backbones.ar_adapt import caduceus_from_mamba_ar
+
+    if getattr(backbone, "num_classes", 0):
+        backbone.backbone = caduceus_from_mamba_ar(backbone.backbone, tokenizer.ar_context_id)
+        return backbone
+    return caduceus_from_mamba_ar(backbone, tokenizer.ar_context_id)
+
+
 def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
     The returned config records `model.time_input` (a dnadiff init_from model passes its own on)."""
@@ -74,6 +85,8 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
     if source is not None:
         name, backbone = read_backbone(source, vocab_size=tokenizer.vocab_size,
                                        keep_label_embedding=cfg.model.num_classes > 0)
+        if cfg.model.adapt_ar:
+            name, backbone = "caduceus", adapt_ar_backbone(backbone, tokenizer)
         if backbone.vocab_size != tokenizer.vocab_size:
             raise DnadiffError(
                 f"model.init_from: {cfg.model.init_from} has vocab_size {backbone.vocab_size}, "
