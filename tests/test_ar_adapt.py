@@ -8,7 +8,7 @@ from dnadiff.backbones.ar_adapt import caduceus_from_mamba_ar
 from dnadiff.diffusion.ar import ar_inputs
 from dnadiff.errors import DnadiffError
 
-BOS, MASK = 2, 4
+BOS, MASK = 2, 3  # the DNA tokenizer's ids; bases A C G T are 7..10
 
 
 def _trained_like_ar(seed=0, **overrides):
@@ -24,7 +24,7 @@ def _trained_like_ar(seed=0, **overrides):
 def test_adapted_model_starts_as_the_ar_on_any_input():
     ar = _trained_like_ar()
     model = caduceus_from_mamba_ar(ar, bos_id=BOS).eval()
-    x = torch.randint(5, 12, (3, 17))
+    x = torch.randint(7, 11, (3, 17))
     x[:, 5:9] = MASK  # masked positions: the adapted model reads only the left context at the start
     with torch.no_grad():
         want = ar(ar_inputs(x, BOS))  # position i: next token after [BOS], x_0 .. x_{i-1}
@@ -36,10 +36,10 @@ def test_adapted_model_starts_as_the_ar_on_any_input():
 def test_the_reverse_scan_is_off_at_the_start_and_learns():
     ar = _trained_like_ar(seed=1)
     model = caduceus_from_mamba_ar(ar, bos_id=BOS)
-    x = torch.randint(5, 12, (2, 12))
+    x = torch.randint(7, 11, (2, 12))
     with torch.no_grad():
         right_changed = x.clone()
-        right_changed[:, 8:] = (x[:, 8:] - 5 + 1) % 7 + 5
+        right_changed[:, 8:] = (x[:, 8:] - 7 + 1) % 4 + 7  # every base changed
         before = model(x)[:, :8]
         assert torch.equal(before, model(right_changed)[:, :8])  # no right context yet
     model.zero_grad()
@@ -56,7 +56,7 @@ def test_the_reverse_scan_is_off_at_the_start_and_learns():
 
 def test_shifted_caduceus_is_pad_invariant():
     model = build_backbone("caduceus", preset="tiny-ph", vocab_size=12, ar_shift=True).eval()
-    x = torch.randint(5, 12, (2, 10))
+    x = torch.randint(7, 11, (2, 10))
     mask = torch.ones_like(x)
     mask[1, 6:] = 0
     with torch.no_grad():
@@ -94,7 +94,7 @@ def test_mdlm_training_adapts_an_ar_model_dir(tmp_path):
                        "model.adapt_ar=true"])
     parts = read_model(resolve(str(train(cfg).model_dir)))
     assert parts.config.model.backbone == "caduceus" and parts.backbone.config.ar_shift
-    x = torch.randint(5, 12, (2, 16))
+    x = torch.randint(7, 11, (2, 16))
     with torch.no_grad():  # two updates at lr 1e-5 leave it next to the AR it started as
         torch.testing.assert_close(parts.backbone(x), ar(ar_inputs(x, BOS)), rtol=0, atol=2e-3)
 
