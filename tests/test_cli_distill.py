@@ -5,6 +5,7 @@ is one line, exit 2."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,10 @@ def test_distill_writes_a_student_that_loads_samples_and_names_its_teacher(train
     from dnadiff.weights import read_weights
 
     out = tmp_path / "student"
-    assert main(["distill", trained, "--steps", "2", "--round-updates", "2", "--out", str(out), *FAST]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["distill", trained, "--steps", "2", "--round-updates", "2", "--out", str(out), *FAST]) == 0
+    assert not [w for w in caught if "eval mode" in str(w.message)]  # the student's eval mode is on purpose
     student = dnadiff.load(out)
     d = student.config.distill
     assert d["teacher"] == str(Path(trained).resolve()) and d["method"] == "sdtt"

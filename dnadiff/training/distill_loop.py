@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +298,9 @@ def _distill(model_dir, settings, where: Path, resume, overwrite, progress, thre
              "tokens per update%s", settings["method"], settings["teacher_steps"], settings["steps"],
              settings["rounds"], settings["round_updates"], settings["batch_size"], settings["length"],
              f", resuming at update {point.step}" if point is not None else "")
-    with resume_warnings_silenced():
+    with resume_warnings_silenced(), warnings.catch_warnings():
+        # the student runs in eval mode on purpose (training_step): Lightning's note about it is noise here
+        warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training.*")
         trainer.fit(module, ckpt_path=str(point.path) if point is not None else None)
     return export.metrics
 
