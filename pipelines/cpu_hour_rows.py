@@ -65,11 +65,11 @@ ROWS = {
     # opt-in (issue 33 §3, the AR-adaptation lever): half the budget the cpu-hour Mamba AR, the other half an
     # MDLM adapted from it (model.adapt_ar: Caduceus-PH of the same d64 x 2 that starts as the AR,
     # dnadiff/backbones/ar_adapt.py; fresh Adam at a tenth of the AR's lr, as adapted LMs are tuned gently)
-    "caduceus_mdlm_from_ar": {"row": "Mamba AR 1/2 -> adapted Caduceus-PH MDLM 1/2 of the budget",
+    "caduceus_mdlm_from_ar": {"row": "Mamba AR 1/2 -> adapted Caduceus-PH MDLM 1/2 of the budget (all windows)",
                               "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound",
                               "first_stage": {"share": 0.5, "suffix": "ar", "config": "experiments/cpu_hour_mamba_ar",
                                               "over": [], "then": ["model.adapt_ar=true", "train.lr=3e-4"]},
-                              "extra": []},
+                              "extra": ["data.max_n_frac=1.0"]},  # both stages, as caduceus_mlm_mdlm
 }
 DEFAULT_ROWS = ("mamba_ar", "caduceus_mdlm")
 MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_markov", "kind": "exact"}
