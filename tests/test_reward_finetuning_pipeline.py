@@ -137,4 +137,5 @@ def test_dry_run_has_every_row_the_beta_grid_and_bon_costs(tmp_path):
     assert set(res["frontier"]["classifier"]["lr_choice"]["lrs"]) == set(sc["methods"])
     md = (tmp_path / "dry_run.md").read_text()
     assert "Target p* ∝ p_pre·exp(r/β)" in md and "Frontier" in md and "dry_run_gc_frontier.png" in md
+    assert set(res["reward_spread"]) == {"clean", "noisy"} and "Reward classifiers" in md  # the can-it-tell check
     assert sorted((REPO / "results").rglob("*")) == before
