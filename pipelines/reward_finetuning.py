@@ -44,8 +44,12 @@ each); fine-tuning ≈ 71 min (classifier: 12 runs + 3 learning-rate runs × 80 
 × 60 updates ≈ 11 min; motif ≈ 18 min); validation samples and the fine-tuned rows' designs ≈ 3 min.
 Total ≈ 1.6 CPU-hours (≤ 2). Process CPU seconds measured with the same models and settings on the
 contended machine (2 cores at load 9, 3 Dec): unguided 3.5 s, best-of-4 13.2 s, a DRAKES classifier update
-8.2 s (1.5–3.9× the times above), so on a machine that busy the run may take up to 3–4× longer. The dry
-run: ≈ 30 s of CPU with its toy generator kept, ≈ 1 min from scratch.
+8.2 s (1.5–3.9× the times above), so on a machine that busy the run may take up to 3–4× longer. Measured
+in a --scale cpu run on 3 Dec (one thread, load ~3 on the 2 cores): a DRAKES classifier run of 80 updates
+took 725 s wall with its 64 evaluation samples (~9 s per update), policy gradient ~7 s per update, i.e.
+~4× the estimate above: plan ~6 hours of one core for the whole scale (finished fine-tuning runs are kept
+in WORK/finetuned and reused by a rerun, so it can be spread over sessions). The dry run: ≈ 30 s of CPU
+with its toy generator kept, ≈ 1 min from scratch.
 """
 
 from __future__ import annotations
