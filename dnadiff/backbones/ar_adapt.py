@@ -1,9 +1,9 @@
 """A trained causal Mamba LM adapted into a bidirectional Caduceus-PH, the starting point of an MDLM.
 
 The largest diffusion LMs are adapted from autoregressive ones rather than trained from scratch
-(DiffuLLaMA, Gong et al. 2024, arXiv 2410.17891 §3; Dream, Ye et al. 2025): the AR's weights are kept,
-its attention is made bidirectional, and its output alignment is kept by reading token i's logits at
-position i - 1 (Caduceus `ar_shift`). Here the AR is a Mamba LM (backbones/mamba.py) and the
+(DiffuLLaMA, Gong et al. 2024, arXiv 2410.17891, fig. 1; Dream, Ye et al. 2025): the AR's weights are
+kept, its attention is made bidirectional, and its output alignment is kept by reading token i's logits
+at position i - 1 (their "shift operation"; Caduceus `ar_shift`). Here the AR is a Mamba LM (backbones/mamba.py) and the
 bidirectional model the BiMamba Caduceus-PH of the same width and depth (Schiff et al. 2024 §3.1):
 
   * embedding, every block's norm, the final norm, the tied head and `cond_proj`: copied;

@@ -52,7 +52,7 @@ class CaduceusConfig(MambaConfig):
     rcps: bool = False
     complement_map: list[int] | None = None  # id -> complement id; None: the DNA tokenizer's
     n_residuals_per_layer: int = 1
-    # the autoregressive alignment (Dream, Ye et al. 2025 §2; DiffuLLaMA, Gong et al. 2024 §3.2): [BOS] is
+    # the autoregressive alignment (the shift operation of DiffuLLaMA, arXiv 2410.17891, and Dream): [BOS] is
     # prepended and token i's logits are read at position i - 1, where a causal LM predicts its next token,
     # so a model adapted from an AR (backbones/ar_adapt.py) starts as that AR. PH only (RC breaks the shift)
     ar_shift: bool = False
