@@ -80,7 +80,10 @@ HEADLINE = {"dna": ("3-mer Pearson r", "higher"), "text": ("gen_ppl", "lower")}
 GEN_TEXT = ["model.overrides.hidden_size=64", "model.overrides.n_heads=2", "model.overrides.n_blocks=2",
             "model.overrides.adaln_dim=32"]  # the text generators: small enough to sample 64 x 128 at 252 calls
 SCALES = {
-    "cpu": {"length": 128, "num": 64, "seeds": [0, 1, 2], "calls": [4, 8, 16, 32, 64, 128], "select_calls": 16,
+    # text_seeds: text cells cost ~3 s a call here (measured 3 Dec: the MDLM family's 3 seeds x 252 calls took
+    # ~20 min of one core, 10x the estimate below), so text is sampled with one seed at this scale
+    "cpu": {"length": 128, "num": 64, "seeds": [0, 1, 2], "text_seeds": [0], "calls": [4, 8, 16, 32, 64, 128],
+            "select_calls": 16,
             "train_minutes": 5.0, "train": ["train.max_steps=100000"], "reference_windows": 1000, "max_order": 8,
             "metrics": [], "vocab": 2048, "teacher_steps": 64, "student_grid": [4, 16], "round_updates": 30,
             "distill_batch": 4, "pool_size": 64, "lr": 1e-3, "remdm_grid": REMDM_GRID,
@@ -332,7 +335,7 @@ def prepare_dna(args, work: Path, size: dict, minutes, dry: bool, log) -> tuple[
 def prepare_text(args, work: Path, size: dict, minutes, dry: bool, log) -> tuple[Domain, list]:
     """Text: the MDLM and UDLM generators (small DiTs) and the AR judge (text/cpu_fortunes_owt_ar)."""
     base = text_overrides(args, work, size, dry)
-    dom = Domain("text", work, size, log)
+    dom = Domain("text", work, {**size, "seeds": size.get("text_seeds", size["seeds"])}, log)
     trained = []
     for key, config, extra in (("judge", "text/cpu_fortunes_owt_ar", []),
                                ("mdlm", "text/cpu_fortunes_owt_mdlm", GEN_TEXT),
@@ -526,7 +529,8 @@ def render(command: str, wall: float, cpu: float, load: tuple, size: dict, resul
           f"- command: `{command}`",
           f"- wall time: {wall / 60:.1f} min, CPU time of this process: {cpu / 60:.1f} min; machine: "
           f"{describe_machine()}; load average at start / end: {load[0]} / {load[1]}",
-          f"- {len(size['seeds'])} seeds (sampling seeds {size['seeds']}) x {size['num']} sequences of "
+          f"- {len(size['seeds'])} seeds (sampling seeds {size['seeds']}; text: "
+          f"{size.get('text_seeds', size['seeds'])}) x {size['num']} sequences of "
           f"{size['length']} tokens per cell; calls = sampler steps K (L = {size['length']}); NFE per sequence "
           "as recorded by the sampler (mean over seeds [min–max over sequences]): masked samplers add a "
           "noise-removal call for a sequence still masked after the last step and stop early once nothing is "
