@@ -76,19 +76,24 @@ def test_cpu_hour_continued_row_starts_from_its_parent(tmp_path, capsys):
     assert "is not a model directory (train caduceus_mdlm first" in capsys.readouterr().err
 
 
+def _two_stage_dry_run(tmp_path, key: str, suffix: str) -> tuple[dict, dict, dict]:
+    """A two-stage cpu_hour row's dry run: its results row and both stages' run configs."""
+    import yaml
+
+    runs = tmp_path / "runs"
+    assert pipeline("cpu_hour").main(["--dry-run", "--rows", key, "--results", str(tmp_path / "res"),
+                                      "--out-dir", str(runs), "--stem", key]) == 0
+    (row,) = json.loads((tmp_path / "res" / f"{key}.json").read_text())["rows"]
+    first = yaml.safe_load((runs / f"{key}_{suffix}" / "config.yaml").read_text())
+    return row, first, yaml.safe_load((runs / key / "config.yaml").read_text())
+
+
 @pytest.mark.training
 def test_cpu_hour_two_stage_row_mlm_then_mdlm_from_its_weights(tmp_path):
     """caduceus_mlm_mdlm: an MLM stage on a quarter of the budget, then MDLM from its weights on the rest; the
     row's steps and wall time are both stages', its curve starts after the MLM stage."""
-    import yaml
-
-    ch = pipeline("cpu_hour")
     runs = tmp_path / "runs"
-    assert ch.main(["--dry-run", "--rows", "caduceus_mlm_mdlm", "--results", str(tmp_path / "res"),
-                    "--out-dir", str(runs), "--stem", "two"]) == 0
-    (row,) = json.loads((tmp_path / "res" / "two.json").read_text())["rows"]
-    mlm = yaml.safe_load((runs / "caduceus_mlm_mdlm_mlm" / "config.yaml").read_text())
-    mdlm = yaml.safe_load((runs / "caduceus_mlm_mdlm" / "config.yaml").read_text())
+    row, mlm, mdlm = _two_stage_dry_run(tmp_path, "caduceus_mlm_mdlm", "mlm")
     assert mlm["objective"]["name"] == "mlm" and mdlm["objective"]["name"] == "mdlm"
     from dnadiff.utils import portable_paths
 
@@ -106,15 +111,8 @@ def test_cpu_hour_two_stage_row_mlm_then_mdlm_from_its_weights(tmp_path):
 @pytest.mark.training
 def test_cpu_hour_ar_adaptation_row_trains_the_ar_then_adapts_it(tmp_path):
     """caduceus_mdlm_from_ar: the Mamba AR on half the budget, then an MDLM that starts as that AR."""
-    import yaml
-
-    ch = pipeline("cpu_hour")
     runs = tmp_path / "runs"
-    assert ch.main(["--dry-run", "--rows", "caduceus_mdlm_from_ar", "--results", str(tmp_path / "res"),
-                    "--out-dir", str(runs), "--stem", "adapt"]) == 0
-    (row,) = json.loads((tmp_path / "res" / "adapt.json").read_text())["rows"]
-    ar = yaml.safe_load((runs / "caduceus_mdlm_from_ar_ar" / "config.yaml").read_text())
-    mdlm = yaml.safe_load((runs / "caduceus_mdlm_from_ar" / "config.yaml").read_text())
+    row, ar, mdlm = _two_stage_dry_run(tmp_path, "caduceus_mdlm_from_ar", "ar")
     assert (ar["objective"]["name"], ar["model"]["backbone"], ar["train"]["lr"]) == ("ar", "mamba", 3e-3)
     assert mdlm["objective"]["name"] == "mdlm" and mdlm["model"]["adapt_ar"] and mdlm["train"]["lr"] == 3e-4
     assert mdlm["model"]["init_from"] == str(runs / "caduceus_mdlm_from_ar_ar" / "model")
