@@ -76,20 +76,18 @@ class ModelConfig:
     preset: str = "tiny"
     overrides: dict[str, Any] = field(default_factory=dict)  # backbone config fields
     init_from: Optional[str] = None  # dnadiff model dir or official Caduceus/HyenaDNA HF dir
-    # init_from is a causal Mamba LM to adapt into a bidirectional Caduceus-PH (backbones/ar_adapt.py)
-    adapt_ar: bool = False
+    adapt_ar: bool = False  # init_from is a causal Mamba LM to adapt into a Caduceus-PH (backbones/ar_adapt.py)
     num_classes: int = 0  # > 0: class-conditional model (label embedding, classifier-free guidance)
     class_names: list[str] = field(default_factory=list)
     label_dropout: float = 0.1  # share of training labels replaced by the null label (CFG)
-    # what a time-conditioned backbone is fed: sigma = σ(t) = -log α(t) (the MDLM reference) or t.
-    # None: sigma for a new model; in a model directory written before this field existed, t.
+    # what a time-conditioned backbone is fed: sigma = σ(t) = -log α(t) (the MDLM reference) or t; None:
+    # sigma for a new model, t in a model directory written before this field existed.
     time_input: Optional[str] = None
 
     def __post_init__(self):
         _check(self.time_input in (None, "sigma", "t"), "model.time_input",
                f"must be sigma or t, got {self.time_input!r}")
-        _check(not self.adapt_ar or bool(self.init_from), "model.adapt_ar",
-               "needs model.init_from (the Mamba AR model directory to adapt)")
+        _check(not self.adapt_ar or bool(self.init_from), "model.adapt_ar", "needs model.init_from (the AR to adapt)")
 
 
 @dataclass(frozen=True)
@@ -176,8 +174,8 @@ class TrainerConfig:
 @dataclass(frozen=True)
 class TrainConfig(TrainerConfig):
     max_steps: int = 1000
-    # wall-clock budget in minutes (Lightning's Trainer max_time): the run stops at whichever of
-    # max_steps / max_minutes comes first; null = steps only. The lr schedule still spans max_steps.
+    # wall-clock minutes (Trainer max_time): the run stops at max_steps or max_minutes, whichever comes first;
+    # null = steps only. The lr schedule still spans max_steps.
     max_minutes: Optional[float] = None
     accumulate: int = 1  # gradient accumulation (effective batch = batch_size * accumulate * devices)
     lr: float = 3e-4
@@ -248,11 +246,9 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
-    # how `dnadiff design-finetune` made this model from a pretrained one (method, reward, kl_weight,
-    # pretrained, the fine-tuning settings); empty for a model that was not fine-tuned toward a reward
+    # how `dnadiff design-finetune` made this model (method, reward, kl_weight, pretrained, settings); else empty
     reward_finetune: dict[str, Any] = field(default_factory=dict)
-    # how `dnadiff distill` made this few-step student from a teacher (method, teacher, teacher_steps, steps,
-    # the settings); empty for a model that was not distilled
+    # how `dnadiff distill` made this student (method, teacher, teacher_steps, steps, settings); else empty
     distill: dict[str, Any] = field(default_factory=dict)
 
 
