@@ -169,11 +169,12 @@ def guided_rows(task: str, spec: str, target, ctx: dict, seed: int) -> list[dict
     tok, L, steps, num = model.tokenizer, sc["length"], sc["steps"], sc["num"]
     rows = []
     unguided_nfe = None
+    side_reward = None if task == "classifier" else build_reward(spec)
     for label, name, opts, mult in guided_plan(sc):
         if task == "classifier":  # cg_grad reads the classifier on masked states: the noise-aware one
             reward = ctx["cg_reward"] if name == "cg_grad" else ctx["reward"]
         else:
-            reward = build_reward(spec)
+            reward = side_reward
         opts = dict(opts, token_ids=list(tok.nucleotide_ids)) if name == "cg_grad" else dict(opts)
         default_strength(name, reward, L, opts, spec)
         if mult is not None:
