@@ -80,8 +80,7 @@ HEADLINE = {"dna": ("3-mer Pearson r", "higher"), "text": ("gen_ppl", "lower")}
 GEN_TEXT = ["model.overrides.hidden_size=64", "model.overrides.n_heads=2", "model.overrides.n_blocks=2",
             "model.overrides.adaln_dim=32"]  # the text generators: small enough to sample 64 x 128 at 252 calls
 SCALES = {
-    # text_seeds: text cells cost ~3 s a call here (measured 3 Dec: the MDLM family's 3 seeds x 252 calls took
-    # ~20 min of one core, 10x the estimate below), so text is sampled with one seed at this scale
+    # text_seeds: text cells measured ~3 s a call (10x the docstring's estimate): one seed at this scale
     "cpu": {"length": 128, "num": 64, "seeds": [0, 1, 2], "text_seeds": [0], "calls": [4, 8, 16, 32, 64, 128],
             "select_calls": 16,
             "train_minutes": 5.0, "train": ["train.max_steps=100000"], "reference_windows": 1000, "max_order": 8,
