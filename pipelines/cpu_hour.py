@@ -147,7 +147,8 @@ def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: 
                  f"train.max_steps={row['continue_steps']}"]
     if dry:  # a row from other weights: their dry-run width (the scan choice is not saved with the weights)
         from_weights = row.get("continues") or (first and stage != "first")
-        over += DRY_RUN["train"] + [o for o in DRY_RUN["model"] if not (from_weights and "scan" in o)]
+        over += DRY_RUN["train"] + row.get("dry_model", [o for o in DRY_RUN["model"]
+                                                         if not (from_weights and "scan" in o)])
     over += extra  # a sweep candidate's settings win (also in a dry run)
     return load_config(RunConfig, config, over)
 
@@ -398,8 +399,9 @@ def run_sweep(args, s: dict, out_dir: Path, dry: bool, echo) -> dict:
     key = args.sweep
     minutes = DRY_RUN["minutes"] if dry else args.sweep_minutes
     rows = []
+    threads = [f"train.threads={args.threads}"] if args.threads else []
     for name, extra in SWEEP[key].items():
-        cfg = row_config(key, out_dir / name, s["data"], minutes, extra, dry)
+        cfg = row_config(key, out_dir / name, s["data"], minutes, threads + extra, dry)
         r = train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, s["t_samples"], echo)
         r.update(row=f"{key} {name}", kind=ROWS[key]["kind"], overrides=extra)
         rows.append(r)

@@ -70,6 +70,9 @@ ROWS = {
                               "first_stage": {"share": 0.5, "suffix": "ar", "config": "experiments/cpu_hour_mamba_ar",
                                               "over": [], "then": ["model.adapt_ar=true", "train.lr=3e-4"]},
                               "extra": ["data.max_n_frac=1.0"]},  # both stages, as caduceus_mlm_mdlm
+    # opt-in (issue 33 §3, another bidirectional network): a DiT MDLM within the same budget
+    "dit_mdlm": {"row": "DiT MDLM (cpu-hour)", "config": "experiments/cpu_hour_dit_mdlm", "kind": "bound",
+                 "dry_model": ["model.overrides.hidden_size=16", "model.overrides.n_heads=2"]},
 }
 DEFAULT_ROWS = ("mamba_ar", "caduceus_mdlm")
 MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_markov", "kind": "exact"}
@@ -96,6 +99,12 @@ SWEEP = {
         "d64x2_lr1e-3": ["data.seq_len=1024", "train.batch_size=8", "train.lr=1e-3"],
         "d64x2_L128_ph": ["model.preset=tiny-ph"],
         "d64x2_L128_lr1e-3": ["train.lr=1e-3"],
+    },
+    # DiT (cpu_hour_dit_mdlm.yaml: h128 x 2, lr 1e-3 shipped before this sweep ran)
+    "dit_mdlm": {
+        "h128x2_lr1e-3": [],
+        "h64x2_lr3e-3": ["model.overrides.hidden_size=64", "train.lr=3e-3"],
+        "h128x4_lr1e-3": ["model.overrides.n_blocks=4"],
     },
 }
 DATA = ["data.fasta={shared}/hg19_chr22_subset/chr22.fa.gz", "data.bed={shared}/hg19_chr22_subset/sequences.bed"]

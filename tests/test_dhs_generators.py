@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import random
 from pathlib import Path
@@ -22,6 +23,7 @@ from dnadiff.data import dhs
 from dnadiff.data.dhs import CELL_TYPES
 from dnadiff.errors import DnadiffError
 
+REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "data" / "dhs" / "dhs_fixture.txt"
 TAG_CELL = dict(dhs.TAGS)
 
@@ -168,6 +170,49 @@ def test_shipped_dhs_configs():
     assert cfgs["dhs_cond_ar"].objective.name == "ar" and cfgs["dhs_cond_ar"].model.num_classes == 4
     for n in ("dhs_cond_mdlm", "dhs_mdlm", "dhs_cond_ar"):  # the stated CPU budget: 60 minutes on one core
         assert cfgs[n].train.max_minutes == 60 and cfgs[n].train.threads == 1
+    # the DiT candidate of §2's backbone choice differs from the Caduceus row in the network only
+    dit = load_config(RunConfig, "experiments/dhs_cond_mdlm_dit")
+    cad = cfgs["dhs_cond_mdlm"]
+    assert (dit.model.backbone, dit.model.preset, dit.model.overrides) == ("dit", "tiny", {"cond_dim": 32})
+    for part in ("objective", "data", "train", "schedule", "sample"):
+        assert getattr(dit, part) == getattr(cad, part), part
+    assert (dit.model.num_classes, dit.model.label_dropout) == (cad.model.num_classes, cad.model.label_dropout)
+
+
+def test_backbone_choice_scores_paired_conditional_bounds(stored):
+    """benchmarks/dhs_backbone_choice.py: the same seed gives the same draws (a model against itself differs
+    by exactly 0), the label reaches the bound (own label vs null label differ once the label embedding is
+    non-zero), and the choice keeps Caduceus unless DiT is lower beyond 2 SE."""
+    from dnadiff.backbones.dit import DiT
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.eval.paired import paired_difference
+    from dnadiff.model import DiffusionModel
+    from dnadiff.tokenizers import DNATokenizer
+
+    spec = importlib.util.spec_from_file_location("dhs_backbone_choice", REPO / "benchmarks" / "dhs_backbone_choice.py")
+    choice = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(choice)
+    cfg = load_config(RunConfig, "experiments/dhs_cond_mdlm_dit")
+    torch.manual_seed(0)
+    backbone = ClassConditional(build_backbone("dit", "tiny", vocab_size=DNATokenizer().vocab_size, cond_dim=32), 4)
+    assert isinstance(backbone.backbone, DiT)
+    with torch.no_grad():
+        backbone.label_embed.weight.mul_(100.0)  # a label the network cannot ignore
+        for p in backbone.backbone.parameters():  # DiT's zero-initialised output layers: give them weight
+            if p.dim() > 1 and float(p.abs().max()) == 0.0:
+                p.normal_(0.0, 0.05)
+    model = DiffusionModel(cfg, backbone.eval(), DNATokenizer())
+    valid = dhs.DHSDataset(stored, "valid")
+    a = choice.conditional_bound(model, valid, t_samples=2, batch_size=16)
+    b = choice.conditional_bound(model, valid, t_samples=2, batch_size=16)
+    null = choice.conditional_bound(model, valid, t_samples=2, batch_size=16, labelled=False)
+    assert len(a["sequence_nats"]) == len(valid) and a["sequence_nats"] == b["sequence_nats"]
+    d = paired_difference(a, b)
+    assert d["mean"] == 0.0 and d["std_error"] == 0.0
+    assert a["sequence_tokens"] == null["sequence_tokens"] and a["sequence_nats"] != null["sequence_nats"]
+    assert choice.choose({}, {"beyond_2se": True, "mean": -0.01})[0] == "dit"
+    assert choice.choose({}, {"beyond_2se": False, "mean": -0.01})[0] == "caduceus"
+    assert choice.choose({}, {"beyond_2se": True, "mean": 0.01})[0] == "caduceus"
 
 
 # ----------------------------------------------------------------------------- the benchmark pipeline

@@ -122,6 +122,24 @@ def test_cpu_hour_ar_adaptation_row_trains_the_ar_then_adapts_it(tmp_path):
     assert row["steps"] == row["first_stage"]["step"] + 2
 
 
+def test_cpu_hour_dit_row_and_its_sweep_candidates_build_dit_configs(tmp_path):
+    """dit_mdlm (issue 33 §3): the cpu-hour data, objective and windows with a DiT; its dry-run width and each
+    sweep candidate's settings reach the config (the Caduceus-only dry-run keys would be refused by a DiT)."""
+    ch, rows = pipeline("cpu_hour"), pipeline("cpu_hour_rows")
+    cad = ch.row_config("caduceus_mdlm", tmp_path, [], 60.0, [], False)
+    dit = ch.row_config("dit_mdlm", tmp_path, [], 60.0, [], False)
+    assert (dit.model.backbone, dit.model.overrides["hidden_size"], dit.train.lr) == ("dit", 128, 1e-3)
+    assert (dit.objective, dit.data, dit.schedule) == (cad.objective, cad.data, cad.schedule)
+    assert dit.train.max_minutes == cad.train.max_minutes == 60
+    dry = ch.row_config("dit_mdlm", tmp_path, [], 0.5, [], True)
+    assert dry.model.overrides["hidden_size"] == 16 and dry.train.max_steps == 2
+    for name, extra in rows.SWEEP["dit_mdlm"].items():
+        cfg = ch.row_config("dit_mdlm", tmp_path / name, [], 8.0, ["train.threads=1", *extra], False)
+        assert cfg.model.backbone == "dit" and cfg.train.threads == 1 and cfg.train.max_minutes == 8.0, name
+    assert ch.row_config("dit_mdlm", tmp_path, [], 8.0, rows.SWEEP["dit_mdlm"]["h64x2_lr3e-3"],
+                         False).model.overrides["hidden_size"] == 64
+
+
 def test_cpu_hour_bad_options_are_one_line_errors(capsys):
     ch = pipeline("cpu_hour")
     assert ch.main(["--rows", "nope"]) == 2
