@@ -16,6 +16,8 @@ clock on 2 CPU cores, against the best Markov chain on the human chr22 test spli
     # within one budget: the Mamba AR for half of it, then an MDLM adapted from it (Caduceus-PH that starts as the AR)
     python pipelines/cpu_hour.py --rows caduceus_mdlm_from_ar --threads 1 --t-samples 16 \
         --markov-dir runs/cpu_hour/markov_best/model --stem cpu_hour_from_ar
+    # a DiT MDLM in the same budget (another bidirectional network); its width/lr sweep on valid first
+    python pipelines/cpu_hour.py --sweep dit_mdlm --sweep-minutes 8 --threads 1
     # every row of these tables in one validation-curve PNG (results/cpu_hour_all_valid_curve.png), no training
     python pipelines/cpu_hour.py --replot cpu_hour,cpu_hour_2h,cpu_hour_nwin,cpu_hour_mlm_nwin
     python pipelines/cpu_hour.py --dry-run            # every row built, trained ~2 steps, scored, plotted (seconds)

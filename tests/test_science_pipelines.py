@@ -128,7 +128,7 @@ def test_cpu_hour_dit_row_and_its_sweep_candidates_build_dit_configs(tmp_path):
     ch, rows = pipeline("cpu_hour"), pipeline("cpu_hour_rows")
     cad = ch.row_config("caduceus_mdlm", tmp_path, [], 60.0, [], False)
     dit = ch.row_config("dit_mdlm", tmp_path, [], 60.0, [], False)
-    assert (dit.model.backbone, dit.model.overrides["hidden_size"], dit.train.lr) == ("dit", 128, 1e-3)
+    assert (dit.model.backbone, dit.model.preset, dit.model.overrides, dit.train.lr) == ("dit", "tiny", {}, 3e-3)
     assert (dit.objective, dit.data, dit.schedule) == (cad.objective, cad.data, cad.schedule)
     assert dit.train.max_minutes == cad.train.max_minutes == 60
     dry = ch.row_config("dit_mdlm", tmp_path, [], 0.5, [], True)
@@ -136,8 +136,8 @@ def test_cpu_hour_dit_row_and_its_sweep_candidates_build_dit_configs(tmp_path):
     for name, extra in rows.SWEEP["dit_mdlm"].items():
         cfg = ch.row_config("dit_mdlm", tmp_path / name, [], 8.0, ["train.threads=1", *extra], False)
         assert cfg.model.backbone == "dit" and cfg.train.threads == 1 and cfg.train.max_minutes == 8.0, name
-    assert ch.row_config("dit_mdlm", tmp_path, [], 8.0, rows.SWEEP["dit_mdlm"]["h64x2_lr3e-3"],
-                         False).model.overrides["hidden_size"] == 64
+    big = ch.row_config("dit_mdlm", tmp_path, [], 8.0, rows.SWEEP["dit_mdlm"]["h128x4_lr1e-3"], False)
+    assert (big.model.overrides["hidden_size"], big.model.overrides["n_blocks"], big.train.lr) == (128, 4, 1e-3)
 
 
 def test_cpu_hour_bad_options_are_one_line_errors(capsys):
