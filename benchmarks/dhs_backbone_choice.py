@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from dnadiff.utils import atomic_write, write_json
+
 REPO = Path(__file__).resolve().parent.parent
 CANDIDATES = {"caduceus": "experiments/dhs_cond_mdlm", "dit": "experiments/dhs_cond_mdlm_dit"}
 
@@ -30,34 +32,29 @@ CANDIDATES = {"caduceus": "experiments/dhs_cond_mdlm", "dit": "experiments/dhs_c
 def conditional_bound(model, dataset, t_samples: int = 2, batch_size: int = 64, seed: int = 0,
                       labelled: bool = True) -> dict:
     """Per-sequence MDLM bound of `model` on `dataset` ({input_ids, attention_mask, labels} items), each
-    sequence under its own label (labelled) or the null label; batch b draws its t and masks from a
-    generator seeded seed + b, so two models scored with the same arguments see the same draws.
+    sequence under its own label (labelled) or the null label: dnadiff.eval.perplexity.evaluate_bound batch by
+    batch (its denoiser carries the batch's labels), batch b drawing its t and masks from a generator seeded
+    seed + b, so two models scored with the same arguments see the same draws.
     Returns {"sequence_nats", "sequence_tokens", "bits_per_base"} (dnadiff.eval.paired reads the first two)."""
     import math
 
     import torch
 
-    objective = model.objective
+    from dnadiff.eval.perplexity import evaluate_bound
+
     nats, tokens = [], []
-    with torch.no_grad():
-        for b, start in enumerate(range(0, len(dataset), batch_size)):
-            items = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
-            x0 = torch.stack([it["input_ids"] for it in items])  # (B, L)
-            mask = torch.stack([it["attention_mask"] for it in items])  # (B, L)
-            labels = torch.stack([it["labels"] for it in items]) if labelled else None
-            denoiser = model.make_denoiser(labels=labels)
-            gen = torch.Generator().manual_seed(seed + b)
-            nll = torch.zeros(len(items), dtype=torch.float64)
-            tok = torch.zeros_like(nll)
-            for _ in range(t_samples):
-                out = objective.loss(denoiser, x0, mask, generator=gen)
-                nll += out.nll.double()
-                tok += out.num_tokens.double()
-            nats.append(nll / t_samples)
-            tokens.append(tok / t_samples)
-    n, c = torch.cat(nats), torch.cat(tokens)
-    return {"sequence_nats": n.tolist(), "sequence_tokens": c.tolist(),
-            "bits_per_base": float(n.sum() / c.sum()) / math.log(2.0)}
+    for b, start in enumerate(range(0, len(dataset), batch_size)):
+        items = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
+        x0 = torch.stack([it["input_ids"] for it in items])  # (B, L)
+        mask = torch.stack([it["attention_mask"] for it in items])  # (B, L)
+        labels = torch.stack([it["labels"] for it in items]) if labelled else None
+        out = evaluate_bound(model.make_denoiser(labels=labels), model.objective, [(x0, mask)],
+                             num_samples=t_samples, generator=torch.Generator().manual_seed(seed + b),
+                             per_sequence=True)
+        nats += out["sequence_nats"]
+        tokens += out["sequence_tokens"]
+    return {"sequence_nats": nats, "sequence_tokens": tokens,
+            "bits_per_base": sum(nats) / sum(tokens) / math.log(2.0)}
 
 
 def train(name: str, config: str, minutes: float, work: Path, threads: int, log) -> dict:
@@ -77,7 +74,7 @@ def train(name: str, config: str, minutes: float, work: Path, threads: int, log)
         c1 = os.times()
         kept = {"command": command, "wall_s": round(time.time() - t0, 1),
                 "cpu_s": round(c1.children_user - c0.children_user + c1.children_system - c0.children_system, 1)}
-        stamp.write_text(json.dumps(kept, indent=2) + "\n")
+        write_json(stamp, kept)
     metrics = json.loads(metrics_path.read_text())
     return kept | {"config": f"configs/{config}.yaml", "steps": metrics.get("steps"),
                    "parameters": metrics.get("parameters"),
@@ -85,7 +82,7 @@ def train(name: str, config: str, minutes: float, work: Path, threads: int, log)
                    "run_valid_bits": metrics.get("val_bits_per_token")}
 
 
-def choose(rows: dict, diff: dict) -> tuple[str, str]:
+def choose(diff: dict) -> tuple[str, str]:
     """(chosen candidate, why): DiT only when its bound is lower by more than 2 paired SE."""
     if diff["beyond_2se"] and diff["mean"] < 0:
         return "dit", "DiT's bound is lower by more than 2 paired SE"
@@ -148,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                           valid_se=float(bits.std(ddof=1) / np.sqrt(bits.size)))
         print(f"{name}: valid {rows[name]['valid_bits']:.4f} bits/base, {rows[name]['steps']} steps", flush=True)
     diff = paired_difference(scored["dit"], scored["caduceus"])
-    chosen, why = choose(rows, diff)
+    chosen, why = choose(diff)
     result = {"command": "python benchmarks/dhs_backbone_choice.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "minutes": args.minutes, "threads": args.threads, "t_samples": args.t_samples,
               "n_valid": len(valid), "rows": rows, "dit_minus_caduceus": diff, "chosen": chosen, "why": why,
@@ -156,10 +153,8 @@ def main(argv: list[str] | None = None) -> int:
               "load_after": load_average()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    for suffix, text in ((".json", json.dumps(result, indent=2) + "\n"), (".md", render(result))):
-        tmp = out.with_name(out.name + suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(out.with_name(out.name + suffix))
+    write_json(out.with_name(out.name + ".json"), result)
+    atomic_write(out.with_name(out.name + ".md"), render(result))
     print(render(result))
     return 0
 

@@ -210,9 +210,9 @@ def test_backbone_choice_scores_paired_conditional_bounds(stored):
     d = paired_difference(a, b)
     assert d["mean"] == 0.0 and d["std_error"] == 0.0
     assert a["sequence_tokens"] == null["sequence_tokens"] and a["sequence_nats"] != null["sequence_nats"]
-    assert choice.choose({}, {"beyond_2se": True, "mean": -0.01})[0] == "dit"
-    assert choice.choose({}, {"beyond_2se": False, "mean": -0.01})[0] == "caduceus"
-    assert choice.choose({}, {"beyond_2se": True, "mean": 0.01})[0] == "caduceus"
+    assert choice.choose({"beyond_2se": True, "mean": -0.01})[0] == "dit"
+    assert choice.choose({"beyond_2se": False, "mean": -0.01})[0] == "caduceus"
+    assert choice.choose({"beyond_2se": True, "mean": 0.01})[0] == "caduceus"
 
 
 # ----------------------------------------------------------------------------- the benchmark pipeline
