@@ -78,8 +78,9 @@ SCALES = {
             "svdd_candidates": 4, "smc_particles": 4,
             "grids": {"cfg": [1.0, 3.0], "cg": [1.0, 4.0], "smc": [0.5, 1.0]},
             # fine-tuning: shorter trajectories than sampling (16 of the 50 steps), gradient through the last 4
-            # (DRAKES), batch 8 (policy gradient: 2 groups of 4), 20 updates: the reward curve shows if that flattened
-            "finetune": {"train_steps": 20, "sample_steps": 16, "truncate_steps": 4, "batch_size": 8,
+            # (DRAKES), batch 8 (policy gradient: 2 groups of 4), 100 updates (20 left the reward curves rising,
+            # results/dhs_design_cpu.md of 3 Dec): the reward curve shows whether 100 flattened
+            "finetune": {"train_steps": 100, "sample_steps": 16, "truncate_steps": 4, "batch_size": 8,
                          "group_size": 4, "target_samples": 64, "eval_samples": 16},
             "finetune_grid": {"drakes": [(0.25, 1e-3), (1.0, 1e-3)], "policy_gradient": [(0.25, 1e-3), (1.0, 1e-3)]}},
     "tiny": {"out": "runs/dhs_design_tiny", "results": None, "models": None, "oracles": None, "num": 4,

@@ -458,9 +458,10 @@ def _cell(row: dict, key: str) -> str:
     return f"{v:.3g}" if lo == hi else f"{v:.3g} ({lo:.3g}–{hi:.3g})"
 
 
-FRONTIER_COLS = ["realistic_success", "reward", "target_kl", "reached_kl", "kl_bound", "loglik", "gc_range",
-                 "kmer3_pearson", "distinct", "distinct_6mers", "nfe_per_design", "updates", "finetune_s", "flattened",
-                 "chosen"]
+# fine-tuned rows: target_reward is E*[r] of p* (SNIS over the pool) beside the designs' reward, what they reached
+FRONTIER_COLS = ["realistic_success", "reward", "target_reward", "target_kl", "reached_kl", "kl_bound", "loglik",
+                 "gc_range", "kmer3_pearson", "distinct", "distinct_6mers", "nfe_per_design", "updates", "finetune_s",
+                 "flattened", "chosen"]
 
 
 def _frontier_cells(row: dict, task: str) -> dict:
@@ -491,12 +492,18 @@ def _summary(task: str, rows: list[dict]) -> str:
     return "; ".join(parts)
 
 
+def _finetune_total_s(res: dict) -> float:
+    return sum(r.get("finetune_s") or 0.0 for rec in (res.get("frontier") or {}).values() for r in rec["runs"])
+
+
 def markdown(res: dict, pngs: dict | None = None) -> str:
     from dnadiff.utils import format_table
 
     parts = [f"# Reward fine-tuning beside inference-time guidance (Leptospira), scale {res['scale']}\n",
              f"Command: `{res['command']}`  \nBenchmark: {res['benchmark']}  \n"
-             f"Wall time: {res['wall_s']} s on {res['machine']}; at the end, {res['load_average']}.  \n"
+             f"Wall time of this invocation: {res['wall_s']} s on {res['machine']}; at the end, "
+             f"{res['load_average']}. The fine-tuning runs' own wall time, all tasks (runs kept in WORK/finetuned "
+             f"from earlier invocations included): {_finetune_total_s(res) / 60:.0f} min.  \n"
              f"Realistic success: success, GC in [{res['gc_range'][0]:.3f}, {res['gc_range'][1]:.3f}] "
              f"(5–95 % of the real coding test sequences) and log-likelihood ≥ {res['loglik_floor']:.3f} nats/base "
              "(their 5 % quantile) under the pretrained model. Numbers: mean over design seeds (min–max); fine-tuned "
@@ -575,14 +582,22 @@ def main(argv: list[str] | None = None) -> int:
                    help="every step at toy sizes; writes WORK/dry_run.{md,json}")
     p.add_argument("--work", default=None, help="working folder (default runs/reward_finetuning_SCALE)")
     p.add_argument("--out", default=None, help="output prefix (default results/reward_finetuning_SCALE)")
+    p.add_argument("--render", action="store_true",
+                   help="rebuild OUT.md and the PNGs from OUT.json (no training, no sampling)")
     args = p.parse_args(argv)
     scale = "dry" if args.dry_run else args.scale
     args.work = args.work or f"runs/reward_finetuning_{scale}"
     out = args.out or (str(Path(args.work) / "dry_run") if args.dry_run else f"results/reward_finetuning_{scale}")
-    res = run(args)
     from dnadiff.utils import atomic_write, portable_paths, write_json
 
-    write_json(out + ".json", portable_paths(res))
+    if args.render:
+        if not Path(out + ".json").is_file():
+            print(f"error: --render: no {out}.json (run the pipeline first)", file=sys.stderr)
+            return 2
+        res = json.loads(Path(out + ".json").read_text())
+    else:
+        res = run(args)
+        write_json(out + ".json", portable_paths(res))
     pngs = plots(res, out)
     atomic_write(out + ".md", portable_paths(markdown(res, pngs)))
     print(markdown(res, pngs))

@@ -139,3 +139,34 @@ def test_dry_run_has_every_row_the_beta_grid_and_bon_costs(tmp_path):
     assert "Target p* ∝ p_pre·exp(r/β)" in md and "Frontier" in md and "dry_run_gc_frontier.png" in md
     assert set(res["reward_spread"]) == {"clean", "noisy"} and "Reward classifiers" in md  # the can-it-tell check
     assert sorted((REPO / "results").rglob("*")) == before
+
+
+def test_render_rebuilds_the_table_from_the_json_with_each_rows_target(tmp_path, capsys):
+    """--render: OUT.md and the PNGs from OUT.json alone; a fine-tuned row shows its target E*[r] beside the
+    reward its designs reached, and the header the fine-tuning runs' wall time summed; no JSON: exit 2."""
+    rf = pipeline("reward_finetuning")
+    out = tmp_path / "res"
+    assert rf.main(["--render", "--out", str(out)]) == 2
+    assert "no " + str(out) + ".json" in capsys.readouterr().err
+    row = {"method": "drakes β=0.1", "family": "drakes", "strength": 0.1, "oracle_success": 0.75, "reward": -0.5,
+           "target_reward": -0.25, "target_kl": 1.5, "reached_kl": 0.5, "finetune_s": 120.0, "nfe_per_design": 32.0,
+           "loglik": -1.3}
+    beta_row = {"beta": 0.1, "reward": -0.25, "reward_se": 0.01, "kl": 1.5, "kl_se": 0.1, "ess": 20.0}
+    runs = [{"method": "drakes", "beta": 0.1, "lr": 1e-3, "updates": 80, "finetune_s": s,
+             "curve": [[0, -0.7], [1, -0.6]]} for s in (120.0, 240.0)]
+    res = {"scale": "cpu", "command": "python pipelines/reward_finetuning.py --scale cpu", "benchmark": "b",
+           "wall_s": 1.0, "machine": "m", "load_average": "l", "gc_range": [0.3, 0.5], "loglik_floor": -1.5,
+           "tasks": {"classifier": [row]},
+           "frontier": {"classifier": {"table": [beta_row], "kept": [beta_row], "pool": 64, "pool_reward_mean": -0.7,
+                                       "pool_reward_sd": 0.1, "kl_cap": math.log(64), "runs": runs,
+                                       "lr_choice": {"task": "classifier", "beta": 0.1, "target_kl": 1.5,
+                                                     "lrs": {"drakes": 1e-3}}}}}
+    (tmp_path / "res.json").write_text(json.dumps(res))
+    assert rf.main(["--render", "--out", str(out)]) == 0
+    md = (tmp_path / "res.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("method"))
+    cells = next(line for line in md.splitlines() if line.startswith("drakes β=0.1 "))
+    assert header.split()[1:4] == ["oracle_success", "realistic_success", "reward"] and "target_reward" in header
+    assert cells.split()[2:5] == ["0.75", "-0.5", "-0.25"]  # success, reward reached, target (no realistic)
+    assert "earlier invocations included): 6 min" in md
+    assert (tmp_path / "res_classifier_frontier.png").stat().st_size > 0
