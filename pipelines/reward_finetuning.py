@@ -469,10 +469,18 @@ def _frontier_cells(row: dict, task: str) -> dict:
     if "gc_q05" in row:
         cells["gc_range"] = f"{row['gc_q05']:.3f}–{row['gc_q95']:.3f}"
     if "flattened" in row:  # 1.0 / 0.0 from the run's curve (one training seed)
-        cells["flattened"] = "yes" if row["flattened"] >= 0.5 else "no"
+        cells["flattened"] = _flattened(row.get("family"), row["flattened"])
     if "failed" in row:
         cells["reward"] = f"failed: {row['failed'][:60]}"
     return cells
+
+
+def _flattened(method: str | None, flat: float) -> str:
+    """dpo trains offline on pretrained samples: its logged reward per update is the pool's, the same for every β,
+    so its curve says nothing about the model (its val reward, from the model's own samples, does)."""
+    if method == "dpo":
+        return "n/a"
+    return "yes" if flat >= 0.5 else "no"
 
 
 def _summary(task: str, rows: list[dict]) -> str:
@@ -549,11 +557,12 @@ def markdown(res: dict, pngs: dict | None = None) -> str:
                      "wall_s": _cell(r, "finetune_s"), "reward 1st¼": _cell(r, "first_q"),
                      "3rd¼": _cell(r, "third_q"), "last¼": _cell(r, "last_q"),
                      "late gain share": _cell(r, "late_gain_share"),
-                     "flattened": "" if "flattened" not in r else ("yes" if r["flattened"] else "no"),
+                     "flattened": "" if "flattened" not in r else _flattened(r["method"], r["flattened"]),
                      "val reward": _cell(r, "val_reward"), "val KL": _cell(r, "val_kl"),
                      "failed": r.get("failed", "")[:50]} for r in rec["runs"]]
             if crow:
-                parts.append("Fine-tuning runs (training reward per update, quarter means):\n\n```\n"
+                parts.append("Fine-tuning runs (training reward per update, quarter means; dpo's is the reward of "
+                             "the pretrained pool pairs it trains on, not of the model: its `val reward` is):\n\n```\n"
                              + format_table(crow, list(crow[0])) + "\n```\n")
     return "\n".join(parts)
 

@@ -71,6 +71,15 @@ MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", 
 TRAINED = {"mamba_ar": "experiments/cpu_hour_mamba_ar", "caduceus_mdlm": "experiments/cpu_hour_caduceus_mdlm"}
 
 
+def linked_to(path: str) -> str:
+    """' (→ TARGET)' when PATH goes through a symbolic link (a --models-dir of links to other runs' models), the
+    target relative to the repository where it lies inside it, so a reader of the table knows which model it was."""
+    real = Path(path).resolve()
+    if real == Path(os.path.abspath(path)):
+        return ""
+    return f" (→ {os.path.relpath(real, REPO) if real.is_relative_to(REPO) else real})"
+
+
 def find_model(root: Path | None, name: str) -> str | None:
     """root/NAME/model or root/NAME, the first that is a model directory (a run directory also holds a
     config.yaml: weights must sit beside it)."""
@@ -327,7 +336,7 @@ def prepare_models(work: Path, data_over: list[str], size: dict, models_dir: Pat
             found = train_model(work / "models", key, over, minutes, dry)
             notes.append(f"{key}: trained here for at most {minutes:g} min (cpu-hour config, train.max_minutes)")
         else:
-            notes.append(f"{key}: {found}")
+            notes.append(f"{key}: {found}{linked_to(found)}")
         models[key] = found
     return models, notes, k5, best_k
 

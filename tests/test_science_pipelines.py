@@ -239,6 +239,20 @@ def test_max_minutes_stops_training_on_time(tmp_path):
         load_config(RunConfig, "experiments/tiny_dna_mdlm", ["train.max_minutes=0"])
 
 
+def test_sample_quality_names_the_model_behind_a_linked_models_dir(tmp_path):
+    """A --models-dir of symbolic links (to other runs' models): the table's model line names the link's target;
+    a plain path (even one through '..') names nothing more."""
+    sq = pipeline("sample_quality")
+    (tmp_path / "runs" / "real_model").mkdir(parents=True)
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "caduceus_mdlm").symlink_to(tmp_path / "runs" / "real_model")
+    assert sq.linked_to(str(tmp_path / "links" / "caduceus_mdlm")) == f" (→ {tmp_path / 'runs' / 'real_model'})"
+    assert sq.linked_to(str(tmp_path / "links" / ".." / "runs" / "real_model")) == ""
+    (tmp_path / "links" / "mamba_ar").symlink_to(sq.REPO / "pipelines")  # a target inside the repository: relative
+    assert sq.linked_to(str(tmp_path / "links" / "mamba_ar")) == " (→ pipelines)"
+    assert sq.linked_to(str(sq.REPO / "pipelines")) == ""
+
+
 def test_sample_quality_resume_reuses_only_a_matching_seed(tmp_path):
     sq = pipeline("sample_quality")
     size = {"num": 4, "length": 32, "steps": 8}
