@@ -35,16 +35,17 @@ state their target (the SNIS estimates design-finetune writes before training: E
 the fine-tuned model reached (its mean reward and trajectory KL), and the reward-vs-update curve (PNG; the
 table gives its first and last quarter means so a reader sees whether it had flattened).
 
-Cost of --scale cpu, about 60 CPU-minutes on one core (estimated from measurements on this project's 2-core
+Cost of --scale cpu, about 100 CPU-minutes on one core (estimated from measurements on this project's 2-core
 machine, CPU seconds, which its load does not inflate much): a 200-bp row through the d64 x 2 Caduceus MDLM
 costs ~10 ms (16 designs x 50 steps unguided: 13.6 s CPU of which ~9 s is start-up; best-of-4: 41.8 s); one
 DRAKES update at batch 16 x 25 steps, gradient through the last 5, cost ~40 s CPU (55.8 s with start-up),
 i.e. ~0.1 s per trajectory row-step. Hence: inference rows of 64 designs x 50 steps: unguided 3,200 rows
 (~0.5 min), CFG 6,400 (~1 min), best-of-16 51,200 (~9 min), SVDD (4 candidates) and SMC (4 particles) 12,800
 rows + as many reward rows (~3 min each), CG (first order) ~1.5 min; validation designs (16 per setting)
-~4 min; fine-tuning, 4 runs (2 β each for DRAKES and policy gradient) of 20 updates at batch 8 x 16 steps
-(~13-19 s each) plus 64 target and 16 evaluation samples: ~5-7 min a run, ~24 min; scoring (log-likelihoods of
-~2,200 real sequences, motif scans) and command start-ups ~5 min.
+~4 min; fine-tuning, 4 runs (2 β each for DRAKES and policy gradient) of 100 updates at batch 8 x 16 steps
+plus 64 target and 16 evaluation samples: 12-13 min a run (measured 722-782 s wall, 644-672 s CPU, one thread at
+load 3 on 2 cores, 4 Dec), ~50 min; scoring (log-likelihoods of ~2,200 real sequences, motif scans) and command
+start-ups ~5 min. The whole --scale cpu run with every other row's outputs kept: 55 min wall (3,282 s).
 """
 
 from __future__ import annotations

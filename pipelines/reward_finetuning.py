@@ -47,9 +47,12 @@ contended machine (2 cores at load 9, 3 Dec): unguided 3.5 s, best-of-4 13.2 s, 
 8.2 s (1.5–3.9× the times above), so on a machine that busy the run may take up to 3–4× longer. Measured
 in a --scale cpu run on 3 Dec (one thread, load ~3 on the 2 cores): a DRAKES classifier run of 80 updates
 took 725 s wall with its 64 evaluation samples (~9 s per update), policy gradient ~7 s per update, i.e.
-~4× the estimate above: plan ~6 hours of one core for the whole scale (finished fine-tuning runs are kept
-in WORK/finetuned and reused by a rerun, so it can be spread over sessions). The dry run: ≈ 30 s of CPU
-with its toy generator kept, ≈ 1 min from scratch.
+~4× the estimate above. The finished cpu run (3–4 Dec, one thread, load 2–3 on the 2 cores, spread over three
+invocations): the 33 fine-tuning runs (30 on the β grid, 3 more for the learning-rate choice) took 131 min of wall
+time in all (classifier 80 updates: DRAKES 395–464 s, policy gradient 248–302 s, dpo 151–185 s; gc and motif 60
+updates: 97–326 s), the last invocation, which trained 6 of them and redid every pool, inference row and design,
+53 min: about 3 hours of one core for the whole scale (finished fine-tuning runs are kept in WORK/finetuned and
+reused by a rerun, so it can be spread over sessions). The dry run: ≈ 30 s of CPU with its toy generator kept, ≈ 1 min from scratch.
 """
 
 from __future__ import annotations
@@ -501,7 +504,12 @@ def _summary(task: str, rows: list[dict]) -> str:
 
 
 def _finetune_total_s(res: dict) -> float:
-    return sum(r.get("finetune_s") or 0.0 for rec in (res.get("frontier") or {}).values() for r in rec["runs"])
+    """Wall seconds of every fine-tuning run: the grid's and the learning-rate choice's (each run once)."""
+    runs = {}
+    for rec in (res.get("frontier") or {}).values():
+        for r in [*rec["runs"], *(rec.get("lr_choice") or {}).get("runs", [])]:
+            runs[r.get("dir") or id(r)] = r.get("finetune_s") or 0.0
+    return sum(runs.values())
 
 
 def markdown(res: dict, pngs: dict | None = None) -> str:
