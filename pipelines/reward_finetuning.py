@@ -52,7 +52,8 @@ invocations): the 33 fine-tuning runs (30 on the β grid, 3 more for the learnin
 time in all (classifier 80 updates: DRAKES 395–464 s, policy gradient 248–302 s, dpo 151–185 s; gc and motif 60
 updates: 97–326 s), the last invocation, which trained 6 of them and redid every pool, inference row and design,
 53 min: about 3 hours of one core for the whole scale (finished fine-tuning runs are kept in WORK/finetuned and
-reused by a rerun, so it can be spread over sessions). The dry run: ≈ 30 s of CPU with its toy generator kept, ≈ 1 min from scratch.
+reused by a rerun, so it can be spread over sessions). The dry run: ≈ 30 s of CPU with its toy generator kept,
+≈ 1 min from scratch.
 """
 
 from __future__ import annotations
