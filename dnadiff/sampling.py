@@ -88,10 +88,22 @@ def sample_records(res: SampleResult, texts: list[str], label: int | str | None 
             for i, s in enumerate(texts)]
 
 
-def steps_per_batch(model, length: int, sampler: str | None = None, steps: int | None = None) -> int:
+def steps_per_batch(model, length: int, sampler: str | None = None, steps: int | None = None,
+                    options: dict | None = None) -> int:
     """The steps a batch shows on a progress bar: one per token for AR models and step-less samplers
-    (first_hitting), else `steps` or the model config's."""
+    (first_hitting), else `steps` or the model config's; semi_ar (`options`: its window, stride, inner and
+    inner_options) runs its inner sampler once per window, so the windows' steps summed."""
     name = sampler or model.objective.default_sampler or model.config.sample.sampler
+    if name == "semi_ar" and not model.is_autoregressive:
+        o = options or {}
+        window, stride = int(o.get("window", 1024)), int(o.get("stride", 512))
+        inner_opts = o.get("inner_options") or {}
+        inner = o.get("inner", "ancestral")
+        if not SAMPLERS.get(inner).has_steps:
+            return length  # one call per token, window by window
+        per_window = int(inner_opts.get("steps") or steps or model.config.sample.steps)
+        later = max(0, length - window)
+        return per_window * (1 + -(-later // max(1, stride)))
     stepless = model.is_autoregressive or not SAMPLERS.get(name).has_steps  # one call per token
     return length if stepless else (steps or model.config.sample.steps)
 
@@ -110,7 +122,7 @@ def sample(model, num: int, length: int, *, sampler: Any = None, steps: int | No
     design`: then no `steps` or options); `on_batch(sampler, x)` runs after each batch (x: its samples,
     on the model's device), where a guidance method's rewards and costs of that batch are read."""
     chunk = batch_size or default_batch_size(num, length, model)
-    per_batch = 0 if on_step is None else progress_steps or steps_per_batch(model, length, sampler, steps)
+    per_batch = 0 if on_step is None else progress_steps or steps_per_batch(model, length, sampler, steps, options)
     per_step = (2 if rc_symmetric else 1) * (2 if label is not None and guidance else 1)  # calls a step makes
     calls = [0, 0, False]  # network calls in this batch, batches finished, any call made
 

@@ -62,6 +62,12 @@ ROWS = {
                           "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound",
                           "first_stage": {"share": 0.25, "suffix": "mlm", "over": ["objective.name=mlm"]},
                           "extra": ["data.max_n_frac=1.0"]},
+    # opt-in (issue 33 §3, the PH-vs-PS lever): the two-stage row with Caduceus-PH (RC augmentation, no RC
+    # equivariance: half the scans of PS per token, so more steps in the same wall clock)
+    "caduceus_mlm_mdlm_ph": {"row": "Caduceus-PH MLM 1/4 -> MDLM 3/4 of the budget (all windows)",
+                             "config": "experiments/cpu_hour_caduceus_mdlm", "kind": "bound",
+                             "first_stage": {"share": 0.25, "suffix": "mlm", "over": ["objective.name=mlm"]},
+                             "extra": ["data.max_n_frac=1.0", "model.preset=tiny-ph"]},
     # opt-in (issue 33 §3, the AR-adaptation lever): half the budget the cpu-hour Mamba AR, the other half an
     # MDLM adapted from it (model.adapt_ar: Caduceus-PH of the same d64 x 2 that starts as the AR,
     # dnadiff/backbones/ar_adapt.py; fresh Adam at a tenth of the AR's lr, as adapted LMs are tuned gently)

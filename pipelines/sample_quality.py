@@ -67,7 +67,10 @@ MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", 
                  ("MDLM + RC-symmetric (ancestral)", "ancestral", ["--rc-symmetric"]),
                  # issue 33's fix: windows of the length the model was trained on (results/mdlm_diagnosis.md),
                  # --steps per window, each later window keeping half a window of context
-                 ("MDLM semi-AR (trained window)", "semi_ar", ["--trained-window"])]
+                 ("MDLM semi-AR (trained window)", "semi_ar", ["--trained-window"]),
+                 # the same windows, each window's new tokens decoded left to right (inner sampler `ordered`): the
+                 # exact left-to-right distribution of the network (results/mdlm_orders.md)
+                 ("MDLM semi-AR left-to-right (trained window)", "semi_ar", ["--trained-window", "--left-to-right"])]
 TRAINED = {"mamba_ar": "experiments/cpu_hour_mamba_ar", "caduceus_mdlm": "experiments/cpu_hour_caduceus_mdlm"}
 
 
@@ -116,28 +119,32 @@ def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str |
     from dnadiff.sampling import output_paths, sample_records
     from dnadiff.utils import json_text, write_together
 
-    unknown = [e for e in extra if e not in ("--rc-symmetric", "--trained-window")]
+    unknown = [e for e in extra if e not in ("--rc-symmetric", "--trained-window", "--left-to-right")]
     if unknown:
         raise DnadiffError(f"sample_quality: unknown sampling option(s) {unknown}")
     if model_dir not in _MODELS:
         _MODELS[model_dir] = dnadiff.load(model_dir)
     model = _MODELS[model_dir]
     steps = size["steps"] if sampler and sampler != "first_hitting" else None  # first-hitting: one call per token
+    options = trained_window(model, size, extra)
     res = dnadiff.sample(model, size["num"], size["length"], sampler=sampler, steps=steps, seed=seed,
-                         rc_symmetric="--rc-symmetric" in extra, **trained_window(model, size, extra))
+                         rc_symmetric="--rc-symmetric" in extra, **options)
     out, stats_path = output_paths(str(fa), "dna")  # the command's pair: samples.fa, samples.json
-    stats = {"model": str(model_dir), **res.stats(), "class": None, "guidance": 0.0, "out": out}
+    stats = {"model": str(model_dir), **res.stats(), "options": options, "row_options": list(extra), "class": None,
+             "guidance": 0.0, "out": out}
     write_together([(out, format_fasta(sample_records(res, model.decode(res.x)))), (stats_path, json_text(stats))])
 
 
 def trained_window(model, size: dict, extra: list[str]) -> dict:
     """semi_ar options for --trained-window: windows of the model's training length (data.seq_len), stride half
     of it (each later window sees half a window of what came before); {} otherwise or when the sample is no
-    longer than one window."""
+    longer than one window. --left-to-right: the inner sampler `ordered` (each window's new tokens left to
+    right, one call per token)."""
+    ordered = {"inner": "ordered"} if "--left-to-right" in extra else {}  # one window or many: the same order
     window = int(model.config.data.seq_len or 0)
     if "--trained-window" not in extra or not window or size["length"] <= window:
-        return {}
-    return {"window": window, "stride": max(1, window // 2)}
+        return ordered
+    return {"window": window, "stride": max(1, window // 2), **ordered}
 
 
 def metric_values(res: dict) -> dict[str, float]:
@@ -360,7 +367,8 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
     return rows
 
 
-def _samples_reusable(folder: Path, model_dir: str | None, sampler: str | None, size: dict, seed: int) -> bool:
+def _samples_reusable(folder: Path, model_dir: str | None, sampler: str | None, size: dict, seed: int,
+                      extra: list[str] | None = None) -> bool:
     """--resume: this seed's samples exist from a run with the same model, sampler and sizes (made by this
     pipeline or by a `dnadiff sample` run beside it: the same seed gives the same streams at any batch size)."""
     if not (folder / "samples.fa").is_file():
@@ -374,6 +382,8 @@ def _samples_reusable(folder: Path, model_dir: str | None, sampler: str | None, 
     want = {"model": str(model_dir), "num": size["num"], "length": size["length"], "seed": seed}
     if sampler and sampler != "first_hitting":
         want["steps"] = size["steps"]
+    if "row_options" in meta and extra is not None:  # written by this pipeline (`dnadiff sample`: the row's folder)
+        want["row_options"] = list(extra)
     return all(meta.get(k) == v for k, v in want.items()) and meta.get("sampler") == (sampler or meta.get("sampler"))
 
 
@@ -401,7 +411,7 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
         folder = work / "samples" / name.split(" (")[0].replace(" ", "_").replace("+", "plus") / f"seed{seed}"
         folder.mkdir(parents=True, exist_ok=True)
         fa = folder / "samples.fa"
-        reuse = resume and _samples_reusable(folder, model_dir, sampler, size, seed)
+        reuse = resume and _samples_reusable(folder, model_dir, sampler, size, seed, extra)
         if reuse and _metrics_current(folder, metrics_args):
             values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
             continue

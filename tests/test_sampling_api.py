@@ -6,6 +6,7 @@ import torch
 
 import dnadiff
 from dnadiff.samplers import SeedStream
+from dnadiff.sampling import steps_per_batch
 from helpers.cli_model import tiny_model_dir
 
 
@@ -32,6 +33,21 @@ def test_progress_counts_steps_per_batch_and_ends_at_the_total(model):
     assert done == sorted(done) and done[-1] == 8 * 3 and seen[-1] == (24, 3, 8)
     assert all(0 <= s <= 8 and 1 <= b <= 3 for _, b, s in seen)
     assert len(seen) == res.nfe_total + 3  # one report per network call, one per finished batch
+
+
+def test_semi_ar_progress_counts_every_window(model):
+    """semi_ar runs its inner sampler once per window: 1 + ceil((24 - 8) / 4) = 5 windows of 4 steps a batch."""
+    opts = {"window": 8, "stride": 4, "inner_options": {"steps": 4}}
+    assert steps_per_batch(model, 24, "semi_ar", 16, opts) == 20
+    assert steps_per_batch(model, 24, "semi_ar", 3, {"window": 8, "stride": 4}) == 15
+    assert steps_per_batch(model, 8, "semi_ar", 3, {"window": 8, "stride": 4}) == 3  # one window
+    assert steps_per_batch(model, 24, "semi_ar", 3, {**opts, "inner": "first_hitting"}) == 24
+    seen = []
+    dnadiff.sample(model, 2, 24, sampler="semi_ar", steps=4, seed=0, batch_size=1,
+                   on_step=lambda *a: seen.append(a), window=8, stride=4)
+    done = [d for d, _, _ in seen]
+    assert done == sorted(done) and seen[-1] == (40, 2, 20)
+    assert max(s for _, b, s in seen if b == 1) == 20 and sum(1 for d in done if d < 20) > 10  # not stuck at 4
 
 
 def test_statistics_describe_the_run(model):

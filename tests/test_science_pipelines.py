@@ -219,6 +219,9 @@ def test_sample_quality_semi_ar_row_uses_the_trained_window():
     assert sq.trained_window(model, {"length": 128}, ["--trained-window"]) == {}  # one window: the plain sampler
     assert sq.trained_window(model, {"length": 1024}, []) == {}
     assert ("MDLM semi-AR (trained window)", "semi_ar", ["--trained-window"]) in sq.MDLM_SAMPLERS
+    l2r = ["--trained-window", "--left-to-right"]
+    assert sq.trained_window(model, {"length": 1024}, l2r) == {"window": 128, "stride": 64, "inner": "ordered"}
+    assert sq.trained_window(model, {"length": 128}, l2r) == {"inner": "ordered"}  # one window, still in order
 
 
 @pytest.mark.training
@@ -265,6 +268,10 @@ def test_sample_quality_resume_reuses_only_a_matching_seed(tmp_path):
     assert not sq._samples_reusable(tmp_path, "/m", "ancestral", {**size, "steps": 16}, 1)  # other sizes
     assert not sq._samples_reusable(tmp_path, "/other", "ancestral", size, 1)
     assert sq._samples_reusable(tmp_path, None, None, size, 1)  # real windows: cut again from the seed
+    # written by the pipeline: the row's sampling options must match too (semi-AR random order vs left to right)
+    (tmp_path / "samples.json").write_text(json.dumps({**meta, "row_options": ["--trained-window"]}))
+    assert sq._samples_reusable(tmp_path, "/m", "ancestral", size, 1, ["--trained-window"])
+    assert not sq._samples_reusable(tmp_path, "/m", "ancestral", size, 1, ["--trained-window", "--left-to-right"])
     (tmp_path / "samples.fa").unlink()
     assert not sq._samples_reusable(tmp_path, "/m", "ancestral", size, 1)
     # metrics: current only when computed with the same options

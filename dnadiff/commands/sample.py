@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
     chunk = args.batch_size or default_batch_size(args.num, length, model)
     # the bar counts denoising steps (network calls of the sampler), not batches
-    steps = steps_per_batch(model, length, sampler_name, args.steps)
+    steps = steps_per_batch(model, length, sampler_name, args.steps, options)
     batches = -(-args.num // chunk)
     bar = None  # opened at the first network call: an early error stays the only line on stderr
 

@@ -5,7 +5,7 @@
     x = sampler.generate(denoiser, schedule, mask_id, (B, L), template=None, generator=g)
     sampler.last_nfe, sampler.last_nfe_per_row   # batched calls; calls per sequence (Long[B])
 
-Names: `SAMPLERS.names()`, one file each (ancestral, cached, analytic, first_hitting, semi_ar,
+Names: `SAMPLERS.names()`, one file each (ancestral, cached, analytic, first_hitting, ordered, semi_ar,
 confidence, remdm, autoregressive; udlm for uniform-noise models; see each file for its options and
 declarations, base.py for the shared ones and the step contract: `init_state`, `model_time`, pure `step`, one loop in
 `Sampler.run`). `cache=True` (the default of `cached`)
@@ -27,6 +27,7 @@ from dnadiff.samplers import (  # noqa: F401
     cached,
     confidence,
     first_hitting,
+    ordered,
     remdm,
     semi_ar,
     uniform,

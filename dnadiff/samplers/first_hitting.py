@@ -61,6 +61,11 @@ class FirstHittingSampler(Sampler):
     def max_steps(self, state: SamplerState) -> int:
         return int(state.masked.sum(dim=1).max())
 
+    def next_position(self, masked: Tensor, rng: StepRandom) -> Tensor:
+        """Long[B]: the position to unmask, uniform among the masked ones (random keys, argmax over masked)."""
+        keys = rng.rand((masked.shape[1],))  # (B, L) float64
+        return torch.where(masked, keys, torch.full_like(keys, -1.0)).argmax(dim=1)
+
     def step(self, state: SamplerState, logits: Tensor, rng: StepRandom) -> SamplerState:
         x, schedule = state.x, state.schedule
         B = x.shape[0]
@@ -68,9 +73,7 @@ class FirstHittingSampler(Sampler):
         n = masked.sum(dim=1)  # (B,)
         active = n > 0
         probs = self.x0_probs(logits, x, state.mask_id)  # (B, L, V)
-        # position: uniform among the masked ones (random keys, argmax over masked)
-        keys = rng.rand((x.shape[1],))  # (B, L) float64
-        pos = torch.where(masked, keys, torch.full_like(keys, -1.0)).argmax(dim=1)  # (B,)
+        pos = self.next_position(masked, rng)  # (B,)
         rows = torch.arange(B, device=x.device)
         token = rng.categorical(probs[rows, pos])  # (B,)
         x = x.clone()
