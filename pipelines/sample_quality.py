@@ -7,6 +7,7 @@
 
 Rows (each: --seeds draws of --num sequences of --length bases; default 3 x 64 x 1,024 bp):
   real test windows          the floor: held-out real DNA (test split) scored like samples
+  real train windows         the training split scored the same way: what the models were fitted to
   Markov k=5, Markov best k  order-k interpolated Kneser-Ney chains fitted on the train split (best k on valid)
   Mamba AR                   ancestral AR sampling (temperature 1)
   MDLM ancestral / cached / first-hitting / ReMDM   one MDLM, four samplers (--steps network steps;
@@ -353,6 +354,8 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
     """(name, model directory or None for real windows, sampler, extra options) of every row."""
     cpu_hour = {k: find_model(Path(cpu_hour_dir), k) for k in TRAINED} if cpu_hour_dir else {}
     rows = [("real test windows (floor: test vs valid)", None, None, []),
+            # what every model here was fitted to: the train split's own distance from the valid reference
+            ("real train windows (the training data vs valid)", None, None, ["--train-split"]),
             (f"Markov k={k5}", models["markov5"], None, []),
             (f"Markov best k (k={best_k})", models["markov_best"], None, []),
             ("Mamba AR", models["mamba_ar"], None, [])]
@@ -404,7 +407,7 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
     from dnadiff.utils import atomic_write
 
     name, model_dir, sampler, extra = row
-    values = []
+    values, sampling = [], []  # sampling: each seed's wall seconds as its samples.json recorded them
     t0 = time.time()
     seeds = seeds or size["seeds"]
     for seed in range(seeds):
@@ -412,22 +415,35 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
         folder.mkdir(parents=True, exist_ok=True)
         fa = folder / "samples.fa"
         reuse = resume and _samples_reusable(folder, model_dir, sampler, size, seed, extra)
+        if reuse and model_dir is not None:
+            sampling.append(_sampling_seconds(folder))
         if reuse and _metrics_current(folder, metrics_args):
             values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
             continue
         (folder / "metrics_args.json").unlink(missing_ok=True)  # a crash below must not leave old metrics current
         if not reuse and model_dir is None:
-            write_fasta(fa, real_windows(data, "test", size["length"], size["num"], seed))
+            split = "train" if "--train-split" in extra else "test"
+            write_fasta(fa, real_windows(data, split, size["length"], size["num"], seed))
         elif not reuse:
             draw_samples(model_dir, fa, size, seed, sampler, extra)
+            sampling.append(_sampling_seconds(folder))
         cli(["metrics", "-q", str(fa), "--reference", data["fasta"], "--out", str(folder / "metrics"),
              *metrics_args])
         atomic_write(folder / "metrics_args.json", json.dumps(metrics_args))
         values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
     out = {"model_dir": model_dir, "sampler": sampler, "options": extra, "seeds": seeds, "per_seed": values,
-           "summary": summarize(values), "wall_seconds": round(time.time() - t0, 1)}
+           "summary": summarize(values), "wall_seconds": round(time.time() - t0, 1),
+           "sampling_seconds_per_seed": sampling if sampling and None not in sampling else None}
     echo(f"{name}: {seeds} seeds in {time.time() - t0:.0f} s")
     return out
+
+
+def _sampling_seconds(folder: Path) -> float | None:
+    """The wall seconds a seed's samples took, as samples.json recorded them (None: not recorded)."""
+    try:
+        return float(json.loads((folder / "samples.json").read_text())["wall_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _cell(summary: dict, metric: str) -> str:
@@ -450,6 +466,10 @@ def render(args, command: str, wall: float, size: dict, data: dict, notes: list[
             if r.get("seeds", size["seeds"]) != size["seeds"]],
           f"- oracle: the best-k Markov chain fitted on the train split (k = {best_k})",
           *[f"- model {n}" for n in notes],
+          *([("- sampling wall seconds per seed (each seed's samples.json; a --resume run reuses them): "
+              + "; ".join(f"{n}: {', '.join(f'{v:.0f}' for v in r['sampling_seconds_per_seed'])}"
+                          for n, r in per_row.items() if r.get("sampling_seconds_per_seed")))]
+            if any(r.get("sampling_seconds_per_seed") for r in per_row.values()) else []),
           *([f"- Fréchet distance: pooled features of the classifier {args.embedder} (in-house: comparable "
              "between the rows of this table, not with published SFID/FBD values)"] if args.embedder else []),
           "", markdown_table(transposed), "", *closest]
