@@ -140,3 +140,28 @@ def test_semi_ar_with_an_ordered_inner_sampler_counts_one_call_per_token():
     s = build_sampler("semi_ar", inner="ordered", window=3, stride=1)
     x = s.generate(den, SCHED, V, (4, 7), generator=torch.Generator().manual_seed(0))
     assert x.shape == (4, 7) and int(x.max()) < V and s.last_nfe == 7
+
+
+def test_evaluate_ordered_scores_a_model_window_by_window(tmp_path):
+    """A loaded model: per-window nats as ordered_nll gives them, N positions unscored, the bound's keys; a model
+    that is not a masked diffusion model is refused."""
+    import dnadiff
+    from dnadiff.eval import paired_difference
+    from dnadiff.eval.ordered_nll import evaluate_ordered
+    from helpers.cli_model import tiny_model_dir
+
+    model = dnadiff.load(tiny_model_dir(tmp_path / "m", seq_len=12))
+    ids = torch.randint(7, 11, (5, 12), generator=torch.Generator().manual_seed(0))
+    am = torch.ones_like(ids)
+    ids[1, 3:6], am[1, 3:6] = 11, 0  # an N run: visible, not scored
+    items = [{"input_ids": ids[i], "attention_mask": am[i]} for i in range(5)]
+    res = evaluate_ordered(model, items, batch_size=2, progress=False)
+    direct, count = ordered_nll(model.denoiser, ids, model.tokenizer.mask_id, am)
+    assert torch.allclose(torch.tensor(res["sequence_nats"], dtype=torch.float64), direct, atol=1e-9)
+    assert res["sequence_tokens"] == count.tolist() == [12, 9, 12, 12, 12] and res["num_tokens"] == 57
+    assert res["bits_per_token"] == pytest.approx(float(direct.sum()) / 57 / math.log(2))
+    back = evaluate_ordered(model, items, order="right_to_left", progress=False)
+    assert paired_difference(res, back)["n_windows"] == 5  # pairs with another row on the same windows
+    ar = dnadiff.load(tiny_model_dir(tmp_path / "ar", seq_len=12, overrides=["objective.name=ar"]))
+    with pytest.raises(DnadiffError, match="masked diffusion model"):
+        evaluate_ordered(ar, items, progress=False)

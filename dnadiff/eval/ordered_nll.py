@@ -3,8 +3,9 @@
 An MDLM's conditionals p_θ(x^l | x_t) define, for any order σ of the positions, a normalised distribution
     p_σ(x) = Π_k p_θ(x_{σ(k)} | x with σ(k), ..., σ(L-1) masked)
 (an any-order autoregressive model: Uria et al. 2014; Hoogeboom et al. 2022). With no time input the MDLM's
-continuous NELBO (MDLM eq. 11) equals E_σ[-log p_σ(x)] over uniformly random σ (Ou et al. 2024, arXiv
-2406.03736, prop. 1 with the log-linear schedule), so a bound reports the random-order average and this
+continuous NELBO (MDLM eq. 11, α_t = 1 - t) equals E_σ[-log p_σ(x)] over uniformly random σ (Ou et al. 2024,
+arXiv 2406.03736; docs/references.md derives the weights, tests/test_ordered_decoding.py checks them exactly;
+dnadiff's ε = 1e-3 in α_t moves the bound by O(ε)), so a bound reports the random-order average and this
 module one order's exact value: `order` left_to_right, right_to_left, or random (one uniform σ per window:
 an unbiased one-sample estimate of that NELBO, the cross-check).
 
@@ -73,7 +74,8 @@ def evaluate_ordered(model, items, *, order: str = "left_to_right", batch_size: 
     """`ordered_nll` of a loaded model over a list/data set of {input_ids, attention_mask} items, in eval mode,
     with the keys `evaluate_model` returns for a bound (per window: "sequence_nats", "sequence_tokens"), so
     eval/paired.py compares it with any other row on the same windows."""
-    if not getattr(model.objective, "needs_time", False) or model.is_autoregressive:
+    if (not getattr(model.objective, "needs_time", False) or model.is_autoregressive
+            or getattr(model.objective, "noise", None) != "mask"):
         raise DnadiffError(f"an ordered NLL needs a masked diffusion model, not {model.config.objective.name!r}")
     loader = torch.utils.data.DataLoader(items, batch_size=batch_size, shuffle=False)
     if progress:
