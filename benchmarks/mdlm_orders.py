@@ -15,6 +15,9 @@ without time input the bound is the average of these over random orders, so an o
 worse than the bound; each is a proper likelihood. Every row is scored on the same windows (n evenly
 spread over the split, the first MDLM's data settings, as the cpu-hour table) and paired per window with
 the Markov chain (dnadiff/eval/paired.py: mean ± SE). --ar adds exact-NLL rows (an AR model) for reference.
+--denoisers rc_symmetric scores each order with the strand-averaged denoiser p̄ = ½ p(x) + ½ RC[p(RC x)]
+(samplers/wrappers.py): an exact NLL too (one order of another any-order model), the distribution
+`dnadiff sample --rc-symmetric` draws.
 Writes OUT.json and OUT.md.
 """
 
@@ -66,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--windows", type=int, default=2000, help="windows evenly spread over the split (0 = all)")
     ap.add_argument("--orders", default="left_to_right", help="comma-separated: left_to_right,right_to_left,random")
     ap.add_argument("--t-samples", type=int, default=16, help="stratified t-samples per window for the bound")
+    ap.add_argument("--denoisers", default="plain",
+                    help="comma-separated: plain (the network), rc_symmetric (strand-averaged, as `dnadiff sample "
+                         "--rc-symmetric`); each order is scored with each")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None, help="output stem (OUT.json, OUT.md)")
@@ -109,6 +115,9 @@ def run(args, argv) -> int:
 
     torch.set_num_threads(args.threads)
     orders = [o for o in args.orders.split(",") if o]
+    denoisers = [d for d in args.denoisers.split(",") if d]
+    if not denoisers or set(denoisers) - {"plain", "rc_symmetric"}:
+        raise DnadiffError(f"--denoisers {args.denoisers!r}: choose from plain, rc_symmetric")
     bad = [o for o in orders if o not in ORDERS]
     if bad:
         raise DnadiffError(f"--orders: unknown {bad}; choose from {', '.join(ORDERS)}")
@@ -137,10 +146,13 @@ def run(args, argv) -> int:
         rows.append({"row": f"{name}: bound ({t_samples} t-samples)", "model_dir": path, "kind": "bound",
                      "scores": bound, "seconds": round(time.time() - t1, 1)})
         for order in orders:
-            t1 = time.time()
-            res = evaluate_ordered(model, data, order=order, batch_size=args.batch_size, progress=not args.dry_run)
-            rows.append({"row": f"{name}: {order.replace('_', '-')} order", "model_dir": path,
-                         "kind": f"exact ({order})", "scores": res, "seconds": round(time.time() - t1, 1)})
+            for rc in [d == "rc_symmetric" for d in denoisers]:
+                t1 = time.time()
+                res = evaluate_ordered(model, data, order=order, batch_size=args.batch_size,
+                                       progress=not args.dry_run, rc_symmetric=rc)
+                rows.append({"row": f"{name}: {order.replace('_', '-')} order" + (", RC-symmetric" if rc else ""),
+                             "model_dir": path, "kind": f"exact ({order}{', strand-averaged' if rc else ''})",
+                             "scores": res, "seconds": round(time.time() - t1, 1)})
         print(f"{name}: {len(data)} windows scored in {time.time() - t0:.0f} s", file=sys.stderr)
     for name, path in ars:
         model = load(path)
@@ -175,6 +187,7 @@ def run(args, argv) -> int:
     quoted = (f"'{a}'" if " " in a else a for a in (argv or sys.argv[1:]))
     command = "python benchmarks/mdlm_orders.py " + " ".join(quoted)
     summary = {"command": command, "split": args.split, "windows": n, "t_samples": t_samples, "orders": orders,
+               "denoisers": denoisers,
                "machine": describe_machine(), "load_average_at_end": load_average(),
                "wall_seconds": round(time.time() - t0, 1), "markov_dir": markov_dir,
                "rows": [{k: v for k, v in r.items() if k != "scores"} | {

@@ -70,10 +70,11 @@ def ordered_nll(denoiser, x0: Tensor, mask_id: int, attention_mask: Tensor | Non
 
 
 def evaluate_ordered(model, items, *, order: str = "left_to_right", batch_size: int = 64, seed: int = 0,
-                     progress: bool = True) -> dict[str, Any]:
+                     progress: bool = True, rc_symmetric: bool = False) -> dict[str, Any]:
     """`ordered_nll` of a loaded model over a list/data set of {input_ids, attention_mask} items, in eval mode,
     with the keys `evaluate_model` returns for a bound (per window: "sequence_nats", "sequence_tokens"), so
-    eval/paired.py compares it with any other row on the same windows."""
+    eval/paired.py compares it with any other row on the same windows. `rc_symmetric`: the strand-averaged
+    denoiser (samplers/wrappers.py, what `dnadiff sample --rc-symmetric` decodes with), two calls a position."""
     if (not getattr(model.objective, "needs_time", False) or model.is_autoregressive
             or getattr(model.objective, "noise", None) != "mask"):
         raise DnadiffError(f"an ordered NLL needs a masked diffusion model, not {model.config.objective.name!r}")
@@ -82,12 +83,19 @@ def evaluate_ordered(model, items, *, order: str = "left_to_right", batch_size: 
         loader = progress_bar(loader, desc=f"ordered NLL ({order})", unit="batch")
     gen = torch.Generator().manual_seed(seed)
     model.backbone.eval()
+    denoiser = model.denoiser
+    if rc_symmetric:
+        if model.tokenizer.kind != "dna":
+            raise DnadiffError("rc_symmetric needs a DNA model")
+        from dnadiff.samplers import rc_symmetric as strand_average
+
+        denoiser = strand_average(denoiser, model.tokenizer.complement_map(), mask_id=model.tokenizer.mask_id)
     n_all, c_all = [], []
     with torch.no_grad():
         for batch in loader:
             x0 = batch["input_ids"].to(model.device)
             am = batch.get("attention_mask")
-            n, c = ordered_nll(model.denoiser, x0, model.tokenizer.mask_id,
+            n, c = ordered_nll(denoiser, x0, model.tokenizer.mask_id,
                                None if am is None else am.to(model.device), order, gen)
             n_all.append(n.cpu())
             c_all.append(c.cpu())
@@ -101,4 +109,5 @@ def evaluate_ordered(model, items, *, order: str = "left_to_right", batch_size: 
     ln2 = math.log(2.0)
     return {"sequence_nats": n.tolist(), "sequence_tokens": c.tolist(), "nats_per_token": nats,
             "bits_per_token": nats / ln2, "perplexity": math.exp(nats), "std_error": se, "bits_std_error": se / ln2,
-            "num_tokens": int(round(total)), "num_sequences": N, "order": order, "objective": model.objective.name}
+            "num_tokens": int(round(total)), "num_sequences": N, "order": order, "rc_symmetric": rc_symmetric,
+            "objective": model.objective.name}
