@@ -15,7 +15,9 @@ Rows (each: --seeds draws of --num sequences of --length bases; default 3 x 64 x
                              the model's training length, stride half a window, --steps per window (issue
                              33's fix for sampling past the trained length); RC-symmetric: ancestral with the
                              strand-averaged denoiser (for a Caduceus-PS model, RC-equivariant, it
-                             changes nothing by construction: a check)
+                             changes nothing by construction: a check); semi-AR left-to-right [+ RC-symmetric]:
+                             the same windows, each window's new bases decoded left to right (sampler
+                             `ordered`, one call per base) [with the strand-averaged denoiser]
   cpu-hour Mamba AR / MDLM   the models of pipelines/cpu_hour.py when --cpu-hour-dir (default
                              runs/cpu_hour) holds them
 Reference: windows of the valid split (at most --reference-windows, evenly spread), the same for
@@ -71,7 +73,11 @@ MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", 
                  ("MDLM semi-AR (trained window)", "semi_ar", ["--trained-window"]),
                  # the same windows, each window's new tokens decoded left to right (inner sampler `ordered`): the
                  # exact left-to-right distribution of the network (results/mdlm_orders.md)
-                 ("MDLM semi-AR left-to-right (trained window)", "semi_ar", ["--trained-window", "--left-to-right"])]
+                 ("MDLM semi-AR left-to-right (trained window)", "semi_ar", ["--trained-window", "--left-to-right"]),
+                 # and with the strand-averaged denoiser: for a model that is not RC-equivariant (an AR-adapted
+                 # Caduceus-PH) each base's prediction averages the two strands' (issue 33's sampling recipe)
+                 ("MDLM semi-AR left-to-right + RC-symmetric (trained window)", "semi_ar",
+                  ["--trained-window", "--left-to-right", "--rc-symmetric"])]
 TRAINED = {"mamba_ar": "experiments/cpu_hour_mamba_ar", "caduceus_mdlm": "experiments/cpu_hour_caduceus_mdlm"}
 
 
