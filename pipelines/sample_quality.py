@@ -17,7 +17,8 @@ Rows (each: --seeds draws of --num sequences of --length bases; default 3 x 64 x
                              strand-averaged denoiser (for a Caduceus-PS model, RC-equivariant, it
                              changes nothing by construction: a check); semi-AR left-to-right [+ RC-symmetric]:
                              the same windows, each window's new bases decoded left to right (sampler
-                             `ordered`, one call per base) [with the strand-averaged denoiser]
+                             `ordered`, one call per base) [with the strand-averaged denoiser] [+ quarter
+                             stride: three quarters of each window as context]
   cpu-hour Mamba AR / MDLM   the models of pipelines/cpu_hour.py when --cpu-hour-dir (default
                              runs/cpu_hour) holds them
 Reference: windows of the valid split (at most --reference-windows, evenly spread), the same for
@@ -77,7 +78,10 @@ MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", 
                  # and with the strand-averaged denoiser: for a model that is not RC-equivariant (an AR-adapted
                  # Caduceus-PH) each base's prediction averages the two strands' (issue 33's sampling recipe)
                  ("MDLM semi-AR left-to-right + RC-symmetric (trained window)", "semi_ar",
-                  ["--trained-window", "--left-to-right", "--rc-symmetric"])]
+                  ["--trained-window", "--left-to-right", "--rc-symmetric"]),
+                 # ... with three quarters of each window as context (stride a quarter window): the same calls per base
+                 ("MDLM semi-AR left-to-right + RC-symmetric + quarter stride (trained window)", "semi_ar",
+                  ["--trained-window", "--left-to-right", "--rc-symmetric", "--quarter-stride"])]
 TRAINED = {"mamba_ar": "experiments/cpu_hour_mamba_ar", "caduceus_mdlm": "experiments/cpu_hour_caduceus_mdlm"}
 
 
@@ -126,7 +130,8 @@ def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str |
     from dnadiff.sampling import output_paths, sample_records
     from dnadiff.utils import json_text, write_together
 
-    unknown = [e for e in extra if e not in ("--rc-symmetric", "--trained-window", "--left-to-right")]
+    known = ("--rc-symmetric", "--trained-window", "--left-to-right", "--quarter-stride")
+    unknown = [e for e in extra if e not in known]
     if unknown:
         raise DnadiffError(f"sample_quality: unknown sampling option(s) {unknown}")
     if model_dir not in _MODELS:
@@ -146,12 +151,14 @@ def trained_window(model, size: dict, extra: list[str]) -> dict:
     """semi_ar options for --trained-window: windows of the model's training length (data.seq_len), stride half
     of it (each later window sees half a window of what came before); {} otherwise or when the sample is no
     longer than one window. --left-to-right: the inner sampler `ordered` (each window's new tokens left to
-    right, one call per token)."""
+    right, one call per token); --quarter-stride: stride a quarter window (three quarters of it context; with
+    `ordered` the calls per base are the same)."""
     ordered = {"inner": "ordered"} if "--left-to-right" in extra else {}  # one window or many: the same order
     window = int(model.config.data.seq_len or 0)
     if "--trained-window" not in extra or not window or size["length"] <= window:
         return ordered
-    return {"window": window, "stride": max(1, window // 2), **ordered}
+    stride = window // 4 if "--quarter-stride" in extra else window // 2
+    return {"window": window, "stride": max(1, stride), **ordered}
 
 
 def metric_values(res: dict) -> dict[str, float]:

@@ -222,6 +222,7 @@ def test_sample_quality_semi_ar_row_uses_the_trained_window():
     l2r = ["--trained-window", "--left-to-right"]
     assert sq.trained_window(model, {"length": 1024}, l2r) == {"window": 128, "stride": 64, "inner": "ordered"}
     assert sq.trained_window(model, {"length": 128}, l2r) == {"inner": "ordered"}  # one window, still in order
+    assert sq.trained_window(model, {"length": 1024}, [*l2r, "--quarter-stride"])["stride"] == 32
 
 
 @pytest.mark.training
