@@ -26,6 +26,7 @@ from torch import Tensor
 
 from dnadiff.diffusion.subs import subs_masked_nll
 from dnadiff.errors import DnadiffError
+from dnadiff.eval.perplexity import token_average
 from dnadiff.logs import progress_bar
 
 ORDERS = ("left_to_right", "right_to_left", "random")
@@ -100,14 +101,5 @@ def evaluate_ordered(model, items, *, order: str = "left_to_right", batch_size: 
             n_all.append(n.cpu())
             c_all.append(c.cpu())
     n, c = torch.cat(n_all), torch.cat(c_all)
-    total = float(c.sum())
-    if total == 0:
-        raise DnadiffError("evaluate_ordered: no real tokens to score (all padding?)")
-    nats = float(n.sum()) / total
-    N = n.numel()
-    se = float(((n - nats * c) ** 2).sum() / (N * (N - 1))) ** 0.5 / float(c.mean()) if N > 1 else float("nan")
-    ln2 = math.log(2.0)
-    return {"sequence_nats": n.tolist(), "sequence_tokens": c.tolist(), "nats_per_token": nats,
-            "bits_per_token": nats / ln2, "perplexity": math.exp(nats), "std_error": se, "bits_std_error": se / ln2,
-            "num_tokens": int(round(total)), "num_sequences": N, "order": order, "rc_symmetric": rc_symmetric,
-            "objective": model.objective.name}
+    return {"sequence_nats": n.tolist(), "sequence_tokens": c.tolist(), **token_average(n, c, "evaluate_ordered"),
+            "order": order, "rc_symmetric": rc_symmetric, "objective": model.objective.name}

@@ -139,23 +139,8 @@ def evaluate_bound(
     if not seq_nll:
         raise DnadiffError("evaluate_bound: the data set is empty")
     n, c = torch.cat(seq_nll), torch.cat(seq_tok)  # (N,), (N,)
-    total = float(c.sum())
-    if total == 0:
-        raise DnadiffError("evaluate_bound: no real tokens to score (all padding?)")
-    nats = float(n.sum()) / total
-    N = n.numel()
-    se = float(((n - nats * c) ** 2).sum() / (N * (N - 1))) ** 0.5 / float(c.mean()) if N > 1 else float("nan")
-    ppl = math.exp(nats)
     extra = {"sequence_nats": n.tolist(), "sequence_tokens": c.tolist()} if per_sequence else {}
-    return extra | {
-        "nats_per_token": nats,
-        "bits_per_token": nats / LN2,
-        "perplexity": ppl,
-        "std_error": se,
-        "bits_std_error": se / LN2,
-        "perplexity_std_error": ppl * se,
-        "num_tokens": int(round(total)),
-        "num_sequences": N,
+    return extra | token_average(n, c, "evaluate_bound") | {
         "num_samples": repeats,
         "objective": objective.name,
         "pad_policy": getattr(objective, "pad_policy", None),  # diffusion objectives: how pads were treated
@@ -163,6 +148,21 @@ def evaluate_bound(
         "quadrature": (len(nodes[0]) if nodes else None),
         "stratified_repeats": bool(strata),
     }
+
+
+def token_average(nats: Tensor, tokens: Tensor, who: str) -> dict[str, Any]:
+    """The data-set figures of per-sequence nats and scored tokens (Float[N] each): nats/token = Σ nats / Σ tokens,
+    bits, perplexity and the delta-method SE of that ratio over sequences (module docstring)."""
+    total = float(tokens.sum())
+    if total == 0:
+        raise DnadiffError(f"{who}: no real tokens to score (all padding?)")
+    mean = float(nats.sum()) / total
+    N = nats.numel()
+    se = float(((nats - mean * tokens) ** 2).sum() / (N * (N - 1))) ** 0.5 / float(tokens.mean()) if N > 1 else math.nan
+    ppl = math.exp(mean)
+    return {"nats_per_token": mean, "bits_per_token": mean / LN2, "perplexity": ppl, "std_error": se,
+            "bits_std_error": se / LN2, "perplexity_std_error": ppl * se, "num_tokens": int(round(total)),
+            "num_sequences": N}
 
 
 def _tail_groups(mask: Tensor | None) -> list[tuple[Tensor | None, int]]:
