@@ -182,3 +182,32 @@ def test_evaluate_ordered_strand_averaged_is_the_wrapped_denoisers_nll(tmp_path)
     direct, _ = ordered_nll(wrapped, ids, model.tokenizer.mask_id)
     assert torch.allclose(torch.tensor(both["sequence_nats"], dtype=torch.float64), direct, atol=1e-6)
     assert abs(both["bits_per_token"] - plain["bits_per_token"]) > 1e-4  # PH: not RC-equivariant, so it differs
+
+
+def _orders_benchmark():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "mdlm_orders.py"
+    spec = importlib.util.spec_from_file_location("mdlm_orders", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_orders_benchmark_refuses_bad_input(capsys):
+    bench = _orders_benchmark()
+    assert bench.main(["--mdlm", "x=/nonexistent", "--orders", "zigzag"]) == 2
+    assert "--orders: unknown ['zigzag']" in capsys.readouterr().err
+    assert bench.main(["--mdlm", "no-equals-sign"]) == 2
+    assert "want NAME=MODEL_DIR" in capsys.readouterr().err
+    assert bench.main(["--mdlm", "x=/nonexistent"]) == 2
+    assert "not a model directory" in capsys.readouterr().err
+
+
+@pytest.mark.training
+def test_orders_benchmark_dry_run_scores_every_row(capsys):
+    """A tiny MDLM (2 steps) and a Markov chain on the bundled sample: bound, both denoisers' left-to-right rows."""
+    assert _orders_benchmark().main(["--dry-run", "--denoisers", "plain,rc_symmetric"]) == 0
+    out = capsys.readouterr().out
+    assert "bound (2 t-samples)" in out and "left-to-right order, RC-symmetric" in out and "Markov chain" in out
