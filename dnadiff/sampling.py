@@ -94,16 +94,9 @@ def steps_per_batch(model, length: int, sampler: str | None = None, steps: int |
     (first_hitting), else `steps` or the model config's; semi_ar (`options`: its window, stride, inner and
     inner_options) runs its inner sampler once per window, so the windows' steps summed."""
     name = sampler or model.objective.default_sampler or model.config.sample.sampler
-    if name == "semi_ar" and not model.is_autoregressive:
-        o = options or {}
-        window, stride = int(o.get("window", 1024)), int(o.get("stride", 512))
-        inner_opts = o.get("inner_options") or {}
-        inner = o.get("inner", "ancestral")
-        if not SAMPLERS.get(inner).has_steps:
-            return length  # one call per token, window by window
-        per_window = int(inner_opts.get("steps") or steps or model.config.sample.steps)
-        later = max(0, length - window)
-        return per_window * (1 + -(-later // max(1, stride)))
+    if name == "semi_ar" and not model.is_autoregressive:  # the sampler counts its windows
+        built = SAMPLERS.build(name, steps=steps or model.config.sample.steps, **(options or {}))
+        return built.progress_steps(length)
     stepless = model.is_autoregressive or not SAMPLERS.get(name).has_steps  # one call per token
     return length if stepless else (steps or model.config.sample.steps)
 

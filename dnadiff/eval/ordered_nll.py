@@ -28,6 +28,7 @@ from dnadiff.diffusion.subs import subs_masked_nll
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.perplexity import token_average
 from dnadiff.logs import progress_bar
+from dnadiff.samplers.wrappers import rc_symmetric as strand_averaged
 
 ORDERS = ("left_to_right", "right_to_left", "random")
 
@@ -88,9 +89,7 @@ def evaluate_ordered(model, items, *, order: str = "left_to_right", batch_size: 
     if rc_symmetric:
         if model.tokenizer.kind != "dna":
             raise DnadiffError("rc_symmetric needs a DNA model")
-        from dnadiff.samplers import rc_symmetric as strand_average
-
-        denoiser = strand_average(denoiser, model.tokenizer.complement_map(), mask_id=model.tokenizer.mask_id)
+        denoiser = strand_averaged(denoiser, model.tokenizer.complement_map(), mask_id=model.tokenizer.mask_id)
     n_all, c_all = [], []
     with torch.no_grad():
         for batch in loader:

@@ -53,6 +53,13 @@ class SemiARSampler(Sampler):
         opts.update(inner_options or {})
         self.inner = SAMPLERS.build(inner, **opts)
 
+    def progress_steps(self, length: int) -> int:
+        """The inner loops' steps over a sequence of `length` tokens: one window, then one per `stride` new
+        tokens; a step-less inner sampler (first_hitting, ordered) makes one call per token."""
+        if not self.inner.has_steps:
+            return length
+        return self.inner.steps * (1 + -(-max(0, length - self.window) // self.stride))
+
     def add_guidance(self, hook):
         self.inner.add_guidance(hook)  # the inner loop makes the calls
         return self
