@@ -45,19 +45,14 @@ def named(items: list[str], flag: str) -> list[tuple[str, str]]:
 
 
 def windows(model, data_cfg, split: str, n: int):
-    """n windows evenly spread over the split, cut with `data_cfg` (the first MDLM's data settings)."""
-    import numpy as np
-    import torch
+    """n windows evenly spread over the split (benchmarks/padded_windows.py), cut with `data_cfg` (the first
+    MDLM's data settings, so every model scores the same windows)."""
+    from padded_windows import windows_of
 
     from dnadiff.config import replace
-    from dnadiff.data import build_split_dataset
 
     model.config = replace(model.config, data=data_cfg)
-    data = build_split_dataset(model.config, model.tokenizer, split)
-    if n and len(data) > n:
-        idx = sorted(set(int(i) for i in np.linspace(0, len(data) - 1, n).round().astype(int)))
-        data = torch.utils.data.Subset(data, idx)
-    return data
+    return windows_of(model, split, n)
 
 
 def main(argv: list[str] | None = None) -> int:

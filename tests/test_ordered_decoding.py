@@ -184,19 +184,20 @@ def test_evaluate_ordered_strand_averaged_is_the_wrapped_denoisers_nll(tmp_path)
     assert abs(both["bits_per_token"] - plain["bits_per_token"]) > 1e-4  # PH: not RC-equivariant, so it differs
 
 
-def _orders_benchmark():
+def _orders_benchmark(monkeypatch):
     import importlib.util
     from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "mdlm_orders.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # as when run as a script: it imports padded_windows beside it
     spec = importlib.util.spec_from_file_location("mdlm_orders", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_orders_benchmark_refuses_bad_input(capsys):
-    bench = _orders_benchmark()
+def test_orders_benchmark_refuses_bad_input(capsys, monkeypatch):
+    bench = _orders_benchmark(monkeypatch)
     assert bench.main(["--mdlm", "x=/nonexistent", "--orders", "zigzag"]) == 2
     assert "--orders: unknown ['zigzag']" in capsys.readouterr().err
     assert bench.main(["--mdlm", "no-equals-sign"]) == 2
@@ -206,8 +207,8 @@ def test_orders_benchmark_refuses_bad_input(capsys):
 
 
 @pytest.mark.training
-def test_orders_benchmark_dry_run_scores_every_row(capsys):
+def test_orders_benchmark_dry_run_scores_every_row(capsys, monkeypatch):
     """A tiny MDLM (2 steps) and a Markov chain on the bundled sample: bound, both denoisers' left-to-right rows."""
-    assert _orders_benchmark().main(["--dry-run", "--denoisers", "plain,rc_symmetric"]) == 0
+    assert _orders_benchmark(monkeypatch).main(["--dry-run", "--denoisers", "plain,rc_symmetric"]) == 0
     out = capsys.readouterr().out
     assert "bound (2 t-samples)" in out and "left-to-right order, RC-symmetric" in out and "Markov chain" in out

@@ -28,9 +28,10 @@ from dnadiff.diffusion.subs import subs_masked_nll
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.perplexity import token_average
 from dnadiff.logs import progress_bar
+from dnadiff.samplers.ordered import ORDERS as SAMPLER_ORDERS
 from dnadiff.samplers.wrappers import rc_symmetric as strand_averaged
 
-ORDERS = ("left_to_right", "right_to_left", "random")
+ORDERS = (*SAMPLER_ORDERS, "random")  # the orders the `ordered` sampler draws in, and a random one per window
 
 
 def order_ranks(scored: Tensor, order: str, generator: torch.Generator | None = None) -> Tensor:
