@@ -149,16 +149,13 @@ def run(args, argv) -> int:
                              "model_dir": path, "kind": f"exact ({order}{', strand-averaged' if rc else ''})",
                              "scores": res, "seconds": round(time.time() - t1, 1)})
         print(f"{name}: {len(data)} windows scored in {time.time() - t0:.0f} s", file=sys.stderr)
-    for name, path in ars:
+    def exact(path: str) -> dict:  # an AR or Markov model's exact NLL, per window
         model = load(path)
-        res = evaluate_model(model, windows(model, data_cfg, args.split, n), batch_size=16, progress=False,
-                             per_sequence=True)
-        rows.append({"row": name, "model_dir": path, "kind": "exact", "scores": res})
-    markov = None
-    if markov_dir:
-        model = load(markov_dir)
-        markov = evaluate_model(model, windows(model, data_cfg, args.split, n), batch_size=16, progress=False,
-                                per_sequence=True)
+        return evaluate_model(model, windows(model, data_cfg, args.split, n), batch_size=16, progress=False,
+                              per_sequence=True)
+
+    rows += [{"row": name, "model_dir": path, "kind": "exact", "scores": exact(path)} for name, path in ars]
+    markov = exact(markov_dir) if markov_dir else None
     lines = []
     for r in rows:
         if markov is not None:
