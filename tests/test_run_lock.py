@@ -140,4 +140,39 @@ def test_file_lock_waits_or_refuses_and_names_its_holder(tmp_path):
     thread.join(10)
     assert got.is_set()
     waiter.release()
-    assert path.read_text() == "" and FileLock(path, blocking=False).acquire()
+    assert not path.exists() and FileLock(path, blocking=False).acquire()
+
+
+def test_released_locks_leave_no_file_and_still_exclude_each_other(tmp_path):
+    """Issue 49: a released lock removes its file (none pile up under the cache's locks/ folder), and
+    removing it lets no two holders in at once: waiters blocked on the removed file retry on the new one."""
+    import threading
+    import time
+
+    from dnadiff.data.file_lock import FileLock
+
+    path = tmp_path / "locks" / "x.lock"
+    inside, overlaps, rounds = [], [], 150
+
+    def worker() -> None:
+        for _ in range(rounds):
+            with FileLock(path):
+                inside.append(1)
+                time.sleep(0.0005)  # let the other threads run while this one holds the lock
+                if len(inside) > 1:
+                    overlaps.append(len(inside))
+                inside.pop()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]  # flock is per open file: threads contend too
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads) and overlaps == []
+    assert list(path.parent.iterdir()) == []  # every holder removed its file
+    run = tmp_path / "run"
+    with RunDirLock(run) as lock:
+        assert lock.path.is_file()
+        with pytest.raises(DnadiffError, match="in use"):
+            RunDirLock(run).acquire()
+    assert not lock.path.exists()

@@ -10,10 +10,18 @@ fcntl.flock is per open file, so a second FileLock on the same path is refused e
 process; the kernel drops the lock when its holder dies (even by kill -9). While held, the file
 holds the holder's pid (for the refusal message of a second process). Where fcntl does not exist
 (Windows) locking is a no-op: single-process use is still fine. No Lightning here: data/ imports it.
+
+The holder removes the file when it releases the lock (lock files no longer pile up in the cache's
+locks/ folder), still holding it while it unlinks. A waiter may then own the lock of a file that
+has just been unlinked, with a newer file (or none) under the name: a lock counts only when the
+locked file is still the one under the path (same device and inode), else it opens the path again.
+So two holders never overlap: at any time at most one holds the lock on the file the name points
+to. A holder killed by kill -9 leaves its file behind; the next holder removes it on release.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -31,15 +39,19 @@ class FileLock:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no advisory locks
             return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if self.blocking else fcntl.LOCK_NB))
-        except OSError:
-            fh.seek(0)
-            self.holder = fh.read().strip()
-            fh.close()
-            return False
+        while True:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(self.path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if self.blocking else fcntl.LOCK_NB))
+            except OSError:
+                fh.seek(0)
+                self.holder = fh.read().strip()
+                fh.close()
+                return False
+            if self._is_current(fh):
+                break
+            fh.close()  # its holder released and removed it while we waited: lock the path's file now
         fh.seek(0)
         fh.truncate()
         fh.write(str(os.getpid()))
@@ -47,13 +59,22 @@ class FileLock:
         self._fh = fh
         return True
 
+    def _is_current(self, fh) -> bool:
+        """Is the open (locked) file still the one under the path (not unlinked by its last holder)?"""
+        try:
+            named = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fh.fileno())
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
     def release(self) -> None:
         if self._fh is not None:
             import fcntl
 
             try:
-                self._fh.seek(0)
-                self._fh.truncate()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)  # while still locked: a waiter on this file sees it gone and retries
                 fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             finally:
                 self._fh.close()

@@ -10,7 +10,7 @@ exclusive advisory lock (fcntl.flock) for the whole run on a lock file named aft
 directory's absolute path, in dnadiff's cache folder (`utils.cache_dir("locks")`). The lock file
 lives outside the run directory so `--overwrite` (which deletes the directory) cannot drop it, and
 nothing is left beside the user's outputs; the kernel releases it when the holder dies, even by
-kill -9.
+kill -9, and the holder removes the file when it releases it (data/file_lock.py: no pile of lock files).
 """
 
 from __future__ import annotations
