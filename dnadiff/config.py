@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
+from dnadiff.config_types import wrong_type
 from dnadiff.data_root import _resolve_data_paths
 from dnadiff.errors import DnadiffError
 from dnadiff.yaml_safe import MAX_CONFIG_BYTES, _bounded_safe_load
@@ -261,21 +261,6 @@ class RunConfig:
 MAX_STRING = 4096  # the longest path a file system accepts
 
 
-def _expected(tp: Any) -> str:
-    """'an integer', 'true/false', ... for annotation `tp` (the wording of the one-line errors)."""
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _expected(args[0]) if len(args) == 1 else " or ".join(_expected(a) for a in args)
-    if dataclasses.is_dataclass(tp) or origin is dict:
-        return "a mapping"
-    if origin is tuple and typing.get_args(tp) and typing.get_args(tp)[-1] is not Ellipsis:
-        return f"a list of {len(typing.get_args(tp))} values"
-    if origin in (list, tuple):
-        return "a list"
-    return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(tp, str(tp))
-
-
 def _schema(cls: type) -> Any:
     from omegaconf import DictConfig, OmegaConf
 
@@ -316,8 +301,7 @@ def _merge_into(node: Any, data: Any, key: str) -> None:
         except ConfigKeyError as exc:  # a key nested in a mapping-typed field
             raise DnadiffError(f"unknown config key {exc.full_key or full}") from None
         except OmegaConfBaseException:
-            tp = hints.get(k, Any)
-            raise DnadiffError(f"{full}: expected {_expected(tp)}, got {v!r}") from None
+            raise DnadiffError(wrong_type(full, hints.get(k, Any), v)) from None
 
 
 def _check_strings(value: Any, key: str) -> None:

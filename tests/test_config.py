@@ -34,6 +34,27 @@ def test_bad_overrides(override, message):
         load_config(RunConfig, None, [override])
 
 
+def test_yaml_booleans_in_number_fields_say_what_yaml_read(tmp_path, capsys):
+    """Issue 49: `train.ema=yes` said "got True"; YAML 1.1 reads yes/no/on/off as booleans: the message
+    says so in the words typed, and what the number means."""
+    from dnadiff.cli import main
+
+    with pytest.raises(DnadiffError) as typed:
+        load_config(RunConfig, None, ["train.ema=yes"])
+    assert str(typed.value) == ("train.ema: expected a number (the EMA decay, e.g. 0.9999; 0 disables EMA), got "
+                                "yes/on/true, which YAML reads as the boolean true")
+    with pytest.raises(DnadiffError, match=r"^train.max_steps: expected an integer, got no/off/false, which YAML "
+                                           r"reads as the boolean false$"):
+        load_config(RunConfig, None, ["train.max_steps=off"])
+    (tmp_path / "c.yaml").write_text("train:\n  ema: off\n")  # from a file: the file is named too
+    with pytest.raises(DnadiffError, match=r"c.yaml: train.ema: expected a number \(the EMA decay.*got no/off/false"):
+        load_config(RunConfig, tmp_path / "c.yaml")
+    assert load_config(RunConfig, None, ["train.progress=yes"]).train.progress is True  # a true/false field takes it
+    assert main(["train", "experiments/tiny_dna_mdlm", "train.ema=on", "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "got yes/on/true" in err and "True" not in err and not (tmp_path / "run").exists()
+
+
 def test_yaml_round_trip(tmp_path):
     cfg = load_config(RunConfig, None, ["name=x", "model.overrides.d_model=64", "objective.T=100"])
     save_config(cfg, tmp_path / "c.yaml")

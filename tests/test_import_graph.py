@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "dnadiff"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("dnadiff.errors", "dnadiff.registry", "dnadiff.utils", "dnadiff.yaml_safe", "dnadiff.data_root",
                     "dnadiff.version", "dnadiff.lazy", "dnadiff.machine", "dnadiff.logs", "dnadiff.threads",
-                    "dnadiff.denoiser")),
+                    "dnadiff.denoiser", "dnadiff.config_types")),
     ("config.py", ("dnadiff.config",)),
     ("tokenizers/", ("dnadiff.tokenizers",)),
     ("weights.py", ("dnadiff.weights",)),
