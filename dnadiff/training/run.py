@@ -75,9 +75,34 @@ def adapt_ar_backbone(backbone: torch.nn.Module, tokenizer) -> torch.nn.Module:
     return caduceus_from_mamba_ar(backbone, tokenizer.ar_context_id)
 
 
-def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.Module]:
+def parameter_counts(source: dict[str, torch.Tensor], final: torch.nn.Module) -> tuple[int, int, int]:
+    """(matched, new, dropped): the parameters (elements) of `final` that hold a tensor of `source` (the
+    network as init_from read it, name -> tensor), those that hold none, and those of `source` left unused.
+
+    A tensor of `final` matches one of `source` with its name, shape and values, else (a copy under another
+    name: model.adapt_ar's Mamba -> Caduceus) one of the same shape and values not matched yet."""
+    unmatched = dict(source)
+    matched = new = 0
+    for name, param in final.named_parameters():
+        value = param.detach()
+        hit = name if name in unmatched and _same(unmatched[name], value) else None
+        if hit is None:
+            hit = next((n for n, t in unmatched.items() if _same(t, value)), None)
+        if hit is None:
+            new += value.numel()
+        else:
+            matched += unmatched.pop(hit).numel()
+    return matched, new, sum(t.numel() for t in unmatched.values())
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
+
+
+def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tuple[RunConfig, torch.nn.Module]:
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
-    The returned config records `model.time_input` (a dnadiff init_from model passes its own on)."""
+    The returned config records `model.time_input` (a dnadiff init_from model passes its own on).
+    `announce`: log one line of what init_from loaded (path, parameters matched / new / dropped)."""
     source = resolve(cfg.model.init_from) if cfg.model.init_from else None  # resolved once, read twice
     if cfg.model.time_input is None and source is not None and source.official is None and is_model_dir(source.path):
         cfg = replace(cfg, **{"model.time_input": source.config.model.time_input})
@@ -85,8 +110,15 @@ def build_backbone_for(cfg: RunConfig, tokenizer) -> tuple[RunConfig, torch.nn.M
     if source is not None:
         name, backbone = read_backbone(source, vocab_size=tokenizer.vocab_size,
                                        keep_label_embedding=cfg.model.num_classes > 0)
+        read = {n: p.detach() for n, p in backbone.named_parameters()}  # before adapt_ar replaces modules
         if cfg.model.adapt_ar:
             name, backbone = "caduceus", adapt_ar_backbone(backbone, tokenizer)
+        if announce:
+            matched, new, dropped = parameter_counts(read, backbone)
+            how = "a dnadiff model directory" if source.official is None else f"an official {source.format} checkpoint"
+            log.info("model.init_from: loaded %s (%s%s): %s parameters matched, %s new, %s dropped", source.given,
+                     how, ", adapted into a Caduceus-PH" if cfg.model.adapt_ar else "", f"{matched:,}", f"{new:,}",
+                     f"{dropped:,}")
         if backbone.vocab_size != tokenizer.vocab_size:
             raise DnadiffError(
                 f"model.init_from: {cfg.model.init_from} has vocab_size {backbone.vocab_size}, "
@@ -268,7 +300,8 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
     ensure_tokenizer(cfg)  # tokenizer.train: built from the training text on first use
     tokenizer = build_tokenizer(cfg.tokenizer.kind, cfg.tokenizer.path, cfg.tokenizer.strict)
-    cfg, backbone = build_backbone_for(cfg, tokenizer)
+    # said once, and not on a resume (its weights come from the checkpoint)
+    cfg, backbone = build_backbone_for(cfg, tokenizer, announce=rank == 0 and not resume)
     l_max = getattr(getattr(backbone, "config", None), "l_max", None)
     if isinstance(l_max, int) and cfg.data.seq_len > l_max:  # refused now, not at the first forward pass
         raise DnadiffError(f"data.seq_len: {cfg.data.seq_len} exceeds the model's l_max {l_max} "
