@@ -107,10 +107,16 @@ class ObjectiveConfig:
     # reference (masked, not scored: official MDLM, tab. 1) | score (masked and scored: the padded
     # sequence's NELBO) | visible (never masked nor scored: fixed-length DNA windows)
     pad_policy: str = "reference"
+    # bd3lm (block diffusion, diffusion/bd3lm.py): tokens per block, and the clipped training interval
+    # [beta, omega] of the mask rates (likelihood always on [t_min, 1]); objectives without blocks refuse them
+    block_size: Optional[int] = None
+    clip: Optional[list[float]] = None
 
     def __post_init__(self):
         _check(self.pad_policy in ("reference", "score", "visible"), "objective.pad_policy",
                f"must be reference, score or visible, got {self.pad_policy!r}")
+        _check(self.block_size is None or (not isinstance(self.block_size, bool) and self.block_size >= 1),
+               "objective.block_size", f"must be an integer >= 1, got {self.block_size!r}")
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def check_options(obj: Any, check_model: Callable[[Any], bool] | None = None) ->
 
         changes["objective.options"] = OBJECTIVES.check_options(objective.name, objective.options,
                                                                 "objective.options", exclude=("schedule",))
+    check_blocks(obj)
     sample = getattr(obj, "sample", None)
     if getattr(sample, "options", None):
         from dnadiff.samplers import SAMPLERS
@@ -52,4 +53,35 @@ def check_options(obj: Any, check_model: Callable[[Any], bool] | None = None) ->
         changes["data.text"] = {k: getattr(opts, k) for k in data.text}
     return replace(obj, **changes) if changes else obj
 
-__all__ = ["check_options", "load_config"]
+def check_blocks(obj: Any) -> None:
+    """`objective.block_size` / `objective.clip` only for an objective with blocks (bd3lm), the block size
+    dividing `data.seq_len` (every training block has block_size tokens, as in BD3-LM), the clip an interval."""
+    objective = getattr(obj, "objective", None)
+    block_size, clip = getattr(objective, "block_size", None), getattr(objective, "clip", None)
+    if block_size is None and clip is None:
+        return
+    from dnadiff.diffusion import OBJECTIVES
+    from dnadiff.diffusion.bd3lm import check_block_size, check_clip
+    from dnadiff.errors import DnadiffError
+
+    name = objective.name
+    if name in OBJECTIVES and not getattr(OBJECTIVES.get(name), "has_blocks", False):
+        key = "objective.block_size" if block_size is not None else "objective.clip"
+        blocks = " or ".join(n for n in OBJECTIVES.names() if getattr(OBJECTIVES.get(n), "has_blocks", False))
+        raise DnadiffError(f"{key}: objective {name!r} has no blocks (objective.name={blocks} has)")
+    check_clip(clip, "objective.clip")
+    if block_size is None:
+        return
+    check_block_size(block_size, "objective.block_size")
+    seq_len = getattr(getattr(obj, "data", None), "seq_len", None)
+    if seq_len and seq_len % block_size:
+        raise DnadiffError(f"objective.block_size: {block_size} does not divide data.seq_len {seq_len} "
+                           f"(training blocks all have block_size tokens; e.g. {_divisor_near(seq_len, block_size)})")
+
+
+def _divisor_near(n: int, k: int) -> int:
+    """The divisor of n closest to k (a hint for a block size that fits)."""
+    return min((d for d in range(1, n + 1) if n % d == 0), key=lambda d: (abs(d - k), d))
+
+
+__all__ = ["check_blocks", "check_options", "load_config"]

@@ -6,7 +6,8 @@
     sampler.last_nfe, sampler.last_nfe_per_row   # batched calls; calls per sequence (Long[B])
 
 Names: `SAMPLERS.names()`, one file each (ancestral, cached, analytic, first_hitting, ordered, semi_ar,
-confidence, remdm, autoregressive; udlm for uniform-noise models; see each file for its options and
+confidence, remdm, autoregressive; udlm for uniform-noise models; plaid and ssdlm for the
+continuous-noise models of those objectives; block for block-diffusion (bd3lm) models; see each file for its options and
 declarations, base.py for the shared ones and the step contract: `init_state`, `model_time`, pure `step`, one loop in
 `Sampler.run`). `cache=True` (the default of `cached`)
 makes any masked-diffusion sampler evaluate only the sequences whose tokens changed, for a
@@ -24,12 +25,15 @@ from dnadiff.samplers import (  # noqa: F401
     analytic,
     ancestral,
     autoregressive,
+    block,
     cached,
     confidence,
     first_hitting,
     ordered,
+    plaid,
     remdm,
     semi_ar,
+    ssdlm,
     uniform,
 )
 from dnadiff.samplers.base import (
