@@ -14,10 +14,10 @@ from dnadiff.errors import DnadiffError
 
 # name -> module under dnadiff.commands (every one must import: a broken command is an error)
 SUBCOMMANDS = ["train", "eval", "sample", "finetune", "metrics", "demo", "configs", "design", "design-finetune",
-               "distill", "compare", "data"]
+               "distill", "compare", "data", "edit"]
 # the commands that compute: each takes --threads (dnadiff/threads.py), applied once at start
 COMPUTE_COMMANDS = ("train", "eval", "sample", "finetune", "metrics", "demo", "design", "design-finetune",
-                    "distill")
+                    "distill", "edit")
 THREADS_HELP = ("CPU threads of this process (torch intra- and inter-op, numba; an explicit N is also exported as "
                 "OMP/MKL_NUM_THREADS to child processes). Default: OMP_NUM_THREADS when set, else the free "
                 "physical cores at start "
@@ -134,6 +134,10 @@ def start_threads(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:  # before argparse's usage dump
+        print(f"error: {unknown_command(argv[0])}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # key=value overrides may also come after options (`dnadiff train CFG --resume train.lr=1e-3`)
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
             args.overrides = list(args.overrides or []) + extra
         else:
-            unrecognized(getattr(args, "_parser", None) or parser, extra)
+            unrecognized(getattr(args, "_parser", None) or parser, extra, getattr(args, "command", None))
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
@@ -170,18 +174,71 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
+def unknown_command(word: str) -> str:
+    """`dnadiff trian`: the closest command, or the list of them."""
+    import difflib
+
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6)
+    if close:
+        return f"unknown command {word!r}; did you mean {close[0]!r}?"
+    return f"unknown command {word!r}; the commands: {', '.join(SUBCOMMANDS)} (dnadiff --help says what each does)"
+
+
+# the commands that take key=value overrides -> the config class those keys belong to
+CONFIG_CLASSES = {"train": ("dnadiff.config", "RunConfig"), "demo": ("dnadiff.config", "RunConfig"),
+                  "finetune": ("dnadiff.finetune.config", "FinetuneConfig")}
+
+
+def config_keys(cls: type, prefix: str = "") -> list[str]:
+    """The dotted keys of a config dataclass (`train.max_steps`, `data.seq_len`, ...)."""
+    import dataclasses
+    import typing
+
+    keys = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints.get(f.name)
+        if dataclasses.is_dataclass(tp):
+            keys += config_keys(tp, f"{prefix}{f.name}.")
+        else:
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def config_key_hint(command: str | None, extra: list[str], index: int) -> str | None:
+    """`--max-steps 5` given to a command that takes overrides: `train.max_steps=5`, the override it
+    probably means (the flag's name, dashes as underscores, is the last part of one config key)."""
+    import importlib
+
+    if command not in CONFIG_CLASSES:
+        return None
+    word = extra[index]
+    name, sep, value = word.lstrip("-").partition("=")
+    if not sep and index + 1 < len(extra) and not extra[index + 1].startswith("-"):
+        value = extra[index + 1]
+    module, cls_name = CONFIG_CLASSES[command]
+    keys = config_keys(getattr(importlib.import_module(module), cls_name))
+    wanted = name.replace("-", "_")
+    matches = [key for key in keys if key == wanted or key.rsplit(".", 1)[-1] == wanted]
+    if len(matches) != 1:
+        return None
+    return f"{matches[0]}={value or '...'}"
+
+
+def unrecognized(parser: argparse.ArgumentParser, extra: list[str], command: str | None = None) -> None:
     """Unknown arguments: the usage of the command they were given to (a subcommand's, not the top
-    level's) and, for a misspelt option, the closest one it has (`--lenght` -> `--length`). Exits 2."""
+    level's) and, for a misspelt option, the closest one it has (`--lenght` -> `--length`); for a
+    flag that is a config key (`train --max-steps 5`), the override (`train.max_steps=5`). Exits 2."""
     import difflib
 
     options = [s for action in parser._actions for s in action.option_strings]
     hints = []
-    for word in extra:
+    for index, word in enumerate(extra):
         name = word.split("=", 1)[0]
         if name.startswith("-") and name not in options:
-            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
-            hints += [(name, close[0])] if close else []
+            override = config_key_hint(command, extra, index)  # an exact key before a fuzzy option (--lr)
+            close = [] if override else difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            hints += [(name, f"the config key {override}")] if override else [(name, close[0])] if close else []
     hint = ""
     if len(hints) == 1:
         hint = f"; did you mean {hints[0][1]}?"
@@ -209,5 +266,5 @@ if __name__ == "__main__":  # python -m dnadiff.cli
     sys.exit(main())
 
 
-__all__ = ["COMPUTE_COMMANDS", "HelpFormatter", "SUBCOMMANDS", "build_parser", "fill_lists", "main", "start_threads",
-           "thread_count", "unrecognized"]
+__all__ = ["COMPUTE_COMMANDS", "CONFIG_CLASSES", "HelpFormatter", "SUBCOMMANDS", "build_parser", "config_key_hint",
+           "config_keys", "fill_lists", "main", "start_threads", "thread_count", "unknown_command", "unrecognized"]

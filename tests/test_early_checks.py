@@ -151,6 +151,7 @@ def test_design_finetune_refuses_an_existing_out_first(tmp_path, capsys, nothing
     out = tmp_path / "out"
     out.mkdir()
     (out / "finetune_config.yaml").write_text("{}")
+    (tmp_path / "model").mkdir()  # present (a missing one is named first: tests/test_inputs_before_outputs.py)
     args = ["design-finetune", str(tmp_path / "model"), "--reward", "gc", "--method", "drakes", "--kl-weight", "0.1",
             "--out", str(out)]
     assert main(args) == 2
@@ -205,6 +206,7 @@ def test_eval_refuses_its_out_and_a_bed_chromosome_first(tmp_path, capsys, nothi
 
     monkeypatch.setattr(checkpoint, "load_for_inference", lambda *a, **k: (_ for _ in ()).throw(Reached("loaded")))
     (tmp_path / "e.json").write_text("{}")
+    (tmp_path / "model").mkdir()  # present (a missing one is named first: tests/test_inputs_before_outputs.py)
     assert main(["eval", str(tmp_path / "model"), "--records", str(GENOME), "--out", str(tmp_path / "e.json")]) == 2
     assert _error(capsys) == f"error: {tmp_path / 'e.json'}: exists (use --force to overwrite it)"
     bed = _bed(tmp_path / "b.bed", ["chrX"])
@@ -250,6 +252,7 @@ def test_refusals_import_no_torch(tmp_path):
     (tmp_path / "m" / "metrics.json").write_text("{}")
     samples = _fasta(tmp_path / "s.fa", {"a": "ACGT" * 8})
     bed = _bed(tmp_path / "b.bed", ["chr1"])
+    (tmp_path / "model").mkdir()  # the input present: the refusals below are of the outputs and the BED
     cases = {
         "train run dir": ["train", "experiments/tiny_dna_mdlm", "--run-dir", str(run)],
         "finetune results": ["finetune", "experiments/tiny_finetune", "--out", str(ft)],

@@ -136,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.logs import log
     from dnadiff.utils import format_table, refuse_existing, write_json
 
+    res = compare(args.a, args.b)  # the inputs read and checked first, then the destination
     if args.out:
         refuse_existing([args.out], args.force)
-    res = compare(args.a, args.b)
     name_a, name_b = display_names(args.a, args.b)
     print(format_table([summary_row(res, name_a, name_b)]))
     describe = describe_accuracy_difference if res["kind"] == "finetune" else describe_difference

@@ -177,8 +177,8 @@ def run(args: argparse.Namespace) -> int:
     out, stats_path = req.resolve_outputs("dna")
     if out is None:
         raise DnadiffError("--out: give a FASTA file name (the JSON of rewards goes beside it)")
+    req.read_templates()  # the inputs first, then the destination
     req.reserve_outputs()  # before the model is loaded, not after minutes of design
-    req.read_templates()
 
     model = req.load_model()
     device = model.device
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     }
     write_together([(out, format_samples(records, "dna", out)),
                     (stats_path, json_text(stats))])
-    log.info("%s", format_table([summary]))
+    print(format_table([summary]))  # the result on stdout (progress and logs on stderr), as sample and eval
     log.info("\nwrote %s and %s", out, stats_path)
     return 0
 

@@ -63,8 +63,9 @@ def preflight(args: argparse.Namespace) -> None:
     --resume or --overwrite."""
     from pathlib import Path
 
-    from dnadiff.commands.preflight import check_run_dir
+    from dnadiff.commands.preflight import check_model_input, check_run_dir
 
+    check_model_input(args.model_dir)  # the input first, then the destination
     if Path(args.out).resolve() == Path(args.model_dir).resolve():
         raise DnadiffError(f"--out {args.out}: is the teacher itself; choose another folder")
     check_run_dir(args.out, args.resume, args.overwrite)

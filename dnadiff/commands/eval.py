@@ -47,11 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def preflight(args: argparse.Namespace) -> None:
-    """Before torch is imported (commands/preflight.py): an existing --out (unless --force), and a --bed
-    naming a chromosome the --fasta genome lacks (its .fai or header lines)."""
-    from dnadiff.commands.preflight import check_bed_chromosomes
+    """Before torch is imported (commands/preflight.py): the inputs first (MODEL_DIR, --fasta, --bed,
+    --records), then an existing --out (unless --force), and a --bed naming a chromosome the --fasta
+    genome lacks (its .fai or header lines)."""
+    from dnadiff.commands.preflight import check_bed_chromosomes, check_input_files, check_model_input
     from dnadiff.utils import refuse_existing
 
+    check_model_input(args.model_dir)
+    check_input_files((args.fasta, "genome FASTA"), (args.bed, "BED file"), (args.records, "FASTA file"))
     if args.out:
         refuse_existing([args.out], args.force)
     if args.fasta and args.bed and args.fasta != "-":

@@ -55,13 +55,14 @@ def preflight(args: argparse.Namespace) -> None:
     or --overwrite), and a data set folder that is not one (one level too high lists the sets in it)."""
     import os
 
-    from dnadiff.commands.preflight import check_benchmark_folder, check_results_dir
+    from dnadiff.commands.preflight import check_benchmark_folder, check_model_input, check_results_dir
     from dnadiff.finetune.config import load_finetune_config
 
     cfg = load_finetune_config(args.config, finetune_overrides(args))
-    check_results_dir(args.out or os.path.join(cfg.out_dir, cfg.name), args.resume, args.overwrite)
-    check_benchmark_folder(cfg.data.dataset, "data.dataset", cfg.data.root,
+    check_benchmark_folder(cfg.data.dataset, "data.dataset", cfg.data.root,  # the input first
                            set_with="--dataset " if args.dataset else None)
+    check_model_input(cfg.model.init_from, "model.init_from: ")
+    check_results_dir(args.out or os.path.join(cfg.out_dir, cfg.name), args.resume, args.overwrite)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -85,14 +85,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a held-out classifier directory: its accuracy on class-conditional samples")
     g.add_argument("--label", default=None,
                    help="with --classifier: the class every sample was generated for (default: class= in the headers)")
+    d = p.add_argument_group("discriminator (a classifier two-sample test: can a CNN or a k-mer LR tell samples "
+                             "from real?)")
+    d.add_argument("--discriminator", action=argparse.BooleanOptionalAction, default=None,
+                   help="run it (default: when samples and held-out reference both reach 200 sequences; the floor "
+                        "needs twice that reference); --no-discriminator skips it")
+    d.add_argument("--discriminator-folds", type=int, default=5, help="cross-fitting folds (default 5)")
+    d.add_argument("--disjoint-from", default=None, metavar="FASTA",
+                   help="the generator's training sequences: an error when a reference sequence shares a --match-bp "
+                        "exact match with them (the real side must be held out)")
 
 
 def preflight(args: argparse.Namespace) -> None:
-    """Before torch is imported (commands/preflight.py): an existing OUT/metrics.json (unless --force),
-    and a --bed naming a chromosome the --reference genome lacks (its .fai or header lines)."""
-    from dnadiff.commands.preflight import check_bed_chromosomes
+    """Before torch is imported (commands/preflight.py): the inputs first (SAMPLES, --reference, --bed,
+    the model folders), then an existing OUT/metrics.json (unless --force), and a --bed naming a
+    chromosome the --reference genome lacks (its .fai or header lines)."""
+    from dnadiff.commands.preflight import check_bed_chromosomes, check_input_files, check_model_input
     from dnadiff.utils import refuse_existing
 
+    check_input_files((args.samples, "FASTA file"), (None if args.reference == BUNDLED else args.reference,
+                                                    "FASTA file"), (args.bed, "BED file"))
+    for flag in ("oracle", "embedder", "classifier"):
+        check_model_input(getattr(args, flag), f"--{flag} ")
     if args.out or args.samples != "-":
         refuse_existing([os.path.join(args.out or os.path.splitext(args.samples)[0] + "_metrics", "metrics.json")],
                         args.force)
@@ -145,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         if note:
             log.info("reference: %s", note)
     census = non_acgt_census(args, samples, reference, reference_path)
+    discriminator = discriminator_checks(args, samples, reference)
     labels = sample_labels(sample_records, args.label, args.samples) if args.classifier else None
     extras, models = {}, {}
     if args.classifier:
@@ -172,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         floor=not args.no_floor,
         seed=args.seed,
         extras=extras,
+        discriminator=discriminator,
     )
     if not args.no_motifs:
         res["settings"]["motifs"] = motif_settings
@@ -228,6 +244,22 @@ def non_acgt_census(args: argparse.Namespace, samples: list[str], reference: lis
             (log.info if census.only_n() else log.warning)("%s", line)
         out[side] = census.as_dict(treatment)
     return out
+
+
+def discriminator_checks(args: argparse.Namespace, samples: list[str], reference: list[str]):
+    """The discriminator's settings (None: skipped), after its input checks: enough sequences for the folds,
+    lengths it can cut to one, a reference disjoint from --disjoint-from (the generator's training data)."""
+    from dnadiff.data.records import read_fasta
+    from dnadiff.eval.discriminator import check_disjoint, common_length, settings_for
+
+    if args.disjoint_from:
+        check_disjoint(reference, [s for _, s in read_fasta(args.disjoint_from)], args.match_bp,
+                       f"--disjoint-from {args.disjoint_from}")
+    settings = settings_for(args.discriminator, len(samples), len(reference), args.discriminator_folds, args.seed,
+                            floor=not args.no_floor)
+    if settings is not None:
+        common_length(samples, reference)
+    return settings
 
 
 def sample_labels(records: list[tuple[str, str]], label: str | None, source: str) -> list[str]:

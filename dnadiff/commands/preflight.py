@@ -13,6 +13,7 @@ guard the library functions.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from dnadiff.data_root import data_root_hint
@@ -22,6 +23,8 @@ from dnadiff.errors import DnadiffError
 # chromosome check waits for the genome's index, built when the data are loaded)
 SCAN_LIMIT_BYTES = 64 << 20
 RESULT_FILES = ("results.json",)  # what a finished `dnadiff finetune` leaves in its output folder
+# a Hub id "org/name" as modelio/hub.py spells it (that package imports torch; this module must not)
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 
 
 def listing(names: list[str], most: int = 12) -> str:
@@ -65,6 +68,33 @@ def check_results_dir(out: str | os.PathLike, resume: bool, overwrite: bool) -> 
     if earlier:
         raise DnadiffError(f"{out}: holds the results of an earlier fine-tuning ({', '.join(earlier)}) "
                            "(use --resume to reuse its finished runs or --overwrite to replace them)")
+
+
+# ------------------------------------------------------------------------------------ inputs (before outputs)
+
+
+def check_input_files(*inputs: tuple[str | None, str]) -> None:
+    """Inputs first, then outputs: each (path, what) given (not None, not `-` for stdin) exists, else the
+    line its reader would give (`P: WHAT not found`), before an existing output is reported."""
+    from dnadiff.utils import not_found
+
+    for path, what in inputs:
+        if path and path != "-" and not os.path.exists(path):
+            raise DnadiffError(not_found(path, what))
+
+
+def check_model_input(value: str | None, flag: str = "") -> None:
+    """A model argument names a local folder or a Hub id in the local Hugging Face cache, before an
+    existing output is reported. Only a missing path costs the Hub look-up (modelio.hub, which the
+    loader also calls; that import brings torch, so present folders skip it)."""
+    if not value or os.path.exists(os.path.expanduser(value)):
+        return
+    if HUB_ID.match(str(value)) and ".." not in str(value):
+        from dnadiff.modelio.hub import resolve_model_path
+
+        resolve_model_path(value)  # in the cache, or its one-line error
+        return
+    raise DnadiffError(f"{flag}{value}: model directory not found")
 
 
 # ------------------------------------------------------------------------------------ benchmark folders
@@ -207,4 +237,5 @@ def check_data_files(cfg) -> None:
 
 
 __all__ = ["SCAN_LIMIT_BYTES", "check_bed_chromosomes", "check_benchmark_folder", "check_data_files",
-           "check_exclusive", "check_results_dir", "check_run_dir", "fasta_names", "listing"]
+           "check_exclusive", "check_input_files", "check_model_input", "check_results_dir", "check_run_dir",
+           "fasta_names", "listing"]

@@ -89,7 +89,6 @@ def run(args: argparse.Namespace) -> int:
     objective = req.objective
     autoregressive = objective is not None and objective.autoregressive
     out, stats_path = req.resolve_outputs(kind)
-    req.reserve_outputs()
     options = parse_overrides(args.option)
     if args.temperature != 1.0:
         options["temperature"] = args.temperature
@@ -106,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("--prefix/--suffix/--template-fasta need a DNA model")
     check_prefix_suffix(args)
     req.read_templates(first_index=args.first_index)
+    req.reserve_outputs()  # the inputs and options checked first, then the destination
 
     model = req.load_model()
     length = req.length(model)

@@ -32,17 +32,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def preflight(args: argparse.Namespace) -> None:
-    """Before torch is imported (commands/preflight.py): an existing run directory (unless --resume or
-    --overwrite), the data files and the chromosomes the BED names."""
+    """Before torch is imported (commands/preflight.py): the data files and the chromosomes the BED
+    names, then an existing run directory (unless --resume or --overwrite)."""
     import os
 
-    from dnadiff.commands.preflight import check_data_files, check_run_dir
+    from dnadiff.commands.preflight import check_data_files, check_model_input, check_run_dir
     from dnadiff.config import RunConfig
     from dnadiff.config_options import load_config
 
     cfg = load_config(RunConfig, args.config, args.overrides)
+    check_data_files(cfg)  # the inputs first, then the destination
+    check_model_input(cfg.model.init_from, "model.init_from: ")
     check_run_dir(args.run_dir or os.path.join(cfg.out_dir, cfg.name), args.resume, args.overwrite)
-    check_data_files(cfg)
 
 
 def run(args: argparse.Namespace) -> int:
