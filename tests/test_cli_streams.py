@@ -123,6 +123,21 @@ def test_metrics_samples_from_stdin(tmp_path, monkeypatch, capsys):
     res = json.loads((out / "metrics.json").read_text())
     assert res["files"]["samples"] == "stdin"
 
+    # samples unlike the reference, piped and from a file: the same numbers, only the source's name differs
+    samples = ">s1\n" + "AACCGTTA" * 8 + "\n>s2\n" + "GGGCATTT" * 8 + "\n"
+    (tmp_path / "s.fa").write_text(samples)
+    runs = {}
+    for source in ("-", str(tmp_path / "s.fa")):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(samples.encode())))
+        out = tmp_path / ("piped" if source == "-" else "file")
+        assert main(["metrics", source, "--reference", str(ref), "--out", str(out), "--no-plots", "--no-floor",
+                     "--kmax", "2"]) == 0
+        runs[source] = json.loads((out / "metrics.json").read_text())
+    piped, on_file = runs.values()
+    assert piped["files"]["samples"] == "stdin" and on_file["files"]["samples"] == str(tmp_path / "s.fa")
+    assert piped["samples"]["kmer_js"]["2"] > 0.01 and piped["samples"]["num_samples"] == 2  # not a trivial zero
+    assert {**piped, "files": None} == {**on_file, "files": None}
+
 
 def test_eval_table_has_no_empty_columns(model, tmp_path, capsys):
     recs = tmp_path / "r.fa"
@@ -138,8 +153,18 @@ def test_eval_genome_from_stdin(model, tmp_path, monkeypatch, capsys):
     with open(fasta, "rb") as fh:
         data = fh.read()  # bgzip bytes: decompressed on the way in
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
-    assert main(["eval", model, "--fasta", "-", "--bed", bed, "--max-windows", "2", "--seq-len", "32"]) == 0
+    piped = tmp_path / "stdin.json"
+    assert main(["eval", model, "--fasta", "-", "--bed", bed, "--max-windows", "2", "--seq-len", "32",
+                 "--out", str(piped)]) == 0
     assert "bits_per_base" in capsys.readouterr().out
+    # the same numbers as a run on the file
+    on_file = tmp_path / "file.json"
+    assert main(["eval", model, "--fasta", fasta, "--bed", bed, "--max-windows", "2", "--seq-len", "32",
+                 "--out", str(on_file)]) == 0
+    a, b = json.loads(piped.read_text()), json.loads(on_file.read_text())
+    assert a["num_windows"] == b["num_windows"] == 2 and a["bits_per_base"] > 0 and len(a["sequence_nats"]) == 2
+    assert a["data"] == "- [test]" and b["data"].endswith("chr22_sample.fa.gz [test]")
+    assert {**a, "data": None} == {**b, "data": None}  # every number, per window too
 
 
 @pytest.fixture(scope="module")

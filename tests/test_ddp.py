@@ -38,7 +38,8 @@ from helpers.scripts import load_script
 from helpers.subprocess_env import child_env
 
 # slow: a minute of 2-process training (the default run stays under 10 minutes on a 2-core CPU);
-# tests/test_ddp_finetune.py keeps two processes = one in the default run
+# tests/test_ddp_finetune.py keeps two processes = one in the default run, and tests/test_ddp_fast.py the
+# per-rank reseed and two simulated ranks = one process with accumulate 2 (the same arithmetic, no gloo)
 pytestmark = [pytest.mark.subprocess, pytest.mark.training, pytest.mark.ddp, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -199,28 +200,6 @@ def test_cli_ddp_prints_one_table(runs):
     assert runs.cli.stdout.count("train_loss_last") == 1, runs.cli.stdout
     assert runs.cli.stderr.count("model directory:") == 1, runs.cli.stderr
     assert "run directory exists" not in runs.cli.stderr
-
-
-def test_per_step_reseed_differs_between_ranks():
-    """With the old reseed (seed, micro-step) both ranks drew the same times and masks."""
-    from dnadiff.backbones import build_backbone
-    from dnadiff.tokenizers import build_tokenizer
-    from dnadiff.training.module import DiffusionLitModule
-
-    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [])
-    tok = build_tokenizer("dna")
-    module = DiffusionLitModule(cfg, build_backbone("caduceus", preset="tiny", vocab_size=tok.vocab_size), tok)
-    draws = {}
-    for rank in (0, 1):
-        module._trainer = SimpleNamespace(global_rank=rank, world_size=2)
-        module.micro_step = 5
-        module._seed_step()
-        draws[rank] = torch.rand(8)
-    assert not torch.equal(draws[0], draws[1])
-    module._trainer = SimpleNamespace(global_rank=0, world_size=1)
-    module.micro_step = 11  # 1 process: micro-batch 11 is rank 1's 6th micro-batch (G = 5 * 2 + 1)
-    module._seed_step()
-    assert torch.equal(torch.rand(8), draws[1])
 
 
 @pytest.mark.slow

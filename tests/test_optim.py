@@ -83,3 +83,52 @@ def test_optimizer_steps_with_the_special_groups():
     model(x).logsumexp(-1).mean().backward()
     opt.step()
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+# ---- the learning-rate schedule, pinned by hand (issue 50 §6): warmup (n+1)/W, then
+# min_lr_ratio + (1 - min_lr_ratio) * (1 + cos(pi * progress)) / 2, progress = (n - W) / (N - W), floored at 1
+COSINE_PINS = [  # (step, multiplier) for warmup 4, total 12, min_lr_ratio 0.1
+    (0, 0.25), (1, 0.5), (3, 1.0),  # warm-up
+    (4, 1.0),  # progress 0: the peak
+    (6, 0.1 + 0.45 * (1 + 2 ** -0.5)),  # progress 1/4: 0.86819805...
+    (8, 0.55),  # progress 1/2: halfway between the peak and the floor
+    (10, 0.1 + 0.45 * (1 - 2 ** -0.5)),  # progress 3/4: 0.23180194...
+    (12, 0.1), (40, 0.1),  # the end and past it: the floor
+]
+
+
+def test_cosine_schedule_and_min_lr_ratio_are_pinned():
+    from dnadiff.training.optim import lr_lambda
+
+    fn = lr_lambda("cosine", warmup_steps=4, total_steps=12, min_lr_ratio=0.1)
+    for step, want in COSINE_PINS:
+        assert fn(step) == pytest.approx(want, abs=1e-12), step
+    assert [fn(n) for n in range(4, 13)] == sorted((fn(n) for n in range(4, 13)), reverse=True)  # decays
+    plain = lr_lambda("cosine", warmup_steps=0, total_steps=8)  # no warmup, floor 0
+    assert [plain(n) for n in (0, 2, 4, 6, 8)] == pytest.approx([1.0, 0.5 + 0.5 * 2 ** -0.5, 0.5,
+                                                                 0.5 - 0.5 * 2 ** -0.5, 0.0], abs=1e-12)
+    const = lr_lambda("constant", warmup_steps=2, total_steps=8, min_lr_ratio=0.5)  # the floor is cosine's only
+    assert [const(n) for n in (0, 1, 2, 7, 20)] == [0.5, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_training_module_follows_the_pinned_cosine_schedule():
+    """The config fields reach the optimiser: lr_n = train.lr * multiplier_n after n scheduler steps."""
+    from dnadiff.backbones import build_backbone
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.tokenizers import build_tokenizer
+    from dnadiff.training.module import DiffusionLitModule
+
+    cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [
+        "train.lr=0.002", "train.lr_schedule=cosine", "train.warmup_steps=4", "train.max_steps=12",
+        "train.min_lr_ratio=0.1"])
+    tok = build_tokenizer("dna")
+    module = DiffusionLitModule(cfg, build_backbone("caduceus", preset="tiny", vocab_size=tok.vocab_size), tok)
+    conf = module.configure_optimizers()
+    opt, sched = conf["optimizer"], conf["lr_scheduler"]["scheduler"]
+    seen = {}
+    for n in range(41):
+        seen[n] = opt.param_groups[0]["lr"]
+        opt.step()
+        sched.step()
+    for step, want in COSINE_PINS:
+        assert seen[step] == pytest.approx(0.002 * want, rel=1e-9), step

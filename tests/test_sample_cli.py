@@ -1,6 +1,7 @@
 """`dnadiff sample` and `dnadiff metrics` end to end on a tiny model trained on the bundled chr22 sample."""
 
 import json
+import math
 
 import pytest
 
@@ -70,6 +71,23 @@ def test_metrics_genome_reference_and_oracle(tiny_model, tmp_path):
     res = json.loads((mdir / "metrics.json").read_text())
     assert res["oracle"]["kind"] == "bound" and res["oracle"]["samples_perplexity"] > 1.0
     assert res["oracle"]["real_perplexity"] > 1.0
+    # the same numbers from the bound computed directly (DiffusionModel.nll, one batch, the --seed 0 draws):
+    # perplexity = exp(summed NLL / summed tokens) over the samples, and over the first 4 reference windows
+    import torch
+
+    import dnadiff
+    from dnadiff.data import genome_reference
+
+    model = dnadiff.load(tiny_model)
+    real = genome_reference(fasta, bed, "test", 64, 100)[:4]
+    for name, seqs in (("samples", [s for _, s in read_fasta(out)]), ("real", real)):
+        x0 = torch.stack([torch.as_tensor(model.tokenizer.encode(s)) for s in seqs])
+        loss = model.nll(x0, x0 != model.tokenizer.n_id, generator=torch.Generator().manual_seed(0))
+        bits = float(loss.nll.double().sum() / loss.num_tokens.double().sum()) / math.log(2)
+        assert res["oracle"][f"{name}_bits_per_base"] == pytest.approx(bits, rel=1e-6), name
+        assert res["oracle"][f"{name}_perplexity"] == pytest.approx(2 ** bits, rel=1e-6), name
+    assert res["oracle"]["ratio_samples_to_real"] == pytest.approx(
+        res["oracle"]["samples_perplexity"] / res["oracle"]["real_perplexity"])
 
 
 def test_samples_do_not_depend_on_batch_size(tiny_model, tmp_path):
