@@ -1,0 +1,259 @@
+"""`dnadiff edit MODEL --in SEQS.fa --reward SPEC --max-edits M`: change at most M bases of each input sequence
+to raise a reward while staying natural (FASTA with the edit list per record, a TSV of the edits, a JSON)."""
+
+from __future__ import annotations
+
+import argparse
+
+from dnadiff.errors import DnadiffError
+
+METHODS = ("remask", "greedy", "markov")
+HELP = "edit native sequences with at most M base changes each to raise a reward (classifier, GC, motif)"
+DESCRIPTION = """Edit sequences toward a goal with at most --max-edits base changes each.
+
+  dnadiff edit runs/dhs_mdlm/model --in gm12878.fa --reward classifier:runs/oracles/reward_classifier \
+--target HepG2 --max-edits 8 --method remask --out edited.fa
+  dnadiff edit runs/dhs_cond_mdlm/model --in seqs.fa --reward classifier:DIR --target HepG2 --class HepG2 \
+--guidance 1 --max-edits 16 --out edited.fa
+  dnadiff edit MODEL --in seqs.fa --reward gc:0.5 --max-edits 4 --method greedy --out edited.fa
+  dnadiff edit runs/dhs_markov/model --in seqs.fa --reward motif:TGACTCA --class HepG2 --max-edits 8 \
+--method markov --protect 1-20 --out edited.fa
+
+Methods:
+  remask  (a masked diffusion MODEL) rounds of: pick positions (the current edits plus new ones by
+          --positions), remask them, resample them from the model conditioned on the rest of the sequence
+          (--class and --guidance for a class-conditional model), --candidates times; keep the best candidate
+          within the budget if it raises the reward.
+  greedy  in-silico mutagenesis: each round scores all 3 x L single mutants and keeps the best (at most M
+          rounds); MODEL only checks that it reads the sequences.
+  markov  (a Markov chain MODEL: `dnadiff train` with model.backbone=markov or markov_classes) the remask rounds
+          with the positions resampled from the chain's exact posterior given both flanks.
+--positions: saliency (the reward's gradient: gc, gc:T, motif, classifier), confidence (the model's least
+confident bases), random.
+
+Rewards: {rewards}
+Input: A/C/G/T; N or IUPAC codes only inside --protect ranges (positions the editor keeps). Every sequence
+must be one the model and the reward can read.
+
+Writes OUT (FASTA: each record `ID method=... reward_before=... reward_after=... n_edits=K edits=POS:FROM>TO,...`,
+positions 1-based), OUT.tsv (id, position, from, to, one row per edit) and OUT.json (rewards, reward calls =
+sequences scored by the reward, network calls = sequences through the generator's network); an existing
+output is kept unless --force."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", help="a dnadiff DNA model directory (masked diffusion for remask, Markov for markov)")
+    p.add_argument("--in", dest="inputs", required=True, metavar="SEQS.fa", help="FASTA of the sequences to edit")
+    p.add_argument("--reward", required=True, help="{rewards}")
+    p.add_argument("--target", default=None, help="class name or index for --reward classifier:DIR")
+    p.add_argument("--max-edits", type=int, required=True, metavar="M", help="most bases changed per sequence")
+    p.add_argument("--method", default="remask", help=f"{' | '.join(METHODS)} (default remask)")
+    p.add_argument("--rounds", type=int, default=8, help="remask/markov rounds (default 8)")
+    p.add_argument("--candidates", type=int, default=4, help="resampled candidates per round (default 4)")
+    p.add_argument("--positions", default=None, help="saliency | confidence | random (default saliency when the "
+                   "reward is differentiable, else confidence)")
+    p.add_argument("--class", dest="label", default=None, help="class to condition on (class-conditional models)")
+    p.add_argument("--guidance", type=float, default=0.0, help="classifier-free guidance weight with --class")
+    p.add_argument("--sampler", default="first_hitting", help="the sampler that resamples (default first_hitting)")
+    p.add_argument("--steps", type=int, default=None, help="its steps, for samplers that have steps")
+    p.add_argument("--protect", action="append", default=[], metavar="START-END",
+                   help="1-based inclusive range of positions never edited (repeatable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output FASTA (OUT.tsv and OUT.json beside it)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output")
+
+
+def protected_ranges(items: list[str]) -> list[tuple[int, int]]:
+    out = []
+    for item in items:
+        a, sep, b = item.partition("-")
+        if not (sep and a.strip().isdigit() and b.strip().isdigit()) or not 1 <= int(a) <= int(b):
+            raise DnadiffError(f"--protect {item!r}: expected START-END, 1-based with START <= END (e.g. 1-20)")
+        out.append((int(a), int(b)))
+    return out
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if args.method not in METHODS:
+        raise DnadiffError(f"--method {args.method!r}: expected one of {', '.join(METHODS)}")
+    if args.max_edits < 1:
+        raise DnadiffError(f"--max-edits must be at least 1, got {args.max_edits}")
+    for flag, value in (("--rounds", args.rounds), ("--candidates", args.candidates), ("--steps", args.steps)):
+        if value is not None and value < 1:
+            raise DnadiffError(f"{flag} must be positive, got {value}")
+    if args.positions is not None and args.positions not in ("saliency", "confidence", "random"):
+        raise DnadiffError(f"--positions {args.positions!r}: expected saliency, confidence or random")
+    if args.guidance and args.label is None:
+        raise DnadiffError("--guidance needs --class (the class to guide toward)")
+    if args.label is not None and args.method == "greedy":
+        raise DnadiffError("--class applies to --method remask or markov")
+
+
+def read_inputs(args: argparse.Namespace, ranges: list[tuple[int, int]]):
+    """[(id, SEQ)] and the editable masks (numpy Bool[L] per record), checked: lengths vs --max-edits,
+    --protect inside every sequence, bases only where an edit may happen."""
+    import numpy as np
+
+    from dnadiff.data.records import read_fasta
+
+    records = read_fasta(args.inputs)
+    editable = []
+    for name, seq in records:
+        L = len(seq)
+        if args.max_edits > L:
+            raise DnadiffError(f"--max-edits {args.max_edits}: above the length of record {name!r} ({L} bases)")
+        mask = np.ones(L, dtype=bool)
+        for a, b in ranges:
+            if b > L:
+                raise DnadiffError(f"--protect {a}-{b}: past the end of record {name!r} ({L} bases)")
+            mask[a - 1 : b] = False
+        bad = [i for i, c in enumerate(seq) if c not in "ACGT" and mask[i]]
+        if bad:
+            raise DnadiffError(f"{args.inputs}: record {name!r} has {seq[bad[0]]!r} at position {bad[0] + 1}, which "
+                               "may be edited: only A/C/G/T can be (keep it with --protect)")
+        if int(mask.sum()) < args.max_edits:
+            raise DnadiffError(f"--max-edits {args.max_edits}: record {name!r} has only {int(mask.sum())} editable "
+                               "positions")
+        editable.append(mask)
+    return records, editable
+
+
+def check_model(model, method: str, lengths: set[int], where: str) -> None:
+    from dnadiff.commands.request import masked_diffusion_dna
+
+    if getattr(model.tokenizer, "kind", "dna") != "dna":
+        raise DnadiffError(f"{where}: edit needs a DNA model")
+    markov = hasattr(model.backbone, "chains") or type(model.backbone).__name__ == "MarkovChain"
+    if method == "markov" and not markov:
+        raise DnadiffError(f"{where}: --method markov needs a Markov chain model (backbone markov or markov_classes)")
+    if method == "remask" and not masked_diffusion_dna(model.config):
+        raise DnadiffError(f"{where}: --method remask needs a masked diffusion DNA model "
+                           f"(objective {model.config.objective.name}); use --method greedy or markov")
+    longest = model.max_length
+    if longest is not None and max(lengths) > longest:
+        raise DnadiffError(f"{where}: the model reads at most {longest} bases; the input has sequences of "
+                           f"{max(lengths)}")
+
+
+def probe_reward(reward, x, spec: str) -> None:
+    """One reward call on the first input sequence (not counted): a reward that cannot score this length fails
+    here, in one line, before anything is edited or written."""
+    from dnadiff.guidance.rewards import Motif
+
+    if isinstance(reward, Motif) and len(reward.fwd) > x.shape[1]:
+        raise DnadiffError(f"--reward {spec}: the motif is longer than the sequences ({x.shape[1]} bases)")
+    calls = getattr(reward, "calls", None)
+    try:
+        out = reward(x[:1])
+        if len(out) != 1:
+            raise ValueError(f"{len(out)} values for one sequence")
+    except DnadiffError:
+        raise
+    except (RuntimeError, ValueError, IndexError, TypeError) as exc:
+        raise DnadiffError(f"--reward {spec}: cannot score sequences of {x.shape[1]} bases "
+                           f"({str(exc).splitlines()[0][:160]})") from None
+    if calls is not None:
+        reward.calls = calls
+
+
+def build_editor(args, model, reward):
+    from dnadiff.guidance.editing import DiffusionProposer, MarkovProposer, RemaskEditor
+
+    positions = args.positions or ("saliency" if callable(getattr(reward, "soft", None)) else "confidence")
+    if args.method == "markov":
+        from dnadiff.eval.markov_infill import model_chain
+
+        proposer = MarkovProposer(model_chain(model, args.label))
+    else:
+        proposer = DiffusionProposer(model, label=args.label, guidance=args.guidance, sampler=args.sampler,
+                                     steps=args.steps)
+    return RemaskEditor(proposer, rounds=args.rounds, candidates=args.candidates, positions=positions), positions
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    import numpy as np
+    import torch
+
+    from dnadiff.checkpoint import load_for_inference
+    from dnadiff.commands.checks import check_writable
+    from dnadiff.data.records import format_fasta
+    from dnadiff.guidance.editing import edit_list, format_edits, greedy_edit
+    from dnadiff.guidance.rewards import build_reward
+    from dnadiff.logs import log, progress_bar
+    from dnadiff.sampling import output_paths
+    from dnadiff.utils import format_table, json_text, recover_together, refuse_existing, write_together
+
+    check_args(args)
+    ranges = protected_ranges(args.protect)
+    out, stats_path = output_paths(args.out, "dna")
+    if out is None:
+        raise DnadiffError("--out: give a FASTA file name (OUT.tsv and OUT.json go beside it)")
+    tsv_path = stats_path[: -len(".json")] + ".tsv"
+    recover_together([out, tsv_path, stats_path])
+    refuse_existing([out, tsv_path, stats_path], args.force)
+    check_writable(out)
+    records, editable = read_inputs(args, ranges)
+    model = load_for_inference(args.model_dir)
+    lengths = {len(s) for _, s in records}
+    check_model(model, args.method, lengths, str(args.model_dir))
+    tok = model.tokenizer
+    reward = build_reward(args.reward, target=args.target, device=model.device)
+    editor, positions = (None, None) if args.method == "greedy" else build_editor(args, model, reward)
+
+    results: dict[int, tuple] = {}
+    totals = {"reward_calls": 0, "network_calls": 0}
+    start = time.time()
+    groups = sorted(lengths)
+    bar = progress_bar(total=len(records), desc=f"edit ({args.method})", unit="seq")
+    try:
+        for L in groups:  # one batch per length
+            idx = [i for i, (_, s) in enumerate(records) if len(s) == L]
+            x0 = torch.tensor([tok.encode(records[i][1]) for i in idx], device=model.device)
+            mask = torch.as_tensor(np.stack([editable[i] for i in idx]), device=model.device)
+            probe_reward(reward, x0, args.reward)
+            if args.method == "greedy":
+                res = greedy_edit(x0, reward, args.max_edits, mask)
+            else:
+                res = editor.edit(x0, reward, args.max_edits, mask, seed=args.seed)
+            if bool((res.edit_counts(x0) > args.max_edits).any()):
+                raise AssertionError("an editor passed --max-edits")  # a bug, never a user error
+            totals["reward_calls"] += res.reward_calls
+            totals["network_calls"] += res.network_calls
+            for j, i in enumerate(idx):
+                results[i] = (tok.decode(res.x[j].cpu()), float(res.reward_before[j]), float(res.reward_after[j]))
+            bar.update(len(idx))
+    finally:
+        bar.close()
+    wall = time.time() - start
+    name = getattr(reward, "name", args.reward)
+    fasta, tsv, per_record = [], ["id\tposition\tfrom\tto"], []
+    for i, (rid, seq) in enumerate(records):
+        new, before, after = results[i]
+        edits = edit_list(seq, new)
+        fasta.append((f"{rid} method={args.method} reward={name} reward_before={before:.6g} reward_after={after:.6g} "
+                      f"n_edits={len(edits)} edits={format_edits(edits)}", new))
+        tsv += [f"{rid}\t{p}\t{a}\t{b}" for p, a, b in edits]
+        per_record.append({"id": rid, "reward_before": before, "reward_after": after, "edits": len(edits)})
+    n = len(records)
+    summary = {"method": args.method, "reward": name, "sequences": n, "max_edits": args.max_edits,
+               "edits_mean": sum(r["edits"] for r in per_record) / n,
+               "reward_before_mean": sum(r["reward_before"] for r in per_record) / n,
+               "reward_after_mean": sum(r["reward_after"] for r in per_record) / n,
+               "reward_calls_per_sequence": totals["reward_calls"] / n,
+               "network_calls_per_sequence": totals["network_calls"] / n, "wall_seconds": round(wall, 3)}
+    stats = {"model": str(args.model_dir), "input": str(args.inputs), "reward_spec": args.reward, "target": args.target,
+             "method": args.method, "positions": positions, "rounds": None if editor is None else args.rounds,
+             "candidates": None if editor is None else args.candidates, "class": args.label, "guidance": args.guidance,
+             "sampler": args.sampler if args.method == "remask" else None, "protect": args.protect, "seed": args.seed,
+             **totals, "summary": summary, "records": per_record, "out": out, "tsv": tsv_path}
+    write_together([(out, format_fasta(fasta)), (tsv_path, "\n".join(tsv) + "\n"), (stats_path, json_text(stats))])
+    log.info("%s", format_table([summary]))
+    log.info("\nwrote %s, %s and %s", out, tsv_path, stats_path)
+    return 0
+
+
+def resolved_config(args: argparse.Namespace) -> dict:
+    """--print-config: every option of this command with its value."""
+    return {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in ("command", "print_config")}
