@@ -36,6 +36,7 @@ OVERRIDES = {
     "semi_ar": {"inner": "ancestral", "window": 4, "stride": 2, "inner_options": {"steps": 4}},
     "autoregressive": {"first_token_ids": [0, 1, 2]},
     "udlm": {"steps": 6, "data_ids": [0, 1, 2]},  # uniform noise over the non-mask tokens
+    "block": {"block_size": 3, "inner": "ancestral", "steps": 4},  # blocks 3 + 1 of the stream network below
 }
 NAMES = SAMPLERS.names()
 OPTIONS = {name: OVERRIDES.get(name, {}) for name in NAMES}
@@ -46,6 +47,16 @@ COMPOSITE = {name for name in NAMES if SAMPLERS.get(name).run is not Sampler.run
 @pytest.fixture(scope="module")
 def den():
     return ExactDenoiser(random_joint(3, 4, seed=2), 3, 4)
+
+
+def _net(name, den):
+    """The network a sampler of `name` takes: `den` itself, or for a block-diffusion sampler (noise "block")
+    the causal stream network whose blocks have den's exact conditionals (helpers/exact_block.py)."""
+    if SAMPLERS.get(name).noise != "block":
+        return den
+    from helpers.exact_block import BlockStream, exact_rule
+
+    return BlockStream(4, OPTIONS[name]["block_size"], exact_rule(den, 4, MASK), 4)
 
 
 def test_the_overrides_name_registered_samplers():
@@ -88,7 +99,7 @@ def _by_hand(smp, den, x, rng):
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_generate_is_the_base_loop_over_step(den, name):
     B = 6
-    smp = build_sampler(name, **OPTIONS[name])
+    smp, den = build_sampler(name, **OPTIONS[name]), _net(name, den)
     x = smp.generate(den, SCHED, MASK, (B, 4), template=_template(B), generator=torch.Generator().manual_seed(1))
     tmpl = _template(B)
     assert bool((x[tmpl != MASK] == tmpl[tmpl != MASK]).all()) and not bool((x == MASK).any())
@@ -131,7 +142,7 @@ def test_step_is_pure(den, name):
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_seeded_samples_do_not_depend_on_the_batch_layout(den, name):
     tmpl = _template(6)
-    smp = build_sampler(name, **OPTIONS[name])
+    smp, den = build_sampler(name, **OPTIONS[name]), _net(name, den)
     whole = smp.generate(den, SCHED, MASK, (6, 4), template=tmpl, generator=7)
     parts = torch.cat([
         smp.generate(den, SCHED, MASK, (2, 4), template=tmpl[:2], generator=SeedStream(7, first_row=0)),
@@ -166,7 +177,7 @@ def test_guidance_hooks_see_every_model_call(den, name):
         logits[..., 0] = logits.min(dim=-1).values - 1e3  # below every other token, even -1e6 ones
         return logits
 
-    smp = build_sampler(name, **OPTIONS[name]).add_guidance(ban_zero)
+    smp, den = build_sampler(name, **OPTIONS[name]).add_guidance(ban_zero), _net(name, den)
     tmpl = _template(6)
     x = smp.generate(den, SCHED, MASK, (6, 4), template=tmpl, generator=3)
     free = tmpl == MASK
