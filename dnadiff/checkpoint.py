@@ -63,9 +63,17 @@ def load_backbone(path: str | os.PathLike | ModelSource, vocab_size: int | None 
     return read_backbone(resolve(path), vocab_size, keep_label_embedding)
 
 
+def read_config(path: str | os.PathLike | ModelSource):
+    """The model's RunConfig without reading its weights (--print-config): a dnadiff model directory's
+    config.json (a corrupt or missing model.safetensors does not matter). An official checkpoint's config is
+    built when the checkpoint is read, so that one is loaded."""
+    source = resolve(path)
+    return source.config if source.official is None else load(source).config
+
+
 def load_for_inference(path: str | os.PathLike | ModelSource) -> DiffusionModel:
     """`load(path)` on the GPU when there is one (eval, sample, metrics oracle)."""
     return load(path, map_location="cuda" if torch.cuda.is_available() else "cpu")
 
 
-__all__ = ["load", "load_backbone", "load_for_inference", "load_model_dir", "official_kind"]
+__all__ = ["load", "load_backbone", "load_for_inference", "load_model_dir", "official_kind", "read_config"]

@@ -102,6 +102,13 @@ def test_eval_sample_metrics_print_config(tmp_path, monkeypatch, capsys):
     assert mt["samples"] == "s.fa" and mt["kmax"] == 6
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # nothing written
 
+    # --print-config reads the config only (issue 50): a corrupt weights file is never opened
+    (tmp_path / "m" / "model.safetensors").write_bytes(b"not a safetensors file")
+    assert _printed(capsys, ["sample", "m", "--print-config", "--num", "3"])["sample"]["num"] == 3
+    assert _printed(capsys, ["eval", "m", "--print-config", "--seq-len", "64"])["data"]["seq_len"] == 64
+    assert main(["sample", "m", "--num", "1", "--length", "8", "--out", "y.fa"]) == 2  # a run does read them
+    assert "model.safetensors" in capsys.readouterr().err
+
 
 def test_print_config_of_a_bad_config_is_one_line(tmp_path, capsys):
     assert main(["train", "experiments/tiny_dna_mdlm", "--print-config", "train.lr=-1"]) == 2

@@ -233,10 +233,10 @@ def announce(model, items, seq_len: int, args: argparse.Namespace, source: str) 
 
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the model's config as this evaluation uses it, and the evaluation's settings."""
-    from dnadiff.checkpoint import load
+    from dnadiff.checkpoint import read_config
     from dnadiff.config import replace, to_dict
 
-    cfg = load(args.model_dir).config
+    cfg = read_config(args.model_dir)  # no weights read
     changes = {"data.seq_len": args.seq_len or cfg.data.seq_len}
     if args.fasta:
         changes.update({"data.fasta": args.fasta, "data.bed": args.bed, "data.kind": "genome"})

@@ -175,10 +175,10 @@ def run(args: argparse.Namespace) -> int:
 
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the model's config with the sampling settings this command would use."""
-    from dnadiff.checkpoint import load
+    from dnadiff.checkpoint import read_config
     from dnadiff.config import parse_overrides, replace, to_dict
 
-    cfg = load(args.model_dir).config
+    cfg = read_config(args.model_dir)  # no weights read
     options = {**cfg.sample.options, **parse_overrides(args.option)}
     if args.temperature != 1.0:
         options["temperature"] = args.temperature
