@@ -15,6 +15,10 @@ its mixing needs (bidirectional scans and RC strands start at the row's last rea
 two-sided Hyena conv sees zeros at pads, attention has a key padding mask; causal models need
 nothing for right padding). Left-padded or holed masks are refused (DnadiffError).
 
+Backbones that declare `takes_embeddings` (DiT, Mamba, Caduceus-PH) also take
+`inputs_embeds: Float[B, L, hidden]` in forward/features instead of the token lookup (input_ids may then be
+None): what continuous-space objectives (plaid: Gaussian diffusion of embeddings) feed them.
+
 `t` is ignored unless the model is time-conditioned. `cond` is an optional per-sequence vector
 (e.g. a class-label embedding, width `cond_dim`) added to the token embeddings; backbones built
 with cond_dim=0 reject it. Attributes: `config` (a dataclass, saved beside the weights),
@@ -62,6 +66,19 @@ def padding_mask(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | N
     return real
 
 
+def token_shape(input_ids: Tensor | None, inputs_embeds: Tensor | None, family: str) -> Tensor:
+    """Long[B, L]: `input_ids`, or (inputs_embeds Float[B, L, H] given instead) a stand-in of that shape and
+    device, for the shape checks and masks that read only the ids' shape."""
+    if inputs_embeds is not None:
+        if inputs_embeds.dim() != 3:
+            raise DnadiffError(f"{family}: inputs_embeds must be [B, L, H], got shape {tuple(inputs_embeds.shape)}")
+        return torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
+    if input_ids is None or input_ids.dim() != 2:
+        got = None if input_ids is None else tuple(input_ids.shape)
+        raise DnadiffError(f"{family}: input_ids must be [B, L], got {got}")
+    return input_ids
+
+
 def reverse_index(real: Tensor) -> Tensor:
     """Long[B, L] gather index that reverses the real prefix of each right-padded row and keeps the
     pads in place (an involution): the per-row version of flip over the length."""
@@ -86,6 +103,7 @@ class Backbone(nn.Module):
     PRESETS: dict[str, dict[str, Any]] = {}
     is_causal: bool = False
     time_conditioned: bool = False
+    takes_embeddings: bool = False  # forward/features accept inputs_embeds (module docstring)
     # a network (forward/backward, features); False: a count model (the Markov baseline), which `dnadiff train`
     # fits with the function registered under its name in baselines.COUNT_FITS (no Lightning)
     neural: bool = True

@@ -23,7 +23,7 @@ import dataclasses
 import torch
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone, flip_length, padding_mask, reverse_index
+from dnadiff.backbones.base import BACKBONES, Backbone, flip_length, padding_mask, reverse_index, token_shape
 from dnadiff.backbones.layers.norms import build_norm
 from dnadiff.backbones.mamba import Mamba, MambaConfig, init_mamba_weights, pad_vocab
 from dnadiff.backbones.rcps import (
@@ -214,19 +214,34 @@ class Caduceus(Backbone):
             hidden = hidden + c
         return hidden
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
-                 attention_mask: Tensor | None = None) -> Tensor:
-        real = padding_mask(input_ids, attention_mask)
+    @property
+    def takes_embeddings(self) -> bool:
+        """Caduceus-PH only: RCPS (PS) equivariance is defined on token ids (the RC strand reads complements)."""
+        return not self.config.rcps and not self.config.ar_shift
+
+    def features(self, input_ids: Tensor | None, t: Tensor | None = None, cond: Tensor | None = None,
+                 attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
+        if inputs_embeds is not None and not self.takes_embeddings:
+            raise DnadiffError("caduceus: only a Caduceus-PH (rcps=false, ar_shift=false) takes inputs_embeds")
+        real = padding_mask(token_shape(input_ids, inputs_embeds, "caduceus"), attention_mask)
         if self.config.ar_shift:  # [BOS] + x: position i - 1 of the longer row carries token i's features
             input_ids = torch.cat([torch.full_like(input_ids[:, :1], self.config.bos_id), input_ids], dim=1)
             real = None if real is None else torch.cat([torch.ones_like(real[:, :1]), real], dim=1)
         rev = None if real is None else reverse_index(real)  # (B, L): reverse / RC scans per row
-        hidden = self.backbone(self.embed(input_ids, cond), rev)  # (B, L(+1), hidden_size)
+        if inputs_embeds is None:
+            hidden = self.embed(input_ids, cond)
+        elif cond is None:  # (B, L, d_model) in place of the token lookup
+            hidden = inputs_embeds
+        else:  # cond added as embed() adds it (PH: no channel flip)
+            hidden = inputs_embeds + self.cond_proj(cond.to(inputs_embeds.dtype))[:, None]
+        hidden = self.backbone(hidden, rev)  # (B, L(+1), hidden_size)
         return hidden[:, :-1] if self.config.ar_shift else hidden  # (B, L, hidden_size)
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
-                attention_mask: Tensor | None = None) -> Tensor:
-        return self.lm_head(self.features(input_ids, t, cond, attention_mask))[..., : self.vocab_size]  # (B, L, V)
+    def forward(self, input_ids: Tensor | None, t: Tensor | None = None, cond: Tensor | None = None,
+                attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
+        """inputs_embeds Float[B, L, d_model] (optional, PH only) replaces the token lookup."""
+        hidden = self.features(input_ids, t, cond, attention_mask, inputs_embeds)
+        return self.lm_head(hidden)[..., : self.vocab_size]  # (B, L, V)
 
     def reverse_complement(self, input_ids: Tensor) -> Tensor:
         return reverse_complement_ids(input_ids, self.complement)

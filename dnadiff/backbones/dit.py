@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
+from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask, token_shape
 from dnadiff.backbones.layers.rotary import Rotary, apply_rotary
 from dnadiff.errors import DnadiffError
 
@@ -186,6 +186,8 @@ class DiT(Backbone):
         "small-causal": dict(hidden_size=768, n_heads=12, n_blocks=12, adaln_dim=128, dropout=0.1, causal=True),
     }
 
+    takes_embeddings = True  # forward(..., inputs_embeds=...) (backbones/base.py)
+
     def __init__(self, config: DiTConfig):
         super().__init__()
         self.config = config
@@ -214,33 +216,33 @@ class DiT(Backbone):
             t = torch.zeros(B, device=input_ids.device)  # the reference feeds t = 0
         return F.silu(self.sigma_map(t))  # (B, adaln_dim)
 
-    def _trunk(self, input_ids: Tensor, t: Tensor | None, cond: Tensor | None,
-               attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if input_ids.dim() != 2:
-            raise DnadiffError(f"dit: input_ids must be [B, L], got shape {tuple(input_ids.shape)}")
-        real = padding_mask(input_ids, attention_mask)
+    def _trunk(self, input_ids: Tensor | None, t: Tensor | None, cond: Tensor | None,
+               attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        ids = token_shape(input_ids, inputs_embeds, "dit")  # (B, L): ids, or a stand-in of the embeddings' shape
+        real = padding_mask(ids, attention_mask)
         key_mask = None
         if real is not None and not self.is_causal:  # causal: right pads are never keys of a real query
             real = real | ~real.any(dim=1, keepdim=True)  # an all-pad row attends everywhere (no 0/0)
             key_mask = real[:, None, None, :]  # (B, 1, 1, L): key padding mask
-        x = self.vocab_embed(input_ids)  # (B, L, H)
+        x = self.vocab_embed(input_ids) if inputs_embeds is None else inputs_embeds  # (B, L, H)
         if cond is not None:
             if self.cond_proj is None:
                 raise DnadiffError("dit: a cond vector was passed but the model was built with cond_dim=0")
             x = x + self.cond_proj(cond.to(x.dtype))[:, None]
-        c = self._condition(input_ids, t)
+        c = self._condition(ids, t)
         for block in self.blocks:
             x = block(x, c, self.rotary, key_mask)
         return x, c
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
-                 attention_mask: Tensor | None = None) -> Tensor:
-        x, c = self._trunk(input_ids, t, cond, attention_mask)
+    def features(self, input_ids: Tensor | None, t: Tensor | None = None, cond: Tensor | None = None,
+                 attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
+        x, c = self._trunk(input_ids, t, cond, attention_mask, inputs_embeds)
         return self.output_layer.features(x, c)  # (B, L, H)
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
-                attention_mask: Tensor | None = None) -> Tensor:
-        return self.output_layer.linear(self.features(input_ids, t, cond, attention_mask))  # (B, L, V)
+    def forward(self, input_ids: Tensor | None, t: Tensor | None = None, cond: Tensor | None = None,
+                attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
+        """inputs_embeds Float[B, L, H] (optional) replaces the token embedding lookup (input_ids may be None)."""
+        return self.output_layer.linear(self.features(input_ids, t, cond, attention_mask, inputs_embeds))  # (B, L, V)
 
     # ---- incremental decoding (optional backbone API, see backbones/base.py; causal only) ------
     def allocate_cache(self, batch_size: int, max_length: int) -> dict:

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask
+from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask, token_shape
 from dnadiff.backbones.kernels import conv_kernel, conv_update_kernel, scan_kernel, state_update_kernel, wants_kernel
 from dnadiff.backbones.layers.norms import build_norm
 from dnadiff.backbones.scan import SCAN_IMPLS, selective_scan
@@ -321,6 +321,7 @@ class MambaLM(Backbone):
     }
     is_causal = True
     time_conditioned = False
+    takes_embeddings = True
 
     def __init__(self, config: MambaConfig):
         super().__init__()
@@ -334,19 +335,22 @@ class MambaLM(Backbone):
         init_mamba_weights(self, config.n_layer, config.initializer_range, config.rescale_prenorm_residual)
         self.lm_head.weight = self.backbone.embedding.weight  # tied (MambaLMHeadModel.tie_weights)
 
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
-                 attention_mask: Tensor | None = None) -> Tensor:
-        padding_mask(input_ids, attention_mask)  # checked only: a causal scan never sees a row's right pads
-        hidden = self.backbone.embedding(input_ids)  # (B, L, d)
+    def features(self, input_ids: Tensor | None, t: Tensor | None = None, cond: Tensor | None = None,
+                 attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
+        ids = token_shape(input_ids, inputs_embeds, "mamba")
+        padding_mask(ids, attention_mask)  # checked only: a causal scan never sees a row's right pads
+        hidden = self.backbone.embedding(input_ids) if inputs_embeds is None else inputs_embeds  # (B, L, d)
         if cond is not None:
             if self.cond_proj is None:
                 raise DnadiffError("mamba: a cond vector was passed but the model was built with cond_dim=0")
             hidden = hidden + self.cond_proj(cond.to(hidden.dtype))[:, None]
         return self.backbone(hidden)
 
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None,
-                attention_mask: Tensor | None = None) -> Tensor:
-        logits = self.lm_head(self.features(input_ids, t, cond, attention_mask).to(self.lm_head.weight.dtype))
+    def forward(self, input_ids: Tensor | None, t: Tensor | None = None, cond: Tensor | None = None,
+                attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
+        """inputs_embeds Float[B, L, d] (optional) replaces the token embedding lookup (input_ids may be None)."""
+        hidden = self.features(input_ids, t, cond, attention_mask, inputs_embeds)
+        logits = self.lm_head(hidden.to(self.lm_head.weight.dtype))
         return logits[..., : self.vocab_size]  # (B, L, V)
 
     # ---- incremental decoding (optional backbone API, see backbones/base.py) -------------------

@@ -142,6 +142,12 @@ What a model trained with it can do (DiffusionModel, the sample/design/eval comm
     def config_kwargs(cls, cfg, tokenizer) -> dict:
         return {}
 
+    @classmethod
+    def wrap_backbone(cls, backbone, cfg):
+        """The module a run of this objective trains and saves around the run's backbone: the backbone itself,
+        or (plaid) a network holding the objective's own learned parts (embeddings, noise schedule)."""
+        return backbone
+
     def loss(
         self,
         denoiser: Denoiser,

@@ -208,6 +208,9 @@ def evaluate_model(model, items, *, T=None, num_samples=1, quadrature=None, batc
     attention_mask} items, in eval mode, batches in order; T: the discrete-time bound instead.
     What `dnadiff eval` and the demo report."""
     objective = model.objective
+    if not getattr(objective, "has_bound", True):  # ssdlm: a denoising loss, no likelihood
+        raise DnadiffError(f"a {model.config.objective.name} model has no likelihood bound to evaluate (its loss is "
+                           "a denoising cross-entropy): score its samples instead (generative perplexity)")
     if T is not None:
         if not objective.discrete_bound:
             names = " or ".join(sorted(OBJECTIVES.where(discrete_bound=True), key=lambda n: n != "mdlm"))

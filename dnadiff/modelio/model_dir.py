@@ -308,12 +308,16 @@ def backbone_from_config(cfg: RunConfig, vocab_size: int | None):
 
 def wrap_conditional(cfg: RunConfig, backbone):
     """A class-conditional run puts a label embedding in front of the backbone (not in front of one that
-    takes labels itself: `takes_labels`, e.g. the per-class Markov chains)."""
+    takes labels itself: `takes_labels`, e.g. the per-class Markov chains); then the objective's own
+    wrapper goes around it (`Objective.wrap_backbone`: plaid's embeddings and learned schedule)."""
+    from dnadiff.diffusion import OBJECTIVES
+
+    wrap = OBJECTIVES.get(cfg.objective.name).wrap_backbone
     if cfg.model.num_classes <= 0 or getattr(backbone, "takes_labels", False):
-        return backbone
+        return wrap(backbone, cfg)
     from dnadiff.backbones.conditioning import ClassConditional
 
-    return ClassConditional(backbone, cfg.model.num_classes)
+    return wrap(ClassConditional(backbone, cfg.model.num_classes), cfg)
 
 
 def read_metrics(path: str | os.PathLike) -> dict[str, Any]:

@@ -14,6 +14,8 @@ A step sees a `StepRandom`: `rand(shape)` -> Float[B, *shape] uniforms (float64 
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -74,6 +76,12 @@ class StepRandom:
     def randint(self, high: int) -> Tensor:
         """Long[B]: one uniform integer in [0, high) per row."""
         raise NotImplementedError
+
+    def normal(self, shape: tuple[int, ...] = ()) -> Tensor:
+        """Float64[B, *shape] standard normals: Box-Muller on two of the row's uniforms (so a row's normals, like
+        its uniforms, do not depend on the other rows: the continuous-noise samplers plaid and ssdlm)."""
+        u = self.rand((2, *shape), torch.float64)  # (B, 2, *shape) in [0, 1)
+        return torch.sqrt(-2.0 * torch.log1p(-u[:, 0])) * torch.cos(2.0 * math.pi * u[:, 1])
 
     def categorical(self, probs: Tensor) -> Tensor:
         """One draw per row of weights probs [B, ..., V] (float64 unless float32 draws)."""
