@@ -30,6 +30,7 @@ ARGV = {
     "design": ["MODEL", "--reward", "gc", "--out", "x.fa"],
     "design-finetune": ["MODEL", "--reward", "gc", "--method", "drakes", "--kl-weight", "0.1", "--out", "ft"],
     "distill": ["MODEL", "--steps", "8", "--out", "student"],
+    "edit": ["MODEL", "--in", "x.fa", "--reward", "gc", "--max-edits", "2", "--out", "e.fa"],
 }
 
 
