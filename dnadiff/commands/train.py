@@ -58,7 +58,21 @@ def run(args: argparse.Namespace) -> int:
         raise DnadiffError("--resume and --overwrite exclude each other")
     cfg = load_config(RunConfig, args.config, args.overrides)
     check_train_inputs(cfg)  # data, tokenizer, sampler: refused before Lightning starts
-    result = train(cfg, resume=args.resume, overwrite=args.overwrite, run_dir=args.run_dir)
+    from dnadiff.training.interrupt import TrainingInterrupted
+
+    try:
+        result = train(cfg, resume=args.resume, overwrite=args.overwrite, run_dir=args.run_dir,
+                       on_interrupt=lambda stop: log.warning("%s\ncontinue it with: %s", stop.describe(),
+                                                             resume_command(args)))
+    except TrainingInterrupted:  # Ctrl-C: said where it stopped and how to go on (on_interrupt)
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            # the command ends: a further Ctrl-C changes nothing. Python's shutdown resets its own handler to
+            # the default one (not an ignored signal), which would end the process by the signal, not with 130
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        return 130
     from dnadiff.training.rundir import launch_rank
 
     if launch_rank() > 0:  # the other processes of a multi-process run: rank 0 prints the table
@@ -66,6 +80,17 @@ def run(args: argparse.Namespace) -> int:
     print(format_table([{k: v for k, v in result.metrics.items()}]))
     log.info("\nmodel directory: %s\nrun directory:   %s", result.model_dir, result.run_dir)
     return 0
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command that continues this run: the same config, overrides and run directory, with --resume
+    (the overrides include train.threads when --threads was given: cli.start_threads)."""
+    import shlex
+
+    words = ["dnadiff", "train", str(args.config), *args.overrides]
+    if args.run_dir:
+        words += ["--run-dir", str(args.run_dir)]
+    return shlex.join([*words, "--resume"])
 
 
 def resolved_config(args: argparse.Namespace) -> dict:

@@ -19,7 +19,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -35,6 +35,7 @@ from dnadiff.modelio import read_backbone, resolve
 from dnadiff.modelio.model_dir import is_model_dir, resolve_time_input, save_model_dir, wrap_conditional
 from dnadiff.threads import apply_threads, default_threads
 from dnadiff.tokenizers import build_tokenizer
+from dnadiff.training.interrupt import TrainingInterrupted, interrupted_fit, sigint_restored
 from dnadiff.training.rundir import RunDirLock, launch_rank, refuse_existing_run_dir
 from dnadiff.training.strategy import build_strategy, resolve_precision
 from dnadiff.training.watchdog import watch_launcher
@@ -218,8 +219,12 @@ def remove_stale_temporaries(run_dir: Path) -> list[Path]:
 
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir: str | os.PathLike | None = None,
-          callbacks: list | None = None) -> TrainResult:
+          callbacks: list | None = None,
+          on_interrupt: Callable[[TrainingInterrupted], None] | None = None) -> TrainResult:
     """Train and export; a new run that fails before its first checkpoint leaves no run directory.
+
+    Ctrl-C raises TrainingInterrupted (a KeyboardInterrupt: the step, the newest complete checkpoint);
+    rank 0 first calls `on_interrupt` with it, while a second Ctrl-C is still ignored (training/interrupt.py).
 
     Multi-process runs: every rank calls this (Lightning's ddp launcher re-runs the command, torchrun
     and srun start it N times); only rank 0 locks, prepares and cleans the run directory and writes
@@ -234,10 +239,16 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False, run_dir
     rank = launch_rank()
     watch = watch_launcher(rank)  # a worker whose launcher is killed stops at once, in one line
     try:
-        if rank > 0:
-            result = _train(cfg, resume, overwrite, where, callbacks, rank)
-        else:
-            result = _train_rank0(cfg, resume, overwrite, where, callbacks)
+        with sigint_restored():  # Lightning ignores SIGINT after a Ctrl-C: the caller's handler comes back
+            try:
+                if rank > 0:
+                    result = _train(cfg, resume, overwrite, where, callbacks, rank)
+                else:
+                    result = _train_rank0(cfg, resume, overwrite, where, callbacks)
+            except TrainingInterrupted as stop:
+                if on_interrupt is not None and rank == 0:
+                    on_interrupt(stop)
+                raise
     except BaseException:
         if watch is not None and watch.orphaned():  # a collective failed because the launcher died
             watch.stop()
@@ -333,7 +344,13 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
                    *(callbacks or [])],
         plugins=[AtomicCheckpointIO()])
     with resume_warnings_silenced():
-        trainer.fit(module, datamodule=data, ckpt_path=str(point.path) if point is not None else None)
+        try:
+            trainer.fit(module, datamodule=data, ckpt_path=str(point.path) if point is not None else None)
+        except SystemExit:  # Lightning's answer to Ctrl-C: sys.exit(1), no word
+            stop = interrupted_fit(trainer, run_dir, t.max_steps, t.ckpt_every)
+            if stop is None:
+                raise
+            raise stop from None
     # the model directory is written inside the training processes (ddp_spawn trains in children);
     # rank 0's metrics reach every rank (and the parent of ddp_spawn) through the export callback
     metrics = export.metrics if export.metrics is not None else read_export_metrics(run_dir / "model")
