@@ -418,7 +418,8 @@ def test_the_loss_overrides_name_registered_objectives():
     assert sorted(set(LOSS_OVERRIDES) - set(OBJECTIVES.names())) == []
 
 
-@pytest.mark.parametrize("name", OBJECTIVES.names())
+# plaid's denoiser is an embedding network (its differentiability: tests/test_plaid.py)
+@pytest.mark.parametrize("name", [n for n in OBJECTIVES.names() if OBJECTIVES.get(n).noise != "gaussian"])
 def test_loss_is_differentiable_with_finite_grads(name):
     torch.manual_seed(0)
     emb = torch.nn.Embedding(12, 12)

@@ -38,7 +38,10 @@ OVERRIDES = {
     "udlm": {"steps": 6, "data_ids": [0, 1, 2]},  # uniform noise over the non-mask tokens
     "block": {"block_size": 3, "inner": "ancestral", "steps": 4},  # blocks 3 + 1 of the stream network below
 }
-NAMES = SAMPLERS.names()
+# samplers of continuous noise (plaid: Gaussian embeddings, ssdlm: the vocabulary simplex) need their own
+# networks, not this token-level denoiser: tests/test_plaid.py and tests/test_ssdlm.py run them
+CONTINUOUS = ("gaussian", "simplex")
+NAMES = [name for name in SAMPLERS.names() if SAMPLERS.get(name).noise not in CONTINUOUS]
 OPTIONS = {name: OVERRIDES.get(name, {}) for name in NAMES}
 # composite samplers run an inner sampler's loop per window (they override `run`) instead of defining step()
 COMPOSITE = {name for name in NAMES if SAMPLERS.get(name).run is not Sampler.run}

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dnadiff.denoiser import CountingDenoiser
+from dnadiff.denoiser import CountingDenoiser, FunctionDenoiser
 from dnadiff.diffusion.plaid_schedule import MonotoneGamma, alpha_sigma, check_monotone
 from dnadiff.errors import DnadiffError
 
@@ -77,7 +77,15 @@ class PlaidNetwork(nn.Module):
     def plaid_predict(self, z: Tensor, gamma: Tensor, t: Tensor, self_cond: Tensor | None = None,
                       attention_mask: Tensor | None = None) -> Tensor:
         """Logits Float[B, L, V] of p_θ(x | z_t) for z Float[B, L, D] at γ(t) Float[B] (t Float[B] for a
-        time-conditioned backbone); self_cond Float[B, L, D] is the previous x̂ (None: zeros)."""
+        time-conditioned backbone); self_cond Float[B, L, D] is the previous x̂ (None: zeros). A module call
+        (forward), so forward hooks (sampling progress, pass counts) see every network evaluation."""
+        return self(z, gamma, t, self_cond, attention_mask)
+
+    def forward(self, z: Tensor, gamma: Tensor | None = None, t: Tensor | None = None,
+                self_cond: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        if not torch.is_floating_point(z) or gamma is None:
+            raise DnadiffError("a plaid model denoises embeddings, not token ids: score it with its objective "
+                               "(dnadiff eval) and sample it with the plaid sampler")
         alpha, sigma = alpha_sigma(gamma.double())  # (B,)
         scale = (alpha**2 / self.embed_dim + sigma**2).rsqrt().float()[:, None, None]  # z's per-coordinate sd
         sc = torch.zeros_like(z) if self_cond is None else self_cond.to(z.dtype)
@@ -90,10 +98,6 @@ class PlaidNetwork(nn.Module):
             a, s2 = alpha.float()[:, None, None], (sigma**2).float()[:, None, None]
             logits = logits + (a * (z @ E.T) - 0.5 * a**2 * (E**2).sum(-1)) / s2
         return logits
-
-    def forward(self, input_ids: Tensor, t: Tensor | None = None, **_) -> Tensor:
-        raise DnadiffError("a plaid model denoises embeddings, not token ids: score it with its objective "
-                           "(dnadiff eval) and sample it with the plaid sampler")
 
 
 def _refuse_non_monotone(module: PlaidNetwork, incompatible) -> None:
@@ -111,6 +115,8 @@ def plaid_parts(denoiser) -> tuple[object, list[int], CountingDenoiser | None]:
         if isinstance(obj, CountingDenoiser):
             counter = counter or obj
             obj = obj.denoiser
+        elif isinstance(obj, FunctionDenoiser):  # as_denoiser's wrapper of an object without time_conditioned
+            obj = obj.fn
         elif isinstance(getattr(obj, "banned", None), Tensor):  # SuppressTokens
             banned += [int(i) for i in obj.banned]
             obj = obj.denoiser
