@@ -100,7 +100,7 @@ def test_relaxed_gradient_matches_finite_differences(truncate):
     def objective(table):
         den = TableDenoiser(table, functional=True)
         return drakes_loss(den, pre, soft_reward, GRID, MASK, x0, V, 0.7, truncate_steps=truncate, temperature=0.8,
-                           straight_through=False, noise=noise).loss
+                           estimator="relaxed", noise=noise).loss
 
     loss = objective(ft.table)
     (grad,) = torch.autograd.grad(loss, ft.table)

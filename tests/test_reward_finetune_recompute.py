@@ -40,14 +40,15 @@ def tables(seed=0):
     return pre, ft
 
 
-@pytest.mark.parametrize("straight_through,truncate", [(True, None), (True, 2), (False, None), (False, 3)])
-def test_drakes_gradient_is_unchanged_by_recomputation_tabular(straight_through, truncate):
+@pytest.mark.parametrize("estimator,truncate", [("straight_through", None), ("straight_through", 2),
+                                                ("relaxed", None), ("soft", 3)])
+def test_drakes_gradient_is_unchanged_by_recomputation_tabular(estimator, truncate):
     pre, ft = tables()
     x0 = torch.full((32, L), MASK)
     out = {}
     for recompute in (False, True):
         o = drakes_loss(ft, pre, soft_reward, GRID, MASK, x0, V, 0.7, truncate_steps=truncate, temperature=0.8,
-                        straight_through=straight_through, generator=torch.Generator().manual_seed(4),
+                        estimator=estimator, generator=torch.Generator().manual_seed(4),
                         recompute=recompute)
         out[recompute] = (o.loss.detach(), grads(o.loss, [ft.table])[0])
     assert torch.equal(out[True][0], out[False][0])

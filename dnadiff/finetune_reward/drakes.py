@@ -6,9 +6,11 @@ sampling trajectories (trajectory.py says the estimator). Its optimum over all s
 marginal p*(x0) ∝ p_pre(x0) · exp(r(x0) / β) (the KL-regularised reward maximiser).
 
 One loss evaluation: sample B trajectories with the fine-tuned model's ancestral sampler, each draw a
-straight-through Gumbel-softmax draw (temperature τ), gradients only through the last K steps; score
-the final relaxed one-hot with the reward's differentiable `soft(onehot) -> Float[B]` (the same
-value as the reward at one-hot inputs); add the per-step KLs. The loss minimised is
+Gumbel-softmax draw (temperature τ), gradients only through the last K steps; score the final relaxed
+one-hot with the reward's differentiable `soft(onehot) -> Float[B]` (the same value as the reward at
+one-hot inputs); add the per-step KLs (of every step, or of the last K: `kl_scope`). The estimator
+(trajectory.py): straight-through at every live step (the paper's Algorithm 1) or soft states through
+the live steps and straight-through once at the reward's input (the official code). The loss minimised is
 
     loss = mean_b [ KL_b − r_b / β ]
 
@@ -48,14 +50,16 @@ def combine(reward: Tensor, kl: Tensor, kl_weight: float) -> Tensor:
 
 def drakes_loss(denoiser: Callable, pretrained: Callable, soft_reward: Callable[[Tensor], Tensor], grid: Grid,
                 mask_id: int, x_init: Tensor, vocab_size: int, kl_weight: float, *, truncate_steps: int | None = None,
-                temperature: float = 1.0, straight_through: bool = True, noise: list | None = None,
-                generator: torch.Generator | None = None, recompute: bool = True) -> LossOutput:
-    """The DRAKES loss on one batch of trajectories started from x_init (Long[B, L]); `recompute`:
-    activation checkpointing of each step's denoiser calls (trajectory.py; same gradient, less memory)."""
+                temperature: float = 1.0, estimator: str = "straight_through", kl_scope: str = "all",
+                noise: list | None = None, generator: torch.Generator | None = None,
+                recompute: bool = True) -> LossOutput:
+    """The DRAKES loss on one batch of trajectories started from x_init (Long[B, L]); `estimator`,
+    `kl_scope`: trajectory.ESTIMATORS, KL_SCOPES; `recompute`: activation checkpointing of each step's
+    denoiser calls (trajectory.py; same gradient, less memory)."""
     if not kl_weight > 0:
         raise ValueError(f"kl_weight must be > 0, got {kl_weight}")
     ro = rollout(denoiser, pretrained, grid, mask_id, x_init, vocab_size, temperature=temperature,
-                 straight_through=straight_through, grad_steps=truncate_steps, noise=noise, generator=generator,
+                 estimator=estimator, grad_steps=truncate_steps, kl_scope=kl_scope, noise=noise, generator=generator,
                  recompute=recompute)
     reward = soft_reward(ro.onehot).double().reshape(-1)  # (B,): r at the sample, gradient of the relaxation
     loss = combine(reward, ro.kl, kl_weight)

@@ -11,14 +11,30 @@ and unmasked positions are carried over. The last step goes to α = 1 (everythin
 sampler's noise removal by a draw, folded into the last step), so a rollout always ends clean.
 
 Each draw is a Gumbel-max draw, z = log q + g with g ~ Gumbel(0, 1), x_s = argmax z: an exact
-sample of q. Its relaxation (Jang et al. 2017; Maddison et al. 2017) is y = softmax(z / τ); with
-`straight_through` the state carries one_hot(argmax z) + y − stop_grad(y): the forward values are
-the exact discrete sample, the backward pass is the relaxation's (DRAKES, Wang et al. 2025,
-arXiv 2410.13643, §4.1, Algorithm 1). Without it the soft y itself is the state (the relaxed
-objective, a smooth function of θ for fixed noise: what the finite-difference test checks).
+sample of q. Its relaxation (Jang et al. 2017; Maddison et al. 2017) is y = softmax(z / τ). The
+`estimator` says what the live steps carry (ESTIMATORS):
+
+* "straight_through": at every live step the state is one_hot(argmax z) + y − stop_grad(y): the forward
+  values are the exact discrete sample, the backward pass is the relaxation's (DRAKES, Wang et al. 2025,
+  arXiv 2410.13643, §4.1, Algorithm 1, as written: the Gumbel-softmax straight-through draw per step);
+* "soft": the soft y itself is the state through the live steps (the model reads the relaxed state),
+  and straight-through is applied once, at the reward's input: one_hot(x0) + y0 − stop_grad(y0) (the
+  official DRAKES code, ChenyuWang-Monica/DRAKES, `_sample_finetune_gradient`: soft states, the
+  argmax one-hot with the soft state's gradient at the end). Which positions are still masked, and
+  which tokens are drawn, follow the discrete chain x (the Gumbel-max draws of z, whose logits read
+  the soft state); the carry-over of an unmasked position is that hard decision (the official code
+  carries a soft copy flag 1 − y[mask]; at τ → 0 the two agree);
+* "relaxed": soft states and the soft y0 at the reward's input (the relaxed objective, a smooth function
+  of θ for fixed noise: what the finite-difference test checks).
+
+As τ → 0, y → one_hot(argmax z): "soft" and "relaxed" become the pathwise gradient of the relaxed
+objective, whose expectation tends to the true gradient (at growing variance); per-step straight-through
+stays biased (tests/test_drakes_estimators.py measures both on an enumerable chain).
 
 Gradient truncation (DRAKES "truncate steps" K): only the last K steps' draws (and the states fed to
-the model in them) carry gradients; earlier steps run as plain samples.
+the model in them) carry gradients; earlier steps run as plain samples. `kl_scope`: "all" (the KL of
+every step: the paper's objective, §3 eq. 4) or "live" (only the last K steps' KL: the official code's
+`truncate_kl` option; a different, smaller objective whose optimum is not p*).
 
 The KL term. The KL between the fine-tuned and pretrained distributions over whole trajectories
 splits by the chain rule into a sum over steps of the KL of the two transitions at the visited state
@@ -54,6 +70,9 @@ from torch.utils.checkpoint import checkpoint
 
 from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.finetune_reward.soft_input import call_soft
+
+ESTIMATORS = ("straight_through", "soft", "relaxed")  # what the live steps carry (module docstring)
+KL_SCOPES = ("all", "live")  # the KL of every step (the paper's objective) or of the live steps (`truncate_kl`)
 
 
 @dataclasses.dataclass
@@ -149,15 +168,20 @@ class Rollout:
 
 
 def rollout(denoiser: Callable, pretrained: Callable | None, grid: Grid, mask_id: int, x_init: Tensor, vocab_size: int,
-            *, temperature: float = 1.0, straight_through: bool = True, grad_steps: int | None = None,
-            noise: list | None = None, generator: torch.Generator | None = None, record: bool = False,
-            recompute: bool = True) -> Rollout:
+            *, temperature: float = 1.0, estimator: str = "straight_through", grad_steps: int | None = None,
+            kl_scope: str = "all", noise: list | None = None, generator: torch.Generator | None = None,
+            record: bool = False, recompute: bool = True) -> Rollout:
     """Run the sampler from x_init (Long[B, L], mask_id where free) with Gumbel draws.
 
-    grad_steps K: the last K steps carry gradients (None: all). `pretrained`: the frozen model the KL
-    is taken to (None: no KL). `noise`: Gumbel noise per step to replay (else drawn from `generator`).
-    `recompute`: activation checkpointing of each step's denoiser calls (module docstring).
+    grad_steps K: the last K steps carry gradients (None: all). `estimator`: what the live steps carry
+    (ESTIMATORS, module docstring). `pretrained`: the frozen model the KL is taken to (None: no KL);
+    `kl_scope`: the KL of all steps or of the live ones only. `noise`: Gumbel noise per step to replay
+    (else drawn from `generator`). `recompute`: activation checkpointing of each step's denoiser calls.
     """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    if kl_scope not in KL_SCOPES:
+        raise ValueError(f"kl_scope must be one of {KL_SCOPES}, got {kl_scope!r}")
     T = grid.steps
     K = T if grad_steps is None else max(0, min(int(grad_steps), T))
     x = x_init.clone()
@@ -168,14 +192,20 @@ def rollout(denoiser: Callable, pretrained: Callable | None, grid: Grid, mask_id
         masked = x == mask_id  # (B, L)
         t = grid.times[i].expand(x.shape[0]).to(x.device)
         state_in = onehot if live else None  # truncated steps: the plain call on the ids
-        log_p = log_probs(denoiser, x, state_in, t.float(), mask_id, recompute=recompute)  # (B, L, V)
+        with_kl = pretrained is not None and (live or kl_scope == "all")
+        with torch.set_grad_enabled(torch.is_grad_enabled() and (live or with_kl)):  # else: a plain sample
+            log_p = log_probs(denoiser, x, state_in, t.float(), mask_id, recompute=recompute)  # (B, L, V)
         unmask, stay = grid.unmask_prob(i), grid.stay_prob(i)
-        if pretrained is not None:
+        if pretrained is not None and not with_kl:
+            kls.append(torch.zeros(x.shape[0], dtype=torch.float64, device=x.device))
+        elif pretrained is not None:
             # a graph only through a state that carries gradients (the pretrained weights are frozen)
             state_graph = state_in is not None and state_in.requires_grad
             with torch.set_grad_enabled(torch.is_grad_enabled() and state_graph):
                 log_pre = log_probs(pretrained, x, state_in, t.float(), mask_id, recompute=recompute)
-            kls.append(step_kl(log_p, log_pre, masked, unmask))
+            # the weight of a position: masked (0/1), or a soft state's mask mass (its relaxation)
+            weight = onehot[..., mask_id] if live and estimator != "straight_through" else masked
+            kls.append(step_kl(log_p, log_pre, weight, unmask))
         log_q = log_p + math.log(unmask)  # (B, L, V)
         stay_col = torch.full_like(log_q[..., :1], math.log(stay) if stay > 0 else NEG_INF)
         log_q = torch.cat([log_q[..., :mask_id], stay_col, log_q[..., mask_id + 1:]], dim=-1)
@@ -183,23 +213,33 @@ def rollout(denoiser: Callable, pretrained: Callable | None, grid: Grid, mask_id
         used.append(g)
         z = log_q + g
         hard = z.argmax(-1)  # (B, L): an exact draw of q_θ (Gumbel-max)
-        if live:
-            y_soft = (z / temperature).softmax(-1)
-            y = F.one_hot(hard, vocab_size).double() + y_soft - y_soft.detach() if straight_through else y_soft
+        if live and estimator != "straight_through":
+            # soft states: the soft copy flag m = y[mask] (official code): s' = (1 − m)·s + m·softmax(z/τ);
+            # a one-hot state carries (m = 0) or draws (m = 1) as the discrete chain does
+            m = onehot[..., mask_id:mask_id + 1]  # (B, L, 1)
+            onehot = (1.0 - m) * onehot + m * (z / temperature).softmax(-1)
+            x_new = onehot.detach().argmax(-1)  # the discrete chain read off the soft state
         else:
-            y = F.one_hot(hard, vocab_size).double()
-        x_new = torch.where(masked, hard, x)
+            if live:
+                y_soft = (z / temperature).softmax(-1)
+                y = F.one_hot(hard, vocab_size).double() + y_soft - y_soft.detach()
+            else:
+                y = F.one_hot(hard, vocab_size).double()
+            x_new = torch.where(masked, hard, x)
+            onehot = torch.where(masked.unsqueeze(-1), y, onehot if live else onehot.detach())
         if record:
             newly = masked & (x_new != mask_id)
             picked = log_q.detach().gather(-1, x_new.unsqueeze(-1)).squeeze(-1)  # (B, L)
             logps.append((picked * newly.double()).sum(-1))
-        onehot = torch.where(masked.unsqueeze(-1), y, onehot if live else onehot.detach())
         x = x_new
         states.append(x)
+    if estimator == "soft" and K > 0:  # straight-through once, at the reward's input (official DRAKES code)
+        onehot = F.one_hot(x, vocab_size).double() + onehot - onehot.detach()
     B = x.shape[0]
     kl_steps = torch.stack(kls, 1) if kls else torch.zeros(B, T, dtype=torch.float64, device=x.device)
     return Rollout(x=x, onehot=onehot, kl=kl_steps.sum(1), kl_steps=kl_steps, states=states if record else [],
                    logp=torch.stack(logps, 1) if record else None, noise=used)
 
 
-__all__ = ["Grid", "Rollout", "make_grid", "log_probs", "masked_log_probs", "step_kl", "gumbel_noise", "rollout"]
+__all__ = ["ESTIMATORS", "KL_SCOPES", "Grid", "Rollout", "make_grid", "log_probs", "masked_log_probs", "step_kl",
+           "gumbel_noise", "rollout"]

@@ -50,22 +50,36 @@ class TableDenoiser(nn.Module):
         return torch.einsum("bp,plv->blv", w, self.table)
 
 
-@torch.no_grad()
-def exact_distribution(den: TableDenoiser, grid: Grid) -> Tensor:
-    """P(final x = SEQS[k]) under the rollout with this denoiser: the Markov chain over the 125
-    partly masked states, one transition matrix per step (positions move independently)."""
+def transition_matrix(den, grid: Grid, i: int) -> Tensor:
+    """The sampler's step-i transition matrix over the 125 partly masked states, Float64[from, to]
+    (differentiable in den's table): each masked position stays masked with (1 − α_s)/(1 − α_t) or
+    becomes v with p(v | x_t)·(α_s − α_t)/(1 − α_t); unmasked positions are carried over; positions move
+    independently given x_t (MDLM, eq. 7-8)."""
+    t = grid.times[i].expand(STATES.shape[0])
+    log_p = masked_log_probs(den(STATES, t), MASK)  # (125, 3, 5)
+    q = log_p.exp() * grid.unmask_prob(i)
+    q = torch.cat([q[..., :MASK], torch.full_like(q[..., :1], grid.stay_prob(i))], dim=-1)
+    keep = STATES != MASK
+    q = torch.where(keep.unsqueeze(-1), nn.functional.one_hot(STATES, V).double(), q)
+    trans = torch.ones(V**L, V**L, dtype=torch.float64)
+    for pos in range(L):
+        trans = trans * q[:, pos, STATES[:, pos]]  # (from, to)
+    return trans
+
+
+def start_state() -> Tensor:
     probs = torch.zeros(V**L, dtype=torch.float64)
     probs[pattern_index(torch.full((L,), MASK))] = 1.0
+    return probs
+
+
+@torch.no_grad()
+def exact_distribution(den, grid: Grid) -> Tensor:
+    """P(final x = SEQS[k]) under the rollout with this denoiser: the Markov chain over the 125
+    partly masked states, one transition matrix per step."""
+    probs = start_state()
     for i in range(grid.steps):
-        log_p = masked_log_probs(den(STATES), MASK)  # (125, 3, 5)
-        q = log_p.exp() * grid.unmask_prob(i)
-        q[..., MASK] = grid.stay_prob(i)
-        keep = STATES != MASK  # unmasked positions are carried over
-        q = torch.where(keep.unsqueeze(-1), nn.functional.one_hot(STATES, V).double(), q)
-        trans = torch.ones(V**L, V**L, dtype=torch.float64)
-        for l in range(L):
-            trans = trans * q[:, l, STATES[:, l]]  # (from, to)
-        probs = probs @ trans
+        probs = probs @ transition_matrix(den, grid, i)
     return probs[pattern_index(SEQS)]
 
 
@@ -81,26 +95,61 @@ def tilted(p_pre: Tensor, reward: Tensor, beta: float) -> Tensor:
     return (w - w.logsumexp(0)).exp()
 
 
-def exact_objective(den: TableDenoiser, pre: TableDenoiser, grid: Grid, reward: Tensor, beta: float) -> Tensor:
-    """KL(P_θ ‖ P_pre) over trajectories − E_θ[r(x0)]/β, exactly (differentiable in den's table):
-    the chain over the 125 states, with the per-step KL of trajectory.step_kl at every state.
-    `reward`: Float64[64] over SEQS."""
-    from dnadiff.finetune_reward.trajectory import step_kl
+def row_kl(trans: Tensor, trans_pre: Tensor) -> Tensor:
+    """KL(trans[x, ·] ‖ trans_pre[x, ·]) of each row, Float64[from]: Σ_y M log(M / M_pre) over the common
+    support (the same for both models: it is set by which positions are masked)."""
+    support = trans_pre > 0
+    ratio = torch.where(support, trans, 1.0).log() - torch.where(support, trans_pre, 1.0).log()
+    return (torch.where(support, trans, 0.0) * ratio).sum(-1)
 
-    probs = torch.zeros(V**L, dtype=torch.float64)
-    probs[pattern_index(torch.full((L,), MASK))] = 1.0
-    kl_total = torch.zeros((), dtype=torch.float64)
-    masked = STATES == MASK
+
+def exact_step_kls(den, pre, grid: Grid) -> Tensor:
+    """E_θ[KL(P_θ(x_s | x_t) ‖ P_pre(x_s | x_t))] of each step, Float64[T], from the whole transition
+    matrices (not from trajectory.step_kl, which the tests check against it); their sum is
+    KL(P_θ ‖ P_pre) over trajectories (the chain rule of the KL)."""
+    probs, out = start_state(), []
     for i in range(grid.steps):
-        log_p = masked_log_probs(den(STATES), MASK)  # (125, 3, 5)
+        trans = transition_matrix(den, grid, i)
         with torch.no_grad():
-            log_pre = masked_log_probs(pre(STATES), MASK)
-        kl_total = kl_total + probs @ step_kl(log_p, log_pre, masked, grid.unmask_prob(i))
-        q = log_p.exp() * grid.unmask_prob(i)
-        q = torch.cat([q[..., :MASK], torch.full_like(q[..., :1], grid.stay_prob(i))], dim=-1)
-        q = torch.where(masked.unsqueeze(-1), q, nn.functional.one_hot(STATES, V).double())
-        trans = torch.ones(V**L, V**L, dtype=torch.float64)
-        for l in range(L):
-            trans = trans * q[:, l, STATES[:, l]]
+            trans_pre = transition_matrix(pre, grid, i)
+        out.append(probs @ row_kl(trans, trans_pre))
         probs = probs @ trans
-    return kl_total - probs[pattern_index(SEQS)] @ reward / beta
+    return torch.stack(out)
+
+
+def exact_reward(den, grid: Grid, reward: Tensor) -> Tensor:
+    """E_θ[r(x0)] (differentiable), `reward`: Float64[64] over SEQS."""
+    probs = start_state()
+    for i in range(grid.steps):
+        probs = probs @ transition_matrix(den, grid, i)
+    return probs[pattern_index(SEQS)] @ reward
+
+
+def exact_objective(den, pre, grid: Grid, reward: Tensor, beta: float) -> Tensor:
+    """KL(P_θ ‖ P_pre) over trajectories − E_θ[r(x0)]/β, exactly (differentiable in den's table), the
+    KL from the transition matrices (exact_step_kls). `reward`: Float64[64] over SEQS."""
+    kl_total = exact_step_kls(den, pre, grid).sum()
+    if beta == float("inf"):
+        return kl_total
+    return kl_total - exact_reward(den, grid, reward) / beta
+
+
+class StepTableDenoiser(nn.Module):
+    """One table per sampler step (Float64[T, 125, 3, 5]), chosen by the time t of `times`: the gradient
+    with respect to table[i] is the objective's gradient through step i's decisions alone."""
+
+    time_conditioned = True
+
+    def __init__(self, tables: Tensor, times: Tensor, functional: bool = False):
+        super().__init__()
+        self.table = tables if functional else nn.Parameter(tables.double().clone())
+        self.times = times.double()
+
+    def step_of(self, t: Tensor) -> int:
+        return int((self.times - float(t.reshape(-1)[0])).abs().argmin())
+
+    def forward(self, x: Tensor, t: Tensor) -> Tensor:
+        return self.table[self.step_of(t)][pattern_index(x)]
+
+    def forward_soft(self, onehot: Tensor, t: Tensor) -> Tensor:
+        return TableDenoiser(self.table[self.step_of(t)], functional=True).forward_soft(onehot)
