@@ -70,6 +70,7 @@ def check_blocks(obj: Any) -> None:
         blocks = " or ".join(n for n in OBJECTIVES.names() if getattr(OBJECTIVES.get(n), "has_blocks", False))
         raise DnadiffError(f"{key}: objective {name!r} has no blocks (objective.name={blocks} has)")
     check_clip(clip, "objective.clip")
+    check_causal_backbone(getattr(obj, "model", None))
     if block_size is None:
         return
     check_block_size(block_size, "objective.block_size")
@@ -79,9 +80,34 @@ def check_blocks(obj: Any) -> None:
                            f"(training blocks all have block_size tokens; e.g. {_divisor_near(seq_len, block_size)})")
 
 
+def check_causal_backbone(model: Any) -> None:
+    """Block diffusion reads a causal network (diffusion/bd3lm.py): a backbone built from the config (not
+    init_from, checked when it is loaded) must be one, by its class or its Config's `causal` field."""
+    if model is None or getattr(model, "init_from", None) or not getattr(model, "backbone", None):
+        return
+    import dataclasses
+
+    from dnadiff.backbones.base import BACKBONES
+    from dnadiff.diffusion.bd3lm import refuse_bidirectional
+
+    if model.backbone not in BACKBONES:
+        return  # the registry's own error comes later, naming the valid backbones
+    cls = BACKBONES.get(model.backbone)
+    causal = bool(getattr(cls, "is_causal", False))
+    config = getattr(cls, "Config", None)
+    fields = {f.name: f for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else {}
+    if "causal" in fields:  # DiT, HyenaDNA: the preset's, then the overrides' value
+        settings = {**getattr(cls, "PRESETS", {}).get(model.preset or "", {}), **(model.overrides or {})}
+        causal = bool(settings.get("causal", fields["causal"].default))
+    if not causal:
+        class _Named:
+            is_causal = False
+        refuse_bidirectional(_Named(), f"model.backbone {model.backbone!r} (preset {model.preset!r})")
+
+
 def _divisor_near(n: int, k: int) -> int:
     """The divisor of n closest to k (a hint for a block size that fits)."""
     return min((d for d in range(1, n + 1) if n % d == 0), key=lambda d: (abs(d - k), d))
 
 
-__all__ = ["check_blocks", "check_options", "load_config"]
+__all__ = ["check_blocks", "check_causal_backbone", "check_options", "load_config"]

@@ -73,6 +73,7 @@ def check_train_inputs(cfg) -> None:
         except DnadiffError as exc:
             raise DnadiffError(f"model.init_from: {exc}") from None
         _need_file(str(path), "model.init_from", "model directory")
+        check_init_from_causal(cfg)
     import dnadiff.backbones  # noqa: F401  (registers the backbones)
     from dnadiff.backbones.base import BACKBONES
     from dnadiff.diffusion import OBJECTIVES, SCHEDULES
@@ -83,6 +84,30 @@ def check_train_inputs(cfg) -> None:
     OBJECTIVES.get(cfg.objective.name)
     SCHEDULES.get(cfg.schedule.name)
     SAMPLERS.get(cfg.sample.sampler)  # the run's default sampler: a typo here fails now, not after training
+
+
+def check_init_from_causal(cfg) -> None:
+    """Block diffusion (an objective with blocks) from `model.init_from`: the network it names must be causal
+    (diffusion/bd3lm.py), read from its config before any weights load."""
+    from dnadiff.diffusion import OBJECTIVES
+
+    name = cfg.objective.name
+    if name not in OBJECTIVES or not getattr(OBJECTIVES.get(name), "has_blocks", False):
+        return
+    from dataclasses import replace as dc_replace
+
+    from dnadiff.config_options import check_causal_backbone
+    from dnadiff.modelio.source import resolve
+
+    source = resolve(cfg.model.init_from)
+    if source.official is not None:
+        model = dc_replace(cfg.model, init_from=None, backbone=source.official.backbone, overrides={})
+    else:
+        model = dc_replace(source.config.model, init_from=None)
+    try:
+        check_causal_backbone(model)
+    except DnadiffError as exc:
+        raise DnadiffError(f"model.init_from {cfg.model.init_from}: {exc}") from None
 
 
 # ------------------------------------------------------------------------------------ outputs

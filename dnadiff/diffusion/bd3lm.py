@@ -73,6 +73,29 @@ def training_stream(x_t: Tensor, x0: Tensor, block_size: int) -> tuple[Tensor, T
     return torch.cat([x_t, x0], dim=1)[:, source], read
 
 
+def network_is_causal(denoiser) -> bool | None:
+    """Whether the network under a denoiser (through wrappers' `.denoiser` and a model's `.backbone`) is
+    causal; None when it does not say (a plain function)."""
+    obj = denoiser
+    for _ in range(16):
+        causal = getattr(obj, "is_causal", None)
+        if causal is not None:
+            return bool(causal)
+        inner = getattr(obj, "denoiser", None) or getattr(obj, "backbone", None)
+        if inner is None:
+            return None
+        obj = inner
+    return None
+
+
+def refuse_bidirectional(denoiser, where: str) -> None:
+    """The stream [x_t, x_t, x, ...] is only a valid input for a causal network: a bidirectional one would see
+    every block's clean copy (the answer) from the noisy one."""
+    if network_is_causal(denoiser) is False:
+        raise DnadiffError(f"{where}: block diffusion needs a causal network (mamba, a causal dit or hyena: "
+                           "model.overrides.causal=true, or model.init_from an AR model); this one is bidirectional")
+
+
 def check_block_size(block_size, where: str = "objective 'bd3lm'") -> int:
     if isinstance(block_size, bool) or int(block_size) != block_size or int(block_size) < 1:
         raise DnadiffError(f"{where}: block_size must be an integer >= 1, got {block_size!r}")
@@ -169,6 +192,7 @@ class BD3LMObjective(DiffusionObjective):
         network call on the stream (module docstring). `counted`: Bool[B, L] tokens the bound covers."""
         B, L = x0.shape
         counted = torch.ones_like(x0, dtype=torch.bool) if counted is None else counted
+        refuse_bidirectional(denoiser, "objective 'bd3lm'")
         stream, read = training_stream(x_t, x0, self.block_size)  # (B, 3L), (L,)
         logits = denoiser(stream, torch.zeros(B, device=x0.device))[:, read]  # (B, L, V)
         nll_tok = subs_masked_nll(logits, x0, self.mask_id)  # (B, L): SUBS, masked positions read only
@@ -182,4 +206,5 @@ class BD3LMObjective(DiffusionObjective):
                 f"clip={self.clip}, T={self.T}, pad_policy={self.pad_policy!r})")
 
 
-__all__ = ["BD3LMObjective", "block_spans", "check_block_size", "check_clip", "stream_index", "training_stream"]
+__all__ = ["BD3LMObjective", "block_spans", "check_block_size", "check_clip", "network_is_causal",
+           "refuse_bidirectional", "stream_index", "training_stream"]

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.denoiser import CountingDenoiser, IncrementalDenoiser
-from dnadiff.diffusion.bd3lm import block_spans, check_block_size
+from dnadiff.diffusion.bd3lm import block_spans, check_block_size, refuse_bidirectional
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, greedy_fill
 
@@ -160,6 +160,7 @@ class BlockSampler(Sampler):
 
     def run(self, denoiser, schedule, mask_id: int, x: Tensor, rng) -> SamplerState:
         B, total = x.shape
+        refuse_bidirectional(denoiser, "sampler 'block'")
         ctx = BlockContext(denoiser, B, total, self.use_cache)
         out, nfe, steps = x.clone(), torch.zeros(B, dtype=torch.long, device=x.device), 0
         ended = torch.zeros(B, dtype=torch.bool, device=x.device)
