@@ -11,7 +11,7 @@ x̂ = softmax(logits) @ E (Plaid §3.2), with the previous step's x̂ as the sel
 first step). At the end (z_0) every position is rounded through the embedding-table softmax of the
 reconstruction term, p(v | z_0) ∝ exp(-|z_0 - α_0 e_v|² / (2σ_0²)): its argmax (the nearest embedding,
 `rounding: argmax`, as Plaid decodes) or a draw (`rounding: sample`). Banned tokens (the model's never-sampled
-ids) get no mass in x̂ or in the rounding.
+ids, and the mask id: no data token) get no mass in x̂ or in the rounding.
 
 Templates: a fixed token's x̂ is its own embedding at every step (the network still sees the noisy z there)
 and it is kept as given at the end. `temperature` divides the logits before x̂ is formed. NFE = steps (one
@@ -74,7 +74,7 @@ class PlaidSampler(Sampler):
         fixed = x != mask_id
         E = net.embedding_table().detach()  # (V, D)
         ban = torch.zeros(E.shape[0], dtype=torch.bool, device=x.device)
-        ban[[i for i in banned if i < E.shape[0]]] = True
+        ban[[i for i in [*banned, mask_id] if 0 <= i < E.shape[0]]] = True  # the mask id is no data token either
         e_fixed = E[torch.where(fixed, x, torch.zeros_like(x))]  # (B, L, D): the template's embeddings
         grid = torch.linspace(1.0, 0.0, self.steps + 1, dtype=torch.float64, device=x.device)
         z = rng.at(0, 1).normal((L, E.shape[1])).float()  # z_1 ~ N(0, I)

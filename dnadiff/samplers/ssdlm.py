@@ -17,7 +17,7 @@ prediction) and the block joins the context of the next one.
 A length that `block_size` does not divide: the last block is shorter (L mod block_size tokens), decoded the same
 way; nothing is padded or dropped. Templates: fixed tokens are one-hot inputs in their block and kept as given.
 NFE = steps per block (per sequence: steps × number of blocks). The model's never-sampled tokens (SuppressTokens)
-get no mass. Draws come from per-row streams: samples do not depend on the batch layout.
+and the mask id get no mass. Draws come from per-row streams: samples do not depend on the batch layout.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from dnadiff.denoiser import CountingDenoiser
 from dnadiff.diffusion.soft_input import call_soft
 from dnadiff.diffusion.ssdlm import cosine_alpha_bar, noisy_logits, simplex_logits
+from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import progress_bar
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, shape_probs
@@ -77,6 +79,9 @@ class SSDLMSampler(Sampler):
         B, L = x.shape
         fixed = x != mask_id
         out = x.clone()
+        # call_soft looks inside the model (its token embedding, or a `forward_soft`): past the loop's counter
+        counter = denoiser if isinstance(denoiser, CountingDenoiser) else None
+        inner = denoiser.denoiser if counter is not None else denoiser
         K = self.simplex_value
         grid = torch.linspace(1.0, 0.0, self.steps + 1, dtype=torch.float64, device=x.device)
         V = self.vocab_size
@@ -97,7 +102,12 @@ class SSDLMSampler(Sampler):
                 probs = torch.where(keep[..., None], F.one_hot(out[:, a:b], V).float(), probs)
                 ids = torch.cat([out[:, :a], probs.argmax(-1)], dim=1)  # (B, b): the ids the lookup is hooked on
                 soft = torch.cat([F.one_hot(out[:, :a], V).float(), probs], dim=1)
-                logits = call_soft(denoiser, ids, soft, t)[:, a:b].float()  # (B, n, V)
+                logits = call_soft(inner, ids, soft, t)[:, a:b].float()  # (B, n, V)
+                if 0 <= mask_id < V:  # the mask id is no data token (the model's banned ids are suppressed already)
+                    logits[..., mask_id] = NEG_INF
+                if counter is not None:
+                    counter.calls += 1
+                    counter.rows += B
                 if i + 1 < self.steps:
                     tok = self._project(logits, block_rng.at(i + 1))
                     w = simplex_logits(torch.where(keep, out[:, a:b], tok), V, K)
