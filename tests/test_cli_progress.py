@@ -169,3 +169,52 @@ def test_demo_results_go_to_stdout_and_progress_to_stderr(tmp_path, capsys):
     assert "split" in out and "train" in out and "test" in out and "genome_summary.json" in out
     assert "[1/4] bundled genome" in err and "[1/4]" not in out
     assert "genome_summary.json" not in err
+
+
+def test_demo_summary_counts_the_windows_the_demo_trains_on(tmp_path, capsys):
+    """Issue 49: the summary said `windows@1024` while the demo trains on 128 bp windows; by default it
+    now counts those, and its label names the length (a brute-force count from the BED here)."""
+    import json
+
+    from dnadiff.data.fasta import bundled_genome
+
+    assert main(["demo", "--summary-only", "--out", str(tmp_path / "demo")]) == 0
+    out, err = capsys.readouterr()
+    rows = json.loads((tmp_path / "demo" / "genome_summary.json").read_text())["splits"]
+    lengths: dict = {}
+    for line in open(bundled_genome()[1]):
+        chrom, start, end, split = line.split()[:4]
+        lengths.setdefault(split, []).append(int(end) - int(start))
+    assert {r["split"]: r["windows_128bp"] for r in rows} == {k: sum(-(-n // 128) for n in v)
+                                                               for k, v in lengths.items()}
+    assert "windows_128bp" in out and "1024" not in out and "in 128 bp windows (the windows the model trains on)" in err
+    assert main(["demo", "--summary-only", "--out", str(tmp_path / "demo"), "--force", "--seq-len", "1024"]) == 0
+    out, err = capsys.readouterr()
+    assert "windows_1024bp" in out and "trains on" not in err  # another length: labelled as what it is
+
+
+def test_training_eta_leaves_the_warm_up_step_out(monkeypatch):
+    """Issue 49: `dnadiff demo`'s first line promised 1:00:38 because the first step (loading, the first
+    forward/backward, numba's compile) took 24 s; the rate and the ETA now count the steps after it."""
+    from dnadiff import logs
+    from dnadiff.training.progress import StepProgressBar
+
+    now = [1000.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: now[0])  # the bars' clock
+    monkeypatch.setattr(logs, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    pb, trainer = StepProgressBar(), FakeTrainer()
+    trainer.max_steps = 150
+    pb._trainer = trainer
+    pb.on_train_start(trainer, None)
+    for step, seconds in [(1, 24.0), (2, 0.2), (3, 0.2), (4, 0.2), (5, 0.2)]:
+        now[0] += seconds
+        trainer.global_step = step
+        pb.on_train_batch_end(trainer, None, None, None, step)
+        shown = pb._bar.format_dict
+        line = pb._bar.format_meter(**shown)
+        if step == 1:  # nothing timed yet: no ETA rather than one from the warm-up
+            assert "1/150" in line and "<?" in line and "00:24" in line
+    assert shown["rate"] == pytest.approx(5.0)  # steps per second after the warm-up
+    assert "<00:29" in line  # 145 steps at 0.2 s (with the warm-up in the rate: 15 minutes and more)
+    pb.on_train_end(trainer, None)

@@ -24,7 +24,8 @@ Everything goes under --out (default ./dnadiff_demo; --force to replace an earli
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="dnadiff_demo", help="output folder (default: ./dnadiff_demo)")
-    p.add_argument("--seq-len", type=int, default=1024, help="window length of the genome summary (default 1024)")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="window length of the genome summary (default: the training windows, data.seq_len: 128)")
     p.add_argument("--summary-only", action="store_true", help="only summarise the bundled genome (no training)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the tiny config's)")
     p.add_argument("--num-samples", type=int, default=4, help="sequences to sample (default 4)")
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.logs import log, progress_enabled
     from dnadiff.utils import format_table, write_json
 
-    if args.seq_len <= 0:
+    if args.seq_len is not None and args.seq_len <= 0:
         raise DnadiffError(f"--seq-len must be positive, got {args.seq_len}")
     if args.steps is not None and args.steps <= 0:
         raise DnadiffError(f"--steps must be positive, got {args.steps}")
@@ -57,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
     if os.path.isdir(args.out) and os.listdir(args.out) and not args.force:
         raise DnadiffError(f"{args.out}: exists and is not empty (use --force to replace the demo's results)")
     fasta, bed = bundled_genome()
-    rows = genome_summary(fasta, bed, args.seq_len)
-    log.info(f"[1/4] bundled genome: {fasta}")
+    window = args.seq_len or cfg.data.seq_len  # by default counted in the windows the model trains on
+    rows = genome_summary(fasta, bed, window)
+    log.info(f"[1/4] bundled genome: {fasta}, counted in {window} bp windows"
+             f"{' (the windows the model trains on)' if window == cfg.data.seq_len else ''}")
     result_line(format_table(rows))
     write_json(os.path.join(args.out, "genome_summary.json"), {"fasta": fasta, "bed": bed, "splits": rows})
     if args.summary_only:

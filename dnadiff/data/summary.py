@@ -29,7 +29,7 @@ def genome_summary(fasta: str, bed: str, seq_len: int = 1024) -> list[dict]:
                 "split": split,
                 "intervals": len(ivs),
                 "bases": bases,
-                f"windows@{seq_len}": windows,
+                f"windows_{seq_len}bp": windows,  # the window length in the label: what was counted
                 "gc": (counts["G"] + counts["C"]) / max(1, acgt),
                 "n_frac": counts["N"] / max(1, bases),
             }
