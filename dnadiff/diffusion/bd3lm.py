@@ -120,7 +120,8 @@ class BD3LMObjective(DiffusionObjective):
     """`build_objective("bd3lm", schedule=s, mask_id=3, vocab_size=12, block_size=4, clip=None)`."""
 
     name = "bd3lm"
-    needs_time = False  # the network is called with t = 0; the block times only weight and mask
+    # needs_time (DiffusionObjective): it draws diffusion times (a given t, e.g. eval's stratified ones, is
+    # every block's); the network itself is called with t = 0
     has_blocks = True  # objective.block_size applies (config_options.py refuses it elsewhere)
     default_sampler = "block"
     noise = "block"  # a block model samples only with a sampler of its noise: `block` (samplers/block.py)

@@ -1,0 +1,52 @@
+"""pipelines/block_diffusion.py: the dry run builds, trains, scores and pairs every kind of row on the data bundled
+in the package (nothing under results/); bad options are one-line errors."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LN2 = 0.6931471805599453
+
+
+def per_window_bits(res: dict) -> list[float]:
+    return [n / t / LN2 for n, t in zip(res["sequence_nats"], res["sequence_tokens"])]
+
+
+@pytest.mark.training
+def test_dry_run_rows_pair_against_markov_and_the_ar(tmp_path, capsys):
+    bd = importlib.import_module("block_diffusion")
+    before = sorted((REPO / "results").rglob("*"))
+    assert bd.main(["--dry-run", "--rows", "mamba_ar,bd3lm64,bd3lm16_from_ar", "--clip", "0.3,0.8", "--results",
+                    str(tmp_path / "res"), "--out-dir", str(tmp_path / "runs")]) == 0
+    summary = json.loads((tmp_path / "res" / "block_diffusion_cpu.json").read_text())
+    rows = {r["key"]: r for r in summary["rows"]}
+    assert list(rows) == ["mamba_ar", "bd3lm64", "bd3lm16_from_ar"]
+    assert rows["bd3lm64"]["block_size"] == 32 and rows["bd3lm16_from_ar"]["block_size"] == 16  # dry: 32-bp windows
+    assert rows["bd3lm64"]["clip"] == [0.3, 0.8] and rows["bd3lm16_from_ar"]["clip"] == [0.3, 0.8]
+    ar = per_window_bits(rows["mamba_ar"]["test"])
+    markov = per_window_bits(summary["markov"][0]["test"])
+    for key in ("bd3lm64", "bd3lm16_from_ar"):
+        r = rows[key]
+        assert r["test"]["objective"] == "bd3lm" and r["test"]["stratified_repeats"] is True
+        mine = per_window_bits(r["test"])
+        assert r["paired"]["mean"] == pytest.approx(sum(a - b for a, b in zip(mine, markov)) / len(mine), rel=1e-4)
+        assert r["paired_ar"]["mean"] == pytest.approx(sum(a - b for a, b in zip(mine, ar)) / len(mine), rel=1e-4)
+        assert set(r["paired_ar"]) >= {"mean", "std_error"} and r["paired_ar"]["std_error"] > 0
+    assert rows["bd3lm16_from_ar"]["first_stage"]["step"] == 2  # its AR stage ran first
+    md = (tmp_path / "res" / "block_diffusion_cpu.md").read_text()
+    assert "vs AR (paired)" in md and "Best block row" in md
+    assert sorted((REPO / "results").rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv,match", [(["--rows", "nope"], "unknown row"), (["--clip", "0.9,0.1"], "--clip"),
+                                        (["--clip", "a,b"], "two numbers"), (["--minutes", "0"], "--minutes")])
+def test_bad_options_are_one_line_errors(argv, match, capsys):
+    bd = importlib.import_module("block_diffusion")
+    assert bd.main(["--dry-run", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and match in err and "\n" not in err
