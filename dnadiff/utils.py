@@ -161,6 +161,36 @@ def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None, f
     return "\n".join([line, sep, *body])
 
 
+TERMINAL_COLUMNS = 100  # a summary printed on a terminal fits this many columns
+
+
+def summary_values(row: dict[str, Any]) -> dict[str, Any]:
+    """The values of a result row a terminal summary shows: all but the nested ones (per-class dicts,
+    lists longer than 48 characters), which the JSON written beside keeps."""
+    def short(value: Any) -> bool:
+        if isinstance(value, dict):
+            return False
+        return not isinstance(value, (list, tuple)) or len(str(value)) <= 48
+
+    return {k: v for k, v in row.items() if short(v)}
+
+
+def summary_table(row: dict[str, Any], width: int = TERMINAL_COLUMNS) -> str:
+    """One result row as a table that fits `width` columns: its `summary_values`, on one line when they
+    fit, else as `metric  value` lines, each value cut to fit."""
+    kept = summary_values(row)
+    table = format_table([kept]) if kept else "(no scalar values)"
+    if max(len(line.rstrip()) for line in table.splitlines()) <= width:
+        return table
+    key_width = max(len("metric"), *(len(str(k)) for k in kept))
+    room = max(8, width - key_width - 2)
+    cells = [{"metric": k, "value": format(v, ".4g") if isinstance(v, float) else str(v)} for k, v in kept.items()]
+    for cell in cells:
+        if len(cell["value"]) > room:
+            cell["value"] = cell["value"][:room - 1] + "…"
+    return format_table(cells)
+
+
 def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None, floatfmt: str = ".4g") -> str:
     if not rows:
         return ""
@@ -364,6 +394,7 @@ def portable_paths(obj: Any, repo: str | os.PathLike | None = None, data: str | 
     return walk(obj)
 
 
-__all__ = ["atomic_path", "atomic_write", "format_duration", "json_text", "write_json", "format_table",
+__all__ = ["TERMINAL_COLUMNS", "summary_table", "summary_values", "atomic_path", "atomic_write", "format_duration",
+           "json_text", "write_json", "format_table",
            "markdown_table", "refuse_existing", "not_found", "portable_paths", "REPO_ROOT",
            "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]

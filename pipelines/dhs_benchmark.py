@@ -75,7 +75,7 @@ CONFIGS = {"markov": "experiments/dhs_markov", "ar": "experiments/dhs_cond_ar", 
            "cg": "experiments/dhs_mdlm"}
 # JASPAR 2024 names of each cell type's marker motifs (issue 34 §4)
 MARKERS = {"GM12878": ("Spi1", "IRF4", "IRF8", "EBF1"), "HepG2": ("HNF4A", "HNF4G", "FOXA1", "FOXA2"),
-           "K562": ("GATA1", "GATA1::TAL1", "GATA2"), "hESCT0": ("Pou5f1::Sox2", "POU5F1", "SOX2")}
+           "K562": ("GATA1", "GATA1::TAL1", "GATA2"), "hESC": ("Pou5f1::Sox2", "POU5F1", "SOX2")}
 SHORT_STEP = ["train.max_steps=1", "train.val_every=1", "train.ckpt_every=1", "train.val_batches=1",
               "train.warmup_steps=0", "train.max_minutes=null", "train.batch_size=8"]
 SCALES = {

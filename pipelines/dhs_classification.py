@@ -9,7 +9,7 @@
 Needs the DHS table in dnadiff's cache (`dnadiff data dhs` once); --scale tiny builds a temporary cache from
 tests/data/dhs/dhs_fixture.txt and trains its own tiny "pretrained" MDLM on it (one step).
 
-Rows (methods x training-set sizes): the same 4-way task (GM12878 / HepG2 / K562 / hESCT0, 200 bp) through
+Rows (methods x training-set sizes): the same 4-way task (GM12878 / HepG2 / K562 / hESC, 200 bp) through
 `dnadiff finetune finetune/finetune_dhs` with
 - kmer_lr: the k-mer logistic regression (k = 3-6 frequencies of both strands; dnadiff/finetune/kmer_lr.py);
 - scratch: a Caduceus classifier trained from random weights, with the pretrained model's exact backbone

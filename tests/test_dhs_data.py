@@ -24,7 +24,7 @@ from dnadiff.errors import DnadiffError
 FIXTURE = Path(__file__).resolve().parent / "data" / "dhs" / "dhs_fixture.txt"
 FIXTURE_SHA256 = "5016907cfaf6c8a45cdc80c219d2bfc1d7ed2e9914cabc0f1644e8fe56bd49b4"
 TAG_CELL = {"GM12878_ENCLB441ZZZ": "GM12878", "HepG2_ENCLB029COU": "HepG2", "K562_ENCLB843GMH": "K562",
-            "hESCT0_ENCLB449ZZZ": "hESCT0"}
+            "hESCT0_ENCLB449ZZZ": "hESC"}
 LABEL_SPLIT = {"training": "train", "validation": "valid", "test": "test"}
 
 
@@ -367,9 +367,9 @@ def test_the_real_table(tmp_path):
         table = parse_dhs_table(data, where, dhs.DHS_SHA256)
     assert table.sha256 == dhs.DHS_SHA256 and len(table) == 47_872
     assert table.counts() == {
-        "train": {"GM12878": 9903, "HepG2": 9833, "K562": 9769, "hESCT0": 9749},
-        "valid": {"GM12878": 1021, "HepG2": 1177, "K562": 878, "hESCT0": 977},
-        "test": {"GM12878": 1044, "HepG2": 958, "K562": 1321, "hESCT0": 1242},
+        "train": {"GM12878": 9903, "HepG2": 9833, "K562": 9769, "hESC": 9749},
+        "valid": {"GM12878": 1021, "HepG2": 1177, "K562": 878, "hESC": 977},
+        "test": {"GM12878": 1044, "HepG2": 958, "K562": 1321, "hESC": 1242},
     }
     assert {s: sum(c.values()) for s, c in table.counts().items()} == {"train": 39_254, "valid": 4_053, "test": 4_565}
     assert table.chromosomes()["valid"] == ["chr2"] and table.chromosomes()["test"] == ["chr1"]

@@ -162,12 +162,12 @@ class CountA(torch.nn.Module):
 def test_accuracy_table_and_target_rate_exact():
     probs = np.array([[0.7, 0.1, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1], [0.1, 0.1, 0.1, 0.7]])
     t = accuracy_table(probs, [0, 1, 2, 3], CELL_TYPES)
-    assert t["accuracy"] == 0.75 and t["per_class"] == {"GM12878": 1.0, "HepG2": 1.0, "K562": 0.0, "hESCT0": 1.0}
+    assert t["accuracy"] == 0.75 and t["per_class"] == {"GM12878": 1.0, "HepG2": 1.0, "K562": 0.0, "hESC": 1.0}
     assert t["confusion"][2] == [0, 1, 0, 0] and t["counts"]["K562"] == 1
     r = target_rate(probs, [1, 1, 1, 0], CELL_TYPES)
     assert r["rate"] == 0.5 and r["per_class"]["HepG2"]["rate"] == pytest.approx(2 / 3)
     assert r["per_class"]["HepG2"]["mean_p_target"] == pytest.approx((0.1 + 0.7 + 0.7) / 3)
-    assert r["per_class"]["GM12878"]["predicted"] == {"GM12878": 0, "HepG2": 0, "K562": 0, "hESCT0": 1}
+    assert r["per_class"]["GM12878"]["predicted"] == {"GM12878": 0, "HepG2": 0, "K562": 0, "hESC": 1}
 
 
 def test_score_fasta_target_rate(tmp_path, capsys):

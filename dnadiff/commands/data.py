@@ -9,7 +9,7 @@ DESCRIPTION = """Get a data set into dnadiff's cache folder ($DNADIFF_CACHE, els
 and stored in the form the loaders read.
 
   dhs   47,872 ENCODE DHS sequences of 200 bp, each specific to one of four cell types (GM12878, HepG2,
-        K562, hESCT0), split by chromosome (training / validation chr2 / test chr1), from the
+        K562, hESC), split by chromosome (training / validation chr2 / test chr1), from the
         `dnadiffusion` 0.0.0.dev0 wheel (MIT). Trains with `data=dhs`.
 
   dnadiff data dhs                                   # pip download the wheel (no install), read the table

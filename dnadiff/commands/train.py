@@ -47,12 +47,14 @@ def preflight(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
     from dnadiff.commands.checks import check_train_inputs
     from dnadiff.config import RunConfig
     from dnadiff.config_options import load_config
     from dnadiff.logs import log
     from dnadiff.training import train
-    from dnadiff.utils import format_table
+    from dnadiff.utils import summary_table, summary_values
 
     if args.resume and args.overwrite:
         raise DnadiffError("--resume and --overwrite exclude each other")
@@ -77,8 +79,11 @@ def run(args: argparse.Namespace) -> int:
 
     if launch_rank() > 0:  # the other processes of a multi-process run: rank 0 prints the table
         return 0
-    print(format_table([{k: v for k, v in result.metrics.items()}]))
+    print(summary_table(result.metrics))  # fits a terminal; per-class values and the rest: metrics.json
     log.info("\nmodel directory: %s\nrun directory:   %s", result.model_dir, result.run_dir)
+    nested = [k for k in result.metrics if k not in summary_values(result.metrics)]
+    if nested and os.path.isfile(os.path.join(result.run_dir, "metrics.json")):
+        log.info("all metrics (%s too): %s", ", ".join(nested), os.path.join(result.run_dir, "metrics.json"))
     return 0
 
 

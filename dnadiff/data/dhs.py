@@ -34,9 +34,10 @@ from dnadiff.utils import cache_dir, recover_together, write_together
 DHS_MEMBER = "dnadiffusion/data/K562_hESCT0_HepG2_GM12878_12k_sequences_per_group.txt"
 # sha256 of DHS_MEMBER in dnadiffusion-0.0.0.dev0-py3-none-any.whl (16,714,132 bytes)
 DHS_SHA256 = "ba1063a9a3d0054020ae2e9f8add974550ae91fe2d21989e790e5d6cb2cb4d58"
+# the TAG column's values -> cell type; hESC is tagged hESCT0 there (data/class_names.py accepts both)
 TAGS = {"GM12878_ENCLB441ZZZ": "GM12878", "HepG2_ENCLB029COU": "HepG2", "K562_ENCLB843GMH": "K562",
-        "hESCT0_ENCLB449ZZZ": "hESCT0"}  # the TAG column's values -> cell type
-CELL_TYPES = tuple(sorted(TAGS.values()))  # label ids 0..3: GM12878, HepG2, K562, hESCT0
+        "hESCT0_ENCLB449ZZZ": "hESC"}
+CELL_TYPES = tuple(sorted(TAGS.values()))  # label ids 0..3: GM12878, HepG2, K562, hESC (the order hESCT0 had)
 SPLITS = ("train", "valid", "test")  # split ids 0..2
 FILE_SPLITS = {"training": "train", "validation": "valid", "test": "test"}  # the data_label column's values
 SEQ_LEN = 200

@@ -232,13 +232,16 @@ def frechet_metric(
 # ---- held-out classifier accuracy -------------------------------------------------------------------------
 def class_index(label: str | int, classes: Sequence[str], where: str = "class") -> int:
     """A class name of the classifier, or an index into its classes."""
+    from dnadiff.data.class_names import class_position, known_names
+
     names = [str(c) for c in classes]
     text = str(label)
-    if text in names:
-        return names.index(text)
+    position = class_position(text, names)  # a spelling or its alias (hESC / hESCT0)
+    if position is not None:
+        return position
     if text.lstrip("-").isdigit() and 0 <= int(text) < len(names):
         return int(text)
-    raise DnadiffError(f"{where} {text!r}: the classifier knows the classes {', '.join(names)}")
+    raise DnadiffError(f"{where} {text!r}: the classifier knows the classes {known_names(names)}")
 
 
 @torch.no_grad()

@@ -179,8 +179,11 @@ def model_chain(model, label: int | str | None = None):
         raise DnadiffError("markov infill needs a Markov chain model (backbone markov or markov_classes)")
     if label is None:
         return chains[-1]
+    from dnadiff.data.class_names import class_position
+
     names = list(model.config.model.class_names)
-    index = names.index(label) if isinstance(label, str) and label in names else int(label)
+    position = class_position(label, names) if isinstance(label, str) else None  # hESC or hESCT0
+    index = position if position is not None else int(label)
     if not 0 <= index < len(chains) - 1:
         raise DnadiffError(f"class {label!r}: this model has classes {', '.join(names) or len(chains) - 1}")
     return chains[index]

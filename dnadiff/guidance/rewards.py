@@ -190,9 +190,12 @@ class Classifier(Reward):
         if target is None:
             target = classes[-1] if classes else 1  # binary benchmarks: the positive class is the last
         if isinstance(target, str) and not target.lstrip("-").isdigit():
-            if target not in classes:
-                raise DnadiffError(f"--target {target!r}: classifier {path} knows the classes {', '.join(classes)}")
-            target = classes.index(target)
+            from dnadiff.data.class_names import class_position, known_names
+
+            position = class_position(target, classes)  # a spelling or its alias (hESC / hESCT0)
+            if position is None:
+                raise DnadiffError(f"--target {target!r}: classifier {path} knows the classes {known_names(classes)}")
+            target = position
         self.target = int(target)
         if not 0 <= self.target < int(self.meta["num_classes"]):
             raise DnadiffError(f"--target {target}: class index out of range 0..{int(self.meta['num_classes']) - 1}")
