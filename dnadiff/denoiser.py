@@ -20,6 +20,7 @@ counter: the sampling loop and the guided methods wrap the model in it and read 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -42,6 +43,33 @@ class IncrementalDenoiser(Denoiser, Protocol):
     def allocate_cache(self, batch_size: int, max_length: int) -> Any | None: ...
 
     def step(self, input_ids: Tensor, cache: Any) -> Tensor: ...
+
+
+@dataclass(frozen=True)
+class BackboneCapabilities:
+    """The optional capabilities a backbone declares (each by the class that has it): time conditioning
+    (`Backbone.time_conditioned`), class labels (`ClassConditional.num_classes` > 0: labels, CFG), causal
+    incremental decoding (`is_causal` with `allocate_cache` / `step`). Read once, by `capabilities_of`;
+    nothing else probes a backbone for them."""
+
+    time_conditioned: bool = False
+    num_classes: int = 0
+    is_causal: bool = False
+    incremental: bool = False  # allocate_cache and step exist (the cache may still be None: see the denoiser)
+
+    @property
+    def conditional(self) -> bool:
+        return self.num_classes > 0
+
+
+def capabilities_of(backbone: Any) -> BackboneCapabilities:
+    """The one place a backbone's optional capabilities are read (undeclared: absent)."""
+    return BackboneCapabilities(
+        time_conditioned=bool(getattr(backbone, "time_conditioned", False)),
+        num_classes=int(getattr(backbone, "num_classes", 0) or 0),
+        is_causal=bool(getattr(backbone, "is_causal", False)),
+        incremental=callable(getattr(backbone, "allocate_cache", None)) and callable(getattr(backbone, "step", None)),
+    )
 
 
 class FunctionDenoiser:
@@ -85,21 +113,29 @@ class CountingDenoiser(DenoiserWrapper):
     """Counts the calls of the wrapped denoiser (the NFE), incremental `step` calls included, and the
     rows (sequences) pushed through it, summed over calls (guidance reports both)."""
 
-    def __init__(self, denoiser: Denoiser | Callable[[Tensor, Tensor], Tensor]):
+    def __init__(self, denoiser: Denoiser | Callable[[Tensor, Tensor], Tensor],
+                 on_call: Callable[[], None] | None = None):
         self.denoiser = as_denoiser(denoiser)
         self.calls = 0
         self.rows = 0
+        self.on_call = on_call  # run after each call (dnadiff.sample's progress)
 
     def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
-        self.calls += 1
-        self.rows += int(x_t.shape[0])
-        return self.denoiser(x_t, t)
+        out = self.denoiser(x_t, t)
+        self._count(x_t)
+        return out
 
     def step(self, input_ids: Tensor, cache: Any) -> Tensor:
+        out = self.denoiser.step(input_ids, cache)
+        self._count(input_ids)
+        return out
+
+    def _count(self, rows: Tensor) -> None:
         self.calls += 1
-        self.rows += int(input_ids.shape[0])
-        return self.denoiser.step(input_ids, cache)
+        self.rows += int(rows.shape[0])
+        if self.on_call is not None:
+            self.on_call()
 
 
-__all__ = ["CountingDenoiser", "Denoiser", "DenoiserWrapper", "FunctionDenoiser", "IncrementalDenoiser",
-           "as_denoiser"]
+__all__ = ["BackboneCapabilities", "CountingDenoiser", "Denoiser", "DenoiserWrapper", "FunctionDenoiser",
+           "IncrementalDenoiser", "as_denoiser", "capabilities_of"]

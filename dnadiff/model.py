@@ -14,21 +14,22 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
 
 from dnadiff import modelio
 from dnadiff.config import RunConfig
-from dnadiff.denoiser import DenoiserWrapper, as_denoiser
+from dnadiff.denoiser import CountingDenoiser, DenoiserWrapper, as_denoiser, capabilities_of
 from dnadiff.diffusion import OBJECTIVES, build_objective, build_schedule
 from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.errors import DnadiffError
 from dnadiff.modelio.model_dir import resolve_time_input
-from dnadiff.samplers import SAMPLERS, build_sampler, guided
+from dnadiff.samplers import SAMPLERS, guided
 from dnadiff.samplers import rc_symmetric as _rc
 from dnadiff.samplers.base import Sampler
+from dnadiff.sampling import resolve_sampler
 
 
 def sigma_of(schedule, t: Tensor) -> Tensor:
@@ -39,9 +40,11 @@ def sigma_of(schedule, t: Tensor) -> Tensor:
     return (-torch.log1p(-m)).to(t.dtype)
 
 
-class Denoiser(nn.Module):
-    """denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V] over a backbone: an
-    `IncrementalDenoiser` (dnadiff/denoiser.py; allocate_cache -> None when the backbone cannot).
+class BackboneDenoiser(nn.Module):
+    """The model's denoiser: denoiser(x_t: Long[B, L], t: Float[B]) -> logits Float[B, L, V] over a backbone,
+    meeting the `Denoiser` protocol (dnadiff/denoiser.py, the one class of that name) and its
+    `IncrementalDenoiser` form (allocate_cache -> None when the backbone cannot). `model.Denoiser` is an
+    old name of this class, kept for imports.
 
     time_input "sigma" (with a schedule): a time-conditioned backbone gets σ(t); "t": t itself."""
 
@@ -53,13 +56,14 @@ class Denoiser(nn.Module):
         if time_input == "sigma" and schedule is None:
             raise DnadiffError("a denoiser fed sigma needs the schedule")
         self.backbone = backbone
+        self.capabilities = capabilities_of(backbone)  # what it declares, read once (dnadiff/denoiser.py)
         self.labels = labels  # class-conditional backbones: Long[B], one int, or None (= null label)
         self.schedule = schedule
         self.time_input = time_input
 
     @property
     def time_conditioned(self) -> bool:
-        return bool(getattr(self.backbone, "time_conditioned", False))
+        return self.capabilities.time_conditioned
 
     def forward(self, x_t: Tensor, t: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
         """`attention_mask` (optional, right-padded batch): the backbone ignores the pads, so a row's
@@ -68,20 +72,20 @@ class Denoiser(nn.Module):
         if self.time_conditioned and t is not None:
             t_in = sigma_of(self.schedule, torch.as_tensor(t, device=x_t.device)) if self.time_input == "sigma" else t
         kw = {} if attention_mask is None else {"attention_mask": attention_mask}
-        if getattr(self.backbone, "num_classes", 0):
+        if self.capabilities.conditional:
             return self.backbone(x_t, t_in, labels=self.labels, **kw)
         return self.backbone(x_t, t_in, **kw)
 
     # incremental decoding (causal backbones that offer it; see dnadiff/samplers/autoregressive.py)
     def allocate_cache(self, batch_size: int, max_length: int):
-        alloc = getattr(self.backbone, "allocate_cache", None)
-        b = self.backbone
-        if not callable(alloc) or not b.is_causal or self.time_conditioned:
+        caps = self.capabilities
+        if not caps.incremental or not caps.is_causal or caps.time_conditioned:
             return None
-        return alloc(batch_size, max_length)  # class-conditional (ClassConditional): None unless its step takes labels
+        # class-conditional (ClassConditional): None unless its step takes labels
+        return self.backbone.allocate_cache(batch_size, max_length)
 
     def step(self, input_ids: Tensor, cache) -> Tensor:
-        if getattr(self.backbone, "num_classes", 0):
+        if self.capabilities.conditional:
             return self.backbone.step(input_ids, cache, labels=self.labels)
         return self.backbone.step(input_ids, cache)
 
@@ -135,9 +139,9 @@ class DiffusionModel:
                 f"model vocab_size {backbone.vocab_size} does not match the tokenizer's {tokenizer.vocab_size}"
             )
 
-    def make_denoiser(self, labels: Tensor | int | None = None) -> Denoiser:
+    def make_denoiser(self, labels: Tensor | int | None = None) -> BackboneDenoiser:
         """The denoiser over this model's backbone (with class labels for a class-conditional one)."""
-        return Denoiser(self.backbone, labels=labels, schedule=self.schedule, time_input=self.time_input)
+        return BackboneDenoiser(self.backbone, labels=labels, schedule=self.schedule, time_input=self.time_input)
 
     @property
     def is_autoregressive(self) -> bool:
@@ -192,6 +196,7 @@ class DiffusionModel:
         label: int | str | None = None,
         guidance: float = 0.0,
         rc_symmetric: bool = False,
+        on_call: Callable[..., None] | None = None,
         **options: Any,
     ):
         """Sample `num` sequences of `length` tokens -> Long[num, length] (and the sampler if asked).
@@ -200,25 +205,21 @@ class DiffusionModel:
         a guidance method of dnadiff/guidance/).
 
         Class-conditional models: `label` (index or class name) and a classifier-free guidance
-        scale (0 = plain conditional sampling; no label = the unconditional model)."""
+        scale (0 = plain conditional sampling; no label = the unconditional model). `on_call()` runs after
+        every call of the denoiser the sampler is given (dnadiff.sample's progress)."""
         was_training = self.backbone.training
         self.backbone.eval()
         try:
             return self._generate(num, length, sampler, steps, template, generator, return_sampler, label, guidance,
-                                  rc_symmetric, options)
+                                  rc_symmetric, on_call, options)
         finally:
             self.backbone.train(was_training)
 
     def _generate(self, num, length, sampler, steps, template, generator, return_sampler, label, guidance,
-                  rc_symmetric, options):
-        if sampler is None or isinstance(sampler, str):
-            smp = self.build_sampler(sampler, steps, **options)
-        else:  # a built sampler or guidance method (dnadiff design): it already holds its steps and options
-            if steps is not None or options:
-                raise DnadiffError("a built sampler takes no steps or sampler options: give them when building it")
-            smp = sampler
+                  rc_symmetric, on_call, options):
+        smp = resolve_sampler(self, sampler, steps, **options)  # a built one (dnadiff.sample, design) as it is
         # uniform noise (udlm) guides at the posterior level (D-CFG): the sampler gets the unconditional model
-        posterior_cfg = label is not None and guidance != 0.0 and hasattr(smp, "with_cfg")
+        posterior_cfg = label is not None and guidance != 0.0 and smp.posterior_cfg  # declared by the sampler
         denoiser = self.conditional_denoiser(label, 0.0 if posterior_cfg else guidance)
         uncond = self.conditional_denoiser(None) if posterior_cfg else None
         if rc_symmetric:
@@ -236,47 +237,18 @@ class DiffusionModel:
         if isinstance(generator, torch.Generator) and torch.device(generator.device).type != self.device.type:
             generator = torch.Generator(device=self.device).manual_seed(generator.initial_seed())
         template = template.to(self.device)
-        x = smp.generate(
-            SuppressTokens(denoiser, self.banned_ids()), self.schedule, self.tokenizer.mask_id, (num, length),
-            template=template, generator=generator
-        )
+        denoiser = SuppressTokens(denoiser, self.banned_ids())
+        if on_call is not None:  # the run's one call counter (dnadiff/sampling.py: progress, statistics)
+            denoiser = CountingDenoiser(denoiser, on_call=on_call)
+        x = smp.generate(denoiser, self.schedule, self.tokenizer.mask_id, (num, length), template=template,
+                         generator=generator)
         return (x, smp) if return_sampler else x
 
     def build_sampler(self, sampler: str | None = None, steps: int | None = None, **options: Any):
-        """The sampler for this model: `sampler` (default: the objective's, e.g. `autoregressive` for
-        AR models, else the config's) with the config's options, then `options`, then this model's
-        defaults (the sampler's `defaults_from`). An explicit `steps` beats the config's."""
-        if not self.objective.generator:
-            raise DnadiffError(f"an {self.objective.name.upper()}-trained model is not a generator: fine-tune it with "
-                               "the mdlm objective first")
-        own = self.objective.default_sampler
-        name = sampler or own or self.config.sample.sampler
-        cls = SAMPLERS.get(name) if name in SAMPLERS else None  # an unknown name: the registry's error below
-        if (cls is not None and cls.autoregressive) != self.is_autoregressive:
-            kind = "an AR model samples only" if self.is_autoregressive else "only AR models sample"
-            ar_name = own or SAMPLERS.where(autoregressive=True)[0]
-            raise DnadiffError(f"sampler {name!r}: {kind} with {ar_name!r}")
-        noise = self.objective.noise
-        if cls is not None and not cls.autoregressive and cls.noise != noise:
-            fits = " or ".join(n for n in SAMPLERS.where(noise=noise) if not SAMPLERS.get(n).autoregressive)
-            raise DnadiffError(f"sampler {name!r} samples {cls.noise} noise; this {self.objective.name} model "
-                               f"({noise} noise) samples with {fits}")
-        opts = dict(self.config.sample.options) if name == self.config.sample.sampler else {}
-        opts.update(options)
-        if cls is not None and not cls.has_steps:
-            if steps and not cls.autoregressive:
-                raise DnadiffError(f"sampler {name!r} has no steps (one call per generated token): drop --steps")
-            opts.pop("steps", None)  # AR: one step per position, a diffusion step count does not apply
-        else:
-            if steps:
-                opts["steps"] = steps  # an explicit argument beats the config's options
-            opts.setdefault("steps", self.config.sample.steps)
-        for key, value in self.sampler_defaults(name).items():
-            opts.setdefault(key, value)
-        if "eps" in opts and (cls is None or cls.has_time) and float(opts["eps"]) < self.sampling_eps:
-            raise DnadiffError(f"sampler option eps={opts['eps']} is below the model's training t_min "
-                               f"{self.sampling_eps} (objective.t_min): it would query times the model never saw")
-        return build_sampler(name, **opts)  # an unknown name: the registry's one-line error
+        """The sampler for this model (dnadiff/sampling.py `resolve_sampler`: the one place a name becomes a
+        sampler): `sampler` (default: the objective's, e.g. `autoregressive` for AR models, else the
+        config's) with the config's options, then `options`, then this model's defaults."""
+        return resolve_sampler(self, sampler, steps, **options)
 
     def sampler_defaults(self, name: str) -> dict[str, Any]:
         """Options a sampler gets from this model (its `defaults_from`: the training t_min as the
@@ -291,7 +263,7 @@ class DiffusionModel:
         return t_min if t_min > 0 else 1e-5
 
     def conditional_denoiser(self, label: int | str | None, guidance: float = 0.0):
-        num_classes = getattr(self.backbone, "num_classes", 0)
+        num_classes = self.denoiser.capabilities.num_classes
         if not num_classes:
             if label is not None:
                 raise DnadiffError("this model is not class-conditional (trained without labels)")
@@ -323,4 +295,6 @@ class DiffusionModel:
         return dataclasses.asdict(self.backbone.config)
 
 
-__all__ = ["DiffusionModel", "Denoiser", "SuppressTokens", "build_objective_for", "sigma_of"]
+Denoiser = BackboneDenoiser  # the old name (tests and users import it); the protocol is dnadiff.denoiser.Denoiser
+
+__all__ = ["BackboneDenoiser", "DiffusionModel", "SuppressTokens", "build_objective_for", "sigma_of"]

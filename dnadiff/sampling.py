@@ -13,6 +13,11 @@ batch size, and `seed=S, first_index=I, num=1` regenerates record I), the statis
 `on_step(done, batch, step)` after every network call, with `done` the steps finished over the whole
 run (at most `steps_per_batch` a batch), `batch` the batch under way (1-based) and `step` its step.
 `dnadiff sample` is this call plus argument checks and output files.
+
+The one owner of a sampling run: `sampler_name` chooses the name, `resolve_sampler` builds the sampler
+from a name (or takes one already built) once per run, with the model's defaults and checks; `sample`
+runs it batch by batch, counting the network calls in one place (a CountingDenoiser around the model,
+whose `on_call` drives `on_step`: progress bars, timing and statistics hang on that callback).
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from dnadiff.samplers import SAMPLERS, SeedStream
+from dnadiff.errors import DnadiffError
+from dnadiff.samplers import SAMPLERS, SeedStream, build_sampler
 
 # CPU denoiser calls of ~8K tokens keep the activations in cache: 8 x 1,024 tokens a call ran at 1.75x the
 # tokens/s of 64 x 1,024 on one thread (benchmarks/sample_batch.py, results/sample_batch_cpu*.json)
@@ -88,17 +94,72 @@ def sample_records(res: SampleResult, texts: list[str], label: int | str | None 
             for i, s in enumerate(texts)]
 
 
+def sampler_name(requested: str | None, objective=None, config=None) -> str:
+    """The sampler a run uses: the one asked for, else the objective's own (`autoregressive` for AR models,
+    `udlm` for uniform noise), else the config's `sample.sampler` (ancestral without a config). The one
+    place the name is chosen: `resolve_sampler`, and `dnadiff sample` before the weights load, call it."""
+    own = getattr(objective, "default_sampler", None)
+    return requested or own or (config.sample.sampler if config is not None else "ancestral")
+
+
+def resolve_sampler(model, sampler: Any = None, steps: int | None = None, **options: Any):
+    """The sampler of a run on `model` (a DiffusionModel), built once: `sampler` a registered name (None:
+    `sampler_name`'s choice) built with the config's options (when it is the config's sampler), then
+    `options`, then the model's defaults (the sampler's `defaults_from`; an explicit `steps` beats the
+    config's), after checking that it fits the model (AR or not, its noise, eps >= the training t_min).
+    A sampler or guidance method already built is returned as it is (it holds its steps and options)."""
+    if sampler is not None and not isinstance(sampler, str):
+        if steps is not None or options:
+            raise DnadiffError("a built sampler takes no steps or sampler options: give them when building it")
+        return sampler
+    objective, cfg = model.objective, model.config
+    if not objective.generator:
+        raise DnadiffError(f"an {objective.name.upper()}-trained model is not a generator: fine-tune it with "
+                           "the mdlm objective first")
+    name = sampler_name(sampler, objective, cfg)
+    cls = SAMPLERS.get(name) if name in SAMPLERS else None  # an unknown name: the registry's error below
+    if (cls is not None and cls.autoregressive) != model.is_autoregressive:
+        kind = "an AR model samples only" if model.is_autoregressive else "only AR models sample"
+        ar_name = objective.default_sampler or SAMPLERS.where(autoregressive=True)[0]
+        raise DnadiffError(f"sampler {name!r}: {kind} with {ar_name!r}")
+    noise = objective.noise
+    if cls is not None and not cls.autoregressive and cls.noise != noise:
+        fits = " or ".join(n for n in SAMPLERS.where(noise=noise) if not SAMPLERS.get(n).autoregressive)
+        raise DnadiffError(f"sampler {name!r} samples {cls.noise} noise; this {objective.name} model "
+                           f"({noise} noise) samples with {fits}")
+    opts = dict(cfg.sample.options) if name == cfg.sample.sampler else {}
+    opts.update(options)
+    if cls is not None and not cls.has_steps:
+        if steps and not cls.autoregressive:
+            raise DnadiffError(f"sampler {name!r} has no steps (one call per generated token): drop --steps")
+        opts.pop("steps", None)  # AR: one step per position, a diffusion step count does not apply
+    else:
+        if steps:
+            opts["steps"] = steps  # an explicit argument beats the config's options
+        opts.setdefault("steps", cfg.sample.steps)
+    for key, value in model.sampler_defaults(name).items():
+        opts.setdefault(key, value)
+    if "eps" in opts and (cls is None or cls.has_time) and float(opts["eps"]) < model.sampling_eps:
+        raise DnadiffError(f"sampler option eps={opts['eps']} is below the model's training t_min "
+                           f"{model.sampling_eps} (objective.t_min): it would query times the model never saw")
+    return build_sampler(name, **opts)  # an unknown name: the registry's one-line error
+
+
+def progress_steps_of(smp, model, length: int) -> int:
+    """The steps a batch of `length` tokens shows on a progress bar for the built sampler `smp`: one per
+    token for AR models and step-less samplers (first_hitting), the count of a sampler that declares its own
+    (`progress_steps`: semi_ar runs its inner sampler once per window, the windows' steps summed), else
+    its step count."""
+    if hasattr(smp, "progress_steps") and not model.is_autoregressive:  # it counts its own (windows, blocks)
+        return smp.progress_steps(length)
+    stepless = model.is_autoregressive or not smp.has_steps  # one call per token
+    return length if stepless else smp.steps
+
+
 def steps_per_batch(model, length: int, sampler: str | None = None, steps: int | None = None,
                     options: dict | None = None) -> int:
-    """The steps a batch shows on a progress bar: one per token for AR models and step-less samplers
-    (first_hitting), else `steps` or the model config's; semi_ar (`options`: its window, stride, inner and
-    inner_options) runs its inner sampler once per window, so the windows' steps summed."""
-    name = sampler or model.objective.default_sampler or model.config.sample.sampler
-    if name == "semi_ar" and not model.is_autoregressive:  # the sampler counts its windows
-        built = SAMPLERS.build(name, steps=steps or model.config.sample.steps, **(options or {}))
-        return built.progress_steps(length)
-    stepless = model.is_autoregressive or not SAMPLERS.get(name).has_steps  # one call per token
-    return length if stepless else (steps or model.config.sample.steps)
+    """`progress_steps_of` the sampler `resolve_sampler` builds from these arguments."""
+    return progress_steps_of(resolve_sampler(model, sampler, steps, **(options or {})), model, length)
 
 
 def sample(model, num: int, length: int, *, sampler: Any = None, steps: int | None = None,
@@ -115,53 +176,40 @@ def sample(model, num: int, length: int, *, sampler: Any = None, steps: int | No
     design`: then no `steps` or options); `on_batch(sampler, x)` runs after each batch (x: its samples,
     on the model's device), where a guidance method's rewards and costs of that batch are read."""
     chunk = batch_size or default_batch_size(num, length, model)
-    per_batch = 0 if on_step is None else progress_steps or steps_per_batch(model, length, sampler, steps, options)
-    per_step = (2 if rc_symmetric else 1) * (2 if label is not None and guidance else 1)  # calls a step makes
-    calls = [0, 0, False]  # network calls in this batch, batches finished, any call made
+    smp = resolve_sampler(model, sampler, steps, **options)  # once for the whole run
+    per_batch = 0 if on_step is None else progress_steps or progress_steps_of(smp, model, length)
+    # backbone passes per counted call: 2 under classifier-free guidance (conditional + unconditional, or the
+    # unconditional model a udlm sampler calls itself) or --rc-symmetric, 4 with both
+    per_step = (2 if rc_symmetric else 1) * (2 if label is not None and guidance else 1)
+    calls = [0, 0, False]  # calls in this batch, batches finished, any call made
 
-    def on_forward(*_):
-        # a batch counts at most `per_batch` steps: the noise-removal pass after the last step (and a
-        # guided or strand-averaged sampler's extra calls) never push it past its total
+    def on_call(*_):
+        # a batch counts at most `per_batch` steps: the noise-removal pass after the last step never pushes
+        # it past its total
         calls[0] += 1
         calls[2] = True
-        step = min(per_batch, calls[0] // per_step)
-        on_step(calls[1] * per_batch + step, calls[1] + 1, step)
+        if on_step is not None:
+            step = min(per_batch, calls[0])
+            on_step(calls[1] * per_batch + step, calls[1] + 1, step)
 
-    passes = [0]  # backbone forward passes in this batch: a CFG or strand-averaged call makes two
-
-    def count_pass(*_):
-        passes[0] += 1
-
-    hook = model.backbone.register_forward_hook(on_forward) if on_step is not None else None
-    counter = model.backbone.register_forward_hook(count_pass)
-    samples, row_nfe, nfe, steps_used, smp = [], [], 0, 0, None
+    samples, row_nfe, nfe, steps_used = [], [], 0, 0
     start = time.time()
-    try:
-        for i in range(0, num, chunk):
-            n = min(chunk, num - i)
-            passes[0] = 0
-            tmpl = template[i : i + n] if template is not None else None
-            x, smp = model.generate(n, length, sampler=sampler, steps=steps, template=tmpl,
-                                    generator=SeedStream(seed, first_row=first_index + i), return_sampler=True,
-                                    label=label, guidance=guidance, rc_symmetric=rc_symmetric, **options)
-            if on_batch is not None:
-                on_batch(smp, x)
-            samples.append(x.cpu())
-            # network passes per sampler call: 2 under classifier-free guidance (conditional + unconditional) or
-            # --rc-symmetric, 4 with both; 1 where the backbone's forward is not what a step calls (AR decoding)
-            # and for guidance methods (dnadiff design), which count their own denoiser rows
-            plain = smp.last_nfe_per_row is not None and smp.last_nfe and passes[0] > smp.last_nfe
-            per_call = round(passes[0] / smp.last_nfe) if plain else 1
-            nfe += smp.last_nfe * per_call
-            row_nfe.append(None if smp.last_nfe_per_row is None else smp.last_nfe_per_row * per_call)
-            steps_used = max(steps_used, smp.last_steps)
-            calls[0], calls[1] = 0, calls[1] + 1  # a sampler that stopped early (all unmasked) finished its batch
-            if on_step is not None and calls[2]:
-                on_step(calls[1] * per_batch, calls[1], per_batch)
-    finally:
-        counter.remove()
-        if hook is not None:
-            hook.remove()
+    for i in range(0, num, chunk):
+        n = min(chunk, num - i)
+        tmpl = template[i : i + n] if template is not None else None
+        x = model.generate(n, length, sampler=smp, template=tmpl, generator=SeedStream(seed, first_row=first_index + i),
+                           label=label, guidance=guidance, rc_symmetric=rc_symmetric, on_call=on_call)
+        if on_batch is not None:
+            on_batch(smp, x)
+        samples.append(x.cpu())
+        # a guidance method (dnadiff design) counts its own denoiser rows (last_nfe_per_row None): 1 pass a call
+        per_call = per_step if smp.last_nfe_per_row is not None else 1
+        nfe += smp.last_nfe * per_call
+        row_nfe.append(None if smp.last_nfe_per_row is None else smp.last_nfe_per_row * per_call)
+        steps_used = max(steps_used, smp.last_steps)
+        calls[0], calls[1] = 0, calls[1] + 1  # a sampler that stopped early (all unmasked) finished its batch
+        if on_step is not None and calls[2]:
+            on_step(calls[1] * per_batch, calls[1], per_batch)
     wall = time.time() - start
     return SampleResult(x=torch.cat(samples), sampler=smp, batch_size=chunk, num_batches=len(samples),
                         nfe_total=nfe, nfe_per_row=None if any(r is None for r in row_nfe) else torch.cat(row_nfe),
@@ -191,5 +239,5 @@ def output_paths(out: str | None, kind: str) -> tuple[str | None, str | None]:
     return out, stats
 
 
-__all__ = ["CPU_TOKENS_PER_CALL", "DNA_SUFFIXES", "SampleResult", "default_batch_size", "output_paths", "sample",
-           "sample_records", "steps_per_batch"]
+__all__ = ["CPU_TOKENS_PER_CALL", "DNA_SUFFIXES", "SampleResult", "default_batch_size", "output_paths",
+           "progress_steps_of", "resolve_sampler", "sample", "sample_records", "sampler_name", "steps_per_batch"]

@@ -149,16 +149,15 @@ def evaluate_row(row: dict, args, sweep: bool) -> dict:
 
 
 def time_samples(model, num: int, length: int, batch: int, seed: int, **opts) -> tuple[torch.Tensor, float]:
-    """Samples with the tokenizer's BOS fixed at position 0 (as every training block starts)."""
+    """Samples with the tokenizer's BOS fixed at position 0 (as every training block starts), through
+    dnadiff.sample (batches of `batch`, one random stream per sequence), and the seconds per sequence."""
+    import dnadiff
+
     tok = model.tokenizer
-    out, start = [], time.time()
-    gen = torch.Generator(device=model.device).manual_seed(seed)
-    for s in range(0, num, batch):
-        b = min(batch, num - s)
-        template = torch.full((b, length), tok.mask_id, dtype=torch.long)
-        template[:, 0] = tok.bos_id
-        out.append(model.generate(b, length, template=template, generator=gen, **opts).cpu())
-    return torch.cat(out), (time.time() - start) / num
+    template = torch.full((num, length), tok.mask_id, dtype=torch.long)
+    template[:, 0] = tok.bos_id
+    res = dnadiff.sample(model, num, length, template=template, batch_size=batch, seed=seed, **opts)
+    return res.x, res.wall_seconds / num
 
 
 def train_scorer(tok_path: str, ds, out_dir: Path, seconds: float, steps: int, batch: int, seed: int) -> str:

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.config import parse_overrides
     from dnadiff.logs import log, progress_bar
     from dnadiff.samplers import SAMPLERS, build_sampler
-    from dnadiff.sampling import sample, sample_records, steps_per_batch
+    from dnadiff.sampling import progress_steps_of, resolve_sampler, sample, sample_records, sampler_name
     from dnadiff.utils import format_table, json_text, write_together
 
     # ---- everything the user typed is checked before the model is loaded
@@ -94,13 +94,13 @@ def run(args: argparse.Namespace) -> int:
         options["temperature"] = args.temperature
     if args.top_p != 1.0:
         options["top_p"] = args.top_p
-    own = objective.default_sampler if objective is not None else None  # e.g. udlm models: the udlm sampler
-    sampler_name = args.sampler or own or (req.cfg.sample.sampler if req.cfg is not None else "ancestral")
+    name = sampler_name(args.sampler, objective, req.cfg)  # e.g. udlm models: the udlm sampler
     if autoregressive:  # the model's own decoding: the options it sets are not the user's
         check_sampler_options(objective.default_sampler, options, model_sets=True)
-    else:  # and the sampler's own value checks (temperature > 0, ...) before the model loads
-        check_sampler_options(sampler_name, options)
-        build_sampler(sampler_name, **options, **({"steps": args.steps} if args.steps else {}))
+    else:  # and the sampler's own value checks (temperature > 0, ...) before the model loads: a trial build,
+        # without the model's defaults; the run's sampler is built once, by resolve_sampler below
+        check_sampler_options(name, options)
+        build_sampler(name, **options, **({"steps": args.steps} if args.steps else {}))
     if req.fixes_tokens and kind != "dna":
         raise DnadiffError("--prefix/--suffix/--template-fasta need a DNA model")
     check_prefix_suffix(args)
@@ -110,14 +110,12 @@ def run(args: argparse.Namespace) -> int:
     model = req.load_model()
     length = req.length(model)
     max_len = model.max_length
-    chosen = args.sampler or model.config.sample.sampler
-    if max_len and length > max_len and not (chosen in SAMPLERS and SAMPLERS.get(chosen).any_length):
+    smp = resolve_sampler(model, args.sampler, args.steps, **options)  # the run's sampler, built once
+    if max_len and length > max_len and not smp.any_length:
         raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler "
                            f"{' or '.join(SAMPLERS.where(any_length=True))}")
     trained = getattr(getattr(model.config, "data", None), "seq_len", None)
-    sampler_cls = SAMPLERS.get(sampler_name) if sampler_name in SAMPLERS else None
-    if (not autoregressive and trained and length > trained and sampler_cls is not None
-            and not sampler_cls.any_length and sampler_cls.noise == model.objective.noise):  # else: its error
+    if not autoregressive and trained and length > trained and not smp.any_length:
         # results/mdlm_diagnosis.md: a bidirectional model's samples drift beyond the length it was trained
         # on (GC, CpG at 1,024 bp from 128-bp windows); windows of the trained length do not
         log.warning("warning: --length %d is longer than the %d-token windows this model was trained on; "
@@ -131,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
     chunk = args.batch_size or default_batch_size(args.num, length, model)
     # the bar counts denoising steps (network calls of the sampler), not batches
-    steps = steps_per_batch(model, length, sampler_name, args.steps, options)
+    steps = progress_steps_of(smp, model, length)
     batches = -(-args.num // chunk)
     bar = None  # opened at the first network call: an early error stays the only line on stderr
 
@@ -150,10 +148,9 @@ def run(args: argparse.Namespace) -> int:
             bar.update(done - bar.n)
 
     try:
-        res = sample(model, args.num, length, sampler=args.sampler, steps=args.steps, template=template,
-                     batch_size=chunk, seed=args.seed, first_index=args.first_index, label=args.label,
-                     guidance=args.guidance, rc_symmetric=args.rc_symmetric, on_step=on_step, progress_steps=steps,
-                     **options)
+        res = sample(model, args.num, length, sampler=smp, template=template, batch_size=chunk, seed=args.seed,
+                     first_index=args.first_index, label=args.label, guidance=args.guidance,
+                     rc_symmetric=args.rc_symmetric, on_step=on_step, progress_steps=steps)
     finally:
         if bar is not None:
             bar.close()

@@ -44,6 +44,8 @@ class GuidedMethod:
           an hour without --allow-slow.
     """
 
+    posterior_cfg = False  # as Sampler.posterior_cfg: guidance of the logits, never udlm's posterior D-CFG
+
     name = "guided"
     strength: tuple[str, bool] | None = None
     needs_token_ids = False

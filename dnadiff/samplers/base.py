@@ -131,6 +131,7 @@ class Sampler:
     autoregressive = False  # left-to-right decoding: the sampler of AR models, and only of them
     guidable = True  # guidance methods can wrap it (one window stepped by `step`)
     any_length = False  # it may generate beyond the backbone's maximum length (semi_ar's windows)
+    posterior_cfg = False  # classifier-free guidance at the posterior (`with_cfg`: udlm's D-CFG), not on the logits
     noise = "mask"  # the objective noise it samples (Objective.noise): "mask", or "uniform" (samplers/uniform.py)
     model_options: tuple[str, ...] = ()  # options the model sets (`defaults_from`), not the user
 
@@ -218,7 +219,10 @@ class Sampler:
         device = _device_of(denoiser, template, generator)
         x = self.initial_state(mask_id, (B, L), template, device)
         stream = make_stream(generator, B, device, self.float32_draws)
-        counting = CountingDenoiser(denoiser)
+        # one counter per run: the caller's (dnadiff.sample passes its CountingDenoiser, whose on_call drives the
+        # progress), else one of its own; this call's NFE are what it adds
+        counting = denoiser if isinstance(denoiser, CountingDenoiser) else CountingDenoiser(denoiser)
+        calls_before, rows_before = counting.calls, counting.rows
         chunk = self.batch_size or B
         outs, nfe, steps = [], [], 0
         for i in range(0, B, chunk):
@@ -227,9 +231,9 @@ class Sampler:
             outs.append(state.x)
             nfe.append(state.nfe if state.nfe is not None else torch.zeros(part.shape[0], dtype=torch.long))
             steps = max(steps, state.step)
-        self.last_nfe = counting.calls
+        self.last_nfe = counting.calls - calls_before
         self.last_nfe_per_row = torch.cat([n.cpu() for n in nfe])
-        self.last_rows = counting.rows
+        self.last_rows = counting.rows - rows_before
         self.last_steps = steps
         return torch.cat(outs, dim=0)
 

@@ -38,6 +38,7 @@ class UniformSampler(Sampler):
 
     name = "udlm"
     noise = "uniform"
+    posterior_cfg = True  # with_cfg below
     model_options = ("data_ids",)
 
     @classmethod
