@@ -50,3 +50,21 @@ def test_bad_options_are_one_line_errors(argv, match, capsys):
     assert bd.main(["--dry-run", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and match in err and "\n" not in err
+
+
+def test_variance_benchmark_measures_plain_and_clipped(tmp_path):
+    """benchmarks/bd3lm_variance.py on an untrained block model: the plain row is the NELBO estimate, a
+    clipped one draws only mask rates in [β, ω]: without the 1/t weights of small t it varies far less."""
+    import sys
+
+    from helpers.cli_model import tiny_model_dir
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    bench = importlib.import_module("bd3lm_variance")
+    model = tiny_model_dir(tmp_path, overrides=["model.backbone=mamba", "objective.name=bd3lm",
+                                                "objective.block_size=8", "model.overrides.scan_impl=chunked"])
+    rows = bench.measure(model, [(0.45, 0.95)], windows=8, batch_size=4, repeats=6)
+    plain, clipped = rows
+    assert plain["clip"] is None and clipped["clip"] == (0.45, 0.95) and plain["block_size"] == 8
+    assert plain["batches"] == 2 and plain["windows"] == 8 and plain["variance_vs_plain"] == 1.0
+    assert 0 < clipped["variance"] < plain["variance"] and 1.0 < plain["mean_loss"] < 5.0
