@@ -96,3 +96,35 @@ def test_a_guidance_method_samples_through_the_same_call(model):
     assert torch.equal(torch.cat([r for r, _ in batches]), method.last_rewards.cpu())
     with pytest.raises(dnadiff.DnadiffError, match="built sampler"):
         dnadiff.sample(model, 1, 16, sampler=method, steps=4)
+
+
+def test_the_sampler_is_built_once_per_run(model, monkeypatch):
+    """Issue 50: one resolution per run, not one per batch (and not again for the progress bar's count)."""
+    from dnadiff.samplers import SAMPLERS
+
+    built, build = [], SAMPLERS.build
+    monkeypatch.setattr(SAMPLERS, "build", lambda name, **kw: built.append(name) or build(name, **kw))
+    res = dnadiff.sample(model, 5, 24, steps=4, seed=0, batch_size=2, on_step=lambda *a: None)
+    assert built == ["ancestral"] and res.num_batches == 3
+    built.clear()
+    res = dnadiff.sample(model, 3, 24, sampler="semi_ar", steps=2, seed=0, batch_size=1, on_step=lambda *a: None,
+                         window=8, stride=4)
+    assert built == ["semi_ar", "ancestral"] and res.num_batches == 3  # semi_ar builds its inner sampler once
+
+
+def test_the_cli_resolves_its_sampler_once(model, tmp_path, monkeypatch):
+    """`dnadiff sample`: a trial build of the options before the weights load (no model defaults), then
+    resolve_sampler once; the run's batches and its progress bar use that one sampler."""
+    from dnadiff import sampling
+    from dnadiff.cli import main
+
+    calls, resolve = [], sampling.resolve_sampler
+    monkeypatch.setattr(sampling, "resolve_sampler", lambda *a, **k: calls.append(a[1:]) or resolve(*a, **k))
+    model_dir = tiny_model_dir(tmp_path, seq_len=24)
+    assert main(["sample", model_dir, "-n", "4", "--length", "24", "--steps", "3", "--batch-size", "2",
+                 "--out", str(tmp_path / "s.fa")]) == 0
+    assert calls[0] == (None, 3)  # (sampler, steps) as typed: the name is chosen inside
+    assert len(calls) == 2 and calls[1][0].name == "ancestral"  # then dnadiff.sample gets it built: passed through
+    from dnadiff.samplers import Sampler
+
+    assert isinstance(calls[1][0], Sampler) and calls[1][1] is None
