@@ -79,6 +79,9 @@ ROWS = {
     # opt-in (issue 33 §3, another bidirectional network): a DiT MDLM within the same budget
     "dit_mdlm": {"row": "DiT MDLM (cpu-hour)", "config": "experiments/cpu_hour_dit_mdlm", "kind": "bound",
                  "dry_model": ["model.overrides.hidden_size=16", "model.overrides.n_heads=2"]},
+    # opt-in (issue 48): the paper's continuous-diffusion row, Plaid, on the same DiT, data and budget
+    "dit_plaid": {"row": "DiT Plaid (cpu-hour)", "config": "experiments/cpu_hour_dit_plaid", "kind": "bound",
+                  "dry_model": ["model.overrides.hidden_size=16", "model.overrides.n_heads=2"]},
 }
 DEFAULT_ROWS = ("mamba_ar", "caduceus_mdlm")
 MARKOV = {"row": "Markov best k on valid", "config": "experiments/tiny_dna_markov", "kind": "exact"}

@@ -6,6 +6,7 @@ Rows (each over >= 3 seeds: mean, and range = max − min over seeds, the paper'
     Mamba     AR from scratch                                                       (exact)
     HyenaDNA  AR from scratch (causal)                                              (exact)
     HyenaDNA  bidirectional, mdlm from scratch                                      (bound)
+    Plaid     a DiT on learned embeddings, from scratch (Gaussian diffusion, learned schedule)  (bound)
 AR rows get the whole budget (pretrain + fine-tune steps) so every row sees the same tokens.
 Classical baselines (pipelines/perplexity_baselines.py): order-k Markov chains (interpolated
 Kneser-Ney) for k = 0, 3, 5, 8 and the k chosen on the valid split, fitted on the same train split
@@ -60,7 +61,7 @@ SCALES = {
                   "train.val_every=100000", "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false",
                   "train.log_every=10", "train.threads=1"],
         "pretrain_steps": 300, "finetune_steps": 300, "d3pm_T": 1000,
-        "presets": {"caduceus": "tiny", "mamba": "tiny", "hyena": "tiny"},
+        "presets": {"caduceus": "tiny", "mamba": "tiny", "hyena": "tiny", "plaid": "tiny"},
         "eval_windows": 256, "seeds": 3,
     },
     # Paper (app. D.7): HG38, L = 1024, batch 1024, Caduceus dna-467k; MLM pretraining then fine-tuning.
@@ -71,7 +72,8 @@ SCALES = {
                   "train.ema=0.9999", "train.val_every=1000", "train.ckpt_every=1000"],
         "pretrain_steps": 10000, "finetune_steps": 10000, "d3pm_T": 1000,
         # tab. 6 sizes: Caduceus-PS d118 x 4 (470,702), Mamba d128 x 4 (468,608), HyenaDNA tiny-1k (436,096)
-        "presets": {"caduceus": "dna-467k", "mamba": "dna-465k", "hyena": "tiny-1k"},
+        # Plaid: tab. 6 gives 507K parameters; a DiT h96 x 3 with Plaid's embeddings and schedule has 500,720
+        "presets": {"caduceus": "dna-467k", "mamba": "dna-465k", "hyena": "tiny-1k", "plaid": "dna-507k"},
         "eval_windows": 0, "seeds": 3,
     },
 }
@@ -95,7 +97,20 @@ def row_specs(scale: dict) -> list[dict]:
          "steps": p + f, "kind": "exact", "extra": ["model.overrides.causal=true"]},
         {"row": "HyenaDNA (bidirectional) MDLM", "key": "hyena_mdlm", "backbone": "hyena", "preset": pre["hyena"],
          "objective": "mdlm", "steps": p + f, "kind": "bound"},
+        # Plaid (Gulrajani & Hashimoto 2023): its own embeddings and schedule, so from scratch with the AR rows'
+        # budget; its bound (diffusion + reconstruction + prior, diffusion/plaid.py) is an upper bound like MDLM's
+        {"row": "Plaid (DiT on learned embeddings)", "key": "plaid", "backbone": "dit", "preset": "tiny",
+         "objective": "plaid", "steps": p + f, "kind": "bound", "extra": PLAID_SIZES[pre.get("plaid", "tiny")]},
     ]
+
+
+# the Plaid row's DiT (time-conditioned: Plaid's network reads the noise level) at each size
+PLAID_SIZES = {
+    "tiny": ["model.overrides.hidden_size=32", "model.overrides.n_heads=4", "model.overrides.n_blocks=2",
+             "model.overrides.adaln_dim=16", "model.overrides.time_conditioning=true"],  # 42,416 parameters
+    "dna-507k": ["model.overrides.hidden_size=96", "model.overrides.n_heads=4", "model.overrides.n_blocks=3",
+                 "model.overrides.adaln_dim=64", "model.overrides.time_conditioning=true"],  # 500,720
+}
 
 
 # --dry-run: the scale's rows unchanged except data size and steps (the genome sample bundled in the package)
@@ -107,7 +122,7 @@ DRY_RUN = {
     "markov_orders": (0, 3), "markov_max_order": 3,  # counts of the sample: a fraction of a second
 }
 # cpu scale, --sizes paper (default from --budget-minutes 60): the paper's ~470K models at CPU settings
-CPU_PAPER_SIZES = {"caduceus": "dna-467k", "mamba": "gb-d128", "hyena": "tiny-1k"}
+CPU_PAPER_SIZES = {"caduceus": "dna-467k", "mamba": "gb-d128", "hyena": "tiny-1k", "plaid": "dna-507k"}
 
 
 def summarize_rows(specs: list[dict], results: dict[str, list[dict]], budget: bool = False) -> list[dict]:

@@ -233,3 +233,28 @@ def test_sampler_keeps_templates_and_does_not_depend_on_the_batch_layout():
                        smp.generate(den, None, 5, (3, 5), template=tmpl[1:], generator=SeedStream(3, first_row=1))])
     assert torch.equal(whole, parts) and bool((whole[:, 2] == 1).all())
     assert not torch.equal(whole, smp.generate(den, None, 5, (4, 5), template=tmpl, generator=4))
+
+
+def test_schedule_shape_gets_the_gradient_of_the_squared_diffusion_term(monkeypatch):
+    """VDM's variance-minimising schedule (app. I.2): with the hooks, d(Σ_b L_b)/dη for the shape's parameters η
+    equals (without them) d(Σ_b L_b²)/dη; the end points keep the bound's own gradient."""
+    from dnadiff.diffusion import plaid
+
+    gamma = schedule(-5.0, 5.0)
+    obj = build_objective("plaid", vocab_size=2)
+    x0 = torch.tensor([[0, 1, 0], [1, 1, 0], [0, 0, 1]])
+
+    def grads(square: bool):
+        gamma.zero_grad()
+        d = obj.terms(ExactMixture(gamma), x0, generator=torch.Generator().manual_seed(4))["diffusion"].sum(1)
+        ((d**2).sum() if square else d.sum()).backward()
+        return gamma.w2.grad.clone(), gamma.gamma_0.grad.clone(), d.detach()
+
+    hooked, ends_hooked, d = grads(False)
+    monkeypatch.setattr(plaid, "variance_gradient", lambda *a: None)
+    plain, ends_plain, _ = grads(False)
+    squared, _, _ = grads(True)
+    torch.testing.assert_close(hooked, squared)
+    torch.testing.assert_close(ends_hooked, ends_plain)
+    assert not torch.allclose(hooked, plain) and hooked.abs().sum() > 0
+

@@ -11,7 +11,10 @@ Monotone by construction: each layer is increasing in its input (positive weight
 l1's weight is > 0, so γ̃ is strictly increasing and γ goes from γ_0 (t = 0, nearly clean) to γ_1 (t = 1,
 nearly pure noise) whatever the parameters (VDM's `DenseMonotone` takes |w|; softplus keeps the slope > 0,
 so no parameter update can make it flat). γ_0, δ are learned (VDM's learned endpoints, `gamma_min` /
-`gamma_max` at initialisation). The derivative γ'(t), which weighs the diffusion term (VDM eq. 17), is
+`gamma_max` at initialisation). The continuous-time bound depends on the end points only (VDM eq. 20): the
+interior shape u(t) changes the Monte-Carlo variance, not the value, so the objective trains the end points on
+the bound and the shape on the variance of the diffusion term (VDM §4 / app. I.2; diffusion/plaid.py).
+The derivative γ'(t), which weighs the diffusion term (VDM eq. 17), is
 computed in closed form (the chain rule through the three layers), not by autograd, so that the training
 loss stays differentiable in the schedule's parameters through it.
 
@@ -60,14 +63,22 @@ class MonotoneGamma(nn.Module):
         g0 = self.gamma_0.double()[0]
         return g0, g0 + F.softplus(self.log_gap.double()[0])
 
-    def forward(self, t: Tensor) -> tuple[Tensor, Tensor]:
-        """(γ(t), γ'(t)) Float64[B] for t Float[B] in [0, 1]."""
+    def shape(self, t: Tensor) -> tuple[Tensor, Tensor]:
+        """(u(t), u'(t)) Float64[B]: the normalised shape (γ̃(t) - γ̃(0)) / (γ̃(1) - γ̃(0)), 0 at t = 0 and 1 at t = 1,
+        which only the interior parameters (not the end points) move."""
         t = t.reshape(-1)
         g, dg = self._raw(t)
         ends, _ = self._raw(torch.tensor([0.0, 1.0], dtype=torch.float64, device=t.device))
+        return (g - ends[0]) / (ends[1] - ends[0]), dg / (ends[1] - ends[0])
+
+    def combine(self, u: Tensor, du: Tensor) -> tuple[Tensor, Tensor]:
+        """(γ, γ') = (γ_0 + (γ_1 - γ_0) u, (γ_1 - γ_0) u') from a shape."""
         g0, g1 = self.endpoints()
-        scale = (g1 - g0) / (ends[1] - ends[0])
-        return g0 + scale * (g - ends[0]), scale * dg
+        return g0 + (g1 - g0) * u, (g1 - g0) * du
+
+    def forward(self, t: Tensor) -> tuple[Tensor, Tensor]:
+        """(γ(t), γ'(t)) Float64[B] for t Float[B] in [0, 1]."""
+        return self.combine(*self.shape(t))
 
 
 def alpha_sigma(gamma: Tensor) -> tuple[Tensor, Tensor]:
