@@ -117,3 +117,12 @@ def test_bad_options_are_refused():
         build_objective("ssdlm", vocab_size=V, simplex_value=-1.0)
     with pytest.raises(DnadiffError, match="vocab_size .* is required"):
         build_sampler("ssdlm", steps=2).generate(Recorder(), None, MASK, (1, 4))
+
+
+def test_context_limits_what_a_block_reads():
+    den = Recorder(shift=1)
+    smp = build_sampler("ssdlm", steps=2, vocab_size=V, block_size=4, context=3)
+    x = smp.generate(den, None, MASK, (2, 11), generator=0)
+    assert [s.shape[1] for s, _ in den.seen] == [4, 4, 7, 7, 6, 6]  # at most 3 finished tokens + the block
+    soft, _ = den.seen[-1]
+    assert torch.equal(soft[:, :3], torch.nn.functional.one_hot(x[:, 5:8], V).float())

@@ -40,7 +40,9 @@ from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, shape_probs
 @SAMPLERS.register("ssdlm")
 class SSDLMSampler(Sampler):
     """`build_sampler("ssdlm", steps=1000, block_size=25, simplex_value=5.0, projection="sample", top_p=1.0)`;
-    `steps` counts per block (the MDLM paper's SSD-LM row: 1000 per block of 25)."""
+    `steps` counts per block (the MDLM paper's SSD-LM row: 1000 per block of 25); `context`: at most that many
+    finished tokens before a block are read (None: all of them; a model trained on L-token windows saw at most
+    L - block_size)."""
 
     name = "ssdlm"
     noise = "simplex"
@@ -54,8 +56,11 @@ class SSDLMSampler(Sampler):
                 "simplex_value": getattr(obj, "simplex_value", 5.0)}
 
     def __init__(self, steps: int = 1000, *, vocab_size: int | None = None, block_size: int = 25,
-                 simplex_value: float = 5.0, projection: str = "sample", **options):
+                 simplex_value: float = 5.0, projection: str = "sample", context: int | None = None, **options):
         super().__init__(steps, **options)
+        if context is not None and (int(context) != context or context < 0):
+            raise DnadiffError(f"sampler 'ssdlm': context must be an integer >= 0 (or unset: all), got {context!r}")
+        self.context = None if context is None else int(context)
         if vocab_size is not None and int(vocab_size) < 2:
             raise DnadiffError(f"sampler 'ssdlm': vocab_size (the simplex width) must be >= 2, got {vocab_size!r}")
         self.vocab_size = None if vocab_size is None else int(vocab_size)  # a model sets it (defaults_from)
@@ -93,6 +98,7 @@ class SSDLMSampler(Sampler):
             if self.progress else None
         for k, (a, b) in enumerate(self.blocks(L)):
             n = b - a
+            c = 0 if self.context is None else max(0, a - self.context)  # the context's first position
             block_rng = rng.child(k)
             keep = fixed[:, a:b]  # (B, n)
             s = K * block_rng.at(0).normal((n, V)).float()  # s_1 = K ε (ᾱ(1) = 0)
@@ -100,9 +106,9 @@ class SSDLMSampler(Sampler):
                 t = grid[i].expand(B).float()
                 probs = torch.softmax(s, dim=-1)
                 probs = torch.where(keep[..., None], F.one_hot(out[:, a:b], V).float(), probs)
-                ids = torch.cat([out[:, :a], probs.argmax(-1)], dim=1)  # (B, b): the ids the lookup is hooked on
-                soft = torch.cat([F.one_hot(out[:, :a], V).float(), probs], dim=1)
-                logits = call_soft(inner, ids, soft, t)[:, a:b].float()  # (B, n, V)
+                ids = torch.cat([out[:, c:a], probs.argmax(-1)], dim=1)  # (B, b - c): the ids the lookup is hooked on
+                soft = torch.cat([F.one_hot(out[:, c:a], V).float(), probs], dim=1)
+                logits = call_soft(inner, ids, soft, t)[:, a - c:].float()  # (B, n, V)
                 if 0 <= mask_id < V:  # the mask id is no data token (the model's banned ids are suppressed already)
                     logits[..., mask_id] = NEG_INF
                 if counter is not None:
