@@ -75,3 +75,39 @@ def test_train_eval_sample_and_finetune_from_ar(tmp_path, capsys):
     for k, v in ft.backbone.state_dict().items():  # started from the AR (a step at lr 1e-12 moves nothing)
         torch.testing.assert_close(v, ar_w[k], rtol=0, atol=1e-6)
     assert Path(tmp_path / "ft" / "model" / "config.json").is_file()
+
+
+@pytest.mark.slow  # ~15 s on an idle core (40 training steps), a minute on a loaded one
+@pytest.mark.training
+def test_text_dit_block_model_trains_and_samples_to_eos(tmp_path):
+    """Text: a causal DiT trained with bd3lm on a small corpus; sampling 40 tokens (> the 16 trained on) stops
+    at EOS ([SEP]: everything after a row's first one is [PAD]); the KV-cached path gives the samples of the
+    full recompute."""
+    import dnadiff
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
+    from dnadiff.data.tokenizer_training import train_tokenizer
+    from dnadiff.training import train
+
+    words = "the cat sat on a mat while dogs ran far and wide under skies of blue".split()
+    for split, n in (("train", 60), ("valid", 8), ("test", 8)):
+        with open(tmp_path / f"{split}.jsonl", "w") as fh:
+            for i in range(n):
+                fh.write(json.dumps({"text": " ".join(words[(i * 3 + j) % len(words)] for j in range(3 + i % 4))})
+                         + "\n")
+    tok = train_tokenizer([tmp_path / "train.jsonl"], tmp_path / "tok", "bert-like", 300, min_frequency=1)
+    cfg = load_config(RunConfig, "text/cpu_fortunes_bd3lm", [
+        f"out_dir={tmp_path}", f"tokenizer.path={tok}", "tokenizer.train=null", "model.overrides.hidden_size=32",
+        "model.overrides.n_blocks=2", "model.overrides.n_heads=2", "model.overrides.adaln_dim=16", "data.seq_len=16",
+        f"data.text.path={tmp_path}", "data.text.cache=false", "train.batch_size=8", "train.max_steps=40",
+        "train.lr=3e-3", "train.val_every=100", "train.val_batches=1", "train.progress=false", "train.warmup_steps=2"])
+    model = dnadiff.load(train(cfg).model_dir)
+    eos, pad = model.tokenizer.eos_id, model.tokenizer.pad_id
+    assert eos not in model.banned_ids()
+    x, smp = model.generate(6, 40, generator=3, return_sampler=True)
+    assert smp.name == "block" and smp.eos_id == eos and x.shape == (6, 40)
+    for row in x.tolist():
+        assert eos in row, row  # 40 tokens are far more than any training document
+        assert all(t == pad for t in row[row.index(eos) + 1:])
+    y = model.generate(6, 40, generator=3, use_cache=False)
+    assert torch.equal(x, y)
