@@ -49,6 +49,7 @@ from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
 from dnadiff.modelio.model_dir import save_model_files
 from dnadiff.samplers.base import build_sampler
+from dnadiff.sampling import sample
 from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger
 from dnadiff.training.dcd import DCD_LOSSES, dcd_loss
@@ -100,8 +101,9 @@ class DistillModule(L.LightningModule):
                 self._teacher[0].load_state_dict(self._original)
             n, size = int(self.s["teacher_steps"]), int(self.s["pool_size"])
             log.info("distill (dcd): drawing %d teacher samples (%d steps) as the clean sequences", size, n)
-            self.pool = self.teacher_model.generate(size, int(self.s["length"]), steps=n,
-                                                    generator=int(self.s["seed"]) + POOL_SEED)
+            # a sampling run (dnadiff/sampling.py): per-sequence streams, so its batches do not change the pool
+            self.pool = sample(self.teacher_model, size, int(self.s["length"]), steps=n,
+                               seed=int(self.s["seed"]) + POOL_SEED).x.to(self.device)
             if start is not None:
                 self._teacher[0].load_state_dict(start)
 
