@@ -262,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models-dir", default=None, help="folder with mamba_ar/ and caduceus_mdlm/ model directories")
     ap.add_argument("--cpu-hour-dir", default=str(REPO / "runs" / "cpu_hour"),
                     help="pipelines/cpu_hour.py's run folder (rows added when its models exist)")
+    ap.add_argument("--bd3-dir", default=str(REPO / "runs" / "block_diffusion"),
+                    help="pipelines/block_diffusion.py's run folder: a `BD3 ...` row (the model's own block sampler "
+                         "and steps) for each of its models that exists")
     ap.add_argument("--train-minutes", type=float, default=None, help="budget of a missing model (default 10)")
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--num", type=int, default=None, help="sequences per seed (default 64)")
@@ -362,8 +365,12 @@ def prepare_models(work: Path, data_over: list[str], size: dict, models_dir: Pat
     return models, notes, k5, best_k
 
 
+BD3_ROWS = {"bd3lm4": "BD3 B=4", "bd3lm16": "BD3 B=16", "bd3lm64": "BD3 B=64",
+            "bd3lm16_from_ar": "BD3 B=16 (from the AR)"}  # pipelines/block_diffusion.py's rows
+
+
 def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
-                mdlm_rows: list[str] | None = None) -> list[tuple]:
+                mdlm_rows: list[str] | None = None, bd3_dir: str | None = None) -> list[tuple]:
     """(name, model directory or None for real windows, sampler, extra options) of every row."""
     cpu_hour = {k: find_model(Path(cpu_hour_dir), k) for k in TRAINED} if cpu_hour_dir else {}
     rows = [("real test windows (floor: test vs valid)", None, None, []),
@@ -380,6 +387,10 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
         rows.append(("cpu-hour MDLM ancestral", cpu_hour["caduceus_mdlm"], "ancestral", []))
         rows.append(("cpu-hour MDLM semi-AR (trained window)", cpu_hour["caduceus_mdlm"], "semi_ar",
                      ["--trained-window"]))
+    for key, name in BD3_ROWS.items():  # block diffusion: the model's own `block` sampler, block after block
+        found = find_model(Path(bd3_dir), key) if bd3_dir else None
+        if found:
+            rows.append((f"{name} (cpu-hour)", found, None, []))
     return rows
 
 
@@ -513,7 +524,7 @@ def run(args, command: str, dry: Path | None) -> int:
         print(f"[{time.time() - start:7.0f}s] {msg}", flush=True)
 
     models, notes, k5, best_k = prepare_models(work, data_over, size, models_dir, minutes, dry is not None, echo)
-    rows = sample_rows(models, k5, best_k, args.cpu_hour_dir, mdlm_rows)
+    rows = sample_rows(models, k5, best_k, args.cpu_hour_dir, mdlm_rows, args.bd3_dir)
     metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
                     "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
     if args.embedder:

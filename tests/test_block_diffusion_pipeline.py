@@ -68,3 +68,24 @@ def test_variance_benchmark_measures_plain_and_clipped(tmp_path):
     assert plain["clip"] is None and clipped["clip"] == (0.45, 0.95) and plain["block_size"] == 8
     assert plain["batches"] == 2 and plain["windows"] == 8 and plain["variance_vs_plain"] == 1.0
     assert 0 < clipped["variance"] < plain["variance"] and 1.0 < plain["mean_loss"] < 5.0
+
+
+def test_sample_quality_adds_bd3_rows_sampled_with_the_block_sampler(tmp_path):
+    """pipelines/sample_quality.py --bd3-dir: a `BD3 ...` row per block model there, sampled by the model's own
+    `block` sampler (its config's steps per block), with calls and wall per sequence in the samples' JSON."""
+    from helpers.cli_model import tiny_model_dir
+
+    sq = importlib.import_module("sample_quality")
+    tiny_model_dir(tmp_path / "bd3" / "bd3lm16", overrides=["model.backbone=mamba", "objective.name=bd3lm",
+                                                            "objective.block_size=16", "sample.sampler=block",
+                                                            "sample.steps=4"])
+    models = {"markov5": "m5", "markov_best": "mb", "mamba_ar": "ar", "caduceus_mdlm": "mdlm"}
+    rows = sq.sample_rows(models, 5, 9, None, [], str(tmp_path / "bd3"))
+    bd3 = [r for r in rows if r[0].startswith("BD3")]
+    assert [r[0] for r in bd3] == ["BD3 B=16 (cpu-hour)"] and bd3[0][2] is None
+    fa = tmp_path / "s" / "samples.fa"
+    fa.parent.mkdir()
+    sq.draw_samples(bd3[0][1], fa, {"num": 2, "length": 40, "steps": 256}, 0, None, [])
+    stats = json.loads(fa.with_suffix(".json").read_text())
+    assert stats["sampler"] == "block" and stats["steps"] == 4 and stats["length"] == 40
+    assert stats["nfe_per_sequence"] <= 3 * 4 + 3 and stats["seconds_per_sample"] > 0  # 3 blocks x 4 steps (+ finish)
