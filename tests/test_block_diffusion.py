@@ -236,3 +236,5 @@ def test_sampler_errors():
         build_sampler("block", block_size=0)
     with pytest.raises(DnadiffError, match="cache"):
         build_sampler("block", cache=True)
+    with pytest.raises(DnadiffError, match="output cache"):
+        build_sampler("block", inner="cached")

@@ -139,6 +139,9 @@ class BlockSampler(Sampler):
             raise DnadiffError("sampler 'block': inner_options cache=True does not apply (see use_cache)")
         opts["noise_removal"] = "none"  # done here over every row: the carried state is per row
         self.inner = SAMPLERS.build(inner, **opts)
+        if self.inner.cache:  # `cached`: its output cache evaluates a subset of rows, the carried state has all
+            raise DnadiffError(f"sampler 'block': inner {inner!r} reuses outputs per row (an output cache), which the "
+                               "carried state does not allow; use ancestral, first_hitting, remdm, ...")
         self.has_steps = self.inner.has_steps
         self.use_cache = bool(use_cache)
         self.eos_id = None if eos_id is None else int(eos_id)
