@@ -43,10 +43,18 @@ FIXTURE = REPO / "tests" / "data" / "dhs" / "dhs_fixture.txt"
 # (role, shipped finetune config, training half, output folder name)
 ORACLES = (("reward", "finetune/finetune_dhs_oracle_reward", "half_a", "reward_classifier"),
            ("evaluation", "finetune/finetune_dhs_oracle_eval", "half_b", "eval_oracle"))
+# the neural evaluation oracle (issue 46): a one-hot convolutional judge (dnadiff/eval/conv_judge.py), not a
+# `dnadiff finetune` run; (role, training half, output folder name)
+NEURAL = ("evaluation", "half_b", "neural_oracle")
+ROLES = ("reward", "evaluation", "neural")  # --roles: the key of each oracle in the results
 SCALES = {
-    "cpu": {"out": "runs/dhs_oracles", "results": "results/dhs_oracles", "overrides": []},
+    "cpu": {"out": "runs/dhs_oracles", "results": "results/dhs_oracles", "overrides": [],
+            "neural": {"config": {"channels": 96, "blocks": 3}, "epochs": 40, "patience": 5, "lr": 2e-3,
+                       "batch_size": 64, "cpu_limit_s": 20 * 60, "time_limit_s": 55 * 60}},
     "tiny": {"out": "runs/dhs_oracles_tiny", "results": None,
-             "overrides": ["train.epochs=1", "train.max_steps_per_epoch=2", "train.batch_size=16"]},
+             "overrides": ["train.epochs=1", "train.max_steps_per_epoch=2", "train.batch_size=16"],
+             "neural": {"config": {"channels": 8, "blocks": 1}, "epochs": 2, "patience": 1, "lr": 2e-3,
+                        "batch_size": 16, "cpu_limit_s": None, "time_limit_s": None}},
 }
 
 
@@ -57,6 +65,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="output folder (default: runs/dhs_oracles[_tiny])")
     p.add_argument("--results", default=None,
                    help="results path without extension (default: results/dhs_oracles; tiny: OUT/dhs_oracles)")
+    p.add_argument("--roles", default=",".join(ROLES),
+                   help="comma-separated oracles to train and score: reward (the Caduceus reward classifier), "
+                   "evaluation (the k-mer LR), neural (the convolutional evaluation oracle); default all")
+    p.add_argument("--seed", type=int, default=0, help="seed of the neural oracle's initialisation and batches")
     p.add_argument("--resume", action="store_true",
                    help="reuse the finetune runs recorded in OUT with the same config (dnadiff finetune --resume); "
                    "without it they are replaced (--overwrite)")
@@ -131,6 +143,42 @@ def train_oracle(role: str, config: str, half: str, folder: str, out: Path, over
             "num_parameters": best["num_parameters"], "num_train": best["num_train"], "dir": str(out / folder)}
 
 
+def train_neural_oracle(table, out: Path, settings: dict, seed: int, log) -> dict:
+    """The neural evaluation oracle: a ConvJudge (both strands averaged) trained on half_b, early-stopped on the
+    validation split (chr2) loss, saved as OUT/neural_oracle with role: evaluation."""
+    from dnadiff.data import CELL_TYPES, train_half
+    from dnadiff.eval.conv_judge import ConvJudge, ConvJudgeConfig, fit_judge, save_judge
+
+    role, half, folder = NEURAL
+    seqs, labels = table.sequences(None), table.labels.astype(np.int64)
+    rows, valid = train_half(table, half), table.indices("valid")
+    model = ConvJudge(len(CELL_TYPES), ConvJudgeConfig(**settings["config"]), CELL_TYPES)
+    w0, c0 = time.time(), time.process_time()
+
+    def progress(epoch, train_loss, valid_loss, valid_acc):
+        log(f"neural: epoch {epoch}: train loss {train_loss:.4f}, chr2 loss {valid_loss:.4f}, "
+            f"chr2 accuracy {valid_acc:.4f} ({time.time() - w0:.0f} s)")
+
+    fit = fit_judge(model, [seqs[i] for i in rows], labels[rows], [seqs[i] for i in valid], labels[valid],
+                    epochs=settings["epochs"], patience=settings["patience"], lr=settings["lr"],
+                    batch_size=settings["batch_size"], seed=seed, progress=progress,
+                    time_limit_s=settings["time_limit_s"], cpu_limit_s=settings["cpu_limit_s"])
+    save_judge(out / folder, model, {"role": role, "half": half, "seed": seed,
+                                     "early_stopping": "validation split (chr2) loss", "best_epoch": fit["best_epoch"]})
+    cfg = settings["config"]
+    run = {"lr": settings["lr"], "command": None, "valid_split_accuracy": fit["valid_accuracy"],
+           "holdout_accuracy": fit["valid_accuracy"], "best_epoch": fit["best_epoch"],
+           "epochs_run": fit["epochs_run"], "wall_s": round(time.time() - w0, 1),
+           "cpu_s": round(time.process_time() - c0, 1), "num_train": int(len(rows)),
+           "num_parameters": int(sum(p.numel() for p in model.parameters())), "dir": str(out / folder)}
+    return {"role": role, "config": "dnadiff/eval/conv_judge.py ConvJudge", "half": half, "backbone": "conv_judge",
+            "preset": f"c{cfg['channels']} x{cfg['blocks']}", "conjoin": "strand-averaged logits",
+            "epochs": settings["epochs"], "batch_size": settings["batch_size"], "hyperparameter": "lr",
+            "lr_grid": [settings["lr"]], "runs": [run], "chosen_lr": settings["lr"],
+            "num_parameters": run["num_parameters"], "num_train": run["num_train"], "dir": str(out / folder),
+            "history": fit["history"]}
+
+
 def score_split(model, table, split: str, classes) -> tuple[dict, np.ndarray]:
     from dnadiff.eval import accuracy_table, predict_proba
     from dnadiff.tokenizers import DNATokenizer
@@ -162,10 +210,16 @@ def run(args: argparse.Namespace, command: str) -> dict:
     w0, c0 = time.time(), time.process_time()
     table = load_dhs()
     halves = {h: train_half(table, h) for h in HALVES}
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    if not roles or any(r not in ROLES for r in roles):
+        raise DnadiffError(f"--roles {args.roles!r}: give a comma-separated subset of {', '.join(ROLES)}")
     oracles = {}
     for role, config, half, folder in ORACLES:
-        oracles[role] = train_oracle(role, config, half, folder, out, scale["overrides"], args.threads, print,
-                                     args.resume)
+        if role in roles:
+            oracles[role] = train_oracle(role, config, half, folder, out, scale["overrides"], args.threads, print,
+                                         args.resume)
+    if "neural" in roles:
+        oracles["neural"] = train_neural_oracle(table, out, scale["neural"], args.seed, print)
     test_preds = {}
     for role, o in oracles.items():  # the chosen classifiers: validation, then the test split read once
         model, meta = load_oracle(o["dir"])
@@ -177,13 +231,18 @@ def run(args: argparse.Namespace, command: str) -> dict:
         test_preds[role] = probs.argmax(axis=1)
         print(f"{role}: test accuracy {o['test']['accuracy']:.4f} "
               f"({', '.join(f'{c} {v:.3f}' for c, v in o['test']['per_class'].items())})")
-    try:  # the guard: what guides and fine-tunes cannot read the evaluation oracle
-        build_reward(f"classifier:{oracles['evaluation']['dir']}", target="HepG2")
-        refused = None
-    except DnadiffError as exc:
-        refused = str(exc)
-    if refused is None:
-        raise SystemExit("error: --reward classifier: accepted the evaluation oracle")
+    refusals = {}
+    for role in ("evaluation", "neural"):  # the guard: what guides and fine-tunes cannot read an evaluation oracle
+        if role not in oracles:
+            continue
+        try:
+            build_reward(f"classifier:{oracles[role]['dir']}", target="HepG2")
+        except DnadiffError as exc:
+            refusals[role] = str(exc)
+        else:
+            raise SystemExit(f"error: --reward classifier: accepted the {role} oracle")
+    pairs = {f"{a}_vs_{b}": float((test_preds[a] == test_preds[b]).mean())
+             for i, a in enumerate(oracles) for b in list(oracles)[i + 1:]}
     wall, cpu = time.time() - w0, time.process_time() - c0
     result = {
         "scale": args.scale, "command": command, "threads": args.threads,
@@ -195,8 +254,9 @@ def run(args: argparse.Namespace, command: str) -> dict:
                             for h, r in halves.items()},
                  "halves_rule": "half_a: first byte of sha256(sequence) even; half_b: odd (dnadiff/data/dhs.py)"},
         "oracles": oracles,
-        "test_agreement": float((test_preds["reward"] == test_preds["evaluation"]).mean()),
-        "evaluation_oracle_refused_as_reward": refused,
+        "test_agreement": pairs.get("reward_vs_evaluation"), "test_agreement_pairs": pairs,
+        "evaluation_oracle_refused_as_reward": refusals.get("evaluation"),
+        "neural_oracle_refused_as_reward": refusals.get("neural"),
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before, "load_after": load_average(),
         "machine": describe_machine(),
     }
@@ -214,27 +274,44 @@ def markdown(r: dict) -> str:
     kinds = {"caduceus": "Caduceus-PH (bidirectional Mamba, both strands)",
              "hyena": "Hyena (implicit long convolutions, both strands)",
              "dit": "DiT transformer (attention, both strands)",
-             "kmer_lr": "k-mer logistic regression (k-mer frequencies of both strands, scikit-learn)"}
+             "kmer_lr": "k-mer logistic regression (k-mer frequencies of both strands, scikit-learn)",
+             "conv_judge": "one-hot convolutional network (dilated residual blocks, both strands' logits averaged; "
+                           "dnadiff/eval/conv_judge.py)"}
     rows = []
     for role, o in r["oracles"].items():
         for split in ("valid", "test"):
             t = o[split]
             rows.append({"oracle": role, "model": f"{o['backbone']} {o['preset']}", "params": o["num_parameters"],
-                         "trained on": f"{o['half']} ({o['num_train']} + 10% hold-out)",
+                         "trained on": f"{o['half']} ({o['num_train']}"
+                                       + (")" if role == "neural" else " + 10% hold-out)"),
                          "lr / C": f"{o.get('hyperparameter', 'lr')} {o['chosen_lr']:g}",
                          "split": {"valid": "validation (chr2)", "test": "test (chr1)"}[split],
                          "accuracy": f"{t['accuracy']:.4f}",
                          **{c: f"{t['per_class'][c]:.3f}" for c in CELL_TYPES}})
     lr_rows = [{"oracle": role, "lr / C": f"{o.get('hyperparameter', 'lr')} {x['lr']:g}", "best epoch": x["best_epoch"],
                 "hold-out acc": f"{x['holdout_accuracy']:.4f}", "validation acc": f"{x['valid_split_accuracy']:.4f}",
-                "wall s": x["wall_s"], "CPU s": x["cpu_s"], "command": f"`{x['command']}`"}
+                "wall s": x["wall_s"], "CPU s": x["cpu_s"],
+                "command": f"`{x['command']}`" if x["command"] else "(in this pipeline)"}
                for role, o in r["oracles"].items() for x in o["runs"]]
     conf = []
     for role, o in r["oracles"].items():
         for k, c in enumerate(CELL_TYPES):
             conf.append({"oracle": role, "true \\ predicted": c,
                          **{c2: o["test"]["confusion"][k][k2] for k2, c2 in enumerate(CELL_TYPES)}})
-    o_r, o_e = r["oracles"]["reward"], r["oracles"]["evaluation"]
+    bullets = []
+    for role, o in r["oracles"].items():
+        kind = kinds.get(o["backbone"], o["backbone"])
+        if role == "reward":
+            bullets.append(f"- **reward classifier** ({o['dir']}): {kind}, trained on {o['half']}; guidance and "
+                           f"fine-tuning read it as `--reward classifier:{o['dir']} --target HepG2`.")
+        else:
+            refused = r.get(f"{role if role == 'neural' else 'evaluation'}_oracle_refused_as_reward")
+            bullets.append(f"- **{'neural ' if role == 'neural' else ''}evaluation oracle** ({o['dir']}): {kind}, "
+                           f"trained on {o['half']}; classifier.json role `{o['role_recorded']}`: `--reward "
+                           f"classifier:` refuses it (`{refused}`); score generated FASTA files with "
+                           "`dnadiff.eval.oracle.score_fasta`.")
+    agree = "; ".join(f"{k.replace('_vs_', ' and ')} agree on {v:.1%}"
+                      for k, v in (r.get("test_agreement_pairs") or {}).items())
     lines = [
         f"# DHS oracles (issue 34 §3, the DRAKES protocol): scale {r['scale']}",
         "",
@@ -246,21 +323,18 @@ def markdown(r: dict) -> str:
         f"({r['data']['halves_rule']}): half_a {r['data']['halves']['half_a']['rows']} rows, "
         f"half_b {r['data']['halves']['half_b']['rows']} rows, no sequence in both.",
         "",
-        f"- **reward classifier** ({o_r['dir']}): {kinds.get(o_r['backbone'], o_r['backbone'])}, trained on half_a; "
-        f"guidance and fine-tuning read it as `--reward classifier:{o_r['dir']} --target HepG2`.",
-        f"- **evaluation oracle** ({o_e['dir']}): {kinds.get(o_e['backbone'], o_e['backbone'])}, trained on half_b; "
-        f"classifier.json role `{o_e['role_recorded']}`: `--reward classifier:` refuses it "
-        f"(`{r['evaluation_oracle_refused_as_reward']}`); score generated FASTA files with "
-        "`dnadiff.eval.oracle.score_fasta`.",
+        *bullets,
         "",
         "Accuracy (4-way) and per-cell-type accuracy (recall) of the chosen classifiers; the test split is read "
         "once, after the lr (C) was chosen on the validation split. The test row is the ceiling for generated "
-        f"sequences. The two oracles agree on {r['test_agreement']:.1%} of the test sequences.",
+        f"sequences. Test-split agreement (same argmax): {agree or 'one oracle only'}.",
         "",
         markdown_table(rows),
         "",
-        "Runs (one per lr, or per C of a k-mer LR; a neural run keeps its best epoch on a 10% hold-out of the half, "
-        "a k-mer LR is fitted on the other 90%; the lr or C kept is the best on chr2):",
+        "Runs (one per lr, or per C of a k-mer LR; a finetune run keeps its best epoch on a 10% hold-out of the "
+        "half, a k-mer LR is fitted on the other 90%; the lr or C kept is the best on chr2; the neural oracle "
+        "trains on all of half_b and keeps the epoch of lowest chr2 loss, so its validation figure is not "
+        "held out):",
         "",
         markdown_table(lr_rows),
         "",

@@ -23,6 +23,9 @@ Metrics (all on A/C/G/T only; a k-mer containing any other letter is skipped):
   collisions), fast enough for megabases of reference.
 - extras: callables name -> fn(samples, reference, floor) -> dict (the command adds JASPAR motifs,
   eval/motifs.py, and an in-house Fréchet distance, eval/encoders.py), run on the samples and the floor.
+- discriminator (eval/discriminator.py, when given settings): a classifier two-sample test (Lopez-Paz &
+  Oquab, ICLR 2017) of the samples against held-out reference sequences, with a CNN and a k-mer LR:
+  AUROC ± SE (0.5 = indistinguishable), accuracy, exact binomial p-value, and the real-vs-real floor_auroc.
 - floor ("real vs real"): the same metrics for a held-out set of reference sequences of the
   samples' count (or windows of the samples' length cut from longer reference records) against
   the remaining reference, when the reference is big enough (>= 2x the samples). It is the value
@@ -370,10 +373,12 @@ def dna_metrics(
     floor: bool = True,
     seed: int = 0,
     extras: Mapping[str, Callable[..., dict]] | None = None,
+    discriminator=None,
 ) -> dict:
     """Metrics of `samples` against `reference` (lists of DNA strings), with the real-vs-real floor.
 
     `extras`: more metrics, name -> fn(samples, reference, is_floor) -> dict, stored under that name.
+    `discriminator`: None, or eval/discriminator.DiscriminatorSettings: its two-sample tests as "discriminator".
     Returns {"samples": {...}, "reference_stats": {...}, "floor": {...} | None, "settings": {...}}."""
     samples = _clean(samples, "samples")
     reference = _clean(reference, "reference")
@@ -394,6 +399,10 @@ def dna_metrics(
         if split is not None:
             held, rest = split
             out["floor"] = compare(held, rest, **opts, extras=extras, is_floor=True)
+    if discriminator is not None:
+        from dnadiff.eval.discriminator import discriminator_test
+
+        out["discriminator"] = discriminator_test(samples, reference, discriminator, progress=True)
     out["settings"] = dict(opts, floor=floor, seed=seed)
     return out
 
@@ -449,6 +458,10 @@ def summary_rows(res: dict) -> list[dict]:
         rows.append({"metric": "Frechet distance (in-house embedder; not SFID/FBD)",
                      "samples": s["frechet"]["distance"],
                      "floor": get(f, "frechet", "distance")})
+    if res.get("discriminator"):
+        from dnadiff.eval.discriminator import summary_rows as discriminator_rows
+
+        rows += discriminator_rows(res["discriminator"])
     c = res.get("classifier")
     if c:
         rows.append({"metric": f"held-out classifier accuracy (n={c['num_samples']})", "samples": c["accuracy"],

@@ -34,10 +34,13 @@ CLASS_FIELD = re.compile(r"(?:^|\s)class=(\S+)")  # `dnadiff sample` headers: ">
 
 def load_oracle(path: str | os.PathLike, device: str | torch.device = "cpu"):
     """(SequenceClassifier in eval mode, metadata) of a classifier directory, evaluation oracles included; a
-    k-mer LR directory (classifier.json backbone kmer_lr) gives a KmerLRClassifier (eval/kmer_oracle.py)."""
+    k-mer LR directory (classifier.json backbone kmer_lr) gives a KmerLRClassifier (eval/kmer_oracle.py), a
+    conv_judge directory a ConvJudge (eval/conv_judge.py: the DHS neural evaluation oracle)."""
     import json
     from pathlib import Path
 
+    from dnadiff.eval.conv_judge import BACKBONE as JUDGE
+    from dnadiff.eval.conv_judge import load_judge
     from dnadiff.eval.kmer_oracle import BACKBONE, load_kmer_classifier
     from dnadiff.heads.saved import load_classifier_dir
 
@@ -50,6 +53,9 @@ def load_oracle(path: str | os.PathLike, device: str | torch.device = "cpu"):
         if isinstance(meta, dict) and meta.get("backbone") == BACKBONE:
             load_classifier_dir(path, allow_evaluation=True, kmer_lr_ok=True)  # the same format and role checks
             return load_kmer_classifier(path, meta), meta
+        if isinstance(meta, dict) and meta.get("backbone") == JUDGE:
+            load_classifier_dir(path, allow_evaluation=True, kmer_lr_ok=True)  # the same format and role checks
+            return load_judge(path, meta)
     return load_classifier_dir(path, map_location=device, allow_evaluation=True)
 
 
@@ -57,12 +63,13 @@ def load_oracle(path: str | os.PathLike, device: str | torch.device = "cpu"):
 def predict_proba(model, sequences: Sequence[str], batch_size: int = 256) -> np.ndarray:
     """Float64[N, C]: the classifier's class probabilities of each sequence (upper-case A/C/G/T/N; sequences
     of different lengths are right-padded with attention_mask 0, as in `dnadiff finetune`)."""
+    from dnadiff.eval.conv_judge import ConvJudge
     from dnadiff.eval.kmer_oracle import KmerLRClassifier
     from dnadiff.tokenizers.dna import DNATokenizer
 
     if batch_size < 1:
         raise DnadiffError(f"batch_size must be >= 1, got {batch_size}")
-    if isinstance(model, KmerLRClassifier):  # scikit-learn's probabilities, as the fitted model gave them
+    if isinstance(model, (KmerLRClassifier, ConvJudge)):  # scikit-learn's / the one-hot judge's own probabilities
         return model.predict_proba([str(s).upper() for s in sequences])
     tok = DNATokenizer()
     device = next(model.parameters()).device

@@ -11,7 +11,8 @@ Layout (no Lightning, no run config needed to load):
                    (allow_evaluation=True), so nothing that generates or guides reads it by accident.
   classifier.pt    the SequenceClassifier state_dict (best-validation weights)
 A k-mer LR directory (backbone "kmer_lr", classifier.npz instead of classifier.pt; dnadiff/eval/kmer_oracle.py)
-is refused here after the role check: it is no torch module, so only scoring code (eval/oracle.py) loads it.
+is refused here after the role check: it is no torch module, so only scoring code (eval/oracle.py) loads it;
+so is a one-hot convolutional judge (backbone "conv_judge", dnadiff/eval/conv_judge.py: the DHS neural oracle).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ FORMAT = "dnadiff-classifier"
 ROLES = ("reward", "evaluation")  # classifier.json "role" (absent: unmarked, usable as a reward)
 EVALUATION = "evaluation"
 KMER_LR = "kmer_lr"  # classifier.json backbone of a k-mer LR directory (dnadiff/eval/kmer_oracle.py)
+CONV_JUDGE = "conv_judge"  # ... of a one-hot convolutional judge (dnadiff/eval/conv_judge.py), scoring only
 
 
 def save_classifier_dir(
@@ -64,8 +66,8 @@ def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.devic
     """(SequenceClassifier in eval mode, metadata dict) from a directory written by save_classifier_dir.
     A directory marked `role: evaluation` (an evaluation oracle) is refused in one line unless
     `allow_evaluation` (callers that only score: `dnadiff eval --classifier`, dnadiff/eval/oracle.py).
-    A k-mer LR directory is refused after those checks; kmer_lr_ok=True (eval/oracle.py, which loads it
-    itself) returns (None, metadata) for it instead."""
+    A k-mer LR or conv_judge directory is refused after those checks; kmer_lr_ok=True (eval/oracle.py, which
+    loads it itself) returns (None, metadata) for it instead."""
     folder = Path(path)
     meta_path, weights = folder / "classifier.json", folder / "classifier.pt"
     if not folder.is_dir():
@@ -92,6 +94,12 @@ def load_classifier_dir(path: str | os.PathLike, map_location: str | torch.devic
     if meta.get("backbone") == KMER_LR:  # dnadiff/eval/kmer_oracle.py: no torch module, nothing to differentiate
         raise DnadiffError(f"{path}: a k-mer LR classifier (classifier.json backbone: kmer_lr) only scores "
                            "(dnadiff.eval.oracle.load_oracle); guidance and fine-tuning need a neural classifier")
+    if meta.get("backbone") == CONV_JUDGE and kmer_lr_ok:
+        return None, meta
+    if meta.get("backbone") == CONV_JUDGE:  # dnadiff/eval/conv_judge.py: reads one-hot, not the tokenizer's ids
+        raise DnadiffError(f"{path}: a conv_judge classifier (classifier.json backbone: conv_judge) only scores "
+                           "(dnadiff.eval.oracle.load_oracle); guidance and fine-tuning read a `dnadiff finetune` "
+                           "classifier")
     if not weights.is_file():
         raise DnadiffError(f"{path}: not a classifier directory (needs classifier.json and classifier.pt; "
                            "`dnadiff finetune` writes one as OUT/classifier)")
