@@ -16,7 +16,9 @@ blocks) and each row (mdlm, ar, sedd) it trains with `dnadiff.training.train`, t
   * the discrete-T sweep of tab. 11 on the MDLM model: the same model evaluated with the
     discrete-time bound at T = 10 ... 1000 and in continuous time (∞), with common random numbers;
   * OWT-style: samples (ancestral, semi-AR longer than the training length with L' = L/4 as in
-    tab. 5's 2048/512, and AR), seconds per sequence, generative perplexity under a causal LM
+    tab. 5's 2048/512, AR, and with `--rows ... ssdlm` tab. 5's SSD-LM row: the ssdlm objective's model
+    decoded by its own semi-AR sampler at the same length, blocks of 25 tokens, `--ssdlm-steps` per block,
+    reading at most L - 25 finished tokens), seconds per sequence, generative perplexity under a causal LM
     (`gpt2-large` on GPU; on CPU a small GPT-2 trained here on the same corpus) with the first-EOS
     mask, and unigram entropy;
   * zero-shot perplexity (tab. 3) on local copies under `--zeroshot-root` (sets absent are skipped).
@@ -214,6 +216,11 @@ def sample_eval(rows: dict, args, out_dir: Path) -> dict:
     kinds = [("mdlm_ancestral", mdlm, L, dict(sampler="ancestral", steps=args.sample_steps)),
              ("mdlm_semi_ar", mdlm, args.semi_ar_mult * L,
               dict(sampler="semi_ar", steps=args.sample_steps, window=L, stride=L // 4))]
+    if "ssdlm" in rows:  # tab. 5's SSD-LM row: same length, its own sampler and step count
+        ssd = dnadiff.load(rows["ssdlm"]["model_dir"], map_location=args.device)
+        block = ssd.objective.block_size
+        kinds.append(("ssdlm_semi_ar", ssd, args.semi_ar_mult * L,
+                      dict(sampler="ssdlm", steps=args.ssdlm_steps, context=max(0, L - block))))
     if "ar" in rows:
         kinds.append(("ar", dnadiff.load(rows["ar"]["model_dir"], map_location=args.device), L, {}))
     for name, model, length, opts in kinds:
@@ -290,7 +297,7 @@ def count_parameters(config: str, overrides: list[str]) -> int:
 def dry_run_args(args) -> None:
     """Evaluation and sampling sizes of the dry run (the code paths of a full run, tiny sizes)."""
     args.max_eval_items, args.mc, args.eval_batch = 2, 1, 2
-    args.num_samples, args.sample_batch, args.sample_steps = 2, 2, 2
+    args.num_samples, args.sample_batch, args.sample_steps, args.ssdlm_steps = 2, 2, 2, 2
     args.scorer_steps, args.scorer_seconds = 1, 120.0
     args.threads = args.threads or 1
 
@@ -301,13 +308,15 @@ def dry_run_args(args) -> None:
 def settings_for(args) -> list[dict]:
     if args.scale == "cpu":
         return [
-            {"setting": "lm1b_style", "rows": {r: f"text/cpu_fortunes_{r}" for r in args.rows}, "samples": False,
+            {"setting": "lm1b_style", "rows": {r: f"text/cpu_fortunes_{r}" for r in args.rows if r != "ssdlm"},
+             "samples": False,
              "tokenizer": "bert-like", "t_sweep": False},
             {"setting": "owt_style", "rows": {r: f"text/cpu_fortunes_owt_{r}" for r in args.rows}, "samples": True,
              "tokenizer": "gpt2-like", "t_sweep": True},
         ]
     # the dry run covers both paper settings, with the local tokenizer of the matching kind
-    return [{"setting": st, "rows": {r: f"text/{st}_{r}" for r in args.rows}, "samples": st == "owt",
+    return [{"setting": st, "rows": {r: f"text/{st}_{r}" for r in args.rows if st == "owt" or r != "ssdlm"},
+             "samples": st == "owt",
              "tokenizer": ({"lm1b": "bert-like", "owt": "gpt2-like"}[st] if args.dry_run else None), "t_sweep": True}
             for st in (("lm1b", "owt") if args.dry_run else (args.setting,))]
 
@@ -344,6 +353,10 @@ def write_results(payload: dict, base: Path) -> None:
                   "| pad policy |", "|---|---:|---:|---:|---:|---|"]
         for r, row in st["rows"].items():
             t = row["eval"]["test"]
+            if t is None:  # ssdlm: a denoising loss, no likelihood
+                lines.append(f"| {r} | {row['train_metrics'].get('steps')} | {row['train_seconds']:.0f} | "
+                             "n/a (no likelihood bound) | - | - |")
+                continue
             lines.append(f"| {r} | {row['train_metrics'].get('steps')} | {row['train_seconds']:.0f} | "
                          f"{t['ppl']:.2f} | {t['tokens']} | {t.get('pad_policy') or 'n/a (exact NLL)'} |")
         sweep = st["rows"].get("mdlm", {}).get("eval", {}).get("t_sweep")
@@ -386,7 +399,8 @@ def main(argv=None) -> int:
     p.add_argument("--scale", choices=("cpu", "paper", "gpu"), default="cpu",
                    help="cpu (fortunes, tiny DiTs) or paper (LM1B/OWT, DiT small); gpu = old name of paper")
     p.add_argument("--setting", choices=("lm1b", "owt"), default="owt", help="paper scale: which table")
-    p.add_argument("--rows", nargs="+", default=["mdlm", "ar"], choices=("mdlm", "ar", "sedd"))
+    p.add_argument("--rows", nargs="+", default=["mdlm", "ar"], choices=("mdlm", "ar", "sedd", "ssdlm"),
+                   help="ssdlm: tab. 5's SSD-LM row (OWT-style setting only: samples, no bound)")
     p.add_argument("--steps", type=int, default=None, help="override train.max_steps of every row")
     p.add_argument("--set", nargs="*", default=[], help="extra key=value config overrides for every row")
     p.add_argument("--vocab-size", type=int, default=2048, help="cpu: size of the locally trained tokenizers")
@@ -399,6 +413,8 @@ def main(argv=None) -> int:
     p.add_argument("--sample-steps", type=int, default=None,
                    help="sampler steps (default 64 on cpu, 1000 at paper scale)")
     p.add_argument("--semi-ar-mult", type=int, default=2, help="semi-AR length = this x training length (tab. 5: 2)")
+    p.add_argument("--ssdlm-steps", type=int, default=None,
+                   help="SSD-LM sampler steps per 25-token block (default 100 on cpu, 1000 at paper scale: tab. 5)")
     p.add_argument("--scorer", default="gpt2-large", help="paper scale: HF causal LM for generative perplexity")
     p.add_argument("--scorer-steps", type=int, default=300, help="cpu: steps of the locally trained GPT-2 scorer")
     p.add_argument("--scorer-seconds", type=float, default=600.0, help="cpu: safety time limit for the scorer")
@@ -429,7 +445,7 @@ def main(argv=None) -> int:
         import tempfile
 
         dry_run_args(args)
-        args.rows = ["mdlm", "ar", "sedd"]
+        args.rows = ["mdlm", "ar", "sedd", "ssdlm"]
         with tempfile.TemporaryDirectory(prefix="text_lm_dry_run_") as tmp:
             return _main(args, command, Path(tmp))
     return _main(args, command)
@@ -471,7 +487,8 @@ def run_setting(st: dict, base: list[str], args, out_dir: Path, dry_root: Path |
         row = train_row(config, over, out_dir, args.resume and not dry_root)
         if dry_root and args.scale == "paper":
             row["parameters_full_size"] = params
-        row["eval"] = evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
+        # ssdlm trains a denoising cross-entropy: no bound to report (its row is its samples)
+        row["eval"] = {"test": None} if r == "ssdlm" else evaluate_row(row, args, sweep=(r == "mdlm" and st["t_sweep"]))
         entry["rows"][r] = row
     if st["samples"] and "mdlm" in entry["rows"]:
         entry["samples"] = sample_eval(entry["rows"], args, out_dir / st["setting"])
@@ -490,6 +507,8 @@ def _run(args, command: str, dry_root: Path | None) -> int:
     transformers.logging.set_verbosity_error()  # long documents are never fed to a model whole
     if args.sample_steps is None:
         args.sample_steps = 64 if args.scale == "cpu" else 1000
+    if args.ssdlm_steps is None:
+        args.ssdlm_steps = 100 if args.scale == "cpu" else 1000
     threads = pick_threads(args.threads)
     torch.set_num_threads(threads)
     os.chdir(REPO)  # configs name paths relative to the repository root

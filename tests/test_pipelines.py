@@ -91,8 +91,9 @@ def test_genomic_benchmarks_dry_run(scale, capsys):
 @pytest.mark.training
 @pytest.mark.parametrize("scale", ["cpu", "paper", "gpu"])
 def test_text_lm_dry_run(scale, capsys, monkeypatch):
-    """Both settings x mdlm/ar/sedd, eval, T sweep and samples on a corpus the pipeline writes; at paper
-    scale the DiT-small rows are counted at full size on the meta device and a shrunken copy steps.
+    """Both settings x mdlm/ar/sedd (+ ssdlm in the OWT-style one), eval, T sweep and samples on a corpus the
+    pipeline writes; at paper scale the DiT-small rows are counted at full size on the meta device and a
+    shrunken copy steps.
     `gpu` is the old name of `paper`."""
     if scale == "gpu":  # the alias only: parse and map (the run itself is the paper row's; no second dry run)
         tl = pipeline("text_lm")
@@ -106,7 +107,9 @@ def test_text_lm_dry_run(scale, capsys, monkeypatch):
     tl = pipeline("text_lm")
     assert tl.main(["--scale", scale, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "dry run (" + scale + "): 6 rows trained one step" in out
+    # lm1b: mdlm, ar, sedd; owt: those and ssdlm (tab. 5's SSD-LM row: samples only, no bound)
+    assert "dry run (" + scale + "): 7 rows trained one step" in out
+    assert "| ssdlm | 1 |" in out and "n/a (no likelihood bound)" in out and "ssdlm_semi_ar" in out
     if scale == "paper":
         assert "text/lm1b_mdlm: 92,700,368 parameters at its configured size" in out  # DiT small, vocab 300
         assert "## lm1b" in out and "## owt" in out and "mdlm_semi_ar" in out
