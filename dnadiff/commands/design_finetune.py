@@ -22,10 +22,19 @@ reward, a large one stays natural.
 
 Methods:
   drakes           direct reward backpropagation (Wang et al. 2025, arXiv 2410.13643): trajectories of
-                   the model's own ancestral sampler with a straight-through Gumbel-softmax draw at each
-                   step (--gumbel-temperature), gradients through the last --truncate-steps steps, the
-                   exact per-step KL to the pretrained transitions at every step. Needs a reward that
-                   takes soft one-hot input: gc, gc:T, motif:SEQ, classifier:DIR (not RCPS).
+                   the model's own ancestral sampler with Gumbel-softmax draws (--gumbel-temperature τ),
+                   gradients through the last --truncate-steps steps, the exact per-step KL to the
+                   pretrained transitions. Needs a reward that takes soft one-hot input: gc, gc:T,
+                   motif:SEQ, classifier:DIR (not RCPS). Its options (--option KEY=VALUE):
+                     estimator=straight_through  a straight-through draw at every live step (the paper's
+                                                 Algorithm 1; default)
+                     estimator=soft              soft states through the live steps, straight-through once at
+                                                 the reward's input (the official code); unbiased as τ → 0
+                     kl=all | live               the KL of every step (the paper's objective; default) or of
+                                                 the last --truncate-steps only (the official truncate_kl)
+                     final_temperature=τ1        anneal τ exponentially from --gumbel-temperature to τ1
+                   On an enumerable chain, per-step straight-through at τ = 1 delivers 0.38-0.81 of the
+                   true gradient per step, soft states at τ = 0.05 0.92-0.95 (docs/references.md).
   policy_gradient  GRPO-style (SEPO, Zekri & Boullé 2025, arXiv 2502.01384): groups of --group-size
                    samples, group-centred advantages, the trajectory's step log-probabilities as the
                    likelihood, clipped ratio (--clip, reused for --ppo-epochs updates), KL to the
@@ -35,6 +44,15 @@ Methods:
                    --pool-size trajectories of the pretrained model sampled once, all pairs within groups of
                    --group-size ranked by Bradley–Terry probabilities σ(r_a − r_b); same optimum p*. Any
                    reward. (Its logged kl is −mean log-ratio on pretrained trajectories: KL(pre ‖ fine-tuned).)
+
+Defaults sized to the model: --sample-steps T = the model's own sampling steps (so the model is trained
+with the step count it samples with; another T is allowed, and the reach is then measured at both),
+--truncate-steps K = ⌈T/4⌉, --batch-size B = 65536 // (length·T) within 2-16 (whole groups for
+policy_gradient, dpo). What an update costs: a drakes update is about T forward passes and T + K
+forward+backward passes of the network at batch B (kl=live: K + K), a policy_gradient update T
+forward+backward and 2T forward passes. On the tiny bundled model (caduceus:tiny, length 128, T = 64:
+K = 16, B = 8) a drakes update took UPDATE_COST on one core (benchmarks/reward_update_cost.py). After the
+first update the command prints its time and the ETA of the run.
 
 Know the target: before training, --target-samples pretrained samples give the self-normalised
 importance-sampling estimate of what p* scores and its KL from the pretrained model (with the effective
@@ -58,17 +76,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder: run directory, then the fine-tuned model directory")
     p.add_argument("--length", type=int, default=None, help="sequence length (default: the model's sample.length)")
     p.add_argument("--train-steps", type=int, default=100, help="optimizer updates (default 100)")
-    p.add_argument("--sample-steps", type=int, default=128, help="sampler steps T of each trajectory (default 128)")
-    p.add_argument("--truncate-steps", type=int, default=50,
-                   help="drakes: gradient through the last K steps (default 50)")
+    p.add_argument("--sample-steps", type=int, default=None,
+                   help="sampler steps T of each trajectory (default: the model's sampling steps)")
+    p.add_argument("--truncate-steps", type=int, default=None,
+                   help="drakes: gradient through the last K steps (default ⌈T/4⌉)")
     p.add_argument("--gumbel-temperature", type=float, default=1.0, help="drakes: τ of the Gumbel-softmax (default 1)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="drakes: estimator=straight_through|soft, kl=all|live, final_temperature=τ1 (repeatable)")
     p.add_argument("--group-size", type=int, default=8,
                    help="policy_gradient, dpo: samples per group G (default 8)")
     p.add_argument("--ppo-epochs", type=int, default=1, help="policy_gradient: updates per sampled batch (default 1)")
     p.add_argument("--clip", type=float, default=0.2, help="policy_gradient: ratio clip ε (default 0.2)")
     p.add_argument("--advantage", default="center", help="policy_gradient: center (default; exact target) | std (GRPO)")
     p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
-    p.add_argument("--batch-size", type=int, default=16, help="trajectories per update (default 16)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="trajectories per update (default: 65536 // (length·T) within 2-16)")
     p.add_argument("--grad-clip", type=float, default=0.0, help="gradient norm clip (default 0: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pool-size", type=int, default=256,
@@ -112,6 +134,7 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if not (value > 0) or math.isinf(value):
             raise DnadiffError(f"--{flag.replace('_', '-')} must be a positive number, got {value}")
+    args.drakes_options = drakes_options(args)
     if args.method == "dpo" and args.pool_size < args.group_size:
         raise DnadiffError(f"--pool-size must be >= --group-size ({args.group_size}), got {args.pool_size}")
     for flag in ("target_samples", "eval_samples"):
@@ -121,15 +144,39 @@ def check_args(args: argparse.Namespace) -> None:
         raise DnadiffError(f"--grad-clip must be >= 0, got {args.grad_clip}")
     if args.advantage not in ADVANTAGES:
         raise DnadiffError(f"--advantage {args.advantage!r}: choose {' or '.join(ADVANTAGES)}")
-    if args.method in ("policy_gradient", "dpo") and (args.group_size < 2 or args.batch_size % args.group_size):
+    if args.method in ("policy_gradient", "dpo") and (args.group_size < 2 or (args.batch_size or 0) % args.group_size):
         raise DnadiffError(f"--batch-size {args.batch_size} must be a multiple of "
                            f"--group-size {args.group_size} (>= 2)")
+
+
+DRAKES_OPTIONS = {"estimator": ("straight_through", "soft"), "kl": ("all", "live"), "final_temperature": None}
+
+
+def drakes_options(args: argparse.Namespace) -> dict:
+    """--option KEY=VALUE -> {estimator, kl, final_temperature} (drakes only), checked; unset: the defaults."""
+    from dnadiff.commands.design import parse_options
+
+    opts = parse_options(list(getattr(args, "option", None) or []))
+    if opts and args.method != "drakes":
+        raise DnadiffError(f"--option {next(iter(opts))}: an option of --method drakes (this run: {args.method})")
+    for key, value in opts.items():
+        if key not in DRAKES_OPTIONS:
+            raise DnadiffError(f"--option {key}: unknown drakes option (known: {', '.join(DRAKES_OPTIONS)})")
+        allowed = DRAKES_OPTIONS[key]
+        if allowed is not None and value not in allowed:
+            raise DnadiffError(f"--option {key}={value}: choose {' or '.join(allowed)}")
+        if allowed is None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
+                                or math.isinf(value)):
+            raise DnadiffError(f"--option {key}={value}: must be a positive number")
+    return {"estimator": opts.get("estimator", "straight_through"), "kl": opts.get("kl", "all"),
+            "final_temperature": float(opts["final_temperature"]) if "final_temperature" in opts else None}
 
 
 def settings_of(args: argparse.Namespace) -> dict:
     return {"method": args.method, "reward": args.reward, "target": args.target, "kl_weight": args.kl_weight,
             "length": args.length, "train_steps": args.train_steps, "sample_steps": args.sample_steps,
             "truncate_steps": args.truncate_steps, "gumbel_temperature": args.gumbel_temperature,
+            **(getattr(args, "drakes_options", None) or drakes_options(args)),
             "group_size": args.group_size, "ppo_epochs": args.ppo_epochs, "clip": args.clip,
             "advantage": args.advantage, "lr": args.lr, "batch_size": args.batch_size, "grad_clip": args.grad_clip,
             "seed": args.seed, "target_samples": args.target_samples, "eval_samples": args.eval_samples,
@@ -166,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         if why is not None:
             raise DnadiffError(f"--method drakes needs a reward that takes soft one-hot input: {why}; "
                                "use --method policy_gradient")
-    settings = complete_settings(args.model_dir, settings_of(args), cfg.sample.length)
+    settings = complete_settings(args.model_dir, settings_of(args), cfg.sample.length, cfg.sample.steps)
     metrics = reward_finetune(args.model_dir, settings, args.out, resume=args.resume, overwrite=args.overwrite,
                               reward=reward, threads=args.threads)
     print(format_table([metrics]))

@@ -26,6 +26,7 @@ is saved in the checkpoint.
 from __future__ import annotations
 
 import ctypes
+import math
 import shutil
 import sys
 import time
@@ -50,14 +51,19 @@ from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger
 from dnadiff.training.progress import StepProgressBar
 from dnadiff.training.rundir import RunDirLock
+from dnadiff.utils import format_duration
 
 SETTINGS_FILE = "finetune_config.yaml"
 DEFAULTS: dict[str, Any] = {
     "method": None, "reward": None, "target": None, "kl_weight": None, "pretrained": None, "length": None,
-    "train_steps": 100, "sample_steps": 128, "truncate_steps": 50, "gumbel_temperature": 1.0, "group_size": 8,
-    "ppo_epochs": 1, "clip": 0.2, "advantage": "center", "lr": 1e-4, "batch_size": 16, "grad_clip": 0.0,
-    "seed": 0, "target_samples": 256, "eval_samples": 64, "pool_size": 256,
+    "train_steps": 100, "sample_steps": None, "truncate_steps": None, "gumbel_temperature": 1.0,
+    "final_temperature": None, "estimator": "straight_through", "kl": "all", "group_size": 8,
+    "ppo_epochs": 1, "clip": 0.2, "advantage": "center", "lr": 1e-4, "batch_size": None, "grad_clip": 0.0,
+    "seed": 0, "target_samples": 256, "eval_samples": 64, "pool_size": 256, "model_sample_steps": None,
 }
+# None above: sized to the model (sized_defaults): T = its sampling steps, K = ⌈T/4⌉, B·L·T ≈ TOKEN_STEPS
+TOKEN_STEPS = 2**16
+MAX_BATCH = 16
 # settings a resumed run may change (it continues to a new number of updates; the evaluation sizes)
 RESUMABLE_CHANGES = ("train_steps", "target_samples", "eval_samples")
 # generator offsets of the target's, the evaluation's and the dpo pool's samples
@@ -148,7 +154,19 @@ class RewardFinetuneModule(L.LightningModule):
         got = reached(rewards, kls)
         log.info("fine-tuned (%d samples): mean reward %.4g ± %.2g, trajectory KL to pretrained %.4g ± %.2g nats",
                  n, got["reward"], got["reward_se"], got["kl"], got["kl_se"])
-        return {f"reached_{k}": v for k, v in got.items()}
+        out = {f"reached_{k}": v for k, v in got.items()}
+        steps = int(self.s.get("model_sample_steps") or self.grid.steps)
+        if steps != self.grid.steps:  # trained with another step count than the model samples with: measure both
+            grid = make_grid(self.model.schedule, steps, eps=self.model.sampling_eps)
+            rewards, kls = sample_scores(self.denoiser, self.pre_denoiser, grid, self.mask_id, int(self.s["length"]),
+                                         self.vocab, self.reward, n, int(self.s["batch_size"]),
+                                         generator=self._generator(EVAL_SEED), device=self.device)
+            at = reached(rewards, kls)
+            log.info("at the model's own %d sampling steps (trained with %d): mean reward %.4g ± %.2g, trajectory "
+                     "KL %.4g ± %.2g nats", steps, self.grid.steps, at["reward"], at["reward_se"], at["kl"],
+                     at["kl_se"])
+            out.update({f"reached_{k}_at_model_steps": v for k, v in at.items() if k != "n"})
+        return out
 
     def train_dataloader(self):
         return DataLoader(_Ticks(), batch_size=1)
@@ -173,7 +191,9 @@ class RewardFinetuneModule(L.LightningModule):
         if s["method"] == "drakes":
             out = drakes_loss(self.denoiser, self.pre_denoiser, self.reward.soft, self.grid, self.mask_id, x_init,
                               self.vocab, beta, truncate_steps=int(s["truncate_steps"]),
-                              temperature=float(s["gumbel_temperature"]), generator=self._generator(step))
+                              temperature=temperature_at(s, step), estimator=str(s.get("estimator") or
+                                                                                 "straight_through"),
+                              kl_scope=str(s.get("kl") or "all"), generator=self._generator(step))
         elif s["method"] == "dpo":
             idx = torch.randint(len(self.pool), (int(s["batch_size"]),), generator=self._generator(step),
                                 device=self.device)
@@ -203,6 +223,28 @@ class RewardFinetuneModule(L.LightningModule):
         self.groups = GroupBatch.from_state_dict(groups) if groups is not None else None
 
 
+class UpdateTimer(L.Callback):
+    """After the first update of a session: one line with its wall time and the ETA of the rest (the
+    warm-up before it, model loading and the target's pretrained samples, is not counted)."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.first_s: float | None = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.first_s is None:
+            self.started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.first_s is not None or self.started is None:
+            return
+        self.first_s = time.perf_counter() - self.started
+        left = max(0, int(trainer.max_steps) - int(trainer.global_step))
+        eta = time.strftime("%H:%M", time.localtime(time.time() + left * self.first_s))
+        log.info("design-finetune: the first update took %.1f s; %d more: about %s (ETA %s), then the evaluation "
+                 "samples", self.first_s, left, format_duration(left * self.first_s), eta)
+
+
 class ExportFinetuned(L.Callback):
     """At the end of training: the model files into OUT (config.json last)."""
 
@@ -223,18 +265,55 @@ class ExportFinetuned(L.Callback):
             save_model_files(self.out, self.cfg, backbone, self.tokenizer, self.metrics, state_dict=state)
 
 
-def complete_settings(model_dir: str, settings: dict, sample_length: int) -> dict:
+def sized_defaults(length: int, model_steps: int, method: str, group_size: int, sample_steps: int | None = None
+                   ) -> dict:
+    """The trajectory settings sized to the model, for those left unset: T = the model's own sampling steps
+    (training with the step count it samples with), K = ⌈T/4⌉ (gradient through the last quarter), and the
+    batch B = TOKEN_STEPS // (L·T) clamped to 2…MAX_BATCH (policy_gradient, dpo: whole groups), so that an
+    update's denoiser work B·L·T stays near 65,536 token-steps whatever the length and step count. An
+    update then costs about T forward passes plus T + K forward+backward passes at batch B (drakes, kl=all;
+    kl=live: K + K forward+backward), e.g. caduceus:tiny at L = 128, T = 64: K = 16, B = 8."""
+    T = int(sample_steps or model_steps)
+    batch = max(2, min(MAX_BATCH, TOKEN_STEPS // max(1, int(length) * T)))
+    if method in ("policy_gradient", "dpo"):
+        batch = max(int(group_size), batch // int(group_size) * int(group_size))
+    return {"sample_steps": T, "truncate_steps": max(1, math.ceil(T / 4)), "batch_size": batch}
+
+
+def complete_settings(model_dir: str, settings: dict, sample_length: int, model_steps: int | None = None) -> dict:
     """`settings` over DEFAULTS, with the pretrained model's absolute path, the length (default: the
-    model's sample.length) and K ≤ T. Unknown keys are refused."""
+    model's sample.length), the trajectory settings left unset sized to the model (sized_defaults;
+    `model_steps`: its sample.steps, read from its config when not given) and K ≤ T. Unknown keys are refused."""
     unknown = sorted(set(settings) - set(DEFAULTS))
     if unknown:
         raise DnadiffError(f"reward fine-tuning: unknown settings {', '.join(unknown)} (known: {', '.join(DEFAULTS)})")
-    out = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None or k == "target"}}
+    out = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None or k in ("target", "final_temperature")}}
     out["pretrained"] = str(Path(model_dir).resolve())
     out["length"] = int(out["length"] or sample_length)
+    if model_steps is None:
+        from dnadiff.modelio import resolve
+
+        model_steps = int(resolve(model_dir).config.sample.steps)
+    out["model_sample_steps"] = int(model_steps)
+    sized = sized_defaults(out["length"], int(model_steps), str(out["method"]), int(out["group_size"]),
+                           out["sample_steps"])
+    for key, value in sized.items():
+        if out[key] is None:
+            out[key] = value
     out["truncate_steps"] = min(int(out["truncate_steps"]), int(out["sample_steps"]))
     out["kl_weight"] = float(out["kl_weight"])
     return out
+
+
+def temperature_at(settings: dict, update: int) -> float:
+    """τ of update n: `gumbel_temperature`, or with `final_temperature` the exponential anneal
+    τ_n = τ_0 · (τ_1/τ_0)^(n/(N − 1)) over the N = train_steps updates (Jang et al. 2017, arXiv 1611.01144,
+    §4: τ annealed as exp(−r·n); here the rate r is set by the two end points)."""
+    tau0, tau1 = float(settings["gumbel_temperature"]), settings.get("final_temperature")
+    n_total = int(settings["train_steps"])
+    if tau1 is None or n_total <= 1:
+        return tau0
+    return tau0 * (float(tau1) / tau0) ** (min(int(update), n_total - 1) / (n_total - 1))
 
 
 def settings_differ(old: dict, new: dict) -> list[str]:
@@ -293,16 +372,22 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     trainer = L.Trainer(max_steps=steps, max_epochs=-1, accelerator=device, devices=1, precision="32-true",
                         gradient_clip_val=float(settings.get("grad_clip") or 0.0) or None,
                         logger=SessionCSVLogger(str(where), resume_step=resume_step, name="logs", version=""),
-                        callbacks=[checkpointing, export, *([StepProgressBar()] if show else [])],
+                        callbacks=[checkpointing, export, UpdateTimer(), *([StepProgressBar()] if show else [])],
                         plugins=[AtomicCheckpointIO()], enable_progress_bar=show, enable_model_summary=False,
                         num_sanity_val_steps=0, log_every_n_steps=1, default_root_dir=str(where))
-    log.info("design-finetune: %s, β=%g, %d updates of %d sequences x %d bases%s", settings["method"],
-             settings["kl_weight"], steps, settings["batch_size"], settings["length"],
-             f", resuming at update {resume_step}" if resume_step is not None else "")
+    drakes = (f" (gradient through the last {settings['truncate_steps']}, estimator {settings.get('estimator')}, "
+              f"KL on {settings.get('kl')} steps)") if settings["method"] == "drakes" else ""
+    log.info("design-finetune: %s, β=%g, %d updates of %d sequences x %d bases, %d sampling steps%s%s",
+             settings["method"], settings["kl_weight"], steps, settings["batch_size"], settings["length"],
+             settings["sample_steps"], drakes, f", resuming at update {resume_step}" if resume_step is not None else "")
+    model_steps = settings.get("model_sample_steps")
+    if model_steps and int(model_steps) != int(settings["sample_steps"]):
+        log.warning("design-finetune: training with %d sampling steps, the model samples with %d: the reach is "
+                    "measured at both (metrics.json: reached_*_at_model_steps)", settings["sample_steps"], model_steps)
     with resume_warnings_silenced():  # as `dnadiff train --resume`: Lightning's notes that a resume makes untrue
         trainer.fit(module, ckpt_path=str(point.path) if point is not None else None)
     return export.metrics
 
 
-__all__ = ["DEFAULTS", "RewardFinetuneModule", "complete_settings", "return_freed_memory", "reward_finetune",
-           "settings_differ", "SETTINGS_FILE"]
+__all__ = ["DEFAULTS", "RewardFinetuneModule", "UpdateTimer", "complete_settings", "return_freed_memory",
+           "reward_finetune", "settings_differ", "sized_defaults", "temperature_at", "SETTINGS_FILE"]
