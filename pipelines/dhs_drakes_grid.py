@@ -1,0 +1,295 @@
+"""DRAKES estimators × β on the HepG2 design table (issue 51 §3): does DRAKES reach policy gradient at equal KL?
+
+    python pipelines/dhs_drakes_grid.py --scale cpu --threads 1    # results/dhs_drakes_grid_cpu.{md,json,png}
+    python pipelines/dhs_drakes_grid.py --dry-run                  # every run on the 300-row fixture, toy sizes
+    python pipelines/dhs_drakes_grid.py --scale tiny               # small-scale: tiny models trained here
+
+Models, reward and evaluation oracle as pipelines/dhs_design.py (whose helpers this script uses): the
+unconditional MDLM fine-tuned by `dnadiff design-finetune` for every (variant, β) of the grid, each then
+sampled plainly (`dnadiff sample`, the model's own 50 steps: no reward calls at sampling); beside them the
+inference-time rows unguided, best-of-N and CFG. No setting is chosen: every β is a point of the frontier.
+
+Variants (dnadiff/finetune_reward/trajectory.py; docs/references.md, "DRAKES estimators"):
+  drakes_st         per-step straight-through Gumbel-softmax, τ = 1, KL on all steps (the paper's Algorithm 1)
+  drakes_soft       soft states through the live steps, straight-through at the reward input (the official
+                    code), τ = 0.1 (on the enumerable chain 0.84-0.89 of the exact gradient per step)
+  drakes_soft_live  as drakes_soft with the KL on the live steps only (the official truncate_kl)
+  policy_gradient   the score-function reference (unbiased)
+Each run trains with the model's own sampling step count (T = 50, K = ⌈T/4⌉ = 13), batch 8, lr 1e-3, gradient
+clip 1 (the official value), `train_steps` updates. Budget, --scale cpu: 180 updates × 8 trajectories × 50 steps
+= 72,000 trajectory-steps, about an hour on one core for the d64 × 2 Caduceus at 200 bp (≈ 10 ms per row-pass,
+dhs_design.py's measurement; ~19 s per update); the official DHS run is 1,000 epochs × 4 × 32 trajectories
+× 128 steps = 16.4 M trajectory-steps: this is 0.44 % of it (1.1 % of its trajectories). 12 runs: ~12 h.
+
+Columns: success (evaluation-oracle argmax = HepG2), realistic success (and GC in range and log-likelihood above
+the real sequences' 5 % quantile), log-likelihood per base (naturalness), reached KL (the fine-tuned model's
+trajectory KL to the pretrained one) against the target's KL(p*‖p_pre) (SNIS, design-finetune), their ratio,
+reward calls (fine-tuning: its trajectories and the target and evaluation samples; best-of-N: n per design),
+denoiser calls per design, wall seconds. The frontier plot: success against KL, coloured by log-likelihood.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import common
+import numpy as np
+
+VARIANTS = {  # name: (method, --option items, --gumbel-temperature)
+    "drakes_st": ("drakes", [], 1.0),
+    "drakes_soft": ("drakes", ["estimator=soft"], 0.1),
+    "drakes_soft_live": ("drakes", ["estimator=soft", "kl=live"], 0.1),
+    "policy_gradient": ("policy_gradient", [], None),
+}
+SCALES = {
+    "cpu": {"out": "runs/dhs_drakes_grid", "results": "results/dhs_drakes_grid_cpu", "models": "runs/dhs_benchmark",
+            "oracles": "runs/dhs_oracles", "num": 64, "length": 200, "steps": 50, "best_n": 16, "cfg": [1.0, 3.0],
+            "betas": [0.0625, 0.25, 1.0], "variants": list(VARIANTS),
+            "finetune": {"train_steps": 180, "batch_size": 8, "group_size": 4, "lr": 1e-3, "grad_clip": 1.0,
+                         "target_samples": 64, "eval_samples": 32}},
+    "tiny": {"out": "runs/dhs_drakes_grid_tiny", "results": None, "models": None, "oracles": None, "num": 8,
+             "length": 200, "steps": 8, "best_n": 4, "cfg": [1.0], "betas": [0.25, 1.0], "variants": list(VARIANTS),
+             "finetune": {"train_steps": 6, "batch_size": 4, "group_size": 2, "lr": 3e-3, "grad_clip": 1.0,
+                          "target_samples": 16, "eval_samples": 8}},
+}
+DRY = {"betas": [1.0], "num": 4, "steps": 4, "best_n": 2,
+       "finetune": {"train_steps": 1, "batch_size": 2, "group_size": 2, "lr": 1e-3, "grad_clip": 1.0,
+                    "target_samples": 4, "eval_samples": 2}}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scale", choices=sorted(SCALES), default="cpu")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=None, help="work folder (default runs/dhs_drakes_grid[_tiny])")
+    p.add_argument("--results", default=None, help="results path without extension")
+    p.add_argument("--models", default=None, help="folder with models/cg/model and models/cfg/model (as dhs_design)")
+    p.add_argument("--oracles", default=None, help="folder with reward_classifier/ and eval_oracle/ (as dhs_design)")
+    p.add_argument("--variants", default=None, help=f"comma-separated subset of {', '.join(VARIANTS)}")
+    p.add_argument("--betas", default=None, help="comma-separated β grid (default: the scale's)")
+    p.add_argument("--dry-run", action="store_true", help="every variant once at toy sizes on the fixture, models "
+                   "trained in a temporary folder; writes no table")
+    return p.parse_args(argv)
+
+
+def finetune_argv(variant: str, beta: float, sc: dict, model: str, reward_dir: str, out: Path, threads: int) -> list:
+    """The design-finetune command of one (variant, β): the model's own sampling steps (no --sample-steps)."""
+    import dhs_design as design
+
+    method, options, tau = VARIANTS[variant]
+    ft = sc["finetune"]
+    argv = ["design-finetune", model, "--reward", f"classifier:{reward_dir}", "--target", design.CELL, "--method",
+            method, "--kl-weight", beta, "--lr", ft["lr"], "--grad-clip", ft["grad_clip"], "--length", sc["length"],
+            "--train-steps", ft["train_steps"], "--batch-size", ft["batch_size"], "--group-size", ft["group_size"],
+            "--target-samples", ft["target_samples"], "--eval-samples", ft["eval_samples"], "--seed", 0,
+            "--out", out, "--threads", threads, "--overwrite", "-q"]
+    if tau is not None:
+        argv += ["--gumbel-temperature", tau]
+    for item in options:
+        argv += ["--option", item]
+    return argv
+
+
+def reward_calls(metrics: dict, sc: dict) -> int:
+    """Reward evaluations of a fine-tuning run: one per trajectory of each update, plus the target's and the
+    evaluation's samples (none at sampling time)."""
+    ft = sc["finetune"]
+    return int(metrics.get("updates", ft["train_steps"])) * int(ft["batch_size"]) + int(ft["target_samples"]) + \
+        int(ft["eval_samples"])
+
+
+def context(args, sc: dict, out: Path, dry: bool, log) -> tuple[dict, dict, str, str, object]:
+    """dhs_design's scoring context: (models, ctx for dhs_design.score_test, reward dir, oracle dir, table)."""
+    import dhs_design as design
+
+    import dnadiff
+    from dnadiff.data import CELL_TYPES, load_dhs
+    from dnadiff.eval import MotifScanner, background_of, load_jaspar, load_oracle
+    from dnadiff.heads import load_classifier_dir
+
+    table = load_dhs()
+    k = CELL_TYPES.index(design.CELL)
+    models, _, reward_dir, eval_dir, _ = design.models_and_oracles(args, sc, out, dry, log)
+    rows = table.indices("test")
+    test_real = [s for s, y in zip(table.sequences("test"), table.labels[rows]) if y == k]
+    perm = np.random.default_rng(design.TEST_SEED).permutation(len(test_real))
+    reference = [test_real[i] for i in perm[len(perm) // 2:]]
+    pretrained = dnadiff.load(models["cg"])
+    pretrained.backbone.eval()
+    gc_range, ll_floor = design.natural_bounds(pretrained, test_real)
+    scanner = MotifScanner(load_jaspar(), background_of(test_real))
+    hits, bases = scanner.scan(reference)
+    ctx = {"target": k, "pretrained": pretrained, "reward_model": load_classifier_dir(reward_dir)[0],
+           "oracle": load_oracle(eval_dir)[0], "test_bounds": {"gc_range": gc_range, "ll_floor": ll_floor},
+           "reference": reference, "scanner": scanner, "reference_rate": hits.sum(axis=0) / max(bases.sum(), 1) * 1e3}
+    return models, ctx, reward_dir, eval_dir, table
+
+
+def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
+    import dhs_benchmark as bench
+    import dhs_design as design
+    import dhs_oracles
+
+    from dnadiff.machine import describe_machine, load_average
+    from dnadiff.threads import apply_threads
+    from dnadiff.utils import atomic_write, portable_paths, write_json
+
+    sc = json.loads(json.dumps(SCALES["tiny" if dry is not None else args.scale]))
+    if dry is not None:
+        sc.update(DRY)
+    if args.variants:
+        sc["variants"] = [v.strip() for v in args.variants.split(",") if v.strip()]
+        if not sc["variants"] or any(v not in VARIANTS for v in sc["variants"]):
+            raise SystemExit(f"error: --variants {args.variants!r}: choose from {', '.join(VARIANTS)}")
+    if args.betas:
+        sc["betas"] = [float(b) for b in args.betas.split(",")]
+    out = dry if dry is not None else Path(args.out or sc["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    results = Path(args.results) if args.results else (
+        Path(sc["results"]) if sc["results"] and dry is None else out / "dhs_drakes_grid_tiny")
+    if args.scale == "tiny" or dry is not None:  # the 300-row fixture as the DHS table
+        os.environ["DNADIFF_CACHE"] = str(dhs_oracles._tiny_cache(out))
+    apply_threads(args.threads)
+    log = print
+    load_before, w0, c0 = load_average(), time.time(), time.process_time()
+    models, ctx, reward_dir, eval_dir, table = context(args, sc, out, dry is not None, log)
+    cmds = design.Commands(eval_dir, log)
+    design_sc = {"length": sc["length"], "steps": sc["steps"], "best_n": sc["best_n"]}
+
+    def sample(row: str, value, name: str, finetuned: str | None = None) -> tuple[dict, dict, float]:
+        path = out / "test" / f"{name}.fa"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        argv, inputs = design.design_argv(row, value, design_sc, models, reward_dir, sc["num"], design.TEST_SEED,
+                                          path, args.threads, finetuned)
+        info = cmds.run(argv, f"test designs {name}", path.with_suffix(".done.json"), inputs)
+        return design.score_test(bench.read_samples(path), ctx), info, design.nfe_of(path)
+
+    rows = []
+    for row, values in (("unguided", [None]), ("best_of_n", [None]), ("cfg", sc["cfg"])):
+        for value in values:
+            score, info, nfe = sample(row, value, row if value is None else f"{row}_w{value:g}")
+            n = sc["best_n"]
+            rows.append({"row": row, "variant": row, "setting": "" if value is None else f"w={value:g}",
+                         "kl": 0.0 if row == "unguided" else (math.log(n) - (n - 1) / n if row == "best_of_n"
+                                                               else None),
+                         "reward_calls": sc["num"] * n if row == "best_of_n" else 0, "nfe_per_design": nfe,
+                         "wall_s": info["wall_s"], **score})
+    for variant in sc["variants"]:
+        for beta in sc["betas"]:
+            ft_dir = out / "finetuned" / f"{variant}_b{beta:g}"
+            ft_dir.parent.mkdir(parents=True, exist_ok=True)
+            info = cmds.run(finetune_argv(variant, beta, sc, models["cg"], reward_dir, ft_dir, args.threads),
+                            f"fine-tune {variant}", ft_dir.with_name(ft_dir.name + ".done.json"),
+                            [models["cg"], reward_dir])
+            m = json.loads((ft_dir / "metrics.json").read_text())
+            score, s_info, nfe = sample(VARIANTS[variant][0], None, f"{variant}_b{beta:g}", str(ft_dir))
+            first, last = design.quarter_means(design.reward_curve(ft_dir))
+            target_kl, reached_kl = m.get("target_kl"), m.get("reached_kl")
+            rows.append({"row": "finetuned", "variant": variant, "setting": f"β={beta:g}", "beta": beta,
+                         "kl": reached_kl, "target_kl": target_kl, "target_ess": m.get("target_ess"),
+                         "kl_ratio": reached_kl / target_kl if target_kl and reached_kl is not None else None,
+                         "reached_reward": m.get("reached_reward"), "target_reward": m.get("target_reward"),
+                         "reward_calls": reward_calls(m, sc), "nfe_per_design": nfe, "updates": m.get("updates"),
+                         "finetune_wall_s": m.get("wall_seconds_this_session", info["wall_s"]),
+                         "finetune_cpu_s": info["cpu_s"], "wall_s": s_info["wall_s"], "curve_first_quarter": first,
+                         "curve_last_quarter": last, **score})
+            log(f"{variant} β={beta:g}: success {score['success']:.3f}, realistic {score['realistic_success']:.3f}, "
+                f"KL {reached_kl} (target {target_kl})")
+    if dry is not None:
+        print(f"dry run: {len(rows)} rows ({', '.join(sc['variants'])} × β {sc['betas']}) built, fine-tuned, "
+              f"sampled and scored ({time.time() - w0:.0f} s)")
+        return 0
+    result = portable_paths({
+        "scale": args.scale, "command": command, "threads": args.threads, "settings": sc, "rows": rows,
+        "data_sha256": table.sha256, "models": models, "oracles": {"reward": reward_dir, "evaluation": eval_dir},
+        "commands": cmds.records, "wall_s": round(time.time() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
+        "load_before": load_before, "load_after": load_average(), "machine": describe_machine()})
+    results.parent.mkdir(parents=True, exist_ok=True)
+    write_json(results.with_suffix(".json"), result)
+    png = plot(result, results.with_suffix(".png"))
+    atomic_write(results.with_suffix(".md"), markdown(result, png))
+    print(f"wrote {results.with_suffix('.md')}")
+    return 0
+
+
+def _num(v, digits: int = 3) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}g}"
+
+
+def markdown(r: dict, png: str | None) -> str:
+    from dnadiff.utils import markdown_table
+
+    table = markdown_table([{
+        "row": x["variant"], "setting": x["setting"], "success": f"{x['success']:.3f} ± {x['success_se']:.3f}",
+        "realistic success": _num(x["realistic_success"]), "log-lik / base": _num(x["loglik"]),
+        "mean reward": _num(x["reward"]), "KL (reached / bound)": _num(x["kl"]), "target KL": _num(x.get("target_kl")),
+        "KL / target": _num(x.get("kl_ratio"), 2), "reward calls": x["reward_calls"],
+        "denoiser calls / design": _num(x["nfe_per_design"]),
+        "fine-tuning s": _num(x.get("finetune_wall_s"), 4), "curve first / last quarter":
+        f"{_num(x.get('curve_first_quarter'))} / {_num(x.get('curve_last_quarter'))}" if x["row"] == "finetuned"
+        else ""} for x in r["rows"]])
+    small = " — SMALL SCALE (tiny models on the 300-row fixture): not the HepG2 result" if r["scale"] == "tiny" else ""
+    ft = r["settings"]["finetune"]
+    return "\n".join([
+        f"# DRAKES estimators × β on HepG2 design (issue 51 §3): scale {r['scale']}{small}", "",
+        f"`{r['command']}`  ", f"{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU ({r['threads']} thread); "
+        f"{r['machine']}; load before {r['load_before']}, after {r['load_after']}.", "",
+        f"{r['settings']['num']} designs of {r['settings']['length']} bp per row, {r['settings']['steps']} sampling "
+        f"steps. Fine-tuning: {ft['train_steps']} updates × batch {ft['batch_size']}, lr {ft['lr']:g}, gradient clip "
+        f"{ft['grad_clip']:g}, the model's own sampling step count. Variants and columns: the docstring of "
+        "pipelines/dhs_drakes_grid.py. KL: fine-tuned rows, the reached trajectory KL to the pretrained model; "
+        "best-of-N, the bound log n − (n−1)/n; target KL: SNIS estimate of KL(p*‖p_pre) at that β.", "",
+        table, "", *([f"![frontier]({Path(png).name})", ""] if png else [])])
+
+
+def plot(r: dict, path: Path) -> str:
+    """Success (o) and realistic success (x) against KL, coloured by log-likelihood per base (naturalness)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dnadiff.utils import atomic_path
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    pts = [x for x in r["rows"] if x.get("kl") is not None]
+    lls = [x["loglik"] for x in pts if x["loglik"] is not None]
+    norm = matplotlib.colors.Normalize(min(lls, default=-2), max(lls, default=-1))
+    markers = {"unguided": "s", "best_of_n": "*", "drakes_st": "o", "drakes_soft": "^", "drakes_soft_live": "v",
+               "policy_gradient": "D"}
+    dots = None
+    for ax, key in zip(axes, ("success", "realistic_success")):
+        for x in pts:
+            dots = ax.scatter(max(x["kl"], 1e-4), x[key], c=[x["loglik"]], cmap="viridis", norm=norm,
+                            marker=markers.get(x["variant"], "o"), s=45, edgecolors="k", linewidths=0.4)
+            ax.annotate(f"{x['variant']} {x['setting']}", (max(x["kl"], 1e-4), x[key]), fontsize=6,
+                        xytext=(3, 3), textcoords="offset points")
+        for x in r["rows"]:
+            if x["variant"] == "cfg":
+                ax.axhline(x[key], color="grey", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("KL to the pretrained model (nats; best-of-N: bound)")
+        ax.set_title(key.replace("_", " ") + (" (dotted: CFG)" if key == "success" else ""), fontsize=9)
+    axes[0].set_ylabel("evaluation-oracle success")
+    if dots is not None:
+        fig.colorbar(dots, ax=axes, label="log-likelihood / base (pretrained)")
+    if r["scale"] == "tiny":
+        fig.suptitle("SMALL SCALE: tiny models on the 300-row fixture", fontsize=9)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    return common.main_with_dry_run(run, args, __file__, argv, "dhs_drakes_grid")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
