@@ -51,8 +51,10 @@ with the step count it samples with; another T is allowed, and the reach is then
 policy_gradient, dpo). What an update costs: a drakes update is about T forward passes and T + K
 forward+backward passes of the network at batch B (kl=live: K + K), a policy_gradient update T
 forward+backward and 2T forward passes. On the tiny bundled model (caduceus:tiny, length 128, T = 64:
-K = 16, B = 8) a drakes update took UPDATE_COST on one core (benchmarks/reward_update_cost.py). After the
-first update the command prints its time and the ETA of the run.
+K = 16, B = 8) a drakes update costs about 17 s of CPU time on one thread, longer on a busy machine (75 s
+wall at load 13 on 2 cores); the former defaults (T = 128, K = 50, B = 16) took 65-126 s wall at load 2-6
+(results/reward_update_cost.md).
+After the first update the command prints its time and the ETA of the run.
 
 Know the target: before training, --target-samples pretrained samples give the self-normalised
 importance-sampling estimate of what p* scores and its KL from the pretrained model (with the effective
