@@ -272,9 +272,12 @@ class DiffusionModel:
             return self.make_denoiser(labels=None)
         names = list(self.config.model.class_names)
         if isinstance(label, str) and not label.lstrip("-").isdigit():
-            if label not in names:
-                raise DnadiffError(f"unknown class {label!r}; this model knows: {', '.join(names)}")
-            label = names.index(label)
+            from dnadiff.data.class_names import class_position, known_names
+
+            position = class_position(label, names)  # hESC or hESCT0, whichever the model recorded
+            if position is None:
+                raise DnadiffError(f"unknown class {label!r}; this model knows: {known_names(names)}")
+            label = position
         label = int(label)
         if not 0 <= label < num_classes:
             raise DnadiffError(f"class index {label} out of range 0..{num_classes - 1}")

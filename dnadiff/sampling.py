@@ -88,7 +88,9 @@ def sample_records(res: SampleResult, texts: list[str], label: int | str | None 
                    guidance: float = 0.0) -> list[tuple[str, str]]:
     """(header, text) of each sample as `dnadiff sample` writes them: each header names its random stream,
     so `seed=S, first_index=I, num=1` regenerates that record alone."""
-    tag = f" class={label} guidance={guidance}" if label is not None else ""
+    from dnadiff.data.class_names import canonical
+
+    tag = f" class={canonical(label)} guidance={guidance}" if label is not None else ""  # hESCT0 -> hESC
     name, length, first = res.sampler.name, int(res.x.shape[1]), res.first_index
     return [(f"sample_{first + i} sampler={name} length={length} seed={res.seed} index={first + i}{tag}", s)
             for i, s in enumerate(texts)]

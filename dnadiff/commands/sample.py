@@ -56,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sequences per sampler call (default: all on a GPU and for AR models; on a CPU, a "
                         f"diffusion sampler's calls hold about {CPU_TOKENS_PER_CALL:,} tokens)")
     p.add_argument("--class", dest="label", default=None,
-                   help="class name or index for a class-conditional model (e.g. --class coding)")
+                   help="class name or index for a class-conditional model (e.g. --class coding, --class K562; "
+                        "the DHS hESC cell type is also accepted as hESCT0, its tag in the DHS table)")
     p.add_argument("--guidance", type=float, default=0.0,
                    help="classifier-free guidance scale w: p ∝ p(x|c)^(1+w) / p(x)^w (0 = plain conditional)")
     p.add_argument("--rc-symmetric", action="store_true", help="average strand predictions (RC-symmetric sampling)")
@@ -84,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
 
     # ---- everything the user typed is checked before the model is loaded
     req = Request.checked(args)
+    if args.label is not None:  # one name printed for a class with two spellings (hESCT0 -> hESC)
+        from dnadiff.data.class_names import canonical
+
+        args.label = canonical(args.label)
     req.load_config()
     kind = req.kind
     objective = req.objective

@@ -125,10 +125,13 @@ def target_rate(probs: np.ndarray, targets: Sequence[int], classes: Sequence[str
 
 def fasta_targets(headers: Sequence[str], target: str | None, classes: Sequence[str], where: str) -> list[int]:
     """Class index of each record: `target` for all of them, else each header's class=NAME."""
+    from dnadiff.data.class_names import class_position, known_names
+
     def index(name: str, what: str) -> int:
-        if name not in classes:
-            raise DnadiffError(f"{what}: {name!r} is not one of the oracle's classes {', '.join(classes)}")
-        return list(classes).index(name)
+        position = class_position(name, classes)  # a spelling or its alias (hESC / hESCT0)
+        if position is None:
+            raise DnadiffError(f"{what}: {name!r} is not one of the oracle's classes {known_names(classes)}")
+        return position
 
     if target is not None:
         return [index(target, "target")] * len(headers)
