@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,6 @@ import common
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
 MASKS = ("span8", "span32", "span96", "random15", "random50")
 DEFAULTS = {"chr22_mdlm": "runs/cpu_hour/caduceus_mdlm/model", "chr22_ar": "runs/cpu_hour/mamba_ar/model",
             "chr22_markov": "runs/infill/models/markov_chr22/model", "dhs_mdlm": "runs/dhs_benchmark/models/cfg/model",
@@ -52,7 +52,8 @@ FILL_MASK = "span32"
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for key, default in DEFAULTS.items():
-        p.add_argument("--" + key.replace("_", "-"), default=default, help=f"model directory (default {default})")
+        p.add_argument("--" + key.replace("_", "-"), default=default, help=f"model directory (default {default}; "
+                       "none: leave its rows out)")
     p.add_argument("--data", default="chr22,dhs", help="chr22, dhs or both (default)")
     p.add_argument("--train-minutes", type=float, default=10.0, help="budget of a chr22 model trained here")
     p.add_argument("--chr22-windows", type=int, default=None, help="chr22 test windows (default 256)")
@@ -74,8 +75,7 @@ def prepare_chr22(args, sc: dict, work: Path, dry: bool, log) -> tuple[dict, lis
     from dnadiff.data_root import bundled_data_root, data_root
 
     root = Path(bundled_data_root()) / "chr22_sample" if dry else Path(data_root()) / "hg19_chr22_subset"
-    fasta, bed = (root / "chr22_sample.fa.gz", root / "sequences.bed") if dry else (root / "chr22.fa.gz",
-                                                                                   root / "sequences.bed")
+    fasta, bed = root / ("chr22_sample.fa.gz" if dry else "chr22.fa.gz"), root / "sequences.bed"
     over = [f"data.fasta={fasta}", f"data.bed={bed}"]
     models, notes = {}, []
     markov = Path(args.chr22_markov)
@@ -85,8 +85,8 @@ def prepare_chr22(args, sc: dict, work: Path, dry: bool, log) -> tuple[dict, lis
     models["markov"] = str(markov)
     for key, name in (("mdlm", "caduceus_mdlm"), ("ar", "mamba_ar")):
         given = Path(getattr(args, f"chr22_{key}"))
-        if not dry and (given / "config.json").is_file():
-            models[key] = str(given)
+        if str(given) == "none" or (not dry and (given / "config.json").is_file()):  # none: rows left out
+            models.update({} if str(given) == "none" else {key: str(given)})
             continue
         models[key] = sq.train_model(work / "models", name, over, args.train_minutes, dry)
         notes.append(f"chr22 {key}: trained here for at most {args.train_minutes:g} min ({sq.TRAINED[name]})")
@@ -108,10 +108,9 @@ def prepare_dhs(args, work: Path, dry: bool, log) -> tuple[dict, list[str]]:
     models, notes = {}, []
     for key in ("mdlm", "ar", "markov", "oracle"):
         path = Path(getattr(args, f"dhs_{key}"))
-        if (path / ("classifier.json" if key == "oracle" else "config.json")).is_file():
-            models[key] = str(path)
-        else:
-            notes.append(f"DHS {key}: {path} missing, its rows left out")
+        found = (path / ("classifier.json" if key == "oracle" else "config.json")).is_file()
+        models.update({key: str(path)} if found else {})
+        notes += [] if found else [f"DHS {key}: {path} missing, its rows left out"]
     return models, notes
 
 
@@ -133,7 +132,7 @@ def score_windows(ids: torch.Tensor, labels, models: dict, mask: str, sc: dict, 
     import dnadiff
     from dnadiff.data import CELL_TYPES
     from dnadiff.eval import infill_nll as nll
-    from dnadiff.eval.markov_infill import model_chain
+    from dnadiff.eval.markov_infill import chain_tables, model_chain
     from dnadiff.samplers import rc_symmetric
 
     hidden = nll.hidden_mask(mask, ids >= 7, torch.Generator().manual_seed(0))  # A C G T ids are 7..10
@@ -145,6 +144,7 @@ def score_windows(ids: torch.Tensor, labels, models: dict, mask: str, sc: dict, 
         out[row]["sequence_tokens"] += n.tolist()
 
     loaded = {k: dnadiff.load(v) for k, v in models.items() if k in ("markov", "mdlm", "ar")}
+    tables = {}  # class name (None: the one chain) -> its probability tables, built once
     gen = torch.Generator().manual_seed(1)
     for s in range(0, len(ids), sc["batch"]):
         x, h = ids[s : s + sc["batch"]], hidden[s : s + sc["batch"]]
@@ -154,7 +154,9 @@ def score_windows(ids: torch.Tensor, labels, models: dict, mask: str, sc: dict, 
                 m = loaded["markov"]
                 keys = [None] * len(x) if lab is None or not m.config.model.class_names else [
                     CELL_TYPES[int(y)] for y in lab]
-                nats = torch.cat([nll.markov_conditional_nll(model_chain(m, k), x[i : i + 1], h[i : i + 1])[0]
+                for k in set(keys) - set(tables):
+                    tables[k] = chain_tables(model_chain(m, k))
+                nats = torch.cat([nll.markov_conditional_nll(tables[k], x[i : i + 1], h[i : i + 1])[0]
                                   for i, k in enumerate(keys)])
                 add("markov", nats, h.sum(1).double())
             if "mdlm" in loaded:
@@ -296,9 +298,7 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
             log(f"chr22 {mask}: {len(ids)} windows of {ids.shape[1]} bp")
             rows += rows_of("chr22", mask, score_windows(ids, None, models, mask, sc, log))
     if "dhs" in data_sets:
-        if dry is not None:
-            import os
-
+        if dry is not None:  # the 300-row fixture as the DHS table
             import dhs_oracles
 
             os.environ["DNADIFF_CACHE"] = str(dhs_oracles._tiny_cache(work))

@@ -158,8 +158,9 @@ def probe_reward(reward, x, spec: str) -> None:
 
 def build_editor(args, model, reward):
     from dnadiff.guidance.editing import DiffusionProposer, MarkovProposer, RemaskEditor
+    from dnadiff.guidance.rewards import soft_support
 
-    positions = args.positions or ("saliency" if callable(getattr(reward, "soft", None)) else "confidence")
+    positions = args.positions or ("saliency" if soft_support(reward) is None else "confidence")
     if args.method == "markov":
         from dnadiff.eval.markov_infill import model_chain
 

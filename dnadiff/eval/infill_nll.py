@@ -112,12 +112,13 @@ def ar_left_nll(denoiser, objective, x0: Tensor, hidden: Tensor) -> tuple[Tensor
 
 def markov_conditional_nll(chain, x0: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
     """(nats Float64[B], hidden Float64[B]): the chain's exact -log p(x_H | x_V) (eval/markov_infill.py) per window;
-    `chain` a MarkovChain (its tables are taken once)."""
+    `chain` a MarkovChain or its `chain_tables(chain)` (building the tables of an order-9 chain takes seconds:
+    callers scoring many batches pass them)."""
     from dnadiff.backbones.markov import base_codes
     from dnadiff.eval.markov_infill import chain_tables, conditional_nll
 
     hidden = _check(x0, hidden)
-    tables = chain_tables(chain)
+    tables = chain if isinstance(chain, tuple) else chain_tables(chain)
     codes = base_codes(x0.cpu().numpy())
     mask = hidden.cpu().numpy()
     nats = np.array([conditional_nll(tables, codes[b], mask[b]) for b in range(x0.shape[0])])
