@@ -164,24 +164,47 @@ def probability_tables(counts: list[np.ndarray], order: int, smoothing: str = "k
 # ----------------------------------------------------------------------------- the model
 
 
-@BACKBONES.register("markov")
-class MarkovChain(Backbone):
-    """Causal backbone: logits[:, i] = log P(x_{i+1} | the A/C/G/T run ending at x_i, at most k bases)."""
+class CountBackbone(Backbone):
+    """What the count backbones share (MarkovChain here, ClassMarkovChains in markov_classes.py): causal, no
+    time input, no hidden features, no gradients; tables rebuilt from the counts after a load."""
 
-    Config = MarkovConfig
     PRESETS = {"auto": {}, "tiny": {"max_order": 4}}
     is_causal = True
     time_conditioned = False
     hidden_size = 0
     neural = False  # counts, no gradients or features: the network contract tests skip it (tests/test_markov.py);
-    # `dnadiff train` fits it with baselines.COUNT_FITS["markov"] (baselines/markov_fit.py)
+    # `dnadiff train` fits it with baselines.COUNT_FITS[its name] (baselines/markov_fit.py, markov_classes_fit.py)
+    what = "a Markov chain has"  # the error of `features`
 
-    def __init__(self, config: MarkovConfig):
+    def __init__(self, config):
         super().__init__()
         self.config = config
         self.vocab_size = config.vocab_size
         # zero-size anchor: code that asks `next(model.parameters()).device` works; not a trainable weight
         self.device_anchor = nn.Parameter(torch.zeros(0), requires_grad=False)
+
+    def refresh(self) -> "CountBackbone":
+        """Rebuild the tables from the count buffers."""
+        return self
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        out = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self.refresh()
+        return out
+
+    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None, **kw) -> Tensor:
+        raise DnadiffError(f"{self.name}: {self.what} no hidden features (use the k-mer LR baseline to classify)")
+
+
+@BACKBONES.register("markov")
+class MarkovChain(CountBackbone):
+    """Causal backbone: logits[:, i] = log P(x_{i+1} | the A/C/G/T run ending at x_i, at most k bases)."""
+
+    Config = MarkovConfig
+    name = "markov"
+
+    def __init__(self, config: MarkovConfig):
+        super().__init__(config)
         if config.order >= 0:
             for n in range(1, config.order + 2):
                 self.register_buffer(f"counts_{n}", torch.zeros(4**n, dtype=torch.float64))
@@ -221,11 +244,6 @@ class MarkovChain(Backbone):
         """[T_0, ..., T_k] as probabilities (Float64), for inspection and tests."""
         return probability_tables(self.counts(), self.order, self.config.smoothing, self.config.discount)[0]
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        out = super().load_state_dict(state_dict, strict=strict, assign=assign)
-        self.refresh()
-        return out
-
     def num_counts(self) -> int:
         return sum(4**n for n in range(1, self.order + 2)) if self.order >= 0 else 0
 
@@ -251,9 +269,6 @@ class MarkovChain(Backbone):
         logits = torch.full((*x.shape, self.vocab_size), NEG_INF, dtype=log_p.dtype, device=x.device)
         logits[..., list(BASE_IDS)] = log_p
         return logits
-
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        raise DnadiffError("markov: a Markov chain has no hidden features (use the k-mer LR baseline to classify)")
 
     def extra_repr(self) -> str:
         return f"order={self.order}, smoothing={self.config.smoothing}, counts={self.num_counts()}"

@@ -21,8 +21,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from dnadiff.backbones.base import BACKBONES, Backbone
-from dnadiff.backbones.markov import MAX_ORDER, MarkovChain, MarkovConfig
+from dnadiff.backbones.base import BACKBONES
+from dnadiff.backbones.markov import MAX_ORDER, CountBackbone, MarkovChain, MarkovConfig
 from dnadiff.errors import DnadiffError
 
 
@@ -52,22 +52,16 @@ class ClassMarkovConfig:
 
 
 @BACKBONES.register("markov_classes")
-class ClassMarkovChains(Backbone):
+class ClassMarkovChains(CountBackbone):
     """Causal, class-conditional: logits[r, i] = log P_{c_r}(x_{i+1} | the A/C/G/T run ending at x_i)."""
 
     Config = ClassMarkovConfig
-    PRESETS = {"auto": {}, "tiny": {"max_order": 4}}
-    is_causal = True
-    time_conditioned = False
-    hidden_size = 0
-    neural = False  # counts: `dnadiff train` fits it with baselines.COUNT_FITS["markov_classes"]
+    name = "markov_classes"
+    what = "Markov chains have"
     takes_labels = True  # labels go to forward as they do to ClassConditional; no label embedding in front
 
     def __init__(self, config: ClassMarkovConfig):
-        super().__init__()
-        self.config = config
-        self.vocab_size = config.vocab_size
-        self.device_anchor = nn.Parameter(torch.zeros(0), requires_grad=False)  # as MarkovChain's
+        super().__init__(config)
         self.chains = nn.ModuleList(MarkovChain(config.chain_config(k)) for k in config.orders)
 
     @property
@@ -87,11 +81,10 @@ class ClassMarkovChains(Backbone):
             mine.set_counts(theirs.counts())
         return self
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        out = super().load_state_dict(state_dict, strict=strict, assign=assign)
+    def refresh(self) -> "ClassMarkovChains":
         for chain in self.chains:
             chain.refresh()
-        return out
+        return self
 
     def _labels(self, labels, batch: int, device) -> Tensor:
         if labels is None:
@@ -121,10 +114,6 @@ class ClassMarkovChains(Backbone):
                 out = logits.new_empty((*input_ids.shape, logits.shape[-1]))
             out[pick] = logits
         return out
-
-    def features(self, input_ids: Tensor, t: Tensor | None = None, cond: Tensor | None = None, **kw) -> Tensor:
-        raise DnadiffError("markov_classes: Markov chains have no hidden features "
-                           "(use the k-mer LR baseline to classify)")
 
     def num_counts(self) -> int:
         return sum(c.num_counts() for c in self.chains)

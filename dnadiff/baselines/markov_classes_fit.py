@@ -23,7 +23,7 @@ from dnadiff.backbones import build_backbone
 from dnadiff.backbones.markov import MarkovChain, base_codes, count_ngrams, reverse_complement_codes, with_order
 from dnadiff.backbones.markov_classes import ClassMarkovChains, from_chains
 from dnadiff.baselines.fits import COUNT_FITS
-from dnadiff.baselines.markov_fit import bits_per_base
+from dnadiff.baselines.markov_fit import bits_per_base, check_count_run
 from dnadiff.config import RunConfig, replace
 from dnadiff.data.datasets import build_split_dataset
 from dnadiff.errors import DnadiffError
@@ -118,13 +118,7 @@ def fit_class_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[ClassMarkov
 def fit_for_run(cfg: RunConfig, tokenizer):
     """What `dnadiff train` runs for markov_classes: checks, fits, and returns (chains, metrics, config to save:
     the orders, model.num_classes and model.class_names, so `dnadiff sample --class NAME` finds the class)."""
-    if cfg.objective.name != "ar":
-        raise DnadiffError(f"objective.name: Markov chains are autoregressive models; set objective.name=ar "
-                           f"(got {cfg.objective.name!r})")
-    if cfg.model.init_from:
-        raise DnadiffError("model.init_from: Markov chains are fitted from counts, not initialised from a model")
-    if getattr(tokenizer, "kind", "dna") != "dna":
-        raise DnadiffError("tokenizer.kind: Markov chains over A/C/G/T need the DNA tokenizer")
+    check_count_run(cfg, tokenizer)
     model, metrics, classes = fit_class_markov(cfg, tokenizer)
     saved_overrides = {**dataclasses.asdict(model.config), "orders": list(model.config.orders)}
     saved = replace(cfg, **{"model.overrides": saved_overrides, "model.num_classes": len(classes),

@@ -139,16 +139,21 @@ def fit_markov(cfg: RunConfig, tokenizer, echo=print) -> tuple[MarkovChain, dict
     return chain, metrics
 
 
+def check_count_run(cfg: RunConfig, tokenizer) -> None:
+    """The run settings a count model (markov, markov_classes) needs: the ar objective, no init_from, DNA."""
+    if cfg.objective.name != "ar":
+        raise DnadiffError(f"objective.name: Markov chains are autoregressive models; set objective.name=ar "
+                           f"(got {cfg.objective.name!r})")
+    if cfg.model.init_from:
+        raise DnadiffError("model.init_from: Markov chains are fitted from counts, not initialised from a model")
+    if getattr(tokenizer, "kind", "dna") != "dna":
+        raise DnadiffError("tokenizer.kind: Markov chains over A/C/G/T need the DNA tokenizer")
+
+
 @COUNT_FITS.register("markov")
 def fit_for_run(cfg: RunConfig, tokenizer):
     """What `dnadiff train` runs for markov (COUNT_FITS["markov"]): checks the run's settings, fits, and
     returns (chain, metrics, the config to save); training.run owns the run directory."""
-    if cfg.objective.name != "ar":
-        raise DnadiffError(f"objective.name: a Markov chain is an autoregressive model; set objective.name=ar "
-                           f"(got {cfg.objective.name!r})")
-    if cfg.model.init_from:
-        raise DnadiffError("model.init_from: a Markov chain is fitted from counts, not initialised from a model")
-    if getattr(tokenizer, "kind", "dna") != "dna":
-        raise DnadiffError("tokenizer.kind: a Markov chain over A/C/G/T needs the DNA tokenizer")
+    check_count_run(cfg, tokenizer)
     chain, metrics = fit_markov(cfg, tokenizer)
     return chain, metrics, replace(cfg, **{"model.overrides": dataclasses.asdict(chain.config)})
