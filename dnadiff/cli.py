@@ -184,9 +184,18 @@ def unknown_command(word: str) -> str:
     return f"unknown command {word!r}; the commands: {', '.join(SUBCOMMANDS)} (dnadiff --help says what each does)"
 
 
-# the commands that take key=value overrides -> the config class those keys belong to
-CONFIG_CLASSES = {"train": ("dnadiff.config", "RunConfig"), "demo": ("dnadiff.config", "RunConfig"),
-                  "finetune": ("dnadiff.finetune.config", "FinetuneConfig")}
+OVERRIDE_COMMANDS = ("train", "demo", "finetune")  # the commands that take key=value config overrides
+
+
+def config_class(command: str) -> type:
+    """The config dataclass whose keys `command` takes as overrides."""
+    if command == "finetune":
+        from dnadiff.finetune.config import FinetuneConfig
+
+        return FinetuneConfig
+    from dnadiff.config import RunConfig
+
+    return RunConfig
 
 
 def config_keys(cls: type, prefix: str = "") -> list[str]:
@@ -208,16 +217,13 @@ def config_keys(cls: type, prefix: str = "") -> list[str]:
 def config_key_hint(command: str | None, extra: list[str], index: int) -> str | None:
     """`--max-steps 5` given to a command that takes overrides: `train.max_steps=5`, the override it
     probably means (the flag's name, dashes as underscores, is the last part of one config key)."""
-    import importlib
-
-    if command not in CONFIG_CLASSES:
+    if command not in OVERRIDE_COMMANDS:
         return None
     word = extra[index]
     name, sep, value = word.lstrip("-").partition("=")
     if not sep and index + 1 < len(extra) and not extra[index + 1].startswith("-"):
         value = extra[index + 1]
-    module, cls_name = CONFIG_CLASSES[command]
-    keys = config_keys(getattr(importlib.import_module(module), cls_name))
+    keys = config_keys(config_class(command))
     wanted = name.replace("-", "_")
     matches = [key for key in keys if key == wanted or key.rsplit(".", 1)[-1] == wanted]
     if len(matches) != 1:
@@ -266,5 +272,6 @@ if __name__ == "__main__":  # python -m dnadiff.cli
     sys.exit(main())
 
 
-__all__ = ["COMPUTE_COMMANDS", "CONFIG_CLASSES", "HelpFormatter", "SUBCOMMANDS", "build_parser", "config_key_hint",
-           "config_keys", "fill_lists", "main", "start_threads", "thread_count", "unknown_command", "unrecognized"]
+__all__ = ["COMPUTE_COMMANDS", "OVERRIDE_COMMANDS", "HelpFormatter", "SUBCOMMANDS", "build_parser", "config_class",
+           "config_key_hint", "config_keys", "fill_lists", "main", "start_threads", "thread_count", "unknown_command",
+           "unrecognized"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -47,13 +46,8 @@ def test_both_spellings_find_the_class_in_new_and_old_directories():
         assert class_position("K562", names) == 2 and class_position("hesc", names) is None
     assert canonical("hESCT0") == "hESC" and canonical("K562") == "K562"
     from dnadiff.eval.encoders import class_index
-    from dnadiff.model import DiffusionModel
 
     assert class_index("hESC", OLD_NAMES) == class_index("hESCT0", CELL_TYPES) == 3
-    model = types.SimpleNamespace(backbone=types.SimpleNamespace(num_classes=4),
-                                  config=types.SimpleNamespace(model=types.SimpleNamespace(class_names=OLD_NAMES)),
-                                  make_denoiser=lambda labels: labels)
-    assert DiffusionModel.conditional_denoiser(model, "hESC") == 3  # --class hESC on an older model
 
 
 def test_summary_table_fits_a_terminal():
@@ -86,3 +80,10 @@ def test_train_dhs_markov_summary_fits_and_sample_names_hesc(stored, tmp_path, c
     capsys.readouterr()
     assert main(["sample", str(run / "model"), "--class", "hES", "-n", "1", "--length", "12"]) == 2
     assert "this model knows: GM12878, HepG2, K562, hESC" in capsys.readouterr().err
+    # a directory written before the rename records hESCT0: --class hESC still finds it, and hESC is printed
+    config_path = run / "model" / "config.json"
+    config_path.write_text(config_path.read_text().replace('"hESC"', '"hESCT0"'))
+    assert '"hESCT0"' in config_path.read_text()
+    out = tmp_path / "old.fa"
+    assert main(["sample", str(run / "model"), "--class", "hESC", "-n", "2", "--length", "12", "--out", str(out)]) == 0
+    assert all(h.endswith("class=hESC guidance=0.0") for h in out.read_text().splitlines() if h.startswith(">"))
