@@ -12,9 +12,10 @@ the Markov row (mean ± SE over windows; eval/paired.py):
   markov        the order-k KN chain (k chosen on valid), exact p(x_H | x_V) by forward-backward (both flanks)
   mdlm_nelbo    the conditional NELBO (visible bases never masked), `nelbo_samples` draws per window
   mdlm_ordered  exact NLL of decoding the hidden bases left to right; mdlm_ordered_rc: the strand-averaged model
+                (left out for an RC-equivariant Caduceus-PS, where it is mdlm_ordered)
   ar_left       the AR's NLL of the span given its left flank only (contiguous spans only)
 DHS models are class-conditional and scored with each sequence's own class (the Markov: its class's chain).
-Samples (DHS, `fill_mask`): the span of each test sequence refilled by the conditional MDLM (first-hitting, own
+Samples (DHS, FILL_MASK): the span of each test sequence refilled by the conditional MDLM (first-hitting, own
 class) and by the class's Markov chain (exact posterior draw); judged by the evaluation oracle (its argmax is the
 sequence's own class: `class_kept`, real unfilled sequences as the reference row), JASPAR 2024 motif hits in the
 span ± 10 bp (`motif_recall`: Σ min(hits filled, hits real) / Σ hits real, per sequence and motif) and the k-mer JS
@@ -164,8 +165,9 @@ def score_windows(ids: torch.Tensor, labels, models: dict, mask: str, sc: dict, 
                 den = m.make_denoiser(labels=class_ids(m, lab))
                 add("mdlm_nelbo", *nll.conditional_nelbo(den, m.objective, x, h, sc["nelbo_samples"], gen))
                 add("mdlm_ordered", *nll.ordered_conditional_nll(den, x, h, m.tokenizer.mask_id))
-                both = rc_symmetric(den, m.tokenizer.complement_map(), mask_id=m.tokenizer.mask_id)
-                add("mdlm_ordered_rc", *nll.ordered_conditional_nll(both, x, h, m.tokenizer.mask_id))
+                if not getattr(m.backbone.config, "rcps", False):  # an RC-equivariant (PS) model: the same numbers
+                    both = rc_symmetric(den, m.tokenizer.complement_map(), mask_id=m.tokenizer.mask_id)
+                    add("mdlm_ordered_rc", *nll.ordered_conditional_nll(both, x, h, m.tokenizer.mask_id))
             if "ar" in loaded and mask in nll.CONTIGUOUS:
                 m = loaded["ar"]
                 add("ar_left", *nll.ar_left_nll(m.make_denoiser(labels=class_ids(m, lab)), m.objective, x, h))
@@ -333,16 +335,13 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     return 0
 
 
-def _pm(p: dict | None) -> str:
-    return "(reference)" if p is None else f"{p['mean']:+.4f} ± {p['std_error']:.4f}"
-
-
 def markdown(r: dict, png: str | None) -> str:
     from dnadiff.utils import markdown_table
 
     table = markdown_table([{"data": x["data"], "mask": x["mask"], "model": x["model"],
                              "bits / hidden base": f"{x['bits_per_hidden_base']:.4f}",
-                             "minus Markov (paired ± SE)": _pm(x["paired_markov"]), "windows": x["windows"]}
+                             "minus Markov (paired ± SE)": "(reference)" if x["paired_markov"] is None else
+                             "{mean:+.4f} ± {std_error:.4f}".format(**x["paired_markov"]), "windows": x["windows"]}
                             for x in r["rows"]])
     fills = markdown_table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in f.items()}
                             for f in r["fill_samples"]]) if r["fill_samples"] else "(no DHS fill rows)"
