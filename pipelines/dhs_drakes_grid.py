@@ -41,7 +41,7 @@ import common
 import numpy as np
 
 VARIANTS = {  # name: (method, --option items, --gumbel-temperature)
-    "drakes_st": ("drakes", [], 1.0),
+    "drakes_st": ("drakes", ["estimator=straight_through"], 1.0),
     "drakes_soft": ("drakes", ["estimator=soft"], 0.1),
     "drakes_soft_live": ("drakes", ["estimator=soft", "kl=live"], 0.1),
     "policy_gradient": ("policy_gradient", [], None),
@@ -159,7 +159,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     load_before, w0, c0 = load_average(), time.time(), time.process_time()
     models, ctx, reward_dir, eval_dir, table = context(args, sc, out, dry is not None, log)
     cmds = design.Commands(eval_dir, log)
-    design_sc = {"length": sc["length"], "steps": sc["steps"], "best_n": sc["best_n"]}
+    design_sc = {"length": sc["length"], "steps": sc["steps"], "best_n": sc["best_n"], "svdd_candidates": 2,
+                 "smc_particles": 2}  # (design_argv names every row's options)
 
     def sample(row: str, value, name: str, finetuned: str | None = None) -> tuple[dict, dict, float]:
         path = out / "test" / f"{name}.fa"

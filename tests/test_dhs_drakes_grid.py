@@ -19,7 +19,7 @@ def test_finetune_commands_of_every_variant():
         assert "--sample-steps" not in a and "--truncate-steps" not in a  # the model's own steps, K sized
         assert a[a.index("--kl-weight") + 1] == 0.25 and a[a.index("--grad-clip") + 1] == 1.0
     opts = {v: [a[i + 1] for i, x in enumerate(a) if x == "--option"] for v, a in argvs.items()}
-    assert opts == {"drakes_st": [], "drakes_soft": ["estimator=soft"],
+    assert opts == {"drakes_st": ["estimator=straight_through"], "drakes_soft": ["estimator=soft"],
                     "drakes_soft_live": ["estimator=soft", "kl=live"], "policy_gradient": []}
     assert argvs["drakes_soft"][argvs["drakes_soft"].index("--gumbel-temperature") + 1] == 0.1
     assert "--gumbel-temperature" not in argvs["policy_gradient"]

@@ -2,8 +2,9 @@
 
 The KL-regularised optimum is p*(x) ∝ p_pre(x) · exp(r(x)/β); the sampled distribution of a
 tabulated denoiser is computed exactly (tests/helpers/tabular_policy.py). Numbers of these seeds (β = 1):
-KL(p_pre ‖ p*) = 0.399 nats; after 300 updates KL(p_ft ‖ p*) = 0.073 (drakes, τ = 0.5: the
-straight-through gradient is biased, so it stops short of p*) and 0.026 (policy_gradient).
+KL(p_pre ‖ p*) = 0.399 nats; after 300 updates KL(p_ft ‖ p*) = 0.073 (drakes, per-step straight-through at
+τ = 0.5: the gradient is biased, so it stops short of p*; 0.113 at τ = 1), 0.025 (drakes, soft states at
+τ = 0.1: design-finetune's default; 0.174 at τ = 1) and 0.026 (policy_gradient).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def finetune(method: str, beta: float, steps: int = 300, batch: int = 128, lr: f
     for _ in range(steps):
         if method == "drakes":
             out = drakes_loss(ft, pre, soft_reward, GRID, MASK, x0, V, beta, temperature=0.5, generator=gen)
+        elif method == "drakes_soft":
+            out = drakes_loss(ft, pre, soft_reward, GRID, MASK, x0, V, beta, temperature=0.1, estimator="soft",
+                              generator=gen)
         else:
             groups = sample_groups(ft, GRID, MASK, x0, V, hard_reward, generator=gen)
             out = policy_gradient_loss(ft, pre, GRID, MASK, groups, beta, group_size=8)
@@ -68,14 +72,14 @@ def test_target_numbers():
 
 
 @pytest.mark.training
-@pytest.mark.parametrize("method,bound", [("drakes", 0.10), ("policy_gradient", 0.045)])
+@pytest.mark.parametrize("method,bound", [("drakes", 0.10), ("drakes_soft", 0.045), ("policy_gradient", 0.045)])
 def test_finetuning_approaches_the_tilted_target(method, bound):
     pre, ft = finetune(method, BETA)
     p_pre = exact_distribution(pre, GRID)
     p_star = tilted(p_pre, hard_reward(SEQS), BETA)
     before, after = kl(p_pre, p_star), kl(exact_distribution(ft, GRID), p_star)
     assert before > 0.39
-    assert after < bound, (before, after)  # 0.073 (drakes), 0.026 (policy_gradient) with these seeds
+    assert after < bound, (before, after)  # 0.073 (drakes), 0.025 (drakes_soft), 0.026 (policy_gradient)
     r = hard_reward(SEQS)
     assert float(exact_distribution(ft, GRID) @ r) > float(p_pre @ r) + 0.4  # 0.73 -> 1.21 / 1.43
 
