@@ -20,6 +20,12 @@ the real HepG2 test sequences' 5–95 % range AND log-likelihood per base under 
 quantile: the realism rule of pipelines/dhs_design.py), edits_mean, reward_calls and network_calls (per sequence,
 from `dnadiff edit`'s JSON), markov_llr (mean change of log p per sequence, nats, under the pooled Markov chain of
 models/markov: the chain of no cell type; the markov method resamples from the HepG2 chain of the same fit).
+
+Cost (not yet run at this scale: the DHS models and oracles were not on the machine this was written on): greedy
+scores 600 mutants a sequence a round, M rounds: at M = 32 for 48 sequences ~920k reward-classifier rows; the
+tiny Caduceus forward measured 32-59 ms a 200-bp row on one thread at load 15 on 2 cores (8-15 s for 256 rows),
+so the greedy rows are hours on a CPU (a few ms a row on an idle core: ~1-2 h); remask and markov cost rounds x
+candidates = 32 reward rows a sequence (plus a saliency gradient a round).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 CELL, SOURCES = "HepG2", ("GM12878", "K562", "hESC")
 METHODS = ("greedy", "remask", "markov")
-SCALES = {"cpu": {"per_source": 32, "max_edits": [4, 8, 16, 32], "rounds": 8, "candidates": 4},
+SCALES = {"cpu": {"per_source": 16, "max_edits": [4, 8, 16, 32], "rounds": 8, "candidates": 4},
           "dry": {"per_source": 2, "max_edits": [2, 4], "rounds": 2, "candidates": 2}}
 
 
@@ -45,7 +51,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="runs/dhs_benchmark", help="folder with models/{cg,cfg,markov}/model")
     p.add_argument("--oracles", default="runs/dhs_oracles", help="folder with reward_classifier/ and eval_oracle/")
-    p.add_argument("--per-source", type=int, default=None, help="test sequences per source cell type (default 32)")
+    p.add_argument("--per-source", type=int, default=None, help="test sequences per source cell type (default 16)")
     p.add_argument("--methods", default=",".join(METHODS), help=f"subset of {','.join(METHODS)}")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="runs/dhs_edit", help="work folder")
