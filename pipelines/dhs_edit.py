@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 CELL, SOURCES = "HepG2", ("GM12878", "K562", "hESC")
 METHODS = ("greedy", "remask", "markov")
 SCALES = {"cpu": {"per_source": 16, "max_edits": [4, 8, 16, 32], "rounds": 8, "candidates": 4},
-          "dry": {"per_source": 2, "max_edits": [2, 4], "rounds": 2, "candidates": 2}}
+          "dry": {"per_source": 1, "max_edits": [1, 2], "rounds": 2, "candidates": 2}}
 
 
 def parse_args(argv=None) -> argparse.Namespace:

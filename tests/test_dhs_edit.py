@@ -50,7 +50,8 @@ def test_missing_models_are_named(tmp_path, capsys):
     assert "reward_classifier: missing" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # ~1-2 min of CPU: two tiny oracles and three tiny models trained, every row edited
+@pytest.mark.slow  # two tiny oracles and three tiny models trained, every row edited; greedy's 900 reward rows
+# dominate (21 min wall with twice the sequences and edits at load 15 on 2 cores, 4 Dec; minutes when idle)
 @pytest.mark.training
 def test_dry_run_edits_every_row(capsys):
     assert edit.main(["--dry-run"]) == 0
