@@ -51,7 +51,7 @@ def test_missing_models_are_named(tmp_path, capsys):
 
 
 @pytest.mark.slow  # two tiny oracles and three tiny models trained, every row edited; greedy's 900 reward rows
-# dominate (21 min wall with twice the sequences and edits at load 15 on 2 cores, 4 Dec; minutes when idle)
+# dominate (21 min wall with twice the sequences and edits at load 15 on 2 cores, 6 Dec; minutes when idle)
 @pytest.mark.training
 def test_dry_run_edits_every_row(capsys):
     assert edit.main(["--dry-run"]) == 0
