@@ -56,12 +56,13 @@ from dnadiff.utils import format_duration
 SETTINGS_FILE = "finetune_config.yaml"
 DEFAULTS: dict[str, Any] = {
     "method": None, "reward": None, "target": None, "kl_weight": None, "pretrained": None, "length": None,
-    "train_steps": 100, "sample_steps": None, "truncate_steps": None, "gumbel_temperature": 1.0,
-    "final_temperature": None, "estimator": "straight_through", "kl": "all", "group_size": 8,
+    "train_steps": 100, "sample_steps": None, "truncate_steps": None, "gumbel_temperature": 0.1,
+    "final_temperature": None, "estimator": "soft", "kl": "all", "group_size": 8,
     "ppo_epochs": 1, "clip": 0.2, "advantage": "center", "lr": 1e-4, "batch_size": None, "grad_clip": 0.0,
     "seed": 0, "target_samples": 256, "eval_samples": 64, "pool_size": 256, "model_sample_steps": None,
 }
-# None above: sized to the model (sized_defaults): T = its sampling steps, K = ⌈T/4⌉, B·L·T ≈ TOKEN_STEPS
+# None above: sized to the model (sized_defaults): T = its sampling steps, K = ⌈T/4⌉, B·L·T ≈ TOKEN_STEPS.
+# drakes: soft states at τ = 0.1, the least biased estimator measured (docs/references.md, DRAKES estimators)
 TOKEN_STEPS = 2**16
 MAX_BATCH = 16
 # settings a resumed run may change (it continues to a new number of updates; the evaluation sizes)
@@ -191,8 +192,7 @@ class RewardFinetuneModule(L.LightningModule):
         if s["method"] == "drakes":
             out = drakes_loss(self.denoiser, self.pre_denoiser, self.reward.soft, self.grid, self.mask_id, x_init,
                               self.vocab, beta, truncate_steps=int(s["truncate_steps"]),
-                              temperature=temperature_at(s, step), estimator=str(s.get("estimator") or
-                                                                                 "straight_through"),
+                              temperature=temperature_at(s, step), estimator=str(s.get("estimator") or "soft"),
                               kl_scope=str(s.get("kl") or "all"), generator=self._generator(step))
         elif s["method"] == "dpo":
             idx = torch.randint(len(self.pool), (int(s["batch_size"]),), generator=self._generator(step),
