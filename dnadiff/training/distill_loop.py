@@ -47,12 +47,12 @@ from dnadiff.diffusion import OBJECTIVES
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
-from dnadiff.modelio.model_dir import save_model_files
 from dnadiff.samplers.base import build_sampler
 from dnadiff.sampling import sample
 from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger
 from dnadiff.training.dcd import DCD_LOSSES, dcd_loss
+from dnadiff.training.export import ExportAtEnd
 from dnadiff.training.progress import StepProgressBar
 from dnadiff.training.rundir import RunDirLock
 from dnadiff.training.sdtt import LOSSES, TARGETS, check_steps, sdtt_loss
@@ -177,23 +177,14 @@ class DistillModule(L.LightningModule):
             self.teacher_round = int(saved["teacher_round"])
 
 
-class ExportStudent(L.Callback):
+class ExportStudent(ExportAtEnd):
     """At the end of training: the student's model files into OUT (config.json last)."""
 
-    def __init__(self, out: Path, cfg: RunConfig, tokenizer, start: float):
-        self.out, self.cfg, self.tokenizer, self.start = out, cfg, tokenizer, start
-        self.metrics: dict[str, Any] = {}
-
-    def on_train_end(self, trainer, pl_module) -> None:
+    def run_metrics(self, pl_module) -> dict[str, Any]:
         d = self.cfg.distill
-        self.metrics = {"updates": int(trainer.global_step), "method": d["method"], "teacher_steps": d["teacher_steps"],
-                        "steps": d["steps"], "rounds": d["rounds"], "loss": d["loss"], "target": d["target"],
-                        "loss_last": pl_module.last["loss"], "pairs_last": pl_module.last["pairs"],
-                        "wall_seconds_this_session": round(time.time() - self.start, 2)}
-        if trainer.is_global_zero:
-            backbone = pl_module.backbone
-            state = {k: v.detach().cpu() for k, v in backbone.state_dict().items()}
-            save_model_files(self.out, self.cfg, backbone, self.tokenizer, self.metrics, state_dict=state)
+        return {"method": d["method"], "teacher_steps": d["teacher_steps"], "steps": d["steps"], "rounds": d["rounds"],
+                "loss": d["loss"], "target": d["target"], "loss_last": pl_module.last["loss"],
+                "pairs_last": pl_module.last["pairs"]}
 
 
 def complete_settings(model_dir: str, settings: dict, cfg: RunConfig) -> dict:

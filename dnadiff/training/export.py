@@ -63,6 +63,29 @@ class ExportModelDir(L.Callback):
                             "to write the model directory")
 
 
+class ExportAtEnd(L.Callback):
+    """The model directory of a loop that trains a loaded model (distillation, reward fine-tuning) written into
+    OUT at the end of training, config.json last, by rank 0. A subclass gives `run_metrics`: what its loop
+    records beside the update count and the session's wall time."""
+
+    def __init__(self, out: Path, cfg: RunConfig, tokenizer, start: float):
+        self.out, self.cfg, self.tokenizer, self.start = out, cfg, tokenizer, start
+        self.metrics: dict[str, Any] = {}
+
+    def run_metrics(self, pl_module) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        from dnadiff.modelio.model_dir import save_model_files
+
+        self.metrics = {"updates": int(trainer.global_step), **self.run_metrics(pl_module),
+                        "wall_seconds_this_session": round(time.time() - self.start, 2)}
+        if trainer.is_global_zero:
+            backbone = pl_module.backbone
+            state = {k: v.detach().cpu() for k, v in backbone.state_dict().items()}
+            save_model_files(self.out, self.cfg, backbone, self.tokenizer, self.metrics, state_dict=state)
+
+
 def safetensors_io_reason(exc: Exception) -> str:
     """The OS reason in a SafetensorError ("... I/O error: No space left on device (os error 28) at path
     ..." -> "No space left on device"), or its first line."""

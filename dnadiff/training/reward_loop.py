@@ -46,9 +46,9 @@ from dnadiff.finetune_reward.preference import TrajectoryPool, preference_loss, 
 from dnadiff.finetune_reward.target import reached, sample_scores, snis_target
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
-from dnadiff.modelio.model_dir import save_model_files
 from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger
+from dnadiff.training.export import ExportAtEnd
 from dnadiff.training.progress import StepProgressBar
 from dnadiff.training.rundir import RunDirLock
 from dnadiff.utils import format_duration
@@ -245,24 +245,14 @@ class UpdateTimer(L.Callback):
                  "samples", self.first_s, left, format_duration(left * self.first_s), eta)
 
 
-class ExportFinetuned(L.Callback):
+class ExportFinetuned(ExportAtEnd):
     """At the end of training: the model files into OUT (config.json last)."""
 
-    def __init__(self, out: Path, cfg: RunConfig, tokenizer, start: float):
-        self.out, self.cfg, self.tokenizer, self.start = out, cfg, tokenizer, start
-        self.metrics: dict[str, Any] = {}
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        self.metrics = {"updates": int(trainer.global_step), "method": self.cfg.reward_finetune["method"],
-                        "reward": self.cfg.reward_finetune["reward"],
-                        "kl_weight": self.cfg.reward_finetune["kl_weight"],
-                        "reward_last": pl_module.last["reward"], "kl_last": pl_module.last["kl"],
-                        "loss_last": pl_module.last["loss"], **pl_module.target, **pl_module.reach(),
-                        "wall_seconds_this_session": round(time.time() - self.start, 2)}
-        if trainer.is_global_zero:
-            backbone = pl_module.backbone
-            state = {k: v.detach().cpu() for k, v in backbone.state_dict().items()}
-            save_model_files(self.out, self.cfg, backbone, self.tokenizer, self.metrics, state_dict=state)
+    def run_metrics(self, pl_module) -> dict[str, Any]:
+        rf = self.cfg.reward_finetune
+        return {"method": rf["method"], "reward": rf["reward"], "kl_weight": rf["kl_weight"],
+                "reward_last": pl_module.last["reward"], "kl_last": pl_module.last["kl"],
+                "loss_last": pl_module.last["loss"], **pl_module.target, **pl_module.reach()}
 
 
 def sized_defaults(length: int, model_steps: int, method: str, group_size: int, sample_steps: int | None = None
