@@ -64,16 +64,26 @@ def golden_model(objective: str = "mdlm", time_conditioned: bool = False, num_cl
     cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [f"objective.name={objective}", "sample.steps=4",
                                                              *extra])
     tok = DNATokenizer()
-    net = GoldenNet(tok.vocab_size, causal=objective == "ar", time_conditioned=time_conditioned,
+    if objective == "plaid":  # an embedding-space network: a seeded tiny DiT under Plaid's embeddings and schedule
+        from dnadiff.backbones import build_backbone
+        from dnadiff.diffusion.plaid_net import PlaidNetwork
+
+        torch.manual_seed(1234)
+        return DiffusionModel(cfg, PlaidNetwork(build_backbone("dit", "tiny", vocab_size=tok.vocab_size),
+                                                embed_dim=4), tok)
+    net = GoldenNet(tok.vocab_size, causal=objective in ("ar", "bd3lm"), time_conditioned=time_conditioned,
                     num_classes=num_classes)
     return DiffusionModel(cfg, net, tok)
 
 
 def _sampler_case(name: str) -> dict:
+    from dnadiff.diffusion import OBJECTIVES
     from dnadiff.samplers import SAMPLERS
 
     cls = SAMPLERS.get(name)
-    objective = "ar" if cls.autoregressive else ("udlm" if cls.noise == "uniform" else "mdlm")
+    # the objective whose noise the sampler samples (mask: mdlm; AR decoding: ar)
+    same_noise = [n for n in OBJECTIVES.names() if OBJECTIVES.get(n).noise == cls.noise]
+    objective = "ar" if cls.autoregressive else ("mdlm" if cls.noise == "mask" else same_noise[0])
     kw = {"steps": STEPS} if cls.has_steps else {}
     if name == "semi_ar":
         kw.update(window=8, stride=4)
