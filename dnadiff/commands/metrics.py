@@ -103,8 +103,9 @@ def preflight(args: argparse.Namespace) -> None:
     from dnadiff.commands.preflight import check_bed_chromosomes, check_input_files, check_model_input
     from dnadiff.utils import refuse_existing
 
-    check_input_files((args.samples, "FASTA file"), (None if args.reference == BUNDLED else args.reference,
-                                                    "FASTA file"), (args.bed, "BED file"))
+    own = args.reference == BUNDLED  # the bundled sample brings its own BED (a --bed beside it: its own error)
+    check_input_files((args.samples, "FASTA file"), (None if own else args.reference, "FASTA file"),
+                      (None if own else args.bed, "BED file"))
     for flag in ("oracle", "embedder", "classifier"):
         check_model_input(getattr(args, flag), f"--{flag} ")
     if args.out or args.samples != "-":
