@@ -11,6 +11,7 @@ DATA_ENV = "DNADIFF_DATA"
 BUNDLED_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 _PATH_KEYS = ("fasta", "bed", "benchmark", "dataset")  # data.* keys holding a file or folder
 _TEXT_PATH_KEYS = ("path", "train", "valid", "test")  # data.text.* keys holding files or folders
+_TEXT_CACHE_KEYS = ("cache_dir", "hf_cache_dir")  # data.text.* caches of this machine: not in a model directory
 
 
 def bundled_data_root() -> str:
@@ -110,6 +111,43 @@ def _resolve_data_paths(obj: Any, given: dict[str, Any]) -> Any:
         changes["text"] = {k: (_under(root, v) if k in _TEXT_PATH_KEYS and k not in typed_text else v)
                            for k, v in text.items()}
     return dataclasses.replace(obj, data=dataclasses.replace(data, **changes))
+
+
+def _relative_data_paths(obj: Any) -> tuple[Any, list[str]]:
+    """The inverse of `_resolve_data_paths`, for a config that leaves this machine (a model directory's
+    config.json): the data paths relative to the data root and `data.root` unset, so that loading the
+    model resolves them again under the reader's data root. A path outside the data root keeps its file
+    name only (a model directory names no folder of the machine that made it); the second value lists
+    those, as `data.KEY: PATH`."""
+    data = getattr(obj, "data", None)
+    if not dataclasses.is_dataclass(data) or not hasattr(data, "root"):
+        return obj, []
+    root = data_root(data.root)
+    outside: list[str] = []
+
+    def relative(key: str, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [relative(key, v) for v in value]
+        if not isinstance(value, str) or not value:
+            return value
+        path = os.path.abspath(os.path.expanduser(value))
+        if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
+            return os.path.relpath(path, root)
+        if not os.path.isabs(os.path.expanduser(value)) and not os.path.exists(path):
+            return value  # a name, not a path of this machine (a split or data set name)
+        outside.append(f"{key}: {value}")
+        return os.path.basename(path.rstrip(os.sep))
+
+    changes: dict[str, Any] = {"root": None}
+    for key in _PATH_KEYS:
+        value = getattr(data, key, None)
+        if value is not None and not (key == "dataset" and "/" not in value and os.sep not in value):
+            changes[key] = relative(f"data.{key}", value)
+    text = getattr(data, "text", None)
+    if isinstance(text, dict) and text:
+        changes["text"] = {k: relative(f"data.text.{k}", v) if k in _TEXT_PATH_KEYS else v
+                           for k, v in text.items() if k not in _TEXT_CACHE_KEYS}
+    return dataclasses.replace(obj, data=dataclasses.replace(data, **changes)), outside
 
 
 __all__ = ["DATA_ENV", "BUNDLED_DATA", "bundled_data_root", "data_root", "data_root_hint", "missing_data"]

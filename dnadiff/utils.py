@@ -394,7 +394,32 @@ def portable_paths(obj: Any, repo: str | os.PathLike | None = None, data: str | 
     return walk(obj)
 
 
+def local_paths(obj: Any) -> Any:
+    """The inverse of `portable_paths` for what this machine can expand: `$DNADIFF_DATA/...` (when set),
+    `$TMPDIR/...` and `~/...` become absolute paths again; paths relative to the checkout stay relative."""
+    import re
+    import tempfile
+
+    from dnadiff.data_root import DATA_ENV
+
+    folders = {"$TMPDIR": tempfile.gettempdir(), "~": os.path.expanduser("~")}
+    if os.environ.get(DATA_ENV):
+        folders[f"${DATA_ENV}"] = os.path.abspath(os.path.expanduser(os.environ[DATA_ENV]))
+    pattern = re.compile("(?<![\\w./-])(" + "|".join(re.escape(k) for k in folders) + ")/")
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(lambda m: folders[m.group(1)].rstrip("/") + "/", value)
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(obj)
+
+
 __all__ = ["TERMINAL_COLUMNS", "summary_table", "summary_values", "atomic_path", "atomic_write", "format_duration",
            "json_text", "write_json", "format_table",
-           "markdown_table", "refuse_existing", "not_found", "portable_paths", "REPO_ROOT",
+           "markdown_table", "refuse_existing", "not_found", "portable_paths", "local_paths", "REPO_ROOT",
            "clean_stale_temps", "cache_dir", "write_together", "recover_together", "public_mode", "os_error"]

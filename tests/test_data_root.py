@@ -77,18 +77,24 @@ def test_tiny_finetune_runs_from_another_directory(tmp_path, monkeypatch, capsys
     assert res["num_train"] == 40 and res["num_test"] == 20
 
 
-def test_a_run_records_absolute_data_paths(tmp_path, monkeypatch):
-    """A model directory's config keeps the resolved paths: eval works from any directory later."""
+def test_a_model_directory_records_data_paths_relative_to_the_data_root(tmp_path, monkeypatch):
+    """A model directory's config names no folder of the machine that wrote it (issue 49: it recorded the
+    absolute data root): its data paths are relative to the data root, resolved again when it is loaded,
+    under the reader's data root, from any current directory."""
     from dnadiff.backbones import build_backbone
     from dnadiff.modelio.model_dir import load_config_of, save_model_dir
 
     monkeypatch.chdir(tmp_path)
     cfg = load_config(RunConfig, "experiments/tiny_cfg_leptospira")
     save_model_dir(tmp_path / "m", cfg, build_backbone("dit", preset="tiny", vocab_size=12))
+    raw = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert raw["data"]["root"] is None and raw["data"]["benchmark"] == "benchmarks/leptospira_coding_vs_intergenic"
     other = tmp_path / "elsewhere"
     other.mkdir()
     monkeypatch.chdir(other)
-    monkeypatch.setenv("DNADIFF_DATA", "/nowhere")  # a root set later does not move a recorded run
     again = load_config_of(tmp_path / "m")
     assert again.data.benchmark == str(BUNDLED / "benchmarks" / "leptospira_coding_vs_intergenic")
-    assert os.path.isdir(again.data.benchmark)
+    assert os.path.isdir(again.data.benchmark) and again.data.root == str(BUNDLED)
+    monkeypatch.setenv("DNADIFF_DATA", str(tmp_path / "data"))  # another machine's data root
+    assert load_config_of(tmp_path / "m").data.benchmark == str(tmp_path / "data" / "benchmarks" /
+                                                                "leptospira_coding_vs_intergenic")

@@ -34,8 +34,9 @@ from dnadiff.config import (
     to_dict,
     without_runtime,
 )
+from dnadiff.data_root import _resolve_data_paths
 from dnadiff.errors import DnadiffError
-from dnadiff.utils import os_error, public_mode, write_json
+from dnadiff.utils import local_paths, os_error, portable_paths, public_mode, write_json
 from dnadiff.version import __version__
 from dnadiff.weights import save_module_weights
 
@@ -86,6 +87,7 @@ def save_model_dir(
     cfg = without_runtime(replace(recorded_config(config, tokenizer),  # no threads, devices, scan kernel
                                   **{"model.backbone": name, "model.overrides": full_backbone_config(backbone),
                                      "model.init_from": None, "model.adapt_ar": False}))
+    cfg = portable_config(cfg)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=path.parent))
@@ -115,6 +117,28 @@ def save_model_dir(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def portable_config(cfg: RunConfig) -> RunConfig:
+    """The config as a model directory records it: no path of the machine that wrote it, so the folder can be
+    shared or pushed. Data paths relative to the data root, `data.root` unset (`load_config_of` resolves them
+    again under the reader's data root; a path outside the data root keeps its file name, said in a warning);
+    an absolute `out_dir` its folder name; the provenance of a fine-tuned or distilled model (the pretrained
+    model, the teacher, a reward's classifier) as results name paths (`~/...`, `$TMPDIR/...`, relative to the
+    checkout: utils.portable_paths); the text data's cache folders left out."""
+    from dnadiff.data_root import _relative_data_paths
+    from dnadiff.logs import log
+
+    root = cfg.data.root
+    cfg, outside = _relative_data_paths(cfg)
+    if outside:
+        log.warning("the model directory records only the file name of %s (outside the data root %s: set data.root "
+                    "or $DNADIFF_DATA to the folder that holds the data)", "; ".join(outside), root)
+    changes: dict[str, Any] = {k: portable_paths(getattr(cfg, k)) for k in ("reward_finetune", "distill")
+                               if getattr(cfg, k)}
+    if os.path.isabs(os.path.expanduser(cfg.out_dir)):
+        changes["out_dir"] = os.path.basename(os.path.normpath(cfg.out_dir))
+    return replace(cfg, **changes) if changes else cfg
 
 
 def save_model_files(path: str | os.PathLike, config: RunConfig, backbone: torch.nn.Module, tokenizer=None,
@@ -269,12 +293,43 @@ def load_config_of(path: str | os.PathLike) -> RunConfig:
             cfg = _config_from_data(_read_yaml(str(legacy)))
     except DnadiffError as exc:  # name the model's config file when the message does not
         raise naming(exc, file) from None
+    # data paths (relative to the data root: portable_config) under this machine's data root, as a config
+    # file's are (directories written before then recorded absolute paths and the root: kept as they are)
+    if cfg.data.root is None:
+        cfg = replace(cfg, **{"data.root": run_data_root(path)})
+    cfg = _resolve_data_paths(cfg, {})
+    provenance = {k: local_paths(getattr(cfg, k)) for k in ("reward_finetune", "distill") if getattr(cfg, k)}
+    cfg = replace(cfg, **provenance) if provenance else cfg  # `$TMPDIR/...`, `~/...` of this machine again
     # defaults that changed: a directory written before they were recorded keeps its behaviour
     if cfg.model.time_input is None:  # saved before model.time_input existed: those models were fed t
         cfg = replace(cfg, **{"model.time_input": "t"})
     if cfg.objective.name == "ar" and "bos_id" not in cfg.objective.options:  # AR without a [BOS] context
         cfg = replace(cfg, **{"objective.options": {**cfg.objective.options, "bos_id": None}})
     return cfg
+
+
+# the config a run directory records beside (or around) its model directory, on the machine that trained it:
+# `dnadiff train` (RUN/config.yaml, the model in RUN/model), design-finetune and distill (in the model's folder)
+RUN_CONFIG_FILES = (("..", "config.yaml"), (".", "finetune_config.yaml"), (".", "distill_config.yaml"))
+
+
+def run_data_root(path: Path) -> str | None:
+    """The data root of the run that wrote the model directory `path`, when its run directory is still around it
+    (the machine that trained it: there the model reads the data it was trained on, whatever $DNADIFF_DATA says
+    now); None elsewhere (a shared or pushed copy: the reader's data root)."""
+    from dnadiff.config import _read_yaml
+
+    for folder, name in RUN_CONFIG_FILES:
+        file = path / folder / name
+        if not file.is_file():
+            continue
+        try:
+            root = (_read_yaml(str(file)).get("data") or {}).get("root")
+        except (DnadiffError, AttributeError):
+            continue
+        if isinstance(root, str) and os.path.isabs(root) and os.path.isdir(root):
+            return root
+    return None
 
 
 def naming(exc: DnadiffError, where: Path) -> DnadiffError:

@@ -21,6 +21,7 @@ from dnadiff.modelio.model_dir import (
     config_json,
     is_model_dir,
     load_config_of,
+    portable_config,
     read_metrics,
     save,
 )
@@ -59,11 +60,11 @@ def push_to_hub(model_or_dir: Any, repo_id: str, *, private: bool | None = None,
         if isinstance(model_or_dir, (str, os.PathLike)):
             if not is_model_dir(model_or_dir):
                 raise DnadiffError(f"{model_or_dir}: not a dnadiff model directory")
-            if not (Path(model_or_dir) / CONFIG_FILE).is_file():  # an old config.yaml directory: config.json
-                shutil.copytree(model_or_dir, stage, ignore=shutil.ignore_patterns(LEGACY_CONFIG_FILE))
-                write_json(stage / CONFIG_FILE, config_json(load_config_of(model_or_dir)))
-            else:
-                shutil.copytree(model_or_dir, stage)
+            # config.json written again: an old config.yaml directory gets one, and one written before
+            # portable_config loses its paths of this machine (the data root, absolute data paths)
+            legacy = not (Path(model_or_dir) / CONFIG_FILE).is_file()
+            shutil.copytree(model_or_dir, stage, ignore=shutil.ignore_patterns(LEGACY_CONFIG_FILE) if legacy else None)
+            write_json(stage / CONFIG_FILE, config_json(portable_config(load_config_of(model_or_dir))))
         else:
             save(model_or_dir, stage)
         if not (stage / "README.md").is_file():
