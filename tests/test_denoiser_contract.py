@@ -84,3 +84,28 @@ def test_no_denoiser_member_is_probed_by_name():
     found = [f"{p.relative_to(PACKAGE.parent)}:{i}" for p in sorted(PACKAGE.rglob("*.py"))
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
     assert found == []
+
+
+def test_backbone_capabilities_are_declared_and_read_in_one_place():
+    """Issue 50: what a backbone can do (time input, labels, incremental decoding) is read once, by
+    `capabilities_of`, from what its class declares; model.py and sampling.py probe nothing by name."""
+    from dnadiff.backbones.conditioning import ClassConditional
+    from dnadiff.backbones.markov import MarkovChain, MarkovConfig
+    from dnadiff.denoiser import capabilities_of
+    from dnadiff.samplers import SAMPLERS
+
+    caduceus = capabilities_of(build_backbone("caduceus", preset="tiny", vocab_size=V))
+    assert (caduceus.time_conditioned, caduceus.num_classes, caduceus.is_causal) == (False, 0, False)
+    mamba = build_backbone("mamba", preset="tiny", vocab_size=V, cond_dim=8)
+    assert capabilities_of(mamba).is_causal and capabilities_of(mamba).incremental
+    labelled = capabilities_of(ClassConditional(mamba, 3))
+    assert labelled.conditional and labelled.num_classes == 3 and labelled.is_causal
+    chain = capabilities_of(MarkovChain(MarkovConfig(vocab_size=V, order=2)))
+    assert chain.is_causal and not chain.incremental and not chain.conditional
+    assert [n for n in SAMPLERS.names() if SAMPLERS.get(n).posterior_cfg] == ["udlm"]  # D-CFG, declared
+    probe = re.compile(r"(getattr|hasattr)\(\s*(self\.backbone|backbone|smp|sampler)\s*,\s*"
+                       r"[\"'](num_classes|time_conditioned|allocate_cache|step|with_cfg)[\"']")
+    found = [f"{name}:{i}" for name in ("model.py", "sampling.py")
+             for i, line in enumerate((PACKAGE / name).read_text(encoding="utf-8").splitlines(), 1)
+             if probe.search(line)]
+    assert found == []
