@@ -108,6 +108,38 @@ class DenoiserWrapper:
     def step(self, input_ids: Tensor, cache: Any) -> Tensor:
         return self.denoiser.step(input_ids, cache)
 
+    def step_many(self, input_ids: Tensor, cache: Any, update: bool = True) -> Tensor:
+        return steps_of(self.denoiser, input_ids, cache, update)
+
+
+def fork_cache(cache: Any) -> Any:
+    """A copy of a decoding cache (dicts, lists, tuples of tensors and numbers) that the original never sees."""
+    if hasattr(cache, "clone"):
+        return cache.clone()
+    if isinstance(cache, dict):
+        return {k: fork_cache(v) for k, v in cache.items()}
+    if isinstance(cache, (list, tuple)):
+        return type(cache)(fork_cache(v) for v in cache)
+    return cache
+
+
+def step_tokens(step: Callable[[Tensor, Any], Tensor], input_ids: Tensor, cache: Any, update: bool = True) -> Tensor:
+    """Logits Float[B, n, V] after each of input_ids Long[B, n] by n `step` calls (on a fork of the cache when
+    `update` is False, so the cache stays as it was)."""
+    import torch
+
+    state = cache if update else fork_cache(cache)
+    return torch.stack([step(input_ids[:, j], state) for j in range(input_ids.shape[1])], dim=1)
+
+
+def steps_of(denoiser: Any, input_ids: Tensor, cache: Any, update: bool = True) -> Tensor:
+    """`step_many` of an incremental denoiser: its own (a backbone's parallel pass, e.g. Mamba's) when it has one,
+    else one `step` per token. Block diffusion feeds stretches of tokens this way (samplers/block.py)."""
+    many = getattr(denoiser, "step_many", None)
+    if callable(many):
+        return many(input_ids, cache, update)
+    return step_tokens(denoiser.step, input_ids, cache, update)
+
 
 class CountingDenoiser(DenoiserWrapper):
     """Counts the calls of the wrapped denoiser (the NFE), incremental `step` calls included, and the
@@ -138,4 +170,4 @@ class CountingDenoiser(DenoiserWrapper):
 
 
 __all__ = ["BackboneCapabilities", "CountingDenoiser", "Denoiser", "DenoiserWrapper", "FunctionDenoiser",
-           "IncrementalDenoiser", "as_denoiser", "capabilities_of"]
+           "IncrementalDenoiser", "as_denoiser", "capabilities_of", "fork_cache", "step_tokens", "steps_of"]

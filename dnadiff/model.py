@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from dnadiff import modelio
 from dnadiff.config import RunConfig
-from dnadiff.denoiser import CountingDenoiser, DenoiserWrapper, as_denoiser, capabilities_of
+from dnadiff.denoiser import CountingDenoiser, DenoiserWrapper, as_denoiser, capabilities_of, step_tokens, steps_of
 from dnadiff.diffusion import OBJECTIVES, build_objective, build_schedule
 from dnadiff.diffusion.subs import NEG_INF
 from dnadiff.errors import DnadiffError
@@ -89,6 +89,14 @@ class BackboneDenoiser(nn.Module):
             return self.backbone.step(input_ids, cache, labels=self.labels)
         return self.backbone.step(input_ids, cache)
 
+    def step_many(self, input_ids: Tensor, cache, update: bool = True) -> Tensor:
+        """Float[B, n, V] after each of n tokens (dnadiff/denoiser.py `steps_of`): the backbone's parallel pass
+        when it has one (Mamba), else one step per token."""
+        many = getattr(self.backbone, "step_many", None)
+        if callable(many) and not self.capabilities.conditional:
+            return many(input_ids, cache, update)
+        return step_tokens(self.step, input_ids, cache, update)
+
 
 class SuppressTokens(DenoiserWrapper, nn.Module):
     """Denoiser wrapper that gives `banned_ids` a large negative logit (never generated); forwards
@@ -113,6 +121,9 @@ class SuppressTokens(DenoiserWrapper, nn.Module):
     def step(self, input_ids: Tensor, cache) -> Tensor:
         return self._suppress(self.denoiser.step(input_ids, cache))  # (B, V)
 
+    def step_many(self, input_ids: Tensor, cache, update: bool = True) -> Tensor:
+        return self._suppress(steps_of(self.denoiser, input_ids, cache, update))  # (B, n, V)
+
 
 def objective_kwargs(cfg: RunConfig, tokenizer) -> dict[str, Any]:
     """Keyword arguments of build_objective for a run config and its tokenizer (the objective declares them)."""
@@ -124,14 +135,39 @@ def build_objective_for(cfg: RunConfig, tokenizer):
     return schedule, build_objective(cfg.objective.name, schedule=schedule, **objective_kwargs(cfg, tokenizer))
 
 
-class DiffusionModel:
+class ModelSpec:
+    """A model without its network: config + tokenizer + schedule + objective, all that choosing and building a
+    sampler reads (dnadiff/sampling.py `resolve_sampler`): `dnadiff sample` resolves its sampler from this before
+    any weights load (commands/request.py `Request.model_spec`)."""
+
+    def __init__(self, config: RunConfig, tokenizer):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.schedule, self.objective = build_objective_for(config, tokenizer)
+
+    @property
+    def is_autoregressive(self) -> bool:
+        return bool(self.objective.autoregressive)
+
+    def sampler_defaults(self, name: str) -> dict[str, Any]:
+        """Options a sampler gets from this model (its `defaults_from`: the training t_min as the
+        smallest time; AR's free first token among the real tokens)."""
+        cls = SAMPLERS.get(name) if name in SAMPLERS else Sampler
+        return cls.defaults_from(self)
+
+    @property
+    def sampling_eps(self) -> float:
+        """Smallest sampling time: the training t_min recorded in the model directory."""
+        t_min = float(self.config.objective.t_min or 0.0)
+        return t_min if t_min > 0 else 1e-5
+
+
+class DiffusionModel(ModelSpec):
     """Backbone + tokenizer + schedule + objective (plain PyTorch; no Lightning)."""
 
     def __init__(self, config: RunConfig, backbone: nn.Module, tokenizer):
-        self.config = config
+        super().__init__(config, tokenizer)
         self.backbone = backbone
-        self.tokenizer = tokenizer
-        self.schedule, self.objective = build_objective_for(config, tokenizer)
         self.time_input = resolve_time_input(config.model.time_input)
         self.denoiser = self.make_denoiser()
         if backbone.vocab_size != tokenizer.vocab_size:
@@ -142,10 +178,6 @@ class DiffusionModel:
     def make_denoiser(self, labels: Tensor | int | None = None) -> BackboneDenoiser:
         """The denoiser over this model's backbone (with class labels for a class-conditional one)."""
         return BackboneDenoiser(self.backbone, labels=labels, schedule=self.schedule, time_input=self.time_input)
-
-    @property
-    def is_autoregressive(self) -> bool:
-        return bool(self.objective.autoregressive)
 
     @property
     def max_length(self) -> int | None:
@@ -250,18 +282,6 @@ class DiffusionModel:
         config's) with the config's options, then `options`, then this model's defaults."""
         return resolve_sampler(self, sampler, steps, **options)
 
-    def sampler_defaults(self, name: str) -> dict[str, Any]:
-        """Options a sampler gets from this model (its `defaults_from`: the training t_min as the
-        smallest time; AR's free first token among the real tokens)."""
-        cls = SAMPLERS.get(name) if name in SAMPLERS else Sampler
-        return cls.defaults_from(self)
-
-    @property
-    def sampling_eps(self) -> float:
-        """Smallest sampling time: the training t_min recorded in the model directory."""
-        t_min = float(self.config.objective.t_min or 0.0)
-        return t_min if t_min > 0 else 1e-5
-
     def conditional_denoiser(self, label: int | str | None, guidance: float = 0.0):
         num_classes = self.denoiser.capabilities.num_classes
         if not num_classes:
@@ -300,4 +320,4 @@ class DiffusionModel:
 
 Denoiser = BackboneDenoiser  # the old name (tests and users import it); the protocol is dnadiff.denoiser.Denoiser
 
-__all__ = ["BackboneDenoiser", "DiffusionModel", "SuppressTokens", "build_objective_for", "sigma_of"]
+__all__ = ["BackboneDenoiser", "DiffusionModel", "ModelSpec", "SuppressTokens", "build_objective_for", "sigma_of"]

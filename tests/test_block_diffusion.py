@@ -238,3 +238,23 @@ def test_sampler_errors():
         build_sampler("block", cache=True)
     with pytest.raises(DnadiffError, match="output cache"):
         build_sampler("block", inner="cached")
+
+
+def test_mamba_step_many_is_n_steps_in_one_pass():
+    """backbones/mamba_chunk.py: n tokens from a carried state in one parallel pass give the logits and states of
+    n `step` calls (and of the full forward); update=False leaves the cache untouched."""
+    torch.manual_seed(0)
+    m = build_backbone("mamba", preset="tiny", vocab_size=12).eval()
+    x = torch.randint(0, 12, (3, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a, b = m.allocate_cache(3, 20), m.allocate_cache(3, 20)
+        steps = torch.stack([m.step(x[:, j], a) for j in range(7)], dim=1)
+        torch.testing.assert_close(m.step_many(x[:, :7], b), steps, rtol=0, atol=1e-5)
+        for (ca, sa), (cb, sb) in zip(a["layers"], b["layers"]):
+            torch.testing.assert_close(cb, ca, rtol=0, atol=1e-5)
+            torch.testing.assert_close(sb, sa, rtol=0, atol=1e-5)
+        before = [t.clone() for layer in b["layers"] for t in layer]
+        peek = m.step_many(x[:, 7:], b, update=False)
+        assert all(torch.equal(t, u) for t, u in zip(before, [t for layer in b["layers"] for t in layer]))
+        assert b["pos"] == 7
+        torch.testing.assert_close(peek, m(x)[:, 7:], rtol=0, atol=1e-5)

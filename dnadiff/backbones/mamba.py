@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from dnadiff.backbones.base import BACKBONES, Backbone, padding_mask, token_shape
 from dnadiff.backbones.kernels import conv_kernel, conv_update_kernel, scan_kernel, state_update_kernel, wants_kernel
 from dnadiff.backbones.layers.norms import build_norm
+from dnadiff.backbones.mamba_chunk import step_many as mamba_step_many
 from dnadiff.backbones.scan import SCAN_IMPLS, selective_scan
 from dnadiff.errors import DnadiffError
 
@@ -378,3 +379,10 @@ class MambaLM(Backbone):
         h = self.backbone.norm_f(residual.to(dtype=self.backbone.norm_f.weight.dtype))
         cache["pos"] += 1
         return self.lm_head(h.to(self.lm_head.weight.dtype))[..., : self.vocab_size]  # (B, V)
+
+    def step_many(self, input_ids: Tensor, cache: dict, update: bool = True, cond: Tensor | None = None) -> Tensor:
+        """Logits Float[B, n, V] after each of input_ids Long[B, n], in one parallel pass from the cache (advanced
+        past them when `update`, else unchanged): n `step` calls' numbers (mamba_chunk.py)."""
+        if cond is not None and self.cond_proj is None:
+            raise DnadiffError("mamba: a cond vector was passed but the model was built with cond_dim=0")
+        return mamba_step_many(self, input_ids, cache, update, cond)

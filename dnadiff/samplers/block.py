@@ -12,7 +12,9 @@ blocks is carried; each inner call forks it and feeds only the block's 2n tokens
 finished, [x_t^b, x_t^b, x^b] is appended to the carried stream, with x_t^b drawn fresh from q(x_t | x^b)
 at a time drawn as in training (the objective's clip interval when it had one, else U[t_min, 1]), so the
 context matches training; those 3n tokens are fed into the carried state at the next block's first call
-(one network call does both). Without the API (or `use_cache=False`) every call re-runs the whole stream:
+(one network call does both). A stretch of tokens goes through the network's `step_many` (Mamba: one parallel
+pass from the state, backbones/mamba_chunk.py; others: one `step` per token on a fork of the cache). Without
+the API (or `use_cache=False`) every call re-runs the whole stream:
 the same draws, the same samples up to float rounding (tests/test_block_diffusion.py).
 
 Any length: `shape[1]` need not be the training length nor a multiple of `block_size` (the last block is
@@ -29,23 +31,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from dnadiff.denoiser import CountingDenoiser, IncrementalDenoiser
+from dnadiff.denoiser import CountingDenoiser, IncrementalDenoiser, steps_of
 from dnadiff.diffusion.bd3lm import block_spans, check_block_size, refuse_bidirectional
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, greedy_fill
 
 _SHARED = ("temperature", "top_p", "eps", "float32_draws", "time_conditioned")
-
-
-def fork(cache: Any) -> Any:
-    """A copy of a decoding cache (dicts, lists, tuples of tensors and numbers) that the original never sees."""
-    if isinstance(cache, Tensor):
-        return cache.clone()
-    if isinstance(cache, dict):
-        return {k: fork(v) for k, v in cache.items()}
-    if isinstance(cache, (list, tuple)):
-        return type(cache)(fork(v) for v in cache)
-    return cache
 
 
 class BlockContext:
@@ -73,20 +64,16 @@ class BlockContext:
     def __call__(self, x_blk: Tensor, t: Tensor | None = None) -> Tensor:
         B, n = x_blk.shape
         if self.counter is not None:
-            self.counter.calls += 1
-            self.counter.rows += int(B)
+            self.counter._count(x_blk)  # one network call (its progress hook too), however many tokens it feeds
         if self.cache is None:
             parts = ([] if self.prefix is None else [self.prefix]) + [x_blk, x_blk]
             stream = torch.cat(parts, dim=1)  # (B, S + 2n)
             return self.net(stream, torch.zeros(B, device=x_blk.device))[:, -n:]  # (B, n, V): the second copy
-        for tokens in self.pending:  # the finished block, into the carried state for good
-            for j in range(tokens.shape[1]):
-                self.net.step(tokens[:, j], self.cache)
-        self.pending = []
-        state = fork(self.cache)
-        for j in range(n):
-            self.net.step(x_blk[:, j], state)  # the first copy: the whole noisy block
-        return torch.stack([self.net.step(x_blk[:, j], state) for j in range(n)], dim=1)  # (B, n, V)
+        if self.pending:  # the finished blocks, into the carried state for good
+            steps_of(self.net, torch.cat(self.pending, dim=1), self.cache, update=True)
+            self.pending = []
+        # both copies of the noisy block from the carried state, which stays as it was (a fork, or not written)
+        return steps_of(self.net, torch.cat([x_blk, x_blk], dim=1), self.cache, update=False)[:, n:]  # (B, n, V)
 
 
 @SAMPLERS.register("block")
@@ -209,4 +196,4 @@ class BlockSampler(Sampler):
         return f"BlockSampler(block_size={self.block_size}, inner={self.inner!r}, use_cache={self.use_cache})"
 
 
-__all__ = ["BlockContext", "BlockSampler", "fork"]
+__all__ = ["BlockContext", "BlockSampler"]
