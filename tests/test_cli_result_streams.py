@@ -42,3 +42,16 @@ def test_metrics_and_eval_tables_go_to_stdout(model, tmp_path, capsys):
     assert main(["eval", model, "--records", str(reference), "--seq-len", "16", "--max-windows", "2"]) == 0
     captured = capsys.readouterr()
     assert "bits_per_base" in captured.out and "bits_per_base" not in captured.err
+
+
+def test_edit_table_goes_to_stdout(model, tmp_path, capsys):
+    """`dnadiff edit` (a later command) logged its table too."""
+    inp = tmp_path / "in.fa"
+    inp.write_text(">a\nACGTTGCAATATTAGC\n>b\nTTTTAAAACCCCGGGG\n")
+    assert main(["edit", model, "--in", str(inp), "--reward", "gc", "--max-edits", "2", "--method", "greedy",
+                 "--out", str(tmp_path / "e.fa")]) == 0
+    captured = capsys.readouterr()
+    assert _columns(captured.out)[:5] == ["method", "reward", "sequences", "max_edits", "edits_mean"]
+    assert captured.out.strip().splitlines()[2].split()[:4] == ["greedy", "gc", "2", "2"]
+    assert "edits_mean" not in captured.err  # before: the table was on stderr
+    assert "wrote" in captured.err and "wrote" not in captured.out

@@ -70,3 +70,14 @@ def test_train_checks_its_data_before_its_run_directory(taken, capsys):
     line = _error_line(capsys, ["train", "experiments/tiny_dna_mdlm", f"model.init_from={taken / 'nope'}",
                                 "--run-dir", str(taken / "run")])
     assert line == f"error: model.init_from: {taken / 'nope'}: model directory not found"
+
+
+def test_edit_checks_its_sequences_and_model_before_its_outputs(taken, capsys, model):
+    for name in ("out.fa", "out.tsv", "out.json"):
+        (taken / name).write_text("earlier")
+    base = ["edit", model, "--reward", "gc", "--max-edits", "2", "--out", str(taken / "out.fa")]
+    assert _error_line(capsys, [*base, "--in", str(taken / "nope.fa")]) == (
+        f"error: {taken / 'nope.fa'}: FASTA file not found")
+    assert _error_line(capsys, ["edit", str(taken / "nope"), *base[2:], "--in", str(taken / "s.fa")]) == (
+        f"error: {taken / 'nope'}: model directory not found")
+    assert _error_line(capsys, [*base, "--in", str(taken / "s.fa")]).endswith("exists (use --force to overwrite it)")

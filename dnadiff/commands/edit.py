@@ -179,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
 
     from dnadiff.checkpoint import load_for_inference
     from dnadiff.commands.checks import check_writable
+    from dnadiff.commands.preflight import check_model_input
     from dnadiff.data.records import format_fasta
     from dnadiff.guidance.editing import edit_list, format_edits, greedy_edit
     from dnadiff.guidance.rewards import build_reward
@@ -192,10 +193,11 @@ def run(args: argparse.Namespace) -> int:
     if out is None:
         raise DnadiffError("--out: give a FASTA file name (OUT.tsv and OUT.json go beside it)")
     tsv_path = stats_path[: -len(".json")] + ".tsv"
+    records, editable = read_inputs(args, ranges)  # the inputs first, then the destination
+    check_model_input(args.model_dir)
     recover_together([out, tsv_path, stats_path])
     refuse_existing([out, tsv_path, stats_path], args.force)
     check_writable(out)
-    records, editable = read_inputs(args, ranges)
     model = load_for_inference(args.model_dir)
     lengths = {len(s) for _, s in records}
     check_model(model, args.method, lengths, str(args.model_dir))
@@ -250,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
              "sampler": args.sampler if args.method == "remask" else None, "protect": args.protect, "seed": args.seed,
              **totals, "summary": summary, "records": per_record, "out": out, "tsv": tsv_path}
     write_together([(out, format_fasta(fasta)), (tsv_path, "\n".join(tsv) + "\n"), (stats_path, json_text(stats))])
-    log.info("%s", format_table([summary]))
+    print(format_table([summary]))  # the result on stdout (progress and logs on stderr), as design and sample
     log.info("\nwrote %s, %s and %s", out, tsv_path, stats_path)
     return 0
 
