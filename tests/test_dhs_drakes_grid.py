@@ -34,7 +34,7 @@ def test_the_commands_parse_and_pass_the_option_checks(tmp_path):
         argv = [str(a) for a in grid.finetune_argv(v, 1.0, grid.SCALES["cpu"], "M", "R", tmp_path / v, 1)]
         args = build_parser().parse_args(argv)
         check_args(args)
-        assert args.drakes_options["estimator"] == ("soft" if "soft" in v else "straight_through")
+        assert args.drakes_options["estimator"] == ("straight_through" if v == "drakes_st" else "soft")  # default
         assert args.drakes_options["kl"] == ("live" if v.endswith("live") else "all")
 
 
