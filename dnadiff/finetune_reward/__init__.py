@@ -2,7 +2,8 @@
 
     from dnadiff.finetune_reward import make_grid, drakes_loss, sample_groups, policy_gradient_loss
     grid = make_grid(schedule, steps=128)
-    out = drakes_loss(denoiser, pretrained, reward.soft, grid, mask_id, x_init, V, kl_weight=0.1, truncate_steps=50)
+    out = drakes_loss(denoiser, pretrained, reward.soft, grid, mask_id, x_init, V, kl_weight=0.1, truncate_steps=16,
+                      estimator="soft", temperature=0.1, kl_scope="all")   # trajectory.ESTIMATORS, KL_SCOPES
     batch = sample_groups(denoiser, grid, mask_id, x_init, V, reward)            # groups of G rows
     out = policy_gradient_loss(denoiser, pretrained, grid, mask_id, batch, kl_weight=0.1, group_size=8)
     pool = sample_pool(pretrained, grid, mask_id, length, V, reward, num=256, batch_size=16)   # offline
