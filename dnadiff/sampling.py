@@ -105,8 +105,9 @@ def sampler_name(requested: str | None, objective=None, config=None) -> str:
 
 
 def resolve_sampler(model, sampler: Any = None, steps: int | None = None, **options: Any):
-    """The sampler of a run on `model` (a DiffusionModel), built once: `sampler` a registered name (None:
-    `sampler_name`'s choice) built with the config's options (when it is the config's sampler), then
+    """The sampler of a run on `model` (a DiffusionModel, or the config-only model.ModelSpec), built once:
+    `sampler` a registered name (None: `sampler_name`'s choice) built with the config's options (when it is
+    the config's sampler), then
     `options`, then the model's defaults (the sampler's `defaults_from`; an explicit `steps` beats the
     config's), after checking that it fits the model (AR or not, its noise, eps >= the training t_min).
     A sampler or guidance method already built is returned as it is (it holds its steps and options)."""

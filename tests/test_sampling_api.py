@@ -112,17 +112,24 @@ def test_the_sampler_is_built_once_per_run(model, monkeypatch):
     assert built == ["semi_ar", "ancestral"] and res.num_batches == 3  # semi_ar builds its inner sampler once
 
 
-def test_the_cli_resolves_its_sampler_once(model, tmp_path, monkeypatch):
-    """`dnadiff sample`: a trial build of the options before the weights load (no model defaults), then
-    resolve_sampler once; the run's batches and its progress bar use that one sampler."""
+def test_the_cli_resolves_and_builds_its_sampler_once_before_the_weights_load(model, tmp_path, monkeypatch):
+    """`dnadiff sample`: resolve_sampler once, on the config-only ModelSpec (before any weights load), and one
+    build; the run's batches and its progress bar use that one sampler."""
     from dnadiff import sampling
     from dnadiff.cli import main
+    from dnadiff.model import DiffusionModel, ModelSpec
+    from dnadiff.samplers import SAMPLERS
 
     calls, resolve = [], sampling.resolve_sampler
-    monkeypatch.setattr(sampling, "resolve_sampler", lambda *a, **k: calls.append(a[1:]) or resolve(*a, **k))
+    monkeypatch.setattr(sampling, "resolve_sampler", lambda *a, **k: calls.append(a) or resolve(*a, **k))
+    built, build = [], SAMPLERS.build
+    monkeypatch.setattr(SAMPLERS, "build", lambda name, **kw: built.append(name) or build(name, **kw))
     model_dir = tiny_model_dir(tmp_path, seq_len=24)
     assert main(["sample", model_dir, "-n", "4", "--length", "24", "--steps", "3", "--batch-size", "2",
                  "--out", str(tmp_path / "s.fa")]) == 0
+    assert built == ["ancestral"]  # no trial build beside the run's
+    spec, calls = calls[0][0], [c[1:] for c in calls]
+    assert type(spec) is ModelSpec and not isinstance(spec, DiffusionModel)  # no network: before the load
     assert calls[0] == (None, 3)  # (sampler, steps) as typed: the name is chosen inside
     assert len(calls) == 2 and calls[1][0].name == "ancestral"  # then dnadiff.sample gets it built: passed through
     from dnadiff.samplers import Sampler

@@ -151,6 +151,20 @@ class Request:
         self.template_records = records
         return records
 
+    def model_spec(self):
+        """The model without its network (model.ModelSpec: config, tokenizer, schedule, objective), from the config
+        alone; None for an official checkpoint (its config is built when the checkpoint is read)."""
+        if self.cfg is None:
+            return None
+        from dnadiff.model import ModelSpec
+        from dnadiff.modelio.model_dir import naming, tokenizer_from_config
+
+        path = self.model_source().path
+        try:
+            return ModelSpec(self.cfg, tokenizer_from_config(self.cfg, path))
+        except DnadiffError as exc:  # as the loader names them
+            raise naming(exc, path) from None
+
     def load_model(self):
         """The model, loaded once (in eval mode, as every loader sets it)."""
         if self.model is None:

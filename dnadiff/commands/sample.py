@@ -102,9 +102,14 @@ def run(args: argparse.Namespace) -> int:
     name = sampler_name(args.sampler, objective, req.cfg)  # e.g. udlm models: the udlm sampler
     if autoregressive:  # the model's own decoding: the options it sets are not the user's
         check_sampler_options(objective.default_sampler, options, model_sets=True)
-    else:  # and the sampler's own value checks (temperature > 0, ...) before the model loads: a trial build,
-        # without the model's defaults; the run's sampler is built once, by resolve_sampler below
+    else:
         check_sampler_options(name, options)
+    # the run's sampler, resolved and built once, from the config before any weights load (its own value
+    # checks, temperature > 0 ..., fail early); an official checkpoint has no config yet: a trial build of the
+    # options now, the sampler after the load
+    spec = req.model_spec()
+    smp = resolve_sampler(spec, args.sampler, args.steps, **options) if spec is not None else None
+    if spec is None:
         build_sampler(name, **options, **({"steps": args.steps} if args.steps else {}))
     if req.fixes_tokens and kind != "dna":
         raise DnadiffError("--prefix/--suffix/--template-fasta need a DNA model")
@@ -115,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     model = req.load_model()
     length = req.length(model)
     max_len = model.max_length
-    smp = resolve_sampler(model, args.sampler, args.steps, **options)  # the run's sampler, built once
+    if smp is None:  # an official checkpoint: its config came with it
+        smp = resolve_sampler(model, args.sampler, args.steps, **options)
     if max_len and length > max_len and not smp.any_length:
         raise DnadiffError(f"--length {length} exceeds what this model supports ({max_len}); use --sampler "
                            f"{' or '.join(SAMPLERS.where(any_length=True))}")
