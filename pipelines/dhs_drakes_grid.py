@@ -6,7 +6,7 @@
 
 Models, reward and evaluation oracle as pipelines/dhs_design.py (whose helpers this script uses): the
 unconditional MDLM fine-tuned by `dnadiff design-finetune` for every (variant, β) of the grid, each then
-sampled plainly (`dnadiff sample`, the model's own 50 steps: no reward calls at sampling); beside them the
+sampled plainly (`dnadiff sample`, 50 steps: no reward calls at sampling); beside them the
 inference-time rows unguided, best-of-N and CFG. No setting is chosen: every β is a point of the frontier.
 
 Variants (dnadiff/finetune_reward/trajectory.py; docs/references.md, "DRAKES estimators"):
@@ -15,11 +15,13 @@ Variants (dnadiff/finetune_reward/trajectory.py; docs/references.md, "DRAKES est
                     code), τ = 0.1 (on the enumerable chain 0.84-0.89 of the exact gradient per step)
   drakes_soft_live  as drakes_soft with the KL on the live steps only (the official truncate_kl)
   policy_gradient   the score-function reference (unbiased)
-Each run trains with the model's own sampling step count (T = 50, K = ⌈T/4⌉ = 13), batch 8, lr 1e-3, gradient
-clip 1 (the official value), `train_steps` updates. Budget, --scale cpu: 180 updates × 8 trajectories × 50 steps
-= 72,000 trajectory-steps, about an hour on one core for the d64 × 2 Caduceus at 200 bp (≈ 10 ms per row-pass,
-dhs_design.py's measurement; ~19 s per update); the official DHS run is 1,000 epochs × 4 × 32 trajectories
-× 128 steps = 16.4 M trajectory-steps: this is 0.44 % of it (1.1 % of its trajectories). 12 runs: ~12 h.
+Each run trains with the step count its designs are sampled with (T = 50; K = ⌈T/4⌉ = 13, design-finetune's
+default; when the model's config samples with another count, design-finetune also measures the reach there),
+batch 8, lr 1e-3, gradient clip 1 (the official value), `train_steps` updates. Budget, --scale cpu:
+180 updates × 8 trajectories × 50 steps = 72,000 trajectory-steps, about an hour on one core for the
+d64 × 2 Caduceus at 200 bp (≈ 10 ms per row-pass, dhs_design.py's measurement; ~19 s per update); the
+official DHS run is 1,000 epochs × 4 × 32 trajectories × 128 steps = 16.4 M trajectory-steps: this is
+0.44 % of it (1.1 % of its trajectories). 12 runs: ~12 h.
 
 Columns: success (evaluation-oracle argmax = HepG2), realistic success (and GC in range and log-likelihood above
 the real sequences' 5 % quantile), log-likelihood per base (naturalness), reached KL (the fine-tuned model's
@@ -78,14 +80,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def finetune_argv(variant: str, beta: float, sc: dict, model: str, reward_dir: str, out: Path, threads: int) -> list:
-    """The design-finetune command of one (variant, β): the model's own sampling steps (no --sample-steps)."""
+    """The design-finetune command of one (variant, β): trained with the step count the table samples with."""
     import dhs_design as design
 
     method, options, tau = VARIANTS[variant]
     ft = sc["finetune"]
     argv = ["design-finetune", model, "--reward", f"classifier:{reward_dir}", "--target", design.CELL, "--method",
             method, "--kl-weight", beta, "--lr", ft["lr"], "--grad-clip", ft["grad_clip"], "--length", sc["length"],
-            "--train-steps", ft["train_steps"], "--batch-size", ft["batch_size"], "--group-size", ft["group_size"],
+            "--train-steps", ft["train_steps"], "--sample-steps", sc["steps"], "--batch-size", ft["batch_size"],
+            "--group-size", ft["group_size"],
             "--target-samples", ft["target_samples"], "--eval-samples", ft["eval_samples"], "--seed", 0,
             "--out", out, "--threads", threads, "--overwrite", "-q"]
     if tau is not None:
@@ -242,7 +245,7 @@ def markdown(r: dict, png: str | None) -> str:
         f"{r['machine']}; load before {r['load_before']}, after {r['load_after']}.", "",
         f"{r['settings']['num']} designs of {r['settings']['length']} bp per row, {r['settings']['steps']} sampling "
         f"steps. Fine-tuning: {ft['train_steps']} updates × batch {ft['batch_size']}, lr {ft['lr']:g}, gradient clip "
-        f"{ft['grad_clip']:g}, the model's own sampling step count. Variants and columns: the docstring of "
+        f"{ft['grad_clip']:g}, trained with the table's sampling step count. Variants and columns: the docstring of "
         "pipelines/dhs_drakes_grid.py. KL: fine-tuned rows, the reached trajectory KL to the pretrained model; "
         "best-of-N, the bound log n − (n−1)/n; target KL: SNIS estimate of KL(p*‖p_pre) at that β.", "",
         table, "", *([f"![frontier]({Path(png).name})", ""] if png else [])])

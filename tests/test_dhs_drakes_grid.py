@@ -16,7 +16,7 @@ def test_finetune_commands_of_every_variant():
     for v, a in argvs.items():
         assert a[:8] == ["design-finetune", "M", "--reward", "classifier:R", "--target", "HepG2", "--method",
                          grid.VARIANTS[v][0]]
-        assert "--sample-steps" not in a and "--truncate-steps" not in a  # the model's own steps, K sized
+        assert a[a.index("--sample-steps") + 1] == sc["steps"] and "--truncate-steps" not in a  # K sized
         assert a[a.index("--kl-weight") + 1] == 0.25 and a[a.index("--grad-clip") + 1] == 1.0
     opts = {v: [a[i + 1] for i, x in enumerate(a) if x == "--option"] for v, a in argvs.items()}
     assert opts == {"drakes_st": ["estimator=straight_through"], "drakes_soft": ["estimator=soft"],
