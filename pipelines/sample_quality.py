@@ -527,6 +527,8 @@ def run(args, command: str, dry: Path | None) -> int:
     rows = sample_rows(models, k5, best_k, args.cpu_hour_dir, mdlm_rows, args.bd3_dir)
     metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
                     "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]
+    if size["num"] >= 50:  # the classifier two-sample test (issue 46): its CNN / k-mer LR AUROC become columns
+        metrics_args.append("--discriminator")
     if args.embedder:
         metrics_args += ["--embedder", args.embedder]
     row_seeds = parse_row_seeds(args.row_seeds, [r[0] for r in rows])

@@ -38,6 +38,15 @@ directory (its backbone's features on the clean sequence, mean-pooled): an in-ho
 between runs with the same DIR, not with published SFID/FBD values. The reference windows' vectors are
 kept in dnadiff's cache folder under DIR's content hash, so a second call on the same reference embeds
 only the samples (--no-embedding-cache: neither read nor written).
+--discriminator (on by default when samples and held-out reference reach 200 sequences each, the floor's
+real half included; --no-discriminator skips it): a classifier two-sample test (Lopez-Paz & Oquab, ICLR 2017):
+a small CNN (one-hot, both strands' logits averaged) and a k-mer (3-6) logistic regression each try to tell the
+samples from as many held-out reference sequences, --discriminator-folds-fold cross-fitted (default 5);
+metrics.json "discriminator" holds per classifier the AUROC ± SE (0.5 = indistinguishable), the accuracy, its
+exact binomial p-value and the same for two disjoint halves of the reference (floor_*). Sequences are cut to
+the shortest sample's length (their central bases); a shorter reference sequence is an error.
+--disjoint-from TRAIN.fa: an error when a reference sequence shares a --match-bp exact match with the
+generator's training sequences (the real side must be held out).
 --classifier CLASSIFIER_DIR scores class-conditional samples (the UDLM protocol): the share of samples
 the held-out classifier assigns to the class they were generated for, taken from --label or from the
 class=NAME of each FASTA header (as `dnadiff sample --class NAME` writes).

@@ -252,6 +252,25 @@ def summary_rows(res: dict) -> list[dict]:
     return rows
 
 
+def auroc_columns(samples: Sequence[str], reference: Sequence[str], seed: int = 0, floor: bool = False) -> dict:
+    """A pipeline table's discriminator columns for one row: {"disc_auroc_cnn", "disc_se_cnn", "disc_p_cnn",
+    ... "_kmer_lr"} of the test of `samples` vs `reference` (no floor by default: the tables' real row is
+    theirs), or {} when the two sets are too few for the default folds."""
+    settings = DiscriminatorSettings(seed=seed, floor=floor)
+    try:
+        plan(len(samples), len(reference), settings)
+        common_length(samples, reference)
+    except DnadiffError:
+        return {}
+    res = discriminator_test(samples, reference, settings)
+    out = {}
+    for name in settings.classifiers:
+        r = res[name]
+        out.update({f"disc_auroc_{name}": r["auroc"], f"disc_se_{name}": r["std_error"],
+                    f"disc_p_{name}": r["p_value"]})
+    return out
+
+
 def settings_for(requested: bool | None, num_samples: int, num_reference: int, folds: int, seed: int,
                  floor: bool) -> DiscriminatorSettings | None:
     """The settings of `dnadiff metrics`' test, or None to skip it: requested None (the default) runs it when
@@ -285,5 +304,6 @@ def check_disjoint(reference: Sequence[str], training: Sequence[str], match_bp: 
                            "side must be held out (e.g. another --split)")
 
 
-__all__ = ["CLASSIFIERS", "DiscriminatorSettings", "auroc_standard_error", "binomial_p_value", "check_disjoint",
-           "common_length", "discriminator_test", "plan", "settings_for", "summary_rows", "two_sample_test"]
+__all__ = ["CLASSIFIERS", "DiscriminatorSettings", "auroc_columns", "auroc_standard_error", "binomial_p_value",
+           "check_disjoint", "common_length", "discriminator_test", "plan", "settings_for", "summary_rows",
+           "two_sample_test"]
