@@ -160,3 +160,18 @@ def test_metrics_cli_discriminator_and_bad_input(tmp_path, real_windows, capsys)
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
         assert not (tmp_path / f"bad{i}").exists()
+
+
+def test_default_runs_only_where_the_reference_is_large_enough():
+    from dnadiff.eval.discriminator import AUTO_MIN, settings_for
+
+    assert settings_for(None, AUTO_MIN - 1, 10 * AUTO_MIN, 5, 0, floor=True) is None  # too few samples: skipped
+    assert settings_for(None, AUTO_MIN, 2 * AUTO_MIN - 2, 5, 0, floor=True) is None  # floor needs 2x reference
+    on = settings_for(None, AUTO_MIN, 2 * AUTO_MIN, 5, 7, floor=True)
+    assert on is not None and on.seed == 7 and on.folds == 5 and on.floor
+    assert settings_for(False, 1000, 4000, 5, 0, floor=True) is None
+    assert settings_for(True, 60, 60, 5, 0, floor=False) is not None  # asked for: 10 per fold and side suffice
+    with pytest.raises(DnadiffError, match="too few for 5 folds"):
+        settings_for(True, 60, 60, 5, 0, floor=True)
+    with pytest.raises(DnadiffError, match="--discriminator-folds must be at least 2"):
+        settings_for(True, 600, 6000, 1, 0, floor=True)
