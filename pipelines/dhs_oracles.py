@@ -14,6 +14,13 @@ tiny builds a temporary cache from tests/data/dhs/dhs_fixture.txt instead.
   frequencies of both strands; dnadiff/finetune/kmer_lr.py, saved by dnadiff/eval/kmer_oracle.py), another
   kind of model, trained on half_b. Its classifier.json says role: evaluation, which `--reward classifier:DIR`
   refuses; dnadiff.eval.oracle.score_fasta scores generated FASTA files with it.
+- neural evaluation oracle (issue 46; --roles neural): a one-hot convolutional network with dilated residual
+  blocks, both strands' logits averaged (dnadiff/eval/conv_judge.py), trained on half_b, the epoch of lowest
+  validation-split (chr2) loss kept, saved as OUT/neural_oracle with role: evaluation (refused as a reward
+  like the k-mer LR); a judge that reads motif grammar where the k-mer LR reads k-mer frequencies. Capped in
+  CPU seconds (cpu scale: 15 CPU-min) and wall seconds (50 min).
+--roles picks the oracles trained; an oracle of an earlier run already in OUT (reward_classifier, eval_oracle)
+is scored too, for the test-split agreement of every pair.
 
 Model choice: for each oracle, every learning rate of its config's lr_grid (every C of a k-mer LR's
 model.overrides.c_grid) is one `dnadiff finetune` run on `dhs:HALF:valid` (a neural run keeps its best epoch
