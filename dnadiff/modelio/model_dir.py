@@ -34,7 +34,7 @@ from dnadiff.config import (
     to_dict,
     without_runtime,
 )
-from dnadiff.data_root import _resolve_data_paths
+from dnadiff.data_root import _PATH_KEYS, _TEXT_PATH_KEYS, _resolve_data_paths
 from dnadiff.errors import DnadiffError
 from dnadiff.utils import local_paths, os_error, portable_paths, public_mode, write_json
 from dnadiff.version import __version__
@@ -296,7 +296,7 @@ def load_config_of(path: str | os.PathLike) -> RunConfig:
     # data paths (relative to the data root: portable_config) under this machine's data root, as a config
     # file's are (directories written before then recorded absolute paths and the root: kept as they are)
     if cfg.data.root is None:
-        cfg = replace(cfg, **{"data.root": run_data_root(path)})
+        cfg = _with_run_data(cfg, path)
     cfg = _resolve_data_paths(cfg, {})
     provenance = {k: local_paths(getattr(cfg, k)) for k in ("reward_finetune", "distill") if getattr(cfg, k)}
     cfg = replace(cfg, **provenance) if provenance else cfg  # `$TMPDIR/...`, `~/...` of this machine again
@@ -313,10 +313,11 @@ def load_config_of(path: str | os.PathLike) -> RunConfig:
 RUN_CONFIG_FILES = (("..", "config.yaml"), (".", "finetune_config.yaml"), (".", "distill_config.yaml"))
 
 
-def run_data_root(path: Path) -> str | None:
-    """The data root of the run that wrote the model directory `path`, when its run directory is still around it
-    (the machine that trained it: there the model reads the data it was trained on, whatever $DNADIFF_DATA says
-    now); None elsewhere (a shared or pushed copy: the reader's data root)."""
+def run_data(path: Path) -> dict[str, Any] | None:
+    """The `data` section of the run that wrote the model directory `path`, when its run directory is still
+    around it (the machine that trained it: there the model reads the data it was trained on, whatever
+    $DNADIFF_DATA says now; a run records absolute paths); None elsewhere (a shared or pushed copy: the reader's
+    data root)."""
     from dnadiff.config import _read_yaml
 
     for folder, name in RUN_CONFIG_FILES:
@@ -324,12 +325,39 @@ def run_data_root(path: Path) -> str | None:
         if not file.is_file():
             continue
         try:
-            root = (_read_yaml(str(file)).get("data") or {}).get("root")
+            data = _read_yaml(str(file)).get("data") or {}
         except (DnadiffError, AttributeError):
             continue
+        root = data.get("root") if isinstance(data, dict) else None
         if isinstance(root, str) and os.path.isabs(root) and os.path.isdir(root):
-            return root
+            return data
     return None
+
+
+def _with_run_data(cfg: RunConfig, path: Path) -> RunConfig:
+    """`cfg` (a portable config.json) with the data root of the run around it, and, for a data path the model
+    directory records by its file name only (it lay outside the data root), the run's own absolute path."""
+    data = run_data(path)
+    if data is None:
+        return cfg
+    changes: dict[str, Any] = {"data.root": data["root"]}
+    for key in _PATH_KEYS:
+        mine, theirs = getattr(cfg.data, key, None), data.get(key)
+        if _by_name(mine, theirs):
+            changes[f"data.{key}"] = theirs
+    text, run_text = cfg.data.text, data.get("text")
+    if isinstance(text, dict) and isinstance(run_text, dict):
+        merged = {k: (run_text[k] if k in _TEXT_PATH_KEYS and _by_name(v, run_text.get(k)) else v)
+                  for k, v in text.items()}
+        if merged != text:
+            changes["data.text"] = merged
+    return replace(cfg, **changes)
+
+
+def _by_name(recorded: Any, run_value: Any) -> bool:
+    """Whether `recorded` is the file name `portable_config` kept of the run's absolute path `run_value`."""
+    return (isinstance(recorded, str) and isinstance(run_value, str) and os.path.isabs(run_value)
+            and os.path.basename(run_value.rstrip(os.sep)) == recorded)
 
 
 def naming(exc: DnadiffError, where: Path) -> DnadiffError:
