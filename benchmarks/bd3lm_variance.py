@@ -147,7 +147,7 @@ def run(args, command: str, tmp: Path | None) -> int:
     out = Path(tmp / "results" if tmp else args.results)
     out.mkdir(parents=True, exist_ok=True)
     md = ["# Block diffusion: variance of the training estimate, clipped vs plain schedule", "",
-          f"Command: `{command}`  ", f"Machine: {summary['machine']}; load {load_start} at the start, "
+          f"Command: `{command}`  ", f"Machine: {summary['machine']}; {load_start} at the start, "
           f"{summary['load_average_at_end']} at the end; {summary['wall_seconds'] / 60:.1f} min", "",
           f"Per model: {rows[0]['windows']} valid windows in {rows[0]['batches']} fixed batches, {rows[0]['repeats']} "
           "draws of each batch's training loss; variance across draws, averaged over batches. A clipped "
