@@ -399,8 +399,10 @@ def main(argv=None) -> int:
     p.add_argument("--scale", choices=("cpu", "paper", "gpu"), default="cpu",
                    help="cpu (fortunes, tiny DiTs) or paper (LM1B/OWT, DiT small); gpu = old name of paper")
     p.add_argument("--setting", choices=("lm1b", "owt"), default="owt", help="paper scale: which table")
-    p.add_argument("--rows", nargs="+", default=["mdlm", "ar"], choices=("mdlm", "ar", "sedd", "ssdlm"),
-                   help="ssdlm: tab. 5's SSD-LM row (OWT-style setting only: samples, no bound)")
+    p.add_argument("--rows", nargs="+", default=["mdlm", "ar"],
+                   choices=("mdlm", "ar", "sedd", "ssdlm", "bd3lm", "bd3lm16"),  # bd3lm: block diffusion, B = 4 / 16
+                   help="ssdlm: tab. 5's SSD-LM row (OWT-style setting only: samples, no bound); bd3lm, bd3lm16: block "
+                        "diffusion rows, B = 4 / 16 (cpu scale)")
     p.add_argument("--steps", type=int, default=None, help="override train.max_steps of every row")
     p.add_argument("--set", nargs="*", default=[], help="extra key=value config overrides for every row")
     p.add_argument("--vocab-size", type=int, default=2048, help="cpu: size of the locally trained tokenizers")
