@@ -57,6 +57,9 @@ def test_train_eval_sample_and_finetune_from_ar(tmp_path, capsys):
     stats = json.loads(out.with_suffix(".json").read_text())
     assert stats["sampler"] == "block" and stats["length"] == 100
     assert 0 < stats["nfe_per_sequence"] < 100 and stats["seconds_per_sample"] > 0  # 7 blocks x 4 steps (+1)
+    capsys.readouterr()
+    one_line_error(capsys, ["sample", str(model), "--num", "1", "--length", "32", "--option", "block_size=4"],
+                   "differs from the 16 this model was trained with")
     seqs = [line for line in out.read_text().splitlines() if not line.startswith(">")]
     assert len("".join(seqs)) == 200 and set("".join(seqs)) <= set("ACGT")
     capsys.readouterr()

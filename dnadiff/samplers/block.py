@@ -79,13 +79,14 @@ class BlockContext:
 @SAMPLERS.register("block")
 class BlockSampler(Sampler):
     """`build_sampler("block", block_size=16, inner="ancestral", steps=16, inner_options={...})`; `steps` are the
-    inner sampler's per block. Model options (`defaults_from`): block_size, context_t, eos_id, pad_id, eps."""
+    inner sampler's per block. Model options (`defaults_from`): the model's block size (a different `block_size` is
+    refused), context_t, eos_id, pad_id, eps. Without a model, block_size defaults to 4."""
 
     name = "block"
     guidable = False  # composite: guidance hooks go to the inner sampler (every network call passes there)
     any_length = True
     noise = "block"  # the noise of the bd3lm objective: only block models sample with it
-    model_options = ("block_size", "context_t", "eos_id", "pad_id")
+    model_options = ("model_block_size", "context_t", "eos_id", "pad_id")
 
     @classmethod
     def defaults_from(cls, model) -> dict[str, Any]:
@@ -94,16 +95,21 @@ class BlockSampler(Sampler):
         text = getattr(tok, "kind", "dna") == "text"
         lo = float(obj.clip[0]) if getattr(obj, "clip", None) else obj.t_min
         hi = float(obj.clip[1]) if getattr(obj, "clip", None) else 1.0
-        return {"eps": model.sampling_eps, "block_size": getattr(obj, "block_size", 4),
+        return {"eps": model.sampling_eps, "model_block_size": getattr(obj, "block_size", None),
                 "context_t": [max(lo, obj.t_min), hi],
                 "eos_id": getattr(tok, "eos_id", None) if text else None,
                 "pad_id": tok.pad_id if text else None}
 
-    def __init__(self, steps: int = 16, *, block_size: int = 4, inner: str = "ancestral",
+    def __init__(self, steps: int = 16, *, block_size: int | None = None, inner: str = "ancestral",
                  inner_options: dict | None = None, use_cache: bool = True, context_t: list[float] | None = None,
-                 eos_id: int | None = None, pad_id: int | None = None, **options):
+                 eos_id: int | None = None, pad_id: int | None = None, model_block_size: int | None = None,
+                 **options):
         super().__init__(steps, **options)
-        self.block_size = check_block_size(block_size, "sampler 'block'")
+        if block_size is not None and model_block_size is not None and int(block_size) != int(model_block_size):
+            raise DnadiffError(f"sampler 'block': block_size {block_size} differs from the {model_block_size} this "
+                               "model was trained with (its stream layout): leave block_size unset")
+        size = block_size if block_size is not None else model_block_size
+        self.block_size = check_block_size(4 if size is None else size, "sampler 'block'")
         if self.cache:
             raise DnadiffError("sampler 'block': the output cache (cache=True) does not apply: finished blocks are "
                                "carried in the network's state (use_cache)")
