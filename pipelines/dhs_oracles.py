@@ -242,7 +242,8 @@ def run(args: argparse.Namespace, command: str) -> dict:
     for role, o in oracles.items():  # the chosen classifiers: validation, then the test split read once
         model, meta = load_oracle(o["dir"])
         classes = [str(c) for c in meta["classes"]]
-        assert len(classes) == len(CELL_TYPES), classes  # the same order (hESC was once spelled hESCT0)
+        assert len(classes) == len(CELL_TYPES), classes
+        classes = list(CELL_TYPES)  # the same order; an older oracle may spell hESC as hESCT0
         o["valid"], _ = score_split(model, table, "valid", classes)
         o["test"], probs = score_split(model, table, "test", classes)
         o["role_recorded"] = meta.get("role")
@@ -305,7 +306,7 @@ def markdown(r: dict) -> str:
                          "lr / C": f"{o.get('hyperparameter', 'lr')} {o['chosen_lr']:g}",
                          "split": {"valid": "validation (chr2)", "test": "test (chr1)"}[split],
                          "accuracy": f"{t['accuracy']:.4f}",
-                         **{c: f"{t['per_class'][c]:.3f}" for c in CELL_TYPES}})
+                         **{c: f"{v:.3f}" for c, v in zip(CELL_TYPES, t["per_class"].values())}})
     lr_rows = [{"oracle": role, "lr / C": f"{o.get('hyperparameter', 'lr')} {x['lr']:g}", "best epoch": x["best_epoch"],
                 "hold-out acc": f"{x['holdout_accuracy']:.4f}", "validation acc": f"{x['valid_split_accuracy']:.4f}",
                 "wall s": x["wall_s"], "CPU s": x["cpu_s"],
