@@ -38,6 +38,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--work", default="runs/discriminator_cpu", help="models, samples and metrics")
     p.add_argument("--results", default="results/discriminator_cpu", help="results path without extension")
     p.add_argument("--resume", action="store_true", help="reuse models, samples and metrics already in --work")
+    p.add_argument("--oracles", default=None, metavar="DIR",
+                   help="pipelines/dhs_oracles.py's OUT (e.g. runs/dhs_oracles): the DHS row's target-cell-type rate "
+                        "under each evaluation oracle there (eval_oracle, neural_oracle), beside the real sequences'")
     return p.parse_args(argv)
 
 
@@ -72,7 +75,7 @@ def chr22_row(work: Path, threads: int, resume: bool) -> dict:
                  resume)
 
 
-def dhs_row(work: Path, threads: int, resume: bool) -> dict:
+def dhs_row(work: Path, threads: int, resume: bool, oracles: str | None = None) -> dict:
     from dnadiff.data import CELL_TYPES, load_dhs
     from dnadiff.utils import atomic_write
 
@@ -96,9 +99,27 @@ def dhs_row(work: Path, threads: int, resume: bool) -> dict:
     seqs = table.sequences(None)
     reference = work / "dhs_test_4x512.fa"
     atomic_write(reference, "".join(f">test_{i} class={c}\n{seqs[i]}\n" for c, i in real))
-    return judge("DHS per-cell-type Markov chains (`experiments/dhs_markov`), 4 x 256 x 200 bp",
-                 "DHS test split (chr1), 512 per cell type", samples, ["--reference", str(reference)],
-                 work / "dhs_metrics", threads, resume)
+    row = judge("DHS per-cell-type Markov chains (`experiments/dhs_markov`), 4 x 256 x 200 bp",
+                "DHS test split (chr1), 512 per cell type", samples, ["--reference", str(reference)],
+                work / "dhs_metrics", threads, resume)
+    if oracles:
+        row["target_rates"] = target_rates(Path(oracles), samples, reference)
+    return row
+
+
+def target_rates(folder: Path, samples: Path, reference: Path) -> dict:
+    """{oracle folder name: {"samples": rate, "real": rate}}: the share each evaluation oracle assigns to the cell
+    type in each FASTA header (class=NAME) for the samples and for the real test sequences (its ceiling)."""
+    from dnadiff.eval.oracle import load_oracle, score_fasta
+
+    out = {}
+    for name in ("eval_oracle", "neural_oracle"):
+        if (folder / name / "classifier.json").is_file():
+            loaded = load_oracle(folder / name)
+            out[name] = {"backbone": loaded[1].get("backbone"), "oracle": str(folder / name),
+                         **{side: score_fasta(fa, folder / name, model_and_meta=loaded)["rate"]
+                            for side, fa in (("samples", samples), ("real", reference))}}
+    return out
 
 
 def judge(name: str, real: str, samples: Path, reference: list[str], out: Path, threads: int, resume: bool) -> dict:
@@ -143,12 +164,26 @@ def markdown(r: dict) -> str:
         "",
         markdown_table(rows),
         "",
+        *target_rate_lines(r),
         "Commands (each row's metrics):",
         "",
         *[f"- `{row['command']}`" for row in r["rows"]],
         "",
     ]
     return "\n".join(lines)
+
+
+def target_rate_lines(r: dict) -> list[str]:
+    from dnadiff.utils import markdown_table
+
+    rows = [{"samples": row["row"], "oracle": f"{name} ({t['backbone']})",
+             "target-cell-type rate": f"{t['samples']:.3f}", "real test sequences (ceiling)": f"{t['real']:.3f}"}
+            for row in r["rows"] for name, t in (row.get("target_rates") or {}).items()]
+    if not rows:
+        return []
+    return ["Target-cell-type rate under the DHS evaluation oracles (pipelines/dhs_oracles.py; argmax = the cell "
+            "type the samples were generated for; the real row: the same oracle on the 4 x 512 test sequences):",
+            "", markdown_table(rows), ""]
 
 
 def run(args: argparse.Namespace, command: str) -> dict:
@@ -164,7 +199,8 @@ def run(args: argparse.Namespace, command: str) -> dict:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     load_before, w0, c0 = load_average(), time.time(), time.process_time()
-    out = [{"chr22": chr22_row, "dhs": dhs_row}[r](work, args.threads, args.resume) for r in rows]
+    out = [chr22_row(work, args.threads, args.resume) if r == "chr22" else
+           dhs_row(work, args.threads, args.resume, args.oracles) for r in rows]
     result = portable_paths({"command": command, "threads": args.threads, "rows": out,
                              "wall_s": round(time.time() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
                              "load_before": load_before, "load_after": load_average(),
