@@ -243,7 +243,7 @@ def score_set(samples: list[str], reference: list[str], target: int | None, ctx:
     res["distinct_6mers"] = distinct_kmers(samples)
     res["pairwise_identity"] = mean_pairwise_identity(samples)
     if target is None:  # the pooled set: can a CNN / a k-mer LR tell it from the pooled reference? (issue 46)
-        from dnadiff.eval.discriminator import auroc_columns
+        from dnadiff.eval import auroc_columns
 
         res.update(auroc_columns(samples, reference))
     return res

@@ -233,8 +233,7 @@ def judge(seqs: list[str], ctx: dict, bounds: dict, classifier, reference: list[
 def score_test(seqs: list[str], ctx: dict) -> dict:
     import dhs_benchmark as bench
 
-    from dnadiff.eval import spearman
-    from dnadiff.eval.discriminator import auroc_columns
+    from dnadiff.eval import auroc_columns, spearman
 
     row = judge(seqs, ctx, ctx["test_bounds"], ctx["oracle"], ctx["reference"])
     hits, bases = ctx["scanner"].scan(seqs)

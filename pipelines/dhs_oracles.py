@@ -155,7 +155,7 @@ def train_neural_oracle(table, out: Path, settings: dict, seed: int, log) -> dic
     """The neural evaluation oracle: a ConvJudge (both strands averaged) trained on half_b, early-stopped on the
     validation split (chr2) loss, saved as OUT/neural_oracle with role: evaluation."""
     from dnadiff.data import CELL_TYPES, train_half
-    from dnadiff.eval.conv_judge import ConvJudge, ConvJudgeConfig, fit_judge, save_judge
+    from dnadiff.eval import ConvJudge, ConvJudgeConfig, fit_judge, save_judge
 
     role, half, folder = NEURAL
     seqs, labels = table.sequences(None), table.labels.astype(np.int64)

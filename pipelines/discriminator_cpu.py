@@ -110,7 +110,7 @@ def dhs_row(work: Path, threads: int, resume: bool, oracles: str | None = None) 
 def target_rates(folder: Path, samples: Path, reference: Path) -> dict:
     """{oracle folder name: {"samples": rate, "real": rate}}: the share each evaluation oracle assigns to the cell
     type in each FASTA header (class=NAME) for the samples and for the real test sequences (its ceiling)."""
-    from dnadiff.eval.oracle import load_oracle, score_fasta
+    from dnadiff.eval import load_oracle, score_fasta
 
     out = {}
     for name in ("eval_oracle", "neural_oracle"):

@@ -257,19 +257,21 @@ def non_acgt_census(args: argparse.Namespace, samples: list[str], reference: lis
 
 
 def discriminator_checks(args: argparse.Namespace, samples: list[str], reference: list[str]):
-    """The discriminator's settings (None: skipped), after its input checks: enough sequences for the folds,
-    lengths it can cut to one, a reference disjoint from --disjoint-from (the generator's training data)."""
+    """The discriminator for dna_metrics, fn(samples, reference) -> dict (None: skipped), after its input checks:
+    enough sequences for the folds, lengths it can cut to one, a reference disjoint from --disjoint-from (the
+    generator's training data)."""
     from dnadiff.data.records import read_fasta
-    from dnadiff.eval.discriminator import check_disjoint, common_length, settings_for
+    from dnadiff.eval.discriminator import check_disjoint, common_length, discriminator_test, settings_for
 
     if args.disjoint_from:
         check_disjoint(reference, [s for _, s in read_fasta(args.disjoint_from)], args.match_bp,
                        f"--disjoint-from {args.disjoint_from}")
     settings = settings_for(args.discriminator, len(samples), len(reference), args.discriminator_folds, args.seed,
                             floor=not args.no_floor)
-    if settings is not None:
-        common_length(samples, reference)
-    return settings
+    if settings is None:
+        return None
+    common_length(samples, reference)
+    return lambda s, r: discriminator_test(s, r, settings, progress=True)
 
 
 def sample_labels(records: list[tuple[str, str]], label: str | None, source: str) -> list[str]:

@@ -3,7 +3,8 @@ DNA sample statistics (dna_metrics.py), JASPAR motif
 content (motifs.py), Fréchet distance and held-out classifier accuracy through a trained encoder
 (encoders.py), generative perplexity (genppl.py), zero-shot text perplexity (zeroshot.py), classification
 metrics and the mean ± range summaries of the tables (classification.py), figures (plots.py), a cell-type
-oracle's scores of sequences (oracle.py). Plain
+oracle's scores of sequences (oracle.py), the classifier two-sample test of generated vs real DNA
+(discriminator.py) and its strand-averaged one-hot CNN (conv_judge.py, also the DHS neural oracle). Plain
 PyTorch, no Lightning.
 
     from dnadiff.eval import evaluate_model
@@ -31,6 +32,9 @@ _EXPORTS = {
     "zero_shot_eval": "zeroshot",
     "classification_metrics": "classification", "summarize": "classification", "format_range": "classification",
     "RANGE_LABEL": "classification", "METRICS": "classification",
+    "discriminator_test": "discriminator", "DiscriminatorSettings": "discriminator", "auroc_columns": "discriminator",
+    "ConvJudge": "conv_judge", "ConvJudgeConfig": "conv_judge", "fit_judge": "conv_judge", "save_judge": "conv_judge",
+    "load_judge": "conv_judge",
 }
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -237,21 +237,6 @@ def discriminator_test(samples: Sequence[str], reference: Sequence[str],
     return out
 
 
-def summary_rows(res: dict) -> list[dict]:
-    """(metric, samples, floor) rows of dna_metrics' table: AUROC, its SE and the p-value per classifier."""
-    labels = {"cnn": "CNN", "kmer_lr": "k-mer LR"}
-    rows = []
-    for name in CLASSIFIERS:
-        r = res.get(name)
-        if not r:
-            continue
-        for key, what in (("auroc", "AUROC (0.5 = indistinguishable)"), ("std_error", "AUROC SE"),
-                          ("p_value", "p-value (binomial, accuracy)")):
-            rows.append({"metric": f"discriminator {labels[name]} {what}", "samples": r[key],
-                         "floor": r.get(f"floor_{key}", "")})
-    return rows
-
-
 def auroc_columns(samples: Sequence[str], reference: Sequence[str], seed: int = 0, floor: bool = False) -> dict:
     """A pipeline table's discriminator columns for one row: {"disc_auroc_cnn", "disc_se_cnn", "disc_p_cnn",
     ... "_kmer_lr"} of the test of `samples` vs `reference` (no floor by default: the tables' real row is
@@ -305,5 +290,5 @@ def check_disjoint(reference: Sequence[str], training: Sequence[str], match_bp: 
 
 
 __all__ = ["CLASSIFIERS", "DiscriminatorSettings", "auroc_columns", "auroc_standard_error", "binomial_p_value",
-           "check_disjoint", "common_length", "discriminator_test", "plan", "settings_for", "summary_rows",
+           "check_disjoint", "common_length", "discriminator_test", "plan", "settings_for",
            "two_sample_test"]

@@ -373,12 +373,13 @@ def dna_metrics(
     floor: bool = True,
     seed: int = 0,
     extras: Mapping[str, Callable[..., dict]] | None = None,
-    discriminator=None,
+    discriminator: Callable[[list[str], list[str]], dict] | None = None,
 ) -> dict:
     """Metrics of `samples` against `reference` (lists of DNA strings), with the real-vs-real floor.
 
     `extras`: more metrics, name -> fn(samples, reference, is_floor) -> dict, stored under that name.
-    `discriminator`: None, or eval/discriminator.DiscriminatorSettings: its two-sample tests as "discriminator".
+    `discriminator`: None, or fn(samples, reference) -> dict stored as "discriminator" (the command passes
+    eval/discriminator.discriminator_test with its settings bound; imported there, not here: no import cycle).
     Returns {"samples": {...}, "reference_stats": {...}, "floor": {...} | None, "settings": {...}}."""
     samples = _clean(samples, "samples")
     reference = _clean(reference, "reference")
@@ -400,9 +401,7 @@ def dna_metrics(
             held, rest = split
             out["floor"] = compare(held, rest, **opts, extras=extras, is_floor=True)
     if discriminator is not None:
-        from dnadiff.eval.discriminator import discriminator_test
-
-        out["discriminator"] = discriminator_test(samples, reference, discriminator, progress=True)
+        out["discriminator"] = discriminator(samples, reference)
     out["settings"] = dict(opts, floor=floor, seed=seed)
     return out
 
@@ -458,10 +457,13 @@ def summary_rows(res: dict) -> list[dict]:
         rows.append({"metric": "Frechet distance (in-house embedder; not SFID/FBD)",
                      "samples": s["frechet"]["distance"],
                      "floor": get(f, "frechet", "distance")})
-    if res.get("discriminator"):
-        from dnadiff.eval.discriminator import summary_rows as discriminator_rows
-
-        rows += discriminator_rows(res["discriminator"])
+    d = res.get("discriminator") or {}
+    for name, label in (("cnn", "CNN"), ("kmer_lr", "k-mer LR")):  # eval/discriminator.py: AUROC, SE, p per judge
+        if d.get(name):
+            rows += [{"metric": f"discriminator {label} {what}", "samples": d[name][key],
+                      "floor": d[name].get(f"floor_{key}", "")}
+                     for key, what in (("auroc", "AUROC (0.5 = indistinguishable)"), ("std_error", "AUROC SE"),
+                                       ("p_value", "p-value (binomial, accuracy)"))]
     c = res.get("classifier")
     if c:
         rows.append({"metric": f"held-out classifier accuracy (n={c['num_samples']})", "samples": c["accuracy"],
