@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_args(args) -> tuple[list[str], list[str]]:
     """(rows, the bd3lm rows' extra settings), the options a run would trip over checked first."""
-    from dnadiff.diffusion.bd3lm import check_clip
+    from dnadiff.diffusion import check_clip
     from dnadiff.errors import DnadiffError
 
     keys = [k for k in args.rows.split(",") if k]

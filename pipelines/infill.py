@@ -131,12 +131,11 @@ def class_ids(model, labels: np.ndarray | None):
 def score_windows(ids: torch.Tensor, labels, models: dict, mask: str, sc: dict, log) -> dict[str, dict]:
     """{row: {"sequence_nats", "sequence_tokens"}} of every model on the windows under one mask."""
     import dnadiff
+    import dnadiff.eval as ev
     from dnadiff.data import CELL_TYPES
-    from dnadiff.eval import infill_nll as nll
-    from dnadiff.eval.markov_infill import chain_tables, model_chain
     from dnadiff.samplers import rc_symmetric
 
-    hidden = nll.hidden_mask(mask, ids >= 7, torch.Generator().manual_seed(0))  # A C G T ids are 7..10
+    hidden = ev.hidden_mask(mask, ids >= 7, torch.Generator().manual_seed(0))  # A C G T ids are 7..10
     out: dict[str, dict] = {}
 
     def add(row, nats, n):
@@ -156,26 +155,26 @@ def score_windows(ids: torch.Tensor, labels, models: dict, mask: str, sc: dict, 
                 keys = [None] * len(x) if lab is None or not m.config.model.class_names else [
                     CELL_TYPES[int(y)] for y in lab]
                 for k in set(keys) - set(tables):
-                    tables[k] = chain_tables(model_chain(m, k))
-                nats = torch.cat([nll.markov_conditional_nll(tables[k], x[i : i + 1], h[i : i + 1])[0]
+                    tables[k] = ev.chain_tables(ev.model_chain(m, k))
+                nats = torch.cat([ev.markov_conditional_nll(tables[k], x[i : i + 1], h[i : i + 1])[0]
                                   for i, k in enumerate(keys)])
                 add("markov", nats, h.sum(1).double())
             if "mdlm" in loaded:
                 m = loaded["mdlm"]
                 den = m.make_denoiser(labels=class_ids(m, lab))
-                add("mdlm_nelbo", *nll.conditional_nelbo(den, m.objective, x, h, sc["nelbo_samples"], gen))
-                add("mdlm_ordered", *nll.ordered_conditional_nll(den, x, h, m.tokenizer.mask_id))
+                add("mdlm_nelbo", *ev.conditional_nelbo(den, m.objective, x, h, sc["nelbo_samples"], gen))
+                add("mdlm_ordered", *ev.ordered_conditional_nll(den, x, h, m.tokenizer.mask_id))
                 if not getattr(m.backbone.config, "rcps", False):  # an RC-equivariant (PS) model: the same numbers
                     both = rc_symmetric(den, m.tokenizer.complement_map(), mask_id=m.tokenizer.mask_id)
-                    add("mdlm_ordered_rc", *nll.ordered_conditional_nll(both, x, h, m.tokenizer.mask_id))
-            if "ar" in loaded and mask in nll.CONTIGUOUS:
+                    add("mdlm_ordered_rc", *ev.ordered_conditional_nll(both, x, h, m.tokenizer.mask_id))
+            if "ar" in loaded and mask in ev.CONTIGUOUS_MASKS:
                 m = loaded["ar"]
-                add("ar_left", *nll.ar_left_nll(m.make_denoiser(labels=class_ids(m, lab)), m.objective, x, h))
+                add("ar_left", *ev.ar_left_nll(m.make_denoiser(labels=class_ids(m, lab)), m.objective, x, h))
     return out
 
 
 def rows_of(data: str, mask: str, scored: dict[str, dict]) -> list[dict]:
-    from dnadiff.eval.paired import paired_difference
+    from dnadiff.eval import paired_difference
 
     rows = []
     for model, res in scored.items():
@@ -190,15 +189,13 @@ def rows_of(data: str, mask: str, scored: dict[str, dict]) -> list[dict]:
 def fill_samples(seqs: list[str], labels: np.ndarray, models: dict, mask: str, log) -> list[dict]:
     """Refill the span of DHS sequences (MDLM: first-hitting with the own class; Markov: exact posterior), judged."""
     import dnadiff
-    from dnadiff import eval as ev
+    import dnadiff.eval as ev
     from dnadiff.data import CELL_TYPES
-    from dnadiff.eval.infill_nll import hidden_mask
-    from dnadiff.eval.markov_infill import model_chain, sample_hidden
     from dnadiff.tokenizers import DNATokenizer
 
     tok = DNATokenizer()
     ids = torch.tensor([tok.encode(s) for s in seqs])
-    hidden = hidden_mask(mask, ids >= 7)
+    hidden = ev.hidden_mask(mask, ids >= 7)
     cols = torch.nonzero(hidden.any(0)).flatten()
     a, b = int(cols.min()), int(cols.max()) + 1
     fills = {"real (unfilled)": seqs}
@@ -218,9 +215,9 @@ def fill_samples(seqs: list[str], labels: np.ndarray, models: dict, mask: str, l
         rng = np.random.default_rng(0)
         filled = []
         for s, y, h in zip(seqs, labels, hidden.numpy()):
-            chain = model_chain(m, CELL_TYPES[int(y)] if m.config.model.class_names else None)
+            chain = ev.model_chain(m, CELL_TYPES[int(y)] if m.config.model.class_names else None)
             codes = np.array(["ACGT".index(c) if c in "ACGT" else -1 for c in s])
-            filled.append("".join("ACGTN"[c] for c in sample_hidden(chain, codes, h, rng)[0]))
+            filled.append("".join("ACGTN"[c] for c in ev.sample_hidden(chain, codes, h, rng)[0]))
         fills["Markov fill (own class)"] = filled
     oracle = ev.load_oracle(models["oracle"])[0] if "oracle" in models else None
     scanner = ev.MotifScanner(ev.load_jaspar(), ev.background_of(seqs))

@@ -9,6 +9,7 @@ noise: Plaid on learned embeddings, SSD-LM on the vocabulary simplex).
 # registration by import: each module below registers its objective in OBJECTIVES
 from dnadiff.diffusion import ar, bd3lm, d3pm, mdlm, mlm, plaid, sedd, ssdlm, udlm  # noqa: F401
 from dnadiff.diffusion.base import OBJECTIVES, DiffusionObjective, LossOutput, Objective, q_sample
+from dnadiff.diffusion.bd3lm import check_clip
 from dnadiff.diffusion.schedules import SCHEDULES, Schedule, build_schedule
 from dnadiff.diffusion.sedd import sedd_log_score
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
@@ -30,6 +31,7 @@ __all__ = [
     "Schedule",
     "build_objective",
     "build_schedule",
+    "check_clip",
     "q_sample",
     "sedd_log_score",
     "subs_log_probs",

@@ -35,6 +35,10 @@ _EXPORTS = {
     "discriminator_test": "discriminator", "DiscriminatorSettings": "discriminator", "auroc_columns": "discriminator",
     "ConvJudge": "conv_judge", "ConvJudgeConfig": "conv_judge", "fit_judge": "conv_judge", "save_judge": "conv_judge",
     "load_judge": "conv_judge",
+    "hidden_mask": "infill_nll", "conditional_nelbo": "infill_nll", "ordered_conditional_nll": "infill_nll",
+    "ar_left_nll": "infill_nll", "markov_conditional_nll": "infill_nll", "INFILL_MASKS": "infill_nll",
+    "CONTIGUOUS_MASKS": "infill_nll",
+    "chain_tables": "markov_infill", "model_chain": "markov_infill", "sample_hidden": "markov_infill",
 }
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

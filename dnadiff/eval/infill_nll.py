@@ -40,6 +40,7 @@ from dnadiff.eval.ordered_nll import ordered_nll
 
 MASKS = ("span8", "span32", "span96", "random15", "random50")
 CONTIGUOUS = ("span8", "span32", "span96")
+INFILL_MASKS, CONTIGUOUS_MASKS = MASKS, CONTIGUOUS  # the names dnadiff.eval exports
 
 
 def hidden_mask(kind: str, real: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -125,5 +126,14 @@ def markov_conditional_nll(chain, x0: Tensor, hidden: Tensor) -> tuple[Tensor, T
     return torch.as_tensor(nats, dtype=torch.float64), hidden.sum(dim=1).double().cpu()
 
 
-__all__ = ["CONTIGUOUS", "MASKS", "ar_left_nll", "conditional_nelbo", "hidden_mask", "markov_conditional_nll",
-           "ordered_conditional_nll"]
+__all__ = [
+    "CONTIGUOUS",
+    "CONTIGUOUS_MASKS",
+    "INFILL_MASKS",
+    "MASKS",
+    "ar_left_nll",
+    "conditional_nelbo",
+    "hidden_mask",
+    "markov_conditional_nll",
+    "ordered_conditional_nll",
+]
