@@ -169,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
         if note:
             log.info("reference: %s", note)
     census = non_acgt_census(args, samples, reference, reference_path)
-    discriminator = discriminator_checks(args, samples, reference)
+    notes: list[str] = []  # said once every input has passed its checks
+    discriminator = discriminator_checks(args, samples, reference, notes)
     labels = sample_labels(sample_records, args.label, args.samples) if args.classifier else None
     extras, models = {}, {}
     if args.classifier:
@@ -186,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
     if args.embedder:
         extras["frechet"] = frechet_extra(models["embedder"])
     refuse_existing([path], args.force)  # after the inputs are known to be good, before the work
+    for note in notes:
+        log.info("%s", note)
     res = dna_metrics(
         samples,
         reference,
@@ -256,7 +259,7 @@ def non_acgt_census(args: argparse.Namespace, samples: list[str], reference: lis
     return out
 
 
-def discriminator_checks(args: argparse.Namespace, samples: list[str], reference: list[str]):
+def discriminator_checks(args: argparse.Namespace, samples: list[str], reference: list[str], notes: list[str]):
     """The discriminator for dna_metrics, fn(samples, reference) -> dict (None: skipped), after its input checks:
     enough sequences for the folds, lengths it can cut to one, a reference disjoint from --disjoint-from (the
     generator's training data)."""
@@ -267,7 +270,7 @@ def discriminator_checks(args: argparse.Namespace, samples: list[str], reference
         check_disjoint(reference, [s for _, s in read_fasta(args.disjoint_from)], args.match_bp,
                        f"--disjoint-from {args.disjoint_from}")
     settings = settings_for(args.discriminator, len(samples), len(reference), args.discriminator_folds, args.seed,
-                            floor=not args.no_floor)
+                            floor=not args.no_floor, notes=notes)
     if settings is None:
         return None
     common_length(samples, reference)

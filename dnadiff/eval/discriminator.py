@@ -257,9 +257,11 @@ def auroc_columns(samples: Sequence[str], reference: Sequence[str], seed: int = 
 
 
 def settings_for(requested: bool | None, num_samples: int, num_reference: int, folds: int, seed: int,
-                 floor: bool) -> DiscriminatorSettings | None:
+                 floor: bool, notes: list[str] | None = None) -> DiscriminatorSettings | None:
     """The settings of `dnadiff metrics`' test, or None to skip it: requested None (the default) runs it when
-    both sides reach AUTO_MIN sequences; True runs it or says in one error line why it cannot; False skips it."""
+    both sides reach AUTO_MIN sequences; True runs it or says in one error line why it cannot; False skips it.
+    Why a default run is skipped goes to `notes` when given (the caller says it once its other inputs passed
+    their checks: a bad input's error stays one line), else to the log."""
     from dnadiff.logs import log
 
     if requested is False:
@@ -269,8 +271,9 @@ def settings_for(requested: bool | None, num_samples: int, num_reference: int, f
     if requested is None:
         n = min(num_samples, num_reference // 2 if floor else num_reference)
         if n < max(AUTO_MIN, folds * MIN_PER_FOLD):
-            log.info("(no discriminator: %d sequences per side, fewer than the %d it runs on by default; "
-                     "--discriminator asks for it)", n, AUTO_MIN)
+            note = (f"(no discriminator: {n} sequences per side, fewer than the {AUTO_MIN} it runs on by default; "
+                    "--discriminator asks for it)")
+            notes.append(note) if notes is not None else log.info("%s", note)
             return None
     plan(num_samples, num_reference, settings)
     return settings
