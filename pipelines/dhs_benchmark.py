@@ -32,6 +32,7 @@ Metrics (per cell type: its samples vs half B of its own test sequences; overall
 range (max - min) over seeds:
 - target: target-cell-type rate under the evaluation oracle (dnadiff.eval.oracle: argmax = the cell type
   generated for); the real row's value is the oracle's accuracy on those sequences (the ceiling);
+  target_neural: the same under the neural evaluation oracle (ORACLES/neural_oracle when it exists);
 - motif_spearman: Spearman of JASPAR 2024 CORE vertebrate hit rates vs the reference (dnadiff.eval.motifs);
   and per cell type, the hits/kb of its marker motifs (MARKERS) and their enrichment over the row's other
   cell types (does a K562 sample carry GATA as real K562 DHSs do?);
@@ -53,6 +54,7 @@ import time
 from pathlib import Path
 
 import common
+import judging
 import numpy as np
 from dhs_seqstats import (  # noqa: F401  (kmer_hashes, MATCH: re-exported, dhs_design and the tests read them here)
     MATCH,
@@ -221,6 +223,8 @@ def score_set(samples: list[str], reference: list[str], target: int | None, ctx:
     if ctx.get("oracle") is not None:
         targets = ctx["pooled_targets"] if target is None else [target] * len(samples)
         res["target"] = target_rate(predict_proba(ctx["oracle"], samples), targets, ctx["classes"])["rate"]
+        if ctx.get("neural") is not None:  # the neural evaluation oracle beside the k-mer LR (issue 46)
+            res["target_neural"] = judging.target_rate_of(ctx["neural"], samples, targets, ctx["classes"])
         res["frechet"] = frechet_metric(ctx["embedder"], samples, reference)["distance"] if len(samples) > 1 else None
     rs = hits[0].sum(axis=0) / max(hits[1].sum(), 1) * 1000.0
     rr = ref_hits[0].sum(axis=0) / max(ref_hits[1].sum(), 1) * 1000.0
@@ -384,6 +388,7 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     if eval_dir is not None:
         oracle, _ = load_oracle(eval_dir)
         ctx.update(oracle=oracle, embedder=Embedder(oracle, name="evaluation oracle"))
+        ctx["neural"], ctx["neural_dir"] = judging.neural_oracle(str(Path(eval_dir).parent))
     else:
         log("warning: no evaluation oracle (run pipelines/dhs_oracles.py): target rate and Fréchet left out")
     test_rows = {k: table.indices("test")[table.labels[table.indices("test")] == k] for k in range(len(CELL_TYPES))}
@@ -447,7 +452,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
               "seeds": scale["seeds"], "num_per_cell_type": scale["num"], "cell_types": list(CELL_TYPES),
               "data": {"sha256": table.sha256, "counts": table.counts()},
               "oracles": {"reward": reward_dir, "evaluation": eval_dir, "trained_here": oracles_trained or None,
-                          "reward_meta": oracle_meta(reward_dir), "evaluation_meta": oracle_meta(eval_dir)},
+                          "reward_meta": oracle_meta(reward_dir), "evaluation_meta": oracle_meta(eval_dir),
+                          "neural": ctx.get("neural_dir"), "neural_meta": oracle_meta(ctx.get("neural_dir"))},
               "models": models, "cfg_weights": cfg_choice, "generation": gen_info, "summary": summary,
               "per_seed": per_seed, "markers": {c: list(m) for c, m in MARKERS.items()},
               "motif_scanner": scanner_settings(scanner, "JASPAR2024 CORE vertebrates (pyjaspar)"),
@@ -520,7 +526,10 @@ def markdown(r: dict, pngs: list[str]) -> str:
              f"Oracles: reward `{r['oracles']['reward']}` ({describe(r['oracles'].get('reward_meta'))}), evaluation "
              f"`{r['oracles']['evaluation']}` ({describe(r['oracles'].get('evaluation_meta'))}) "
              "(pipelines/dhs_oracles.py; only the evaluation oracle scores, nothing generates with it).", "",
-             "## Target-cell-type rate under the evaluation oracle", "", metric_table("target"), "",
+             "## Target-cell-type rate under the evaluation oracle (k-mer LR)", "", metric_table("target"), "",
+             "## Target-cell-type rate under the neural evaluation oracle (CNN on half_b; issue 46)", "",
+             metric_table("target_neural") if r["oracles"].get("neural") else
+             "— (no neural_oracle in the oracles folder: `python pipelines/dhs_oracles.py --roles neural`)", "",
              "## JASPAR motif hit-rate Spearman vs real test sequences of the same cell type", "",
              metric_table("motif_spearman"), "",
              "## Marker motifs: hits/kb in each cell type's samples and enrichment over the row's other cell types",

@@ -59,6 +59,7 @@ from pathlib import Path
 
 import common
 import dhs_benchmark
+import judging
 import sample_quality as sq
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,6 +73,7 @@ FAMILIES = [  # key, label, model, sampler
 REMDM_GRID = [{"schedule": "cap", "eta": 0.01}, {"schedule": "cap", "eta": 0.04},
               {"schedule": "rescale", "eta": 0.02}, {"schedule": "rescale", "eta": 0.1}]
 VALID_SEED = 1000
+DISC_SEED = 4600  # the discriminator's held-out test windows (issue 46): a stream apart from every sampling seed
 DNA_KEYS = [("kmer JS k=3 (bits)", "k-mer JS k=3"), ("kmer JS k=6 (bits)", "k-mer JS k=6"),
             ("3-mer Pearson r", "3-mer Pearson"), ("motif hit-rate Spearman", "motif Spearman"),
             ("GC Wasserstein-1", "GC W1")]
@@ -413,7 +415,19 @@ def run_domain(dom: Domain, choices: dict, log) -> dict:
         folder = dom.work / "samples" / dom.name / key
         cells = [dom.cell(folder, key, None, None, {}, s, "test") for s in size["seeds"]]
         refs.append({"label": label, "model": dom.models[key], **summarize_cells(cells)})
+    if dom.name == "dna":
+        judge_dna_rows(dom, refs, rows)
     return {"calls": calls, "rows": rows, "references": refs, "first_reach": first_reach(dom.name, rows, calls)}
+
+
+def judge_dna_rows(dom: Domain, refs: list[dict], rows: list[dict], settings=None) -> None:
+    """Issue 46: each DNA row's seeds pooled vs as many held-out test windows; the real row (valid) the floor."""
+    size, base, seeds = dom.size, dom.work / "samples" / "dna", [f"seed{s}.fa" for s in dom.size["seeds"]]
+    sets = [(refs[0], [base / "real" / f"valid_seed{s}_n{size['num']}_L{size['length']}.fa" for s in size["seeds"]])]
+    sets += [(r, [base / key / n for n in seeds]) for r, (_, key) in zip(refs[1:], dom.markov_rows)]
+    sets += [(r, [base / r["family"] / f"calls{r['calls']}" / n for n in seeds]) for r in rows]
+    ref = sq.real_windows(dom.data, "test", size["length"], len(size["seeds"]) * size["num"], DISC_SEED)
+    judging.judge_fastas(sets, ref, settings)
 
 
 def first_reach(domain: str, rows: list[dict], calls: list[int]) -> dict:
@@ -459,6 +473,7 @@ def domain_table(domain: str, res: dict, length: int) -> str:
         per_1k = r.get("wall_seconds_per_1000")
         lines.append({"row": r["label"], "calls": calls, "NFE per sequence [min–max]": _nfe(r),
                       **{name: _cell(r["summary"], m) for m, name in keys},
+                      **(judging.disc_cells(r) if domain == "dna" else {}),
                       "wall s / 1,000 seqs": f"{per_1k:.1f}" if per_1k is not None else "",
                       "CPU s / 1,000 seqs": f"{r['cpu_seconds_per_1000']:.1f}" if "cpu_seconds_per_1000" in r else ""})
     return markdown_table(lines)
@@ -555,6 +570,8 @@ def render(command: str, wall: float, cpu: float, load: tuple, size: dict, resul
                f"Chosen on validation: ReMDM {ch['remdm']['chosen']}; SDTT student K = {ch['sdtt']['chosen']}; "
                f"DUO student K = {ch['duo']['chosen']}.", "", domain_table(domain, res, size["length"]), "",
                *reach_lines(domain, res, size["length"])]
+        if domain == "dna":
+            md += ["", judging.disc_note(), judging.floor_line(res["references"][0], "valid windows vs test windows")]
     md += ["", f"Plot: {stem.name}.png"]
     return "\n".join(md) + "\n"
 

@@ -69,6 +69,7 @@ from pathlib import Path
 
 import common
 import guided_design as gd  # benchmark halves, k-mer oracle, benchmark reader
+import judging  # the discriminator columns (issue 46)
 import numpy as np
 import reward_frontier as frontier  # β grid, curves, frontier plots
 import torch
@@ -149,6 +150,8 @@ def judge(task: str, seqs: list[str], ctx: dict) -> dict:
     else:
         hit = has_motif(seqs, ctx["sc"]["motif"])
         row.update(property_success=float(hit.mean()), realistic_success=float((hit & natural).mean()))
+    if ctx.get("disc_reference"):  # can a CNN / k-mer LR tell these designs from held-out real coding sequences?
+        row.update(judging.disc_columns(seqs, ctx["disc_reference"], ctx.get("disc_settings")))
     return row
 
 
@@ -407,7 +410,8 @@ def setup(args) -> dict:
     tok = pretrained.tokenizer
     reward = build_reward(f"classifier:{clean_dir / 'classifier'}", target="coding")
     cg_reward = build_reward(f"classifier:{clf_dir / 'classifier'}", target="coding")
-    real_pos = gd.class_sequences(root, "test", "coding")[: max(4 * sc["num"], 64)]
+    test_pos = gd.class_sequences(root, "test", "coding")
+    real_pos = test_pos[: max(4 * sc["num"], 64)]
     real_neg = gd.class_sequences(root, "test", "intergenic")[: max(4 * sc["num"], 64)]
     ll_real = loglik_per_base(pretrained, real_pos)
     gc_real = gc_content(real_pos)
@@ -415,6 +419,7 @@ def setup(args) -> dict:
     return {"sc": sc, "work": work, "root": root, "clf_dir": clean_dir, "pretrained": pretrained,
             "gen_model": str(gen_dir / "model"), "reward": reward, "cg_reward": cg_reward, "reward_spread": spread,
             "oracle": gd.fit_oracle(halves[("B", "coding")], halves[("B", "intergenic")]), "real_pos": real_pos,
+            "disc_reference": test_pos[len(real_pos):],  # disjoint from the real row's (the floor's) sequences
             "gc_range": tuple(float(q) for q in np.nanquantile(gc_real, [0.05, 0.95])),
             "ll_floor": float(np.quantile(ll_real, 0.05)),
             "task_rewards": {"gc": build_reward(f"gc:{sc['gc']}"), "motif": build_reward(f"motif:{sc['motif']}")},
@@ -470,6 +475,7 @@ FRONTIER_COLS = ["realistic_success", "reward", "target_reward", "target_kl", "r
 
 def _frontier_cells(row: dict, task: str) -> dict:
     cells = {c: _cell(row, c) for c in ["method", frontier.success_key(task), *FRONTIER_COLS]}
+    cells.update(judging.disc_cells(row))  # — in a table of an older JSON
     if "gc_q05" in row:
         cells["gc_range"] = f"{row['gc_q05']:.3f}–{row['gc_q95']:.3f}"
     if "flattened" in row:  # 1.0 / 0.0 from the run's curve (one training seed)
@@ -528,6 +534,7 @@ def markdown(res: dict, pngs: dict | None = None) -> str:
              "pool; reached_kl, the fine-tuned model's trajectory KL to the pretrained one over its validation "
              "samples; kl_bound, best-of-N's log n − (n−1)/n. `chosen`: the β picked per method on the validation "
              "reward (largest β within one standard error of the best).\n"]
+    parts.append(judging.disc_note("one design seed's designs (mean over seeds shown)") + "\n")
     spread = res.get("reward_spread")
     if spread:
         each = [f"{name}: coding {v['coding_mean']:.4g} ± {v['coding_sd']:.2g}, intergenic "
@@ -551,9 +558,11 @@ def markdown(res: dict, pngs: dict | None = None) -> str:
                          f"capped at log {rec['pool']} = {rec['kl_cap']:.2f} nats, and a small ESS marks it "
                          "unreliable.\n")
             parts.append("```\n" + format_table(trows, list(trows[0])) + "\n```\n")
-        cols = ["method", frontier.success_key(task), *FRONTIER_COLS]
+        cols = ["method", frontier.success_key(task), *FRONTIER_COLS, *judging.disc_cells({})]
         table = format_table([_frontier_cells(r, task) for r in rows], cols)
         parts.append(f"Frontier:\n\n```\n{table}\n```\n\n{_summary(task, rows)}\n")
+        parts.append(judging.floor_line(next((r for r in rows if r.get("family") == "real"), None),
+                                        "the real row: real coding test sequences vs other ones") + "\n")
         for kind in ("frontier", "curves"):
             if pngs and pngs.get((task, kind)):
                 parts.append(f"![{task} {kind}]({Path(pngs[(task, kind)]).name})\n")

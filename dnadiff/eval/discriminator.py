@@ -237,11 +237,13 @@ def discriminator_test(samples: Sequence[str], reference: Sequence[str],
     return out
 
 
-def auroc_columns(samples: Sequence[str], reference: Sequence[str], seed: int = 0, floor: bool = False) -> dict:
+def auroc_columns(samples: Sequence[str], reference: Sequence[str], seed: int = 0, floor: bool = False,
+                  settings: DiscriminatorSettings | None = None) -> dict:
     """A pipeline table's discriminator columns for one row: {"disc_auroc_cnn", "disc_se_cnn", "disc_p_cnn",
     ... "_kmer_lr"} of the test of `samples` vs `reference` (no floor by default: the tables' real row is
-    theirs), or {} when the two sets are too few for the default folds."""
-    settings = DiscriminatorSettings(seed=seed, floor=floor)
+    theirs), or {} when the two sets are too few for the folds. `settings` (a smaller judge, e.g. in tests)
+    replaces the defaults and then `seed` and `floor`."""
+    settings = settings or DiscriminatorSettings(seed=seed, floor=floor)
     try:
         plan(len(samples), len(reference), settings)
         common_length(samples, reference)
