@@ -1,5 +1,7 @@
-"""What the pipeline scripts share: the command line they record, the --dry-run wrapper and work kept across
-reruns (`stamped`).
+"""The pipeline harness: what every pipeline script shares, so that each keeps only its science. The command
+line it records, the common options (--scale, --threads, --results, --dry-run, --resume, --from-json), the
+--dry-run wrapper and the `error:` exit, work kept across reruns (`stamped`), the machine and load stamp, and
+writing JSON + Markdown + PNG with repository-relative paths.
 
 `python pipelines/X.py` puts pipelines/ first on sys.path, so a pipeline imports this module and its
 sibling pipelines by name (`import common`). No file here may take the name of a module importable
@@ -56,3 +58,97 @@ def stamped(done: Path, stamp: dict, make, log, what: str, ready: bool = True) -
     info = make()
     write_json(done, {"stamp": stamp, "info": info})
     return info
+
+
+# ---- the harness: options every pipeline takes, the stamp its results carry, how they are written ----------------
+
+def add_common_options(p, *, scales=None, default_scale: str | None = "cpu", threads: int | None = 1,
+                       threads_help: str = "CPU threads of every step", results_help: str | None = None,
+                       dry_run_help: str = "every row at toy sizes in a temporary folder; no table",
+                       resume_help: str | None = None, from_json: str | None = None) -> None:
+    """--scale (when `scales`), --threads, --results, --dry-run; --resume and --from-json when their help is
+    given (a pipeline that can keep work, or re-render its table from a finished run's JSON)."""
+    if scales is not None:
+        p.add_argument("--scale", choices=sorted(scales), default=default_scale)
+    p.add_argument("--threads", type=int, default=threads,
+                   help=f"{threads_help} (default {threads})" if threads is not None else threads_help)
+    p.add_argument("--results", default=None, help=results_help or "results path without extension")
+    p.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    if resume_help:
+        p.add_argument("--resume", action="store_true", help=resume_help)
+    if from_json:
+        p.add_argument("--from-json", default=None, metavar="JSON", help=from_json)
+
+
+def results_stem(args, default: str, dry: Path | None = None) -> Path:
+    """Where a run's STEM.{json,md,png} go: --results (a path without extension), else a temporary folder
+    under --dry-run, else results/DEFAULT in the repository."""
+    if args.results:
+        return Path(args.results)
+    return (dry / "results" if dry else REPO / "results") / default
+
+
+def stamp(load_key: str = "load_average") -> dict:
+    """The machine a result was measured on and its load now (`load_key`: the name the pipeline's JSON
+    has always used, load_after / load_average_at_end / load_average)."""
+    from dnadiff.machine import describe_machine, load_average
+
+    return {"machine": describe_machine(), load_key: load_average()}
+
+
+def write_results(stem: str | os.PathLike, payload: dict, markdown: str | None) -> None:
+    """STEM.json (`payload`) and STEM.md (`markdown`, when given), each written whole under a temporary name,
+    with this machine's paths made repository-relative (dnadiff.utils.portable_paths)."""
+    from dnadiff.utils import atomic_write, portable_paths, write_json
+
+    Path(stem).parent.mkdir(parents=True, exist_ok=True)
+    write_json(f"{os.fspath(stem)}.json", portable_paths(payload))
+    if markdown is not None:
+        atomic_write(f"{os.fspath(stem)}.md", portable_paths(markdown))
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display): the figures are files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_png(fig, path: str | os.PathLike, dpi: int = 110) -> str:
+    """`fig` as PNG at `path` (written whole under a temporary name), then closed; returns the path."""
+    import matplotlib.pyplot as plt
+
+    from dnadiff.utils import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return str(path)
+
+
+def read_results_json(path: str | os.PathLike, what: str) -> dict:
+    """A finished run's results JSON for --from-json; a file that is not one is one DnadiffError."""
+    from dnadiff.errors import DnadiffError
+
+    try:
+        payload = json.loads(Path(path).read_text())
+        if not isinstance(payload, dict):
+            raise ValueError("not a JSON object")
+        return payload
+    except (OSError, ValueError) as exc:
+        raise DnadiffError(f"--from-json {path}: not a {what} results JSON ({exc})") from None
+
+
+def main_plain(run, args, script: str, argv: list[str] | None) -> int:
+    """`run(args, command)` for a pipeline without --dry-run; a DnadiffError is one `error:` line and exit code 2."""
+    from dnadiff.errors import DnadiffError
+
+    try:
+        run(args, command_line(script, argv))
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

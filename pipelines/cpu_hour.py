@@ -63,7 +63,6 @@ pipelines/sample_quality.py --cpu-hour-dir and the Genomic Benchmarks recipe).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -71,55 +70,11 @@ import time
 from pathlib import Path
 
 import common
+from cpu_hour_report import COLUMNS, compare, plot_curves, render, replot, table_rows
 from cpu_hour_rows import DATA, DEFAULT_ROWS, DRY_RUN, MARKOV, ROWS, SCALES, SWEEP
-
-from dnadiff.machine import describe_machine, load_average
+from cpu_hour_runs import _score_loaded, fit_markov, read_curve, score, train_in_processes
 
 REPO = Path(__file__).resolve().parent.parent
-
-COLUMNS = ["model", "kind", "test bits/base", "valid bits/base", "vs Markov (paired, bits/base)", "> 2 SE",
-           "params", "steps", "train wall"]
-
-
-def _linspace_subset(data, n: int):
-    """The first-level choice of windows everywhere here: n indices evenly spread over the split."""
-    import numpy as np
-    import torch
-
-    if not n or len(data) <= n:
-        return data
-    idx = np.linspace(0, len(data) - 1, n).round().astype(int)
-    return torch.utils.data.Subset(data, sorted(set(int(i) for i in idx)))
-
-
-def score(model_dir: str | Path, split: str, windows: int, t_samples: int, seed: int = 0) -> dict:
-    """Per-window scores of a model directory on `windows` windows of a split (its own data settings)."""
-    from dnadiff.checkpoint import load
-    from dnadiff.data import build_split_dataset
-    from dnadiff.eval import evaluate_model
-
-    model = load(model_dir)
-    data = _linspace_subset(build_split_dataset(model.config, model.tokenizer, split), windows)
-    diffusion = bool(getattr(model.objective, "needs_time", False))
-    k = t_samples if diffusion else 1
-    res = evaluate_model(model, data, batch_size=16, seed=1000 + seed, progress=False, num_samples=k,
-                         stratify_repeats=diffusion and k > 1, per_sequence=True)
-    res["sequence_nats"] = [round(v, 6) for v in res["sequence_nats"]]
-    return res
-
-
-def read_curve(run_dir: Path) -> list[dict]:
-    """(step, wall seconds, validation bits/base) of every validation point in logs/metrics.csv."""
-    f = Path(run_dir) / "logs" / "metrics.csv"
-    if not f.is_file():
-        return []
-    out = []
-    with open(f, newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row.get("val/bits_per_token") and row.get("val/wall_seconds"):
-                out.append({"step": int(float(row.get("step") or 0)), "wall_seconds": float(row["val/wall_seconds"]),
-                            "bits": float(row["val/bits_per_token"])})
-    return out
 
 
 def row_config(key: str, out_dir: Path, data: list[str], minutes: float, extra: list[str], dry: bool,
@@ -197,22 +152,6 @@ def train_row(key: str, cfg, valid_windows: int, t_samples: int, echo, mlm_cfg=N
     return out
 
 
-def fit_markov(out_dir: Path, data: list[str], max_order: int, markov_dir: str | None, echo) -> str:
-    """The best-k Markov model directory: --markov-dir, or fitted now (order chosen on valid)."""
-    from dnadiff.config import RunConfig
-    from dnadiff.config_options import load_config
-    from dnadiff.training import train
-
-    if markov_dir:
-        return markov_dir
-    over = ["name=markov_best", f"out_dir={out_dir}", "model.overrides.order=-1",
-            f"model.overrides.max_order={max_order}", *data]
-    t0 = time.time()
-    res = train(load_config(RunConfig, MARKOV["config"], over), overwrite=True)
-    echo(f"markov: order {res.metrics['order']} chosen on valid, fitted in {time.time() - t0:.0f} s")
-    return str(res.model_dir)
-
-
 def score_markov(mdir: str, rows: list[dict], keys: list[str], out_dir: Path, data: list[str], minutes: float,
                  eval_windows: int, dry: bool) -> list[dict]:
     """The Markov model scored on the test and valid windows of every window length the rows use."""
@@ -237,80 +176,12 @@ def score_markov(mdir: str, rows: list[dict], keys: list[str], out_dir: Path, da
     return out
 
 
-def compare(rows: list[dict], markov: list[dict]) -> list[str]:
-    """Paired per-window differences of every neural row against the Markov row on the same test windows."""
-    from dnadiff.eval import describe_difference, paired_difference
-
-    lines = [f"{m['row']} (k = {m.get('order')}, chosen on valid): {m['test']['bits_per_token']:.4f} bits/base on "
-             f"the same {m['test']['num_sequences']} test windows of {m['seq_len']} bp." for m in markov]
-    for r in rows:
-        same = next(m for m in markov if m["seq_len"] == r["config"]["seq_len"])
-        d = paired_difference(r["test"], same["test"])
-        r["paired"] = d
-        lines.append("- " + describe_difference(d, r["row"], "Markov")
-                     + (" (an upper bound: the true NLL may be lower)" if r["kind"] == "bound" else ""))
-    return lines
-
-
-def table_rows(rows: list[dict], markov: list[dict]) -> list[dict]:
-    out = []
-    for r in rows + markov:
-        d = r.get("paired")
-        out.append({
-            "model": r["row"], "kind": r["kind"],
-            "test bits/base": f"{r['test']['bits_per_token']:.4f} ± {r['test']['bits_std_error']:.4f}",
-            "valid bits/base": f"{r['valid_bits']:.4f}",
-            "vs Markov (paired, bits/base)": f"{d['mean']:+.4f} ± {d['std_error']:.4f}" if d else "-",
-            "> 2 SE": ("yes" if d["beyond_2se"] else "no") if d else "-",
-            "params": r.get("parameters", "-"), "steps": r.get("steps", "counts"),
-            "train wall": f"{r['train_wall_seconds'] / 60:.1f} min" if r.get("train_wall_seconds") else "-"})
-    return out
-
-
-def plot_curves(rows: list[dict], markov_valid: list[tuple[str, float]], path: Path, title: str) -> None:
-    """Validation bits/base against training wall clock, one line per row; the Markov row horizontal."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dnadiff.utils import atomic_path
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for r in rows:
-        c = r.get("curve") or []
-        # the last point (the row's own valid score) after all its training: a continued row's parent's too
-        xs = [p["wall_seconds"] / 60 for p in c] + [(r.get("wall_before_seconds", 0) + r["train_wall_seconds"]) / 60]
-        ys = [p["bits"] for p in c] + [r["valid_bits"]]
-        ax.plot(xs, ys, marker=".", label=f"{r['row']} ({r['kind']})")
-    for (name, bits), style in zip(markov_valid, ["--", ":", "-."] * 4):
-        ax.axhline(bits, color="black", ls=style, lw=1, label=f"{name} (valid)")
-    ax.set_xlabel("training wall clock (min; curve: from the fit loop's start, last point: the whole run)")
-    ax.set_ylabel("validation bits/base")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    with atomic_path(str(path)) as tmp:
-        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-
-
-def render(summary: dict) -> str:
-    from dnadiff.utils import markdown_table
-
-    md = [f"# {summary['title']}", "", f"Command: `{summary['command']}`  ",
-          f"Wall time: {summary['wall_seconds'] / 60:.1f} min in all; machine: {summary['machine']}; "
-          f"{summary.get('load_average_at_end') or 'load n/a'} at the end  ",
-          f"Data: {', '.join(summary['data'])}; {summary['settings']}", "",
-          markdown_table(summary["table"], summary.get("columns", COLUMNS)), ""]
-    md += summary.get("versus_markov", [])
-    if summary.get("plot"):
-        md += ["", f"Validation bits/base vs training wall clock: `{summary['plot']}`"]
-    return "\n".join(md) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", choices=sorted(SCALES), default="cpu-hour")
+    common.add_common_options(ap, scales=SCALES, default_scale="cpu-hour", threads=None,
+                              threads_help="train.threads of every row (default: the config's 2)",
+                              results_help="table folder (default results/)",
+                              dry_run_help="tiny data, ~2 steps per row, outputs in a temp folder")
     ap.add_argument("--rows", default=",".join(DEFAULT_ROWS),
                     help=f"comma-separated rows ({', '.join(ROWS)}; default {','.join(DEFAULT_ROWS)})")
     ap.add_argument("--minutes", type=float, default=None, help="wall-clock budget per row (default 60)")
@@ -322,15 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markov-max-order", type=int, default=10, help="the Markov row's k is chosen in 0..this")
     ap.add_argument("--no-markov", action="store_true", help="no Markov row (no paired comparison)")
     ap.add_argument("--out-dir", default=None, help="run folders (default runs/cpu_hour)")
-    ap.add_argument("--results", default=None, help="table folder (default results/)")
     ap.add_argument("--stem", default=None, help="table file names (default cpu_hour, or cpu_hour_sweep_ROW)")
     ap.add_argument("--sweep", default=None, metavar="ROW", help="validation sweep of ROW's SWEEP candidates")
     ap.add_argument("--sweep-minutes", type=float, default=5.0, help="minutes per sweep candidate")
     ap.add_argument("--jobs", type=int, default=1,
                     help="rows trained at once, each in its own process (its threads: --threads, default 2 // jobs)")
-    ap.add_argument("--threads", type=int, default=None, help="train.threads of every row (default: the config's 2)")
     ap.add_argument("--train-only", action="store_true", help=argparse.SUPPRESS)  # a --jobs worker: train, write, exit
-    ap.add_argument("--dry-run", action="store_true", help="tiny data, ~2 steps per row, outputs in a temp folder")
     ap.add_argument("--replot", default=None, metavar="STEM,...",
                     help="no training: draw the rows of earlier tables (--results/STEM.json) in one validation-curve "
                          "PNG, --results/{--stem}_valid_curve.png (default stem cpu_hour_all)")
@@ -459,46 +327,17 @@ def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> 
             "markov_valid": [(m["row"], m["valid_bits"]) for m in markov], "markov": markov, "versus": versus}
 
 
-def replot(stems: list[str], results: Path, stem: str) -> Path:
-    """One validation-curve PNG of the rows of earlier tables (each row once, by key; the first table's
-    Markov line). A row written before rows recorded wall_before_seconds gets its parent's last curve point
-    when the parent is among the rows."""
-    from dnadiff.errors import DnadiffError
-
-    rows, markov_valid = {}, []
-    for name in stems:
-        f = results / f"{name}.json"
-        try:
-            summary = json.loads(f.read_text())
-        except (OSError, ValueError) as exc:
-            raise DnadiffError(f"--replot {name}: cannot read {f} ({exc})") from None
-        if not isinstance(summary.get("rows"), list):
-            raise DnadiffError(f"--replot {name}: {f} is not a cpu_hour table (no rows)")
-        for r in summary["rows"]:
-            rows.setdefault(r["key"], r)
-        markov_valid = markov_valid or [(m["row"], m["valid_bits"]) for m in summary.get("markov", [])]
-    for key, r in rows.items():
-        parent = rows.get(ROWS.get(key, {}).get("continues"))
-        if "wall_before_seconds" not in r and parent and parent.get("curve"):
-            r["wall_before_seconds"] = parent["curve"][-1]["wall_seconds"]
-    png = results / f"{stem}_valid_curve.png"
-    plot_curves(list(rows.values()), markov_valid, png, "cpu-hour rows: validation")
-    print(f"wrote {png} ({len(rows)} rows: {', '.join(rows)})")
-    return png
-
-
 def run(args, command: str, dry: Path | None) -> int:
-    from dnadiff.utils import atomic_write, format_table, portable_paths, write_json
+    from dnadiff.utils import format_table
 
+    results = common.results_stem(args, "", dry)  # --results here is a folder
     if args.replot:
-        results = Path(args.results) if args.results else (dry / "results" if dry else REPO / "results")
         replot([t for t in args.replot.split(",") if t], results, args.stem or "cpu_hour_all")
         return 0
     keys = check_args(args)
     s = run_settings(args, dry)
     stem = args.stem or (f"cpu_hour_sweep_{args.sweep}" if args.sweep else "cpu_hour")
     out_dir = runs_dir(args, dry)
-    results = Path(args.results) if args.results else (dry / "results" if dry else REPO / "results")
     results.mkdir(parents=True, exist_ok=True)
     start = time.time()
 
@@ -517,64 +356,18 @@ def run(args, command: str, dry: Path | None) -> int:
                 f"{'sweep ' + args.sweep if args.sweep else 'cpu-hour rows'}: validation")
     summary = {"title": ("Validation sweep, " + args.sweep) if args.sweep else "cpu-hour recipe vs the Markov chain "
                "(human chr22, paired per window)", "command": command, "wall_seconds": round(wall, 1),
-               "machine": describe_machine(), "load_average_at_end": load_average(), "data": s["data"],
+               **common.stamp("load_average_at_end"), "data": s["data"],
                "settings": done["settings"], "table": done["table"], "columns": done["columns"],
                "plot": os.path.relpath(png, results), "versus_markov": [] if args.sweep else done["versus"],
                "rows": done["rows"]}
     if not args.sweep:
         summary["markov"] = done["markov"]
-    write_json(results / f"{stem}.json", portable_paths(summary))
-    atomic_write(results / f"{stem}.md", portable_paths(render(summary)))
+    common.write_results(results / stem, summary, render(summary))
     print(format_table(done["table"], done["columns"]))
     print("\n".join(summary["versus_markov"]))
     print(f"\nwrote {results / stem}.md (.json, _valid_curve.png) in {wall / 60:.1f} min"
           + (" (dry run: a temporary folder)" if dry else ""))
     return 0
-
-
-def train_in_processes(keys: list[str], args, out_dir: Path, minutes: float, threads: int, echo) -> dict[str, dict]:
-    """--jobs N: every row trained by its own `--train-only` process (N at a time), each with `threads` threads;
-    the parent then scores them as if it had trained them (one wall clock per row, measured in its process)."""
-    import subprocess
-
-    from dnadiff.errors import DnadiffError
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pending, running, done = list(keys), {}, {}
-    while pending or running:
-        while pending and len(running) < args.jobs:
-            key = pending.pop(0)
-            cmd = [sys.executable, __file__, "--rows", key, "--train-only", "--minutes", f"{minutes:g}",
-                   "--out-dir", str(out_dir), "--shared", args.shared, "--threads", str(threads)]
-            if args.t_samples:
-                cmd += ["--t-samples", str(args.t_samples)]
-            if args.dry_run:
-                cmd.append("--dry-run")
-            log = open(out_dir / f"{key}.train.log", "w")
-            running[key] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log)
-            echo(f"{key}: training in process {running[key][0].pid} ({threads} thread(s)), log {log.name}")
-        time.sleep(2)
-        for key, (proc, log) in list(running.items()):
-            if proc.poll() is None:
-                continue
-            log.close()
-            del running[key]
-            if proc.returncode != 0:
-                for other, _ in running.values():
-                    other.terminate()
-                raise DnadiffError(f"row {key}: its training process exited with {proc.returncode}; see {log.name}")
-            done[key] = json.loads((out_dir / f"{key}.train_row.json").read_text())
-            echo(f"{key}: {done[key]['steps']} steps in {done[key]['train_wall_seconds'] / 60:.1f} min, "
-                 f"valid {done[key]['valid_bits']:.4f} bits/base")
-    return done
-
-
-def _score_loaded(model, split: str, windows: int) -> dict:
-    from dnadiff.data import build_split_dataset
-    from dnadiff.eval import evaluate_model
-
-    data = _linspace_subset(build_split_dataset(model.config, model.tokenizer, split), windows)
-    return evaluate_model(model, data, batch_size=16, progress=False, per_sequence=True)
 
 
 if __name__ == "__main__":
