@@ -81,8 +81,9 @@ def check_blocks(obj: Any) -> None:
 
 
 def check_causal_backbone(model: Any) -> None:
-    """Block diffusion reads a causal network (diffusion/bd3lm.py): a backbone built from the config (not
-    init_from, checked when it is loaded) must be one, by its class or its Config's `causal` field."""
+    """Block diffusion reads a causal network or one that takes an attention mask (the DiT; diffusion/bd3lm.py
+    `block_layout`): a backbone built from the config (not init_from, checked when it is loaded) must be one,
+    by its class or its Config's `causal` field."""
     if model is None or getattr(model, "init_from", None) or not getattr(model, "backbone", None):
         return
     import dataclasses
@@ -93,6 +94,8 @@ def check_causal_backbone(model: Any) -> None:
     if model.backbone not in BACKBONES:
         return  # the registry's own error comes later, naming the valid backbones
     cls = BACKBONES.get(model.backbone)
+    if getattr(cls, "takes_attn_mask", False):
+        return  # causal: the stream; bidirectional: the paper's x_t ⊕ x_0 with its mask (bd3lm.block_layout)
     causal = bool(getattr(cls, "is_causal", False))
     config = getattr(cls, "Config", None)
     fields = {f.name: f for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else {}

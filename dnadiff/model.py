@@ -65,13 +65,14 @@ class BackboneDenoiser(nn.Module):
     def time_conditioned(self) -> bool:
         return self.capabilities.time_conditioned
 
-    def forward(self, x_t: Tensor, t: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
+    def forward(self, x_t: Tensor, t: Tensor | None = None, attention_mask: Tensor | None = None, **arch) -> Tensor:
         """`attention_mask` (optional, right-padded batch): the backbone ignores the pads, so a row's
-        logits do not depend on the batch's padding (backbones/base.py)."""
+        logits do not depend on the batch's padding (backbones/base.py). `arch`: architecture options of
+        backbones that take them (DiT's attn_mask, position_ids, kv_cache: block diffusion)."""
         t_in = None
         if self.time_conditioned and t is not None:
             t_in = sigma_of(self.schedule, torch.as_tensor(t, device=x_t.device)) if self.time_input == "sigma" else t
-        kw = {} if attention_mask is None else {"attention_mask": attention_mask}
+        kw = {**arch} if attention_mask is None else {"attention_mask": attention_mask, **arch}
         if self.capabilities.conditional:
             return self.backbone(x_t, t_in, labels=self.labels, **kw)
         return self.backbone(x_t, t_in, **kw)

@@ -19,6 +19,14 @@ zero-initialised, so at initialisation every block is the identity and all logit
 `cond` (config `cond_dim > 0`, shape [B, cond_dim]) goes through `cond_proj` (Linear, no bias)
 and is added to the token embeddings, like the other backbones (not into the adaLN vector, so
 it works with time conditioning off as well).
+
+Architecture options of `forward` (an attention mask is architecture; the backbone never sees
+diffusion masking): `attn_mask` Bool[L, L] or [B, L, L] (True: query i may attend to key j; ANDed
+with the padding and causal masks), `position_ids` Long[L] or [B, L] (the rotary positions, default
+0..L-1; BD3-LM's x_t ⊕ x_0 input repeats them), and `kv_cache` (a `DiTKVCache`: the input's queries
+also attend to every cached key, at the positions the cache was filled with; `cache_tokens=n` appends
+the first n input tokens' keys and values to it after the call). Block diffusion uses all three
+(diffusion/bd3lm_attention.py).
 """
 
 from __future__ import annotations
@@ -60,6 +68,35 @@ class DiTConfig:
             raise DnadiffError("dit config: the head size hidden_size / n_heads must be even (rotary)")
         if self.vocab_size < 1 or self.n_blocks < 1:
             raise DnadiffError("dit config: vocab_size and n_blocks must be positive")
+
+
+@dataclasses.dataclass
+class DiTKVCache:
+    """Keys and values of tokens already seen, per DiT block: (K, V) Float[B, nh, P, hd] each (K rotated at
+    its tokens' positions). `append` grows it by the chunk each block computed (torch.cat: a copy, so a
+    cache handed out before is never changed)."""
+
+    layers: list[tuple[Tensor, Tensor]] | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if not self.layers else int(self.layers[0][0].shape[2])
+
+    def append(self, new: list[tuple[Tensor, Tensor]]) -> None:
+        if not self.layers:
+            self.layers = list(new)
+        else:
+            self.layers = [(torch.cat([k, k2], 2), torch.cat([v, v2], 2)) for (k, v), (k2, v2) in zip(self.layers, new)]
+
+
+def rotary_at(rotary: Rotary, positions: Tensor | None, length: int, device) -> tuple[Tensor, Tensor]:
+    """cos, sin at `positions` (Long[L] -> (L, D); Long[B, L] -> (B, 1, L, D)), or at 0..length-1."""
+    if positions is None:
+        return rotary.tables(length, device)
+    cos, sin = rotary.tables(int(positions.max()) + 1, device)
+    if positions.dim() == 1:
+        return cos[positions], sin[positions]
+    return cos[positions][:, None], sin[positions][:, None]
 
 
 class LayerNormNoBias(nn.Module):
@@ -120,8 +157,12 @@ class DiTBlock(nn.Module):
         nn.init.zeros_(self.adaLN_modulation.weight)  # adaLN-zero (DiT §3.2)
         nn.init.zeros_(self.adaLN_modulation.bias)
 
-    def forward(self, x: Tensor, c: Tensor, rotary: Rotary, key_mask: Tensor | None = None) -> Tensor:
-        """key_mask: Bool (B, 1, 1, L), True at keys a query may attend to (real tokens), or None."""
+    def forward(self, x: Tensor, c: Tensor, rotary: Rotary, key_mask: Tensor | None = None,
+                cos_sin: tuple[Tensor, Tensor] | None = None, past: tuple[Tensor, Tensor] | None = None,
+                keep: list | None = None) -> Tensor:
+        """key_mask: Bool broadcastable to (B, 1, L, P + L), True where a query may attend, or None (all, or causal);
+        cos_sin: the rotary tables at the tokens' positions (default 0..L-1); past: cached (K, V) of P earlier
+        tokens; keep: a list that receives this call's (K, V) Float[B, nh, L, hd]."""
         B, L, H = x.shape
         mods = self.adaLN_modulation(c)[:, None].chunk(6, dim=-1)  # 6 × (B, 1, H)
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = mods
@@ -129,8 +170,16 @@ class DiTBlock(nn.Module):
         h = modulate(self.norm1(x), shift_msa, scale_msa)
         qkv = self.attn_qkv(h).view(B, L, 3, self.n_heads, H // self.n_heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, nh, L, hd)
-        q, k = rotary(q, k)
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, is_causal=self.causal)  # (B, nh, L, hd)
+        if cos_sin is None:
+            q, k = rotary(q, k)
+        else:
+            q, k = apply_rotary(q, *cos_sin), apply_rotary(k, *cos_sin)
+        if keep is not None:
+            keep.append((k, v))
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B, nh, P + L, hd)
+        causal = self.causal and key_mask is None and past is None  # else the causal part is in key_mask
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, is_causal=causal)  # (B, nh, L, hd)
         a = a.transpose(1, 2).reshape(B, L, H)
         x = x + gate_msa * self.dropout1(self.attn_out(a))
 
@@ -187,6 +236,7 @@ class DiT(Backbone):
     }
 
     takes_embeddings = True  # forward(..., inputs_embeds=...) (backbones/base.py)
+    takes_attn_mask = True  # forward(..., attn_mask=, position_ids=, kv_cache=, cache_tokens=) (module docstring)
 
     def __init__(self, config: DiTConfig):
         super().__init__()
@@ -217,32 +267,74 @@ class DiT(Backbone):
         return F.silu(self.sigma_map(t))  # (B, adaln_dim)
 
     def _trunk(self, input_ids: Tensor | None, t: Tensor | None, cond: Tensor | None,
-               attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> tuple[Tensor, Tensor]:
+               attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None,
+               attn_mask: Tensor | None = None, position_ids: Tensor | None = None,
+               kv_cache: DiTKVCache | None = None, cache_tokens: int = 0) -> tuple[Tensor, Tensor]:
         ids = token_shape(input_ids, inputs_embeds, "dit")  # (B, L): ids, or a stand-in of the embeddings' shape
-        real = padding_mask(ids, attention_mask)
-        key_mask = None
-        if real is not None and not self.is_causal:  # causal: right pads are never keys of a real query
-            real = real | ~real.any(dim=1, keepdim=True)  # an all-pad row attends everywhere (no 0/0)
-            key_mask = real[:, None, None, :]  # (B, 1, 1, L): key padding mask
+        key_mask = self._key_mask(ids, attention_mask, attn_mask, kv_cache)
         x = self.vocab_embed(input_ids) if inputs_embeds is None else inputs_embeds  # (B, L, H)
         if cond is not None:
             if self.cond_proj is None:
                 raise DnadiffError("dit: a cond vector was passed but the model was built with cond_dim=0")
             x = x + self.cond_proj(cond.to(x.dtype))[:, None]
         c = self._condition(ids, t)
-        for block in self.blocks:
-            x = block(x, c, self.rotary, key_mask)
+        cos_sin = None
+        if position_ids is not None or kv_cache is not None:
+            if position_ids is None:  # after the cache: its positions continue
+                position_ids = torch.arange(kv_cache.length, kv_cache.length + ids.shape[1], device=ids.device)
+            cos_sin = rotary_at(self.rotary, position_ids.to(ids.device), ids.shape[1], ids.device)
+        past = kv_cache.layers if kv_cache is not None and kv_cache.layers else [None] * len(self.blocks)
+        kept: list | None = [] if kv_cache is not None and cache_tokens else None
+        for block, p in zip(self.blocks, past):
+            x = block(x, c, self.rotary, key_mask, cos_sin, p, kept)
+        if kept is not None:
+            kv_cache.append([(k[:, :, :cache_tokens], v[:, :, :cache_tokens]) for k, v in kept])
         return x, c
 
+    def _key_mask(self, ids: Tensor, attention_mask: Tensor | None, attn_mask: Tensor | None,
+                  kv_cache: DiTKVCache | None) -> Tensor | None:
+        """Bool (B | 1, 1, L, P + L) or None: padding (keys), the caller's attn_mask, causality and the cached
+        prefix (every query sees all P cached keys), in one mask for scaled_dot_product_attention."""
+        B, L = ids.shape
+        P = kv_cache.length if kv_cache is not None else 0
+        real = padding_mask(ids, attention_mask)
+        if attn_mask is None and not P:  # the original paths: key padding only (causal: right pads unseen)
+            if real is None or self.is_causal:
+                return None
+            real = real | ~real.any(dim=1, keepdim=True)  # an all-pad row attends everywhere (no 0/0)
+            return real[:, None, None, :]  # (B, 1, 1, L)
+        if P and real is not None:
+            raise DnadiffError("dit: attention_mask (padding) cannot be combined with a kv_cache")
+        allowed = torch.ones(1, 1, L, L, dtype=torch.bool, device=ids.device)
+        if attn_mask is not None:
+            m = attn_mask.to(device=ids.device, dtype=torch.bool)
+            if m.shape[-2:] != (L, L) or m.dim() not in (2, 3):
+                raise DnadiffError(f"dit: attn_mask must be [L, L] or [B, L, L] with L = {L}, got {tuple(m.shape)}")
+            allowed = m[None, None] if m.dim() == 2 else m[:, None]
+        if self.is_causal:
+            allowed = allowed & torch.ones(L, L, dtype=torch.bool, device=ids.device).tril()
+        if real is not None:
+            allowed = allowed & real[:, None, None, :]
+        if P:
+            allowed = torch.cat([allowed.new_ones(*allowed.shape[:-1], P), allowed], dim=-1)  # (·, 1, L, P + L)
+        return allowed | ~allowed.any(dim=-1, keepdim=True)  # a query with no key attends everywhere (no 0/0)
+
     def features(self, input_ids: Tensor | None, t: Tensor | None = None, cond: Tensor | None = None,
-                 attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
-        x, c = self._trunk(input_ids, t, cond, attention_mask, inputs_embeds)
+                 attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None, **arch) -> Tensor:
+        """arch: attn_mask, position_ids, kv_cache, cache_tokens (module docstring)."""
+        x, c = self._trunk(input_ids, t, cond, attention_mask, inputs_embeds, **arch)
         return self.output_layer.features(x, c)  # (B, L, H)
 
     def forward(self, input_ids: Tensor | None, t: Tensor | None = None, cond: Tensor | None = None,
-                attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
-        """inputs_embeds Float[B, L, H] (optional) replaces the token embedding lookup (input_ids may be None)."""
-        return self.output_layer.linear(self.features(input_ids, t, cond, attention_mask, inputs_embeds))  # (B, L, V)
+                attention_mask: Tensor | None = None, inputs_embeds: Tensor | None = None, **arch) -> Tensor:
+        """inputs_embeds Float[B, L, H] (optional) replaces the token embedding lookup (input_ids may be None);
+        arch: attn_mask, position_ids, kv_cache, cache_tokens (module docstring)."""
+        feats = self.features(input_ids, t, cond, attention_mask, inputs_embeds, **arch)
+        return self.output_layer.linear(feats)  # (B, L, V)
+
+    def new_kv_cache(self) -> DiTKVCache:
+        """An empty cache for forward(..., kv_cache=, cache_tokens=) (block diffusion's clean blocks)."""
+        return DiTKVCache()
 
     # ---- incremental decoding (optional backbone API, see backbones/base.py; causal only) ------
     def allocate_cache(self, batch_size: int, max_length: int) -> dict:

@@ -11,7 +11,9 @@ with w(t) = -α'_t / (1 - α_t) (1/t for log-linear). B′ = 1 is the AR NLL (on
 probability 1 - α_t, weight w(t): ∫ w (1 - α) dt = 1); B′ = L is the MDLM NELBO. Every block gets its own
 time t_b (independent, stratified over the batch as MDLM app. D.3), an unbiased estimate of the sum.
 
-**One forward pass per batch, on causal networks** (docs/references.md "Block diffusion"). The network
+**One forward pass per batch.** A bidirectional network that takes an attention mask (the DiT) gets the
+paper's x_t ⊕ x_0 with the block-causal mask (diffusion/bd3lm_attention.py); a causal one the stream
+below; `block_layout` chooses (docs/references.md "Block diffusion"). **On causal networks**: the network
 is any causal backbone (the Mamba AR family, a causal DiT or HyenaDNA): it reads the stream
 
     [x_t^1, x_t^1, x^1, x_t^2, x_t^2, x^2, ...]                         (3L tokens)
@@ -42,6 +44,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.diffusion.base import OBJECTIVES, DiffusionObjective, LossOutput, rand_like_on, real_mask, reduce_loss
+from dnadiff.diffusion.bd3lm_attention import attention_logits
 from dnadiff.diffusion.subs import subs_masked_nll
 from dnadiff.errors import DnadiffError
 
@@ -73,14 +76,13 @@ def training_stream(x_t: Tensor, x0: Tensor, block_size: int) -> tuple[Tensor, T
     return torch.cat([x_t, x0], dim=1)[:, source], read
 
 
-def network_is_causal(denoiser) -> bool | None:
-    """Whether the network under a denoiser (through wrappers' `.denoiser` and a model's `.backbone`) is
-    causal; None when it does not say (a plain function)."""
+def network_attr(denoiser, name: str):
+    """The first `name` attribute down a denoiser's chain (wrappers' `.denoiser`, a model's `.backbone`), or None."""
     obj = denoiser
     for _ in range(16):
-        causal = getattr(obj, "is_causal", None)
-        if causal is not None:
-            return bool(causal)
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
         inner = getattr(obj, "denoiser", None) or getattr(obj, "backbone", None)
         if inner is None:
             return None
@@ -88,12 +90,33 @@ def network_is_causal(denoiser) -> bool | None:
     return None
 
 
+def network_is_causal(denoiser) -> bool | None:
+    """Whether the network under a denoiser (through wrappers' `.denoiser` and a model's `.backbone`) is
+    causal; None when it does not say (a plain function)."""
+    causal = network_attr(denoiser, "is_causal")
+    return None if causal is None else bool(causal)
+
+
+def block_layout(denoiser, where: str = "objective 'bd3lm'") -> str:
+    """THE choice of the training/sampling layout (docs/references.md "Block diffusion"), in one place:
+    "stream" for a causal network (or a plain function: the stream, module docstring); "attention" for a
+    bidirectional network that takes an attention mask and position ids (the DiT: the paper's x_t ⊕ x_0
+    with the block-causal mask, diffusion/bd3lm_attention.py); any other bidirectional network is refused."""
+    causal = network_is_causal(denoiser)
+    if causal is False:
+        if network_attr(denoiser, "takes_attn_mask"):
+            return "attention"
+        refuse_bidirectional(denoiser, where)
+    return "stream"
+
+
 def refuse_bidirectional(denoiser, where: str) -> None:
     """The stream [x_t, x_t, x, ...] is only a valid input for a causal network: a bidirectional one would see
-    every block's clean copy (the answer) from the noisy one."""
-    if network_is_causal(denoiser) is False:
+    every block's clean copy (the answer) from the noisy one; the attention layout needs an attention mask."""
+    if network_is_causal(denoiser) is False and not network_attr(denoiser, "takes_attn_mask"):
         raise DnadiffError(f"{where}: block diffusion needs a causal network (mamba, a causal dit or hyena: "
-                           "model.overrides.causal=true, or model.init_from an AR model); this one is bidirectional")
+                           "model.overrides.causal=true, or model.init_from an AR model) or a bidirectional "
+                           "dit (attention mask); this one is bidirectional without an attention mask")
 
 
 def check_block_size(block_size, where: str = "objective 'bd3lm'") -> int:
@@ -193,9 +216,11 @@ class BD3LMObjective(DiffusionObjective):
         network call on the stream (module docstring). `counted`: Bool[B, L] tokens the bound covers."""
         B, L = x0.shape
         counted = torch.ones_like(x0, dtype=torch.bool) if counted is None else counted
-        refuse_bidirectional(denoiser, "objective 'bd3lm'")
-        stream, read = training_stream(x_t, x0, self.block_size)  # (B, 3L), (L,)
-        logits = denoiser(stream, torch.zeros(B, device=x0.device))[:, read]  # (B, L, V)
+        if block_layout(denoiser) == "attention":  # x_t ⊕ x_0 (B, 2L), block-causal mask (bd3lm_attention.py)
+            logits = attention_logits(denoiser, x_t, x0, self.block_size)  # (B, L, V)
+        else:
+            stream, read = training_stream(x_t, x0, self.block_size)  # (B, 3L), (L,)
+            logits = denoiser(stream, torch.zeros(B, device=x0.device))[:, read]  # (B, L, V)
         nll_tok = subs_masked_nll(logits, x0, self.mask_id)  # (B, L): SUBS, masked positions read only
         _, _, block = stream_index(L, self.block_size, x0.device)
         w = self.weight(t_blocks.reshape(-1)).reshape(t_blocks.shape)[:, block]  # (B, L): eq. 10 (or 8, T set)
@@ -207,5 +232,5 @@ class BD3LMObjective(DiffusionObjective):
                 f"clip={self.clip}, T={self.T}, pad_policy={self.pad_policy!r})")
 
 
-__all__ = ["BD3LMObjective", "block_spans", "check_block_size", "check_clip", "network_is_causal",
-           "refuse_bidirectional", "stream_index", "training_stream"]
+__all__ = ["BD3LMObjective", "block_layout", "block_spans", "check_block_size", "check_clip", "network_attr",
+           "network_is_causal", "refuse_bidirectional", "stream_index", "training_stream"]

@@ -17,6 +17,10 @@ pass from the state, backbones/mamba_chunk.py; others: one `step` per token on a
 the API (or `use_cache=False`) every call re-runs the whole stream:
 the same draws, the same samples up to float rounding (tests/test_block_diffusion.py).
 
+A bidirectional DiT trained on the paper's x_t ⊕ x_0 layout (diffusion/bd3lm_attention.py) is sampled the
+paper's way instead: each call runs the noisy block against a KV cache of the finished CLEAN blocks
+(samplers/block_attention.py); diffusion/bd3lm.py `block_layout` chooses, as for training.
+
 Any length: `shape[1]` need not be the training length nor a multiple of `block_size` (the last block is
 shorter). A network call is one pass over a stretch of the stream (2n tokens, or 3n + 2n after a block):
 NFE = the inner sampler's calls summed over blocks (+ one noise-removal call where a block ends masked).
@@ -32,9 +36,10 @@ import torch
 from torch import Tensor
 
 from dnadiff.denoiser import CountingDenoiser, IncrementalDenoiser, steps_of
-from dnadiff.diffusion.bd3lm import block_spans, check_block_size, refuse_bidirectional
+from dnadiff.diffusion.bd3lm import block_layout, block_spans, check_block_size
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, greedy_fill
+from dnadiff.samplers.block_attention import AttentionBlockContext
 
 _SHARED = ("temperature", "top_p", "eps", "float32_draws", "time_conditioned")
 
@@ -156,8 +161,11 @@ class BlockSampler(Sampler):
 
     def run(self, denoiser, schedule, mask_id: int, x: Tensor, rng) -> SamplerState:
         B, total = x.shape
-        refuse_bidirectional(denoiser, "sampler 'block'")
-        ctx = BlockContext(denoiser, B, total, self.use_cache)
+        attention = block_layout(denoiser, "sampler 'block'") == "attention"  # the layout it was trained on
+        if attention:  # clean finished blocks, KV cache (samplers/block_attention.py)
+            ctx = AttentionBlockContext(denoiser, self.block_size, self.use_cache)
+        else:
+            ctx = BlockContext(denoiser, B, total, self.use_cache)
         out, nfe, steps = x.clone(), torch.zeros(B, dtype=torch.long, device=x.device), 0
         ended = torch.zeros(B, dtype=torch.bool, device=x.device)
         spans = block_spans(total, self.block_size)
@@ -181,7 +189,7 @@ class BlockSampler(Sampler):
                 if bool(ended.all()):
                     break
             if k + 1 < len(spans):
-                ctx.append(self.context(blk, schedule, mask_id, rng.child(k, 1)))
+                ctx.append(blk if attention else self.context(blk, schedule, mask_id, rng.child(k, 1)))
         if self.eos_id is not None:
             after = (out == self.eos_id).long().cumsum(dim=1) - (out == self.eos_id).long() > 0  # past the first EOS
             unfilled = torch.arange(total, device=x.device)[None] >= e  # blocks never generated (all ended)
