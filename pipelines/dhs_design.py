@@ -60,6 +60,7 @@ import time
 from pathlib import Path
 
 import common
+import judging
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
@@ -233,7 +234,7 @@ def judge(seqs: list[str], ctx: dict, bounds: dict, classifier, reference: list[
 def score_test(seqs: list[str], ctx: dict) -> dict:
     import dhs_benchmark as bench
 
-    from dnadiff.eval import auroc_columns, spearman
+    from dnadiff.eval import auroc_columns, predict_proba, spearman
 
     row = judge(seqs, ctx, ctx["test_bounds"], ctx["oracle"], ctx["reference"])
     hits, bases = ctx["scanner"].scan(seqs)
@@ -242,6 +243,8 @@ def score_test(seqs: list[str], ctx: dict) -> dict:
     row["distinct_6mers"] = bench.distinct_kmers(seqs)
     row["pairwise_identity"] = bench.mean_pairwise_identity(seqs)
     row.update(auroc_columns(seqs, ctx["reference"]))  # can a CNN / k-mer LR tell them from real? (issue 46)
+    if ctx.get("neural") is not None:  # success under the neural evaluation oracle too (argmax = HepG2)
+        row["success_neural"] = float((predict_proba(ctx["neural"], seqs).argmax(axis=1) == ctx["target"]).mean())
     return row
 
 
@@ -336,6 +339,7 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     ctx = {"target": k, "pretrained": pretrained, "reward_model": reward_model, "oracle": oracle,
            "test_bounds": bounds["test"], "reference": reference, "scanner": scanner,
            "reference_rate": ref_hits.sum(axis=0) / max(ref_bases.sum(), 1) * 1000.0}
+    ctx["neural"], neural_dir = judging.neural_oracle(str(Path(eval_dir).parent))
 
     # fine-tuning runs (every (β, lr) of each method's grid)
     finetuned: dict = {m: [] for m in FINETUNED}
@@ -418,7 +422,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
                        "reference_half_b": len(reference)},
               "models": {row: {**model_info[row]} for row in model_info},
               "oracles": {"reward": reward_dir, "evaluation": eval_dir, "trained_here": trained or None,
-                          "reward_meta": bench.oracle_meta(reward_dir), "evaluation_meta": bench.oracle_meta(eval_dir)},
+                          "reward_meta": bench.oracle_meta(reward_dir), "evaluation_meta": bench.oracle_meta(eval_dir),
+                          "neural": neural_dir, "realistic_rule": judging.realistic_rule(neural_dir is not None)},
               "bounds": bounds, "choice": choice, "rows": rows_out,
               "finetuning": {m: [{key: v for key, v in ft.items()} for ft in runs] for m, runs in finetuned.items()},
               "commands": cmds.records,
@@ -471,9 +476,10 @@ def markdown(r: dict, png: str | None) -> str:
     main = markdown_table([{
         "row": x["label"], "setting": x["setting"] or "",
         "success": f"{x['success']:.3f} ± {x['success_se']:.3f}", "realistic success": _num(x["realistic_success"]),
+        "success (neural oracle)": "—" if x.get("success_neural") is None else _num(x["success_neural"]),
         "mean reward": _num(x["reward"]), "motif Spearman": _num(x["motif_spearman"]),
         "distinct 6-mers": _num(x["distinct_6mers"]), "pairwise identity": _num(x["pairwise_identity"]),
-        "discriminator AUROC CNN / k-mer LR": f"{_num(x.get('disc_auroc_cnn'))} / {_num(x.get('disc_auroc_kmer_lr'))}",
+        **judging.disc_cells(x),
         "log-lik / base": _num(x["loglik"]), "GC": _num(x["gc"]),
         "denoiser calls / design": "" if x["nfe_per_design"] is None else f"{x['nfe_per_design']:g}",
         "fine-tuning s (wall / CPU)": f"{x['finetune_wall_s']:.0f} / {x['finetune_cpu_s']:.0f}"
@@ -522,7 +528,10 @@ def markdown(r: dict, png: str | None) -> str:
              f"Realistic success: success AND GC in [{b['test']['gc_range'][0]:.3f}, {b['test']['gc_range'][1]:.3f}] "
              f"AND log-likelihood ≥ {b['test']['ll_floor']:.3f} nats/base (5–95 % GC range and 5 % log-likelihood "
              f"quantile of the {r['data']['test_hepg2']} real HepG2 test sequences). Motif Spearman: against half B "
-             f"of them ({r['data']['reference_half_b']} sequences).", "",
+             f"of them ({r['data']['reference_half_b']} sequences). Judges: "
+             f"{r['oracles'].get('realistic_rule') or judging.realistic_rule(False)}.", "",
+             judging.disc_note("the row's designs") + " " + judging.floor_line(
+                 next((x for x in rows if x["row"] == "real"), None), "real HepG2 test half A vs half B"), "",
              "## Design table", "", main, "",
              "success: evaluation-oracle argmax = HepG2 (± binomial SE); mean reward: log p(HepG2 | x) under the "
              "reward classifier; distinct 6-mers: / 4,096; pairwise identity: mean over pairs, same offset.", "",
