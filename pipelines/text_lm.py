@@ -47,29 +47,19 @@ from pathlib import Path
 
 import common
 import torch
+from text_lm_report import write_results
+from text_lm_samples import log, sample_eval, test_blocks
 
 from dnadiff.config import RunConfig, replace
 from dnadiff.config_options import load_config
 from dnadiff.errors import DnadiffError
-from dnadiff.machine import describe_machine, machine_info
+from dnadiff.machine import machine_info
 
 REPO = Path(__file__).resolve().parent.parent
 
 # the full corpus
 FORTUNES = Path(os.environ.get("DNADIFF_DATA") or REPO.parent / "shared" / "data") / "text" / "fortunes"
 T_SWEEP = (10, 20, 50, 100, 200, 500, 1000, None)  # None = continuous time (tab. 11 "∞")
-
-
-def log(msg: str) -> None:
-    print(f"[text_lm {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def machine_line(m: dict) -> str:
-    """The machine of a payload: `machine_info()`'s dict, or the keys of JSONs written before it."""
-    if "physical_cores" in m:
-        return f"{describe_machine(m)}, {m['platform']}, load average at start {m['load_average']}"
-    return (f"{m['platform']}, {m['cpu_count']} CPUs, torch {m['torch']} ({m['torch_threads']} threads), "
-            f"GPU: {m['gpu']}, load average at start {m['load_average_at_start']}")
 
 
 def pick_threads(requested: int | None) -> int:
@@ -101,14 +91,6 @@ def train_row(config: str, overrides: list[str], out_dir: Path, resume: bool) ->
 
 
 # ----------------------------------------------------------------------------- evaluation
-
-
-def test_blocks(model, data_cfg, split: str = "test", max_items: int | None = None):
-    from dnadiff.data import build_text_datasets
-
-    ds = build_text_datasets(data_cfg, model.tokenizer)[split]
-    n = len(ds) if max_items is None else min(len(ds), max_items)
-    return ds, n
 
 
 @torch.no_grad()
@@ -147,105 +129,6 @@ def evaluate_row(row: dict, args, sweep: bool) -> dict:
             table.append({"T": "inf" if T is None else T, "ppl": r["ppl"], "nats_per_token": r["nats_per_token"]})
             log(f"{row['name']}: T={table[-1]['T']}: ppl {r['ppl']:.2f}")
         res["t_sweep"] = table
-    return res
-
-
-def time_samples(model, num: int, length: int, batch: int, seed: int, **opts) -> tuple[torch.Tensor, float]:
-    """Samples with the tokenizer's BOS fixed at position 0 (as every training block starts), through
-    dnadiff.sample (batches of `batch`, one random stream per sequence), and the seconds per sequence."""
-    import dnadiff
-
-    tok = model.tokenizer
-    template = torch.full((num, length), tok.mask_id, dtype=torch.long)
-    template[:, 0] = tok.bos_id
-    res = dnadiff.sample(model, num, length, template=template, batch_size=batch, seed=seed, **opts)
-    return res.x, res.wall_seconds / num
-
-
-def train_scorer(tok_path: str, ds, out_dir: Path, seconds: float, steps: int, batch: int, seed: int) -> str:
-    """A small HF GPT-2 trained on the same corpus: the CPU stand-in for gpt2-large as scorer."""
-    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
-
-    if (out_dir / "model.safetensors").is_file():
-        return str(out_dir)
-    hf_tok = AutoTokenizer.from_pretrained(tok_path)
-    torch.manual_seed(seed)
-    L = ds.seq_len
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(hf_tok), n_positions=4 * L, n_embd=128, n_layer=4, n_head=4,
-                                       bos_token_id=hf_tok.eos_token_id, eos_token_id=hf_tok.eos_token_id))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(seed)
-    start, step = time.time(), 0
-    model.train()
-    while step < steps and time.time() - start < seconds:
-        idx = torch.randint(0, len(ds), (batch,), generator=g).tolist()
-        x = torch.stack([ds[i]["input_ids"] for i in idx])  # (B, L) ids < len(hf_tok): no mask/pad in wrap mode
-        loss = model(input_ids=x, labels=x).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        step += 1
-    log(f"scorer: {step} steps in {time.time() - start:.0f} s, last loss {loss.item():.3f}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "dnadiff_scorer.json").write_text(json.dumps({"steps": step, "seconds": time.time() - start,
-                                                            "last_loss": loss.item(), "batch": batch}))
-    model.save_pretrained(str(out_dir))
-    hf_tok.save_pretrained(str(out_dir))
-    return str(out_dir)
-
-
-def sample_eval(rows: dict, args, out_dir: Path) -> dict:
-    """Tab. 5-style generation: samples, seconds/sequence, gen PPL and entropy."""
-    import dnadiff
-    from dnadiff.eval import decode_samples, generative_perplexity, load_scorer
-
-    res: dict = {}
-    mdlm = dnadiff.load(rows["mdlm"]["model_dir"], map_location=args.device)
-    L = mdlm.config.data.seq_len
-    if args.scale == "cpu" or args.dry_run:
-        ds, _ = test_blocks(mdlm, mdlm.config.data, "train")
-        scorer_path = train_scorer(str(out_dir.parent / "tokenizers" / "gpt2-like"), ds, out_dir / "scorer",
-                                   args.scorer_seconds, args.scorer_steps, 16, args.seed)
-    else:
-        scorer_path = args.scorer
-    scorer, scorer_tok = load_scorer(scorer_path, args.device)
-    res["scorer"] = scorer_path
-    info = Path(scorer_path) / "dnadiff_scorer.json"
-    if info.is_file():
-        res["scorer_training"] = json.loads(info.read_text())
-    kinds = [("mdlm_ancestral", mdlm, L, dict(sampler="ancestral", steps=args.sample_steps)),
-             ("mdlm_semi_ar", mdlm, args.semi_ar_mult * L,
-              dict(sampler="semi_ar", steps=args.sample_steps, window=L, stride=L // 4))]
-    if "ssdlm" in rows:  # tab. 5's SSD-LM row: same length, its own sampler and step count
-        ssd = dnadiff.load(rows["ssdlm"]["model_dir"], map_location=args.device)
-        block = ssd.objective.block_size
-        kinds.append(("ssdlm_semi_ar", ssd, args.semi_ar_mult * L,
-                      dict(sampler="ssdlm", steps=args.ssdlm_steps, context=max(0, L - block))))
-    if "ar" in rows:
-        kinds.append(("ar", dnadiff.load(rows["ar"]["model_dir"], map_location=args.device), L, {}))
-    for name, model, length, opts in kinds:
-        ids, sps = time_samples(model, args.num_samples, length, args.sample_batch, args.seed, **opts)
-        texts = decode_samples(ids, model.tokenizer, eos_text=scorer_tok.eos_token)
-        g = generative_perplexity(texts, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device)
-        w = generative_perplexity(texts, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device,
-                                  stop_at_first_eos=False)
-        res[name] = {"length": length, "seconds_per_sequence": sps, "gen_ppl": g["gen_ppl"],
-                     "entropy_mean": g["entropy_mean"], "scored_tokens": g["num_tokens"],
-                     "gen_ppl_whole": w["gen_ppl"], "entropy_whole": w["entropy_mean"],
-                     "scored_tokens_whole": w["num_tokens"], "example": texts[0][:300],
-                     **({"sampler": opts} if opts else {})}
-        log(f"samples {name}: L={length}, {sps:.2f} s/seq, gen ppl {g['gen_ppl']:.1f} (whole {w['gen_ppl']:.1f}), "
-            f"entropy {g['entropy_mean']:.2f}")
-    # reference point: real test documents under the same scorer
-    ds, n = test_blocks(mdlm, mdlm.config.data, "test", args.num_samples)
-    real = decode_samples(torch.stack([ds[i]["input_ids"] for i in range(n)]), mdlm.tokenizer,
-                          eos_text=scorer_tok.eos_token)
-    g = generative_perplexity(real, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device)
-    w = generative_perplexity(real, scorer, tokenizer=scorer_tok, batch_size=8, device=args.device,
-                              stop_at_first_eos=False)
-    res["real_test_text"] = {"length": L, "gen_ppl": g["gen_ppl"], "entropy_mean": g["entropy_mean"],
-                             "scored_tokens": g["num_tokens"], "gen_ppl_whole": w["gen_ppl"],
-                             "entropy_whole": w["entropy_mean"], "scored_tokens_whole": w["num_tokens"]}
     return res
 
 
@@ -334,65 +217,6 @@ def prepare_cpu(args, out_dir: Path) -> list[str]:
     return [f"data.text.path={FORTUNES}", f"data.text.cache_dir={out_dir / 'cache'}"]
 
 
-def args_num(payload: dict) -> str:
-    return str(payload.get("num_samples", ""))
-
-
-def write_results(payload: dict, base: Path) -> None:
-    base.parent.mkdir(parents=True, exist_ok=True)
-    from dnadiff.utils import atomic_write, portable_paths
-
-    atomic_write(base.with_suffix(".json"), portable_paths(json.dumps(payload, indent=1, default=str)))
-    lines = [f"# Text language modelling ({payload['scale']})", "",
-             f"Command: `{payload['command']}`  ", f"Wall time: {payload['wall_seconds']:.0f} s  ",
-             f"Machine: {machine_line(payload['machine'])}", ""]
-    if payload.get("table_rendered_by"):
-        lines += [f"Table re-rendered without training from the JSON: `{payload['table_rendered_by']}`", ""]
-    for st in payload["settings"]:
-        lines += [f"## {st['setting']}", "", "| row | steps | train s | test PPL (bound for diffusion) | tokens "
-                  "| pad policy |", "|---|---:|---:|---:|---:|---|"]
-        for r, row in st["rows"].items():
-            t = row["eval"]["test"]
-            if t is None:  # ssdlm: a denoising loss, no likelihood
-                lines.append(f"| {r} | {row['train_metrics'].get('steps')} | {row['train_seconds']:.0f} | "
-                             "n/a (no likelihood bound) | - | - |")
-                continue
-            lines.append(f"| {r} | {row['train_metrics'].get('steps')} | {row['train_seconds']:.0f} | "
-                         f"{t['ppl']:.2f} | {t['tokens']} | {t.get('pad_policy') or 'n/a (exact NLL)'} |")
-        sweep = st["rows"].get("mdlm", {}).get("eval", {}).get("t_sweep")
-        if sweep:
-            lines += ["", "Discrete-T sweep of the MDLM model (tab. 11):", "",
-                      "| T | " + " | ".join(str(s["T"]) for s in sweep) + " |",
-                      "|---|" + "---:|" * len(sweep),
-                      "| PPL | " + " | ".join(f"{s['ppl']:.2f}" for s in sweep) + " |"]
-        if st.get("samples"):
-            s = st["samples"]
-            lines += ["", f"Samples ({args_num(payload)} per row, BOS fixed at position 0) scored by "
-                      f"`{os.path.relpath(s['scorer'], REPO) if os.path.isabs(s['scorer']) else s['scorer']}` "
-                      + (f"(GPT-2 4 x 128 trained here for {s['scorer_training']['steps']} steps); "
-                         if "scorer_training" in s else "; ")
-                      + "gen PPL up to and including the first EOS, and over the whole sample:", "",
-                      "| samples | length | s/seq | gen PPL (first EOS) | entropy | tokens | gen PPL (whole) | entropy "
-                      "| tokens |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-            for k, v in s.items():
-                if isinstance(v, dict) and "gen_ppl" in v:
-                    sps = f"{v['seconds_per_sequence']:.2f}" if "seconds_per_sequence" in v else ""
-                    lines.append(f"| {k} | {v.get('length', '')} | {sps} | {v['gen_ppl']:.1f} | "
-                                 f"{v['entropy_mean']:.2f} | {v['scored_tokens']} | {v['gen_ppl_whole']:.1f} | "
-                                 f"{v['entropy_whole']:.2f} | {v['scored_tokens_whole']} |")
-        if st.get("zeroshot"):
-            lines += ["", "Zero-shot: " + ", ".join(
-                f"{k}: {v['ppl']:.2f}" if "ppl" in v else f"{k}: skipped" for k, v in st["zeroshot"].items())]
-        lines.append("")
-    lines += ["Pad policy (diffusion rows, padded LM1B-style sentences): `reference` = pads masked by the forward "
-              "process but only real tokens scored and counted (official MDLM, tab. 1); `score` = pads scored too "
-              "(NELBO of the padded sequence); `visible` = pads never masked nor scored (can fall below the "
-              "entropy).", ""]
-    if payload.get("notes"):
-        lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]]
-    atomic_write(base.with_suffix(".md"), portable_paths("\n".join(lines) + "\n"))
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -421,26 +245,26 @@ def main(argv=None) -> int:
     p.add_argument("--scorer-steps", type=int, default=300, help="cpu: steps of the locally trained GPT-2 scorer")
     p.add_argument("--scorer-seconds", type=float, default=600.0, help="cpu: safety time limit for the scorer")
     p.add_argument("--zeroshot-root", default=None)
-    p.add_argument("--threads", type=int, default=None)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="reuse trained model directories")
     p.add_argument("--out-dir", default=None, help="runs folder (default runs/text_<scale>)")
-    p.add_argument("--results", default=None, help="results base path (default results/text_lm_<scale>)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="every setting and row: config, model, one step, eval and samples on a tiny corpus; no table")
-    p.add_argument("--from-json", default=None, metavar="JSON",
-                   help="re-render the .md of a finished run from its JSON (no training)")
+    common.add_common_options(
+        p, threads=None, threads_help="CPU threads (default: 1 on a busy machine, else up to 8)",
+        results_help="results base path (default results/text_lm_<scale>)",
+        resume_help="reuse trained model directories",
+        dry_run_help="every setting and row: config, model, one step, eval and samples on a tiny corpus; no table",
+        from_json="re-render the .md of a finished run from its JSON (no training)")
     args = p.parse_args(argv)
     args.scale = "paper" if args.scale == "gpu" else args.scale
     command = common.command_line(__file__, argv)
     if args.from_json:
         try:
-            payload = json.loads(Path(args.from_json).read_text())
+            payload = common.read_results_json(args.from_json, "text_lm")
             payload["table_rendered_by"] = command
             write_results(payload, Path(args.results) if args.results else Path(args.from_json).with_suffix(""))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            print(f"error: --from-json {args.from_json}: not a text_lm results JSON ({exc})", file=sys.stderr)
+        except (KeyError, TypeError, DnadiffError) as exc:
+            print(f"error: {exc}" if isinstance(exc, DnadiffError) else
+                  f"error: --from-json {args.from_json}: not a text_lm results JSON ({exc})", file=sys.stderr)
             return 2
         return 0
     if args.dry_run:
