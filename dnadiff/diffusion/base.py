@@ -148,6 +148,12 @@ What a model trained with it can do (DiffusionModel, the sample/design/eval comm
         or (plaid) a network holding the objective's own learned parts (embeddings, noise schedule)."""
         return backbone
 
+    @classmethod
+    def unwrap_backbone(cls, module):
+        """The inverse of `wrap_backbone`, for a model of this objective used elsewhere (fine-tuning, init_from
+        with another objective): (the backbone inside, a note naming the parts dropped; "" when none)."""
+        return module, ""
+
     def loss(
         self,
         denoiser: Denoiser,

@@ -122,6 +122,17 @@ class PlaidObjective(Objective):
         opts = {k: v for k, v in cfg.objective.options.items() if k in NETWORK_OPTIONS}
         return PlaidNetwork(backbone, **opts)
 
+    @classmethod
+    def unwrap_backbone(cls, module):
+        """The backbone inside a PlaidNetwork; Plaid's own parts (embedding table, noise schedule, input and
+        time maps) have no use outside its Gaussian diffusion and are dropped (the note counts them)."""
+        if not isinstance(module, PlaidNetwork):
+            return module, ""
+        inner = {id(p) for p in module.backbone.parameters()}
+        dropped = sum(p.numel() for p in module.parameters() if id(p) not in inner)
+        return module.backbone, (f"dropped Plaid's embedding table, noise schedule and input/time maps "
+                                 f"({dropped:,} parameters)")
+
     def __init__(self, schedule=None, mask_id: int | None = None, vocab_size: int | None = None,
                  stratified: bool = True, self_cond_prob: float = 0.5, embed_dim: int = 16,
                  gamma_min: float = -10.0, gamma_max: float = 5.0, schedule_hidden: int = 64,

@@ -20,7 +20,7 @@ import numpy as np
 from torch.utils.data import Subset
 
 from dnadiff.backbones import BACKBONES, build_backbone, build_backbone_from_config
-from dnadiff.checkpoint import load_backbone, official_kind
+from dnadiff.checkpoint import official_kind
 from dnadiff.config import replace, save_config, to_dict
 from dnadiff.data.benchmarks import SequenceClassificationDataset, pad_batch
 from dnadiff.errors import DnadiffError
@@ -30,6 +30,7 @@ from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_mark
 from dnadiff.heads.classifier import SequenceClassifier
 from dnadiff.heads.saved import save_classifier_dir
 from dnadiff.machine import describe_machine
+from dnadiff.modelio import read_backbone_noted, resolve
 from dnadiff.threads import apply_threads
 
 # ----------------------------------------------------------------------------- model
@@ -37,27 +38,32 @@ from dnadiff.threads import apply_threads
 
 def build_backbone_template(cfg: FinetuneConfig):
     """The backbone every run starts from: loaded from `model.init_from`, or a fresh scratch one."""
+    return load_backbone_template(cfg)[0]
+
+
+def load_backbone_template(cfg: FinetuneConfig):
+    """(the template backbone, a note naming what init_from's model held that a classifier drops: Plaid's
+    embeddings and schedule, modelio.read_backbone_noted; "" for nothing or a scratch backbone)."""
     m = cfg.model
     if m.init_from:
         if not os.path.exists(m.init_from):
             raise DnadiffError(f"model.init_from: {m.init_from}: no such model directory")
-
-        _, backbone = load_backbone(m.init_from)
-        return backbone
+        _, backbone, note = read_backbone_noted(resolve(m.init_from))
+        return backbone, note
     import dataclasses
 
 
     overrides = dict(m.overrides)
     if set(overrides) >= {f.name for f in dataclasses.fields(BACKBONES.get(m.backbone).Config)}:
-        return build_backbone_from_config(m.backbone, overrides)  # a full saved config: the preset is moot
+        return build_backbone_from_config(m.backbone, overrides), ""  # a full saved config: the preset is moot
     overrides.setdefault("vocab_size", 12)
-    return build_backbone(m.backbone, preset=m.preset, **overrides)
+    return build_backbone(m.backbone, preset=m.preset, **overrides), ""
 
 
-def record_init_from(cfg: FinetuneConfig, template) -> tuple[FinetuneConfig, str | None]:
+def record_init_from(cfg: FinetuneConfig, template, dropped: str = "") -> tuple[FinetuneConfig, str | None]:
     """With `model.init_from`: the config naming the backbone actually loaded (registry name and its
     full config: the preset and the config file's backbone are moot) and a line saying what was
-    loaded, for the console. Without it: (cfg, None)."""
+    loaded (and `dropped`, what of the model was left out), for the console. Without it: (cfg, None)."""
     import dataclasses
 
 
@@ -69,7 +75,8 @@ def record_init_from(cfg: FinetuneConfig, template) -> tuple[FinetuneConfig, str
     kind = {"caduceus": "official Caduceus directory", "hyena": "official HyenaDNA directory"}.get(
         official_kind(path) or "", "dnadiff model directory")
     n = sum(p.numel() for p in template.parameters())
-    return cfg, f"model.init_from: loaded {name} backbone ({n:,} parameters) from {kind} {path}"
+    return cfg, (f"model.init_from: loaded {name} backbone ({n:,} parameters) from {kind} {path}"
+                 + (f"; {dropped}" if dropped else ""))
 
 
 def classifier_factory(cfg: FinetuneConfig, template, num_classes: int):
@@ -184,8 +191,8 @@ def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> d
     collate = functools.partial(pad_batch, pad_id=tok.pad_id)
     num_classes = len(train_all.classes)
 
-    template = build_backbone_template(cfg)
-    cfg, loaded = record_init_from(cfg, template)
+    template, dropped = load_backbone_template(cfg)
+    cfg, loaded = record_init_from(cfg, template, dropped)
     if loaded:
         echo(loaded)
     limit = getattr(getattr(template, "config", None), "l_max", None)  # HyenaDNA: longest input it supports

@@ -11,7 +11,8 @@ functions and push's). Official formats are registered in backbones/formats.py (
 
 from dnadiff.modelio.model_dir import save
 from dnadiff.modelio.push import push_to_hub as push
-from dnadiff.modelio.read import ModelParts, read_backbone, read_model
+from dnadiff.modelio.read import ModelParts, read_backbone, read_backbone_noted, read_model
 from dnadiff.modelio.source import ModelSource, resolve
 
-__all__ = ["ModelParts", "ModelSource", "push", "read_backbone", "read_model", "resolve", "save"]
+__all__ = ["ModelParts", "ModelSource", "push", "read_backbone", "read_backbone_noted", "read_model", "resolve",
+           "save"]

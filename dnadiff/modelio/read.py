@@ -99,23 +99,37 @@ def _read_mdlm(path: Path, map_location, tokenizer_name: str) -> ModelParts:
     return ModelParts(cfg, backbone.to(map_location).eval(), tok, {}, path)
 
 
-def read_backbone(source: ModelSource, vocab_size: int | None = None,
-                  keep_label_embedding: bool = False) -> tuple[str, torch.nn.Module]:
+def read_backbone(source: ModelSource, vocab_size: int | None = None, keep_label_embedding: bool = False,
+                  objective: str | None = None) -> tuple[str, torch.nn.Module]:
     """(backbone name, backbone) of a source. A class-conditional model gives its plain backbone (what a
     classifier fine-tunes) unless `keep_label_embedding` (continued generative training). `vocab_size`
     widens an MDLM checkpoint's vocabulary to the tokenizer's (see convert_mdlm.extend_vocab); other
-    formats ignore it."""
+    formats ignore it. A model whose objective wraps the backbone (plaid) gives the backbone inside unless
+    `objective` (the objective it will be trained with) is its own: see read_backbone_noted."""
+    name, backbone, _ = read_backbone_noted(source, vocab_size, keep_label_embedding, objective)
+    return name, backbone
+
+
+def read_backbone_noted(source: ModelSource, vocab_size: int | None = None, keep_label_embedding: bool = False,
+                        objective: str | None = None) -> tuple[str, torch.nn.Module, str]:
+    """read_backbone, and a note naming what was dropped ("" for nothing): the model's objective network
+    (`Objective.unwrap_backbone`: Plaid's embeddings, schedule and input/time maps) when `objective` is not
+    the model's own (None: fine-tuning, which keeps no objective's parts)."""
     fmt, path = source.official, source.path
     if fmt is not None:
-        return fmt.backbone, fmt.load(path, vocab_size)
+        return fmt.backbone, fmt.load(path, vocab_size), ""
     if (path / "config.json").is_file() and not is_model_dir(path):
         raise DnadiffError(f"{path}: config.json is neither a dnadiff config nor an official Caduceus, "
                            "HyenaDNA or MDLM config")
     parts = _read_dnadiff(source, "cpu")
-    backbone = parts.backbone
+    backbone, note = parts.backbone, ""
+    if objective != parts.config.objective.name:
+        from dnadiff.diffusion import OBJECTIVES
+
+        backbone, note = OBJECTIVES.get(parts.config.objective.name).unwrap_backbone(backbone)
     if getattr(backbone, "num_classes", 0) and not keep_label_embedding:
         backbone = backbone.backbone
-    return parts.config.model.backbone, backbone
+    return parts.config.model.backbone, backbone, note
 
 
-__all__ = ["ModelParts", "read_backbone", "read_model"]
+__all__ = ["ModelParts", "read_backbone", "read_backbone_noted", "read_model"]

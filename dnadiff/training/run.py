@@ -31,7 +31,7 @@ from dnadiff.data.dhs import CELL_TYPES as DHS_CELL_TYPES
 from dnadiff.data.tokenizer_training import ensure_tokenizer
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
-from dnadiff.modelio import read_backbone, resolve
+from dnadiff.modelio import read_backbone_noted, resolve
 from dnadiff.modelio.model_dir import is_model_dir, resolve_time_input, save_model_dir, wrap_conditional
 from dnadiff.threads import apply_threads, default_threads
 from dnadiff.tokenizers import build_tokenizer
@@ -109,17 +109,18 @@ def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tup
         cfg = replace(cfg, **{"model.time_input": source.config.model.time_input})
     cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
     if source is not None:
-        name, backbone = read_backbone(source, vocab_size=tokenizer.vocab_size,
-                                       keep_label_embedding=cfg.model.num_classes > 0)
+        name, backbone, dropped_note = read_backbone_noted(source, vocab_size=tokenizer.vocab_size,
+                                                           keep_label_embedding=cfg.model.num_classes > 0,
+                                                           objective=cfg.objective.name)
         read = {n: p.detach() for n, p in backbone.named_parameters()}  # before adapt_ar replaces modules
         if cfg.model.adapt_ar:
             name, backbone = "caduceus", adapt_ar_backbone(backbone, tokenizer)
         if announce:
             matched, new, dropped = parameter_counts(read, backbone)
             how = "a dnadiff model directory" if source.official is None else f"an official {source.format} checkpoint"
-            log.info("model.init_from: loaded %s (%s%s): %s parameters matched, %s new, %s dropped", source.given,
+            log.info("model.init_from: loaded %s (%s%s): %s parameters matched, %s new, %s dropped%s", source.given,
                      how, ", adapted into a Caduceus-PH" if cfg.model.adapt_ar else "", f"{matched:,}", f"{new:,}",
-                     f"{dropped:,}")
+                     f"{dropped:,}", f"; {dropped_note}" if dropped_note else "")
         if backbone.vocab_size != tokenizer.vocab_size:
             raise DnadiffError(
                 f"model.init_from: {cfg.model.init_from} has vocab_size {backbone.vocab_size}, "
@@ -139,6 +140,10 @@ def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tup
                 f"{getattr(backbone, 'num_classes', 0)} classes (a label embedding cannot be added or dropped)"
             )
         cfg = replace(cfg, **{"model.backbone": name, "model.overrides": loaded})
+        if source.official is not None or source.config.objective.name != cfg.objective.name:
+            from dnadiff.diffusion import OBJECTIVES  # e.g. plaid from an MDLM: fresh embeddings and schedule
+
+            backbone = OBJECTIVES.get(cfg.objective.name).wrap_backbone(backbone, cfg)
         # loaders hand back eval-mode models (for inference) and Lightning switches only the
         # LightningModule itself: without this, dropout stays off in every loaded module
         return cfg, backbone.train()
