@@ -136,3 +136,41 @@ def test_a_bidirectional_network_without_attention_masks_is_still_refused():
     net = Denoiser(build_backbone("caduceus", preset="tiny", vocab_size=V))
     with pytest.raises(DnadiffError, match="needs a causal network"):
         block_layout(net)
+
+
+@pytest.mark.training
+def test_text_bidirectional_dit_trains_evaluates_and_samples_from_the_cli(tmp_path, capsys):
+    """text/cpu_fortunes_bd3lm_attn (a bidirectional DiT, the 2L layout) on a small corpus: train, eval (the
+    block bound), sample 40 tokens (> the 16 trained on) with `block` by default, stopping at EOS."""
+    import json
+
+    from dnadiff.cli import main as cli_main
+    from dnadiff.data.tokenizer_training import train_tokenizer
+
+    words = "the cat sat on a mat while dogs ran far and wide under skies of blue".split()
+    for split, n in (("train", 60), ("valid", 8), ("test", 8)):
+        with open(tmp_path / f"{split}.jsonl", "w") as fh:
+            for i in range(n):
+                fh.write(json.dumps({"text": " ".join(words[(i * 3 + j) % len(words)] for j in range(3 + i % 4))})
+                         + "\n")
+    tok = train_tokenizer([tmp_path / "train.jsonl"], tmp_path / "tok", "bert-like", 300, min_frequency=1)
+    assert cli_main([
+        "train", "text/cpu_fortunes_bd3lm_attn", f"out_dir={tmp_path}/runs", f"tokenizer.path={tok}",
+        "tokenizer.train=null", "model.overrides.hidden_size=32", "model.overrides.n_blocks=2",
+        "model.overrides.n_heads=2", "model.overrides.adaln_dim=16", "data.seq_len=16", f"data.text.path={tmp_path}",
+        "data.text.cache=false", "train.batch_size=8", "train.max_steps=10", "train.lr=3e-3", "train.val_every=100",
+        "train.val_batches=1", "train.progress=false", "train.warmup_steps=2", "--threads", "1"]) == 0
+    model = tmp_path / "runs" / "cpu_fortunes_bd3lm_attn" / "model"
+    import dnadiff
+
+    loaded = dnadiff.load(model)
+    assert not loaded.backbone.is_causal and block_layout(loaded.denoiser) == "attention"
+    assert cli_main(["eval", str(model), "--out", str(tmp_path / "e.json"), "--threads", "1"]) == 0
+    ev = json.loads((tmp_path / "e.json").read_text())
+    row = ev["rows"][0] if "rows" in ev else ev
+    assert row["objective"] == "bd3lm" and 0.5 < row["nats_per_token"] < 8  # 10 steps: between data and uniform
+    out = tmp_path / "s.txt"
+    assert cli_main(["sample", str(model), "--num", "3", "--length", "40", "--out", str(out), "--threads", "1"]) == 0
+    stats = json.loads(out.with_suffix(".json").read_text())
+    assert stats["sampler"] == "block" and stats["length"] == 40 and 0 < stats["nfe_per_sequence"] <= 4 * 10
+    capsys.readouterr()
