@@ -46,7 +46,6 @@ time, machine and load average.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -54,6 +53,8 @@ import time
 from pathlib import Path
 
 import common
+from genomic_benchmarks_inits import RUNS, choose_inits, pick_scratch_architecture, scratch_overrides
+from genomic_benchmarks_report import KMER_ROW, _range, render, rerender, with_full_range, write_outputs  # noqa: F401  (genomic_benchmarks_recipe.py's gb.*)
 
 from dnadiff.machine import describe_machine, load_average
 
@@ -66,62 +67,6 @@ PAPER_SETS = [
     "human_enhancers_cohn", "human_enhancers_ensembl", "human_ensembl_regulatory",
     "human_nontata_promoters", "human_ocr_ensembl",
 ]
-RUNS = REPO / "runs"  # pipelines/dna_perplexity.py --scale S writes runs/dna_perplexity_S/
-# tab. 7 rows -> the DNA perplexity pipeline's run keys (seed 0 of each): MLM-pretrained Caduceus, the
-# same model fine-tuned with MDLM, and the AR baseline (Mamba)
-DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar"}
-KMER_ROW = "k-mer LR"  # the classical baseline row (dnadiff/finetune/kmer_lr.py), same cells and protocol
-
-
-def parse_inits(items: list[str]) -> dict[str, str]:
-    from dnadiff.errors import DnadiffError
-
-    out: dict[str, str] = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise DnadiffError(f"--init {item!r}: expected NAME=PATH")
-        if name == "scratch":
-            raise DnadiffError("--init: the name 'scratch' is reserved (it is added automatically)")
-        if not Path(path).is_dir():
-            raise DnadiffError(f"--init {name}: {path} is not a model directory")
-        out[name] = path
-    return out
-
-
-def _is_model_dir(p: Path) -> bool:
-    return p.is_dir() and ((p / "config.yaml").is_file() or (p / "config.json").is_file())
-
-
-def discover_inits(root: Path) -> dict[str, str]:
-    """The DNA perplexity pipeline's models (DEFAULT_INITS, seed 0) under `root` when present,
-    else every model directory (NAME/ or NAME/model/) directly under `root`, by folder name."""
-    if not root.is_dir():
-        return {}
-    known = {name: root / f"{key}_seed0" / "model" for name, key in DEFAULT_INITS.items()}
-    found = {name: str(p) for name, p in known.items() if _is_model_dir(p)}
-    if found:
-        return found
-    out = {}
-    for p in sorted(root.iterdir()):
-        if _is_model_dir(p):
-            out[p.name] = str(p)
-        elif _is_model_dir(p / "model"):
-            out[p.name] = str(p / "model")
-    return out
-
-
-def scratch_overrides(init_path: str) -> list[str]:
-    """Config overrides that rebuild the architecture of a model directory with fresh weights."""
-    from dnadiff.checkpoint import load_backbone
-
-    name, backbone = load_backbone(init_path)
-    fields = dataclasses.asdict(backbone.config)
-    import yaml
-
-    # YAML flow style, not JSON: YAML 1.1 reads JSON's 1e-05 as a string, yaml.safe_dump writes 1.0e-05
-    flow = yaml.safe_dump(fields, default_flow_style=True, width=10**9).strip()
-    return [f"model.backbone={name}", f"model.overrides={flow}", "model.init_from=null"]
 
 
 def cached_result(cell_dir: Path, cfg) -> dict | None:
@@ -149,16 +94,6 @@ def _present(name: str) -> bool:
         return False
 
 
-def pick_scratch_architecture(inits: dict[str, str]) -> str | None:
-    """The init whose architecture the scratch row copies: the first bidirectional one (else the first)."""
-    from dnadiff.checkpoint import load_backbone
-
-    for name, path in inits.items():
-        if not getattr(load_backbone(path)[1], "is_causal", False):
-            return name
-    return next(iter(inits), None)
-
-
 def cell_overrides(args, dataset: str, name: str, out_root: Path) -> list[str]:
     common = [f"name={name}", f"out_dir={out_root}", f"data.dataset={json.dumps(dataset)}",
               f"train.progress={str(args.progress).lower()}"]
@@ -170,59 +105,6 @@ def cell_overrides(args, dataset: str, name: str, out_root: Path) -> list[str]:
         f"train.batch_size={args.batch_size}", f"train.lr_grid=[{args.lr}]",
         *([f"data.max_len={args.max_len}"] if args.max_len else []),
     ]
-
-
-def compare_note(table: dict, datasets: list[str]) -> str:
-    """One sentence per data set: the inits ranked by mean accuracy, and whether gaps exceed the spread."""
-    lines = []
-    for ds in datasets:
-        cells = [(init, row[ds]["accuracy"]) for init, row in table.items() if ds in row]
-        cells.sort(key=lambda c: -c[1]["mean"])
-        if not cells:
-            continue
-        order = " > ".join(f"{i} {s['mean']:.3f}" for i, s in cells)
-        detail = []
-        by = dict(cells)
-        for other in ("mlm", "scratch", KMER_ROW.lower()):
-            for mdlm in [k for k in by if "mdlm" in k.lower()]:
-                match = [k for k in by if k.lower() == other or k.lower().startswith(other)]
-                for o in match:
-                    gap = by[mdlm]["mean"] - by[o]["mean"]
-                    # half the summed ranges (max − min): the gap exceeds it only if the two runs' midpoints
-                    # are further apart than their half-spreads reach
-                    spread = (_range(by[mdlm]) + _range(by[o])) / 2
-                    verdict = "within the run spread" if abs(gap) <= spread else ("better" if gap > 0 else "worse")
-                    detail.append(f"{mdlm} vs {o}: {gap:+.3f} ({verdict}, spread {spread:.3f})")
-        lines.append(f"- {ds}: {order}" + (f"; {'; '.join(detail)}" if detail else ""))
-    return "\n".join(lines)
-
-
-def _range(summary: dict) -> float:
-    """max − min over runs (from min/max, so records written before the `range` key work too)."""
-    return summary["max"] - summary["min"]
-
-
-def load_prior(out_stem: Path) -> dict:
-    """The results JSON an earlier full run wrote (its rows other than k-mer LR are kept by --only-baselines)."""
-    from dnadiff.errors import DnadiffError
-
-    f = Path(str(out_stem) + ".json")
-    if not f.is_file():
-        raise DnadiffError(f"--only-baselines: {f} not found (run the full pipeline once first)")
-    try:
-        prior = json.loads(f.read_text())
-        prior["table"], prior["cells"], prior["inits"], prior["datasets"]  # noqa: B018  (the keys it needs)
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise DnadiffError(f"--only-baselines: {f} is not a results file of this pipeline") from None
-    return prior
-
-
-def kmer_note(cells: list[dict]) -> str:
-    """How the k-mer LR row was made (k, strands, the C chosen per data set on validation)."""
-    chosen = ", ".join(f"{c['dataset']} C={c['selected_lr']:g}" for c in cells if c["init"] == KMER_ROW)
-    return ("k-mer frequencies k = 3..6 on both strands + L2 logistic regression (scikit-learn), C chosen on "
-            f"mean validation accuracy from 1e-4..10 ({chosen}); same subsamples, seeds and splits as the other rows")
-
 
 
 DRY_SETS = {"cpu": {"dry_run_two_classes": 2},
@@ -246,18 +128,6 @@ def make_dry_run_sets(root: Path, scale: str, per_class: tuple[int, int] = (8, 2
                     (folder / f"{i}.txt").write_text("".join(seq))
         out.append(str(root / name))
     return out
-
-
-def make_dry_run_inits(root: Path, scale: str) -> dict[str, str]:
-    """Stand-ins for DEFAULT_INITS: the DNA perplexity pipeline's --dry-run models at this scale."""
-    import dna_perplexity
-
-    from dnadiff.errors import DnadiffError
-
-    only = ",".join(DEFAULT_INITS.values())
-    if dna_perplexity.main(["--scale", scale, "--dry-run", "--out-dir", str(root), "--only", only, "--no-markov"]):
-        raise DnadiffError("--dry-run: the DNA perplexity pipeline's dry run failed")
-    return discover_inits(root)
 
 
 DRY_RUN_CAPS = ["protocol.max_runs=1", "train.epochs=1", "train.max_steps_per_epoch=1", "train.batch_size=4",
@@ -303,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu.add_argument("--max-len", type=int, default=None)
     args = p.parse_args(argv)
     if args.from_json:
-        return rerender(args, argv)
+        return rerender(args, common.command_line(__file__, argv))
 
     import torch
 
@@ -320,22 +190,6 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args, argv, Path(tmp))
     finally:
         torch.set_num_threads(before)
-
-
-def choose_inits(args, out_stem: Path, dry_root: Path | None) -> tuple[dict | None, dict[str, str]]:
-    """The initialisations to fine-tune (and, with --only-baselines, the earlier run they come from)."""
-    from dnadiff.errors import DnadiffError
-
-    if args.only_baselines and (dry_root is not None or args.no_kmer_lr):
-        raise DnadiffError("--only-baselines runs the k-mer LR row: not with --dry-run or --no-kmer-lr")
-    if args.only_baselines:
-        prior = load_prior(out_stem)
-        return prior, prior["inits"]
-    if args.init:
-        return None, parse_inits(args.init)
-    if dry_root is not None:
-        return None, make_dry_run_inits(dry_root / "models", args.scale)
-    return None, discover_inits(Path(args.models_dir or RUNS / f"dna_perplexity_{args.scale}"))
 
 
 def choose_datasets(args, dry_root: Path | None) -> list[str]:
@@ -474,99 +328,6 @@ def run_payload(args, argv, wall: float, inits: dict, scratch_like: str | None, 
         # the datasets in the prior's order (the k-mer row covers every one of them)
         payload["datasets"] = list(dict.fromkeys([*prior["datasets"], *payload["datasets"]]))
     return payload
-
-
-def render(payload: dict) -> str:
-    """The markdown page of a run (also sets payload["note"]); ± is the range max − min over runs."""
-    from dnadiff.eval import RANGE_LABEL, format_range
-    from dnadiff.utils import markdown_table
-
-    table, cells, ds_names = payload["table"], payload["cells"], payload["datasets"]
-    md_rows = [{"init": init, **{ds: format_range(row[ds]["accuracy"]) for ds in ds_names if ds in row}}
-               for init, row in table.items()]
-    baseline = {c["dataset"]: c["majority_baseline"] for c in cells}
-    md_rows.append({"init": "(majority class)", **{ds: f"{baseline[ds]:.3f}" for ds in ds_names if ds in baseline}})
-    mcc_rows = [{"init": init, **{ds: format_range(row[ds]["mcc"]) for ds in ds_names if ds in row}}
-                for init, row in table.items()]
-    payload["note"] = note = compare_note(table, ds_names)
-    scratch_like = payload.get("scratch_architecture")
-    lines = [
-        f"# Genomic Benchmarks fine-tuning ({payload['scale']} scale; MDLM paper tab. 7)", "",
-        f"- command: `{payload['command']}`",
-        f"- wall time: {payload['wall_s'] / 60:.1f} min (the cells' own run time adds up to "
-        f"{sum(c['wall_s'] for c in cells) / 60:.1f} min; a cell finished by an earlier, interrupted run is reused); "
-        f"machine: {payload['machine']}",
-        f"- settings: {payload['settings']}",
-        "- initialisations: " + ", ".join(
-            [f"scratch = fresh weights ({'architecture of ' + scratch_like if scratch_like else 'config default'})"]
-            * ("scratch" in table) + [f"{k} = {v}" for k, v in payload["inits"].items()]),
-    ]
-    if KMER_ROW in table:
-        lines.append(f"- {KMER_ROW}: {kmer_note(cells)}")
-    if payload.get("load_average"):
-        lines.append(f"- machine load at the end (`uptime`): {payload['load_average']}")
-    prior = payload.get("neural_rows_from")
-    if prior:
-        lines.append(f"- rows other than {KMER_ROW} reused from the earlier run `{prior['command']}` "
-                     f"({(prior.get('wall_s') or 0) / 60:.1f} min on {prior.get('machine', '?')}); "
-                     "this run added the baseline only")
-    if payload.get("table_rendered_by"):
-        lines.append(f"- table re-rendered without training from the per-run values in the JSON: "
-                     f"`{payload['table_rendered_by']}`")
-    lines += [
-        "", f"Test accuracy: mean ± {RANGE_LABEL} over runs (the paper's tab. 7 \"±\"):", "",
-        markdown_table(md_rows), "",
-        f"Test MCC: mean ± {RANGE_LABEL}:", "", markdown_table(mcc_rows), "",
-        "Comparison (mean test accuracy; spread = half the sum of the two ranges):", "", note, "",
-    ]
-    return "\n".join(lines)
-
-
-def write_outputs(payload: dict, md: str, out_stem: Path) -> None:
-    from dnadiff.utils import atomic_write, portable_paths, write_json
-
-    atomic_write(str(out_stem) + ".md", portable_paths(md))
-    write_json(str(out_stem) + ".json", portable_paths(payload))
-    print(md)
-    print(f"wrote {out_stem}.md and {out_stem}.json")
-
-
-def with_full_range(summary: dict[str, dict]) -> dict[str, dict]:
-    """Each metric's summary with `range` = max − min, in place: records written before the fix held
-    the half-range under `pm` (dropped here)."""
-    for v in summary.values():
-        v.pop("pm", None)
-        v["range"] = v["max"] - v["min"]
-    return summary
-
-
-def rerender(args, argv) -> int:
-    """Rebuild the .md/.json of a finished run from its JSON: summaries recomputed from each cell's min/max."""
-    from dnadiff.eval import summarize
-
-    command = common.command_line(__file__, argv)
-    try:
-        payload = json.loads(Path(args.from_json).read_text())
-        for cell in payload["cells"]:
-            with_full_range(cell["summary"])
-            # the per-run test values are stored too: the summary must agree with them
-            acc = summarize([r["test"]["accuracy"] for r in cell["runs"]])
-            if abs(acc["mean"] - cell["summary"]["accuracy"]["mean"]) > 1e-12:
-                raise ValueError(f"cell {cell['init']}/{cell['dataset']}: summary disagrees with its runs")
-            payload["table"][cell["init"]][cell["dataset"]] = {
-                m: cell["summary"][m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"error: --from-json {args.from_json}: not a genomic_benchmarks results JSON ({exc})", file=sys.stderr)
-        return 2
-    if "scratch_architecture" not in payload and "scratch" in payload["table"]:
-        # records from before the key: the scratch row copies an init's architecture, so its parameter count
-        params = {c["init"]: c["num_parameters"] for c in payload["cells"]}
-        same = [k for k in payload["inits"] if params.get(k) == params.get("scratch")]
-        payload["scratch_architecture"] = same[0] if same else None
-    payload["table_rendered_by"] = command
-    md = render(payload)
-    write_outputs(payload, md, Path(args.out) if args.out else Path(args.from_json).with_suffix(""))
-    return 0
 
 
 if __name__ == "__main__":
