@@ -31,8 +31,7 @@ that cell type's validation sequences is at most 1.5 x that of w = 0 (a naturaln
 Metrics (per cell type: its samples vs half B of its own test sequences; overall: all pooled), mean ±
 range (max - min) over seeds:
 - target: target-cell-type rate under the evaluation oracle (dnadiff.eval.oracle: argmax = the cell type
-  generated for); the real row's value is the oracle's accuracy on those sequences (the ceiling);
-  target_neural: the same under the neural evaluation oracle (ORACLES/neural_oracle when it exists);
+  generated for; target_neural: under ORACLES/neural_oracle); the real row's value is its accuracy (the ceiling);
 - motif_spearman: Spearman of JASPAR 2024 CORE vertebrate hit rates vs the reference (dnadiff.eval.motifs);
   and per cell type, the hits/kb of its marker motifs (MARKERS) and their enrichment over the row's other
   cell types (does a K562 sample carry GATA as real K562 DHSs do?);
@@ -213,16 +212,14 @@ def score_set(samples: list[str], reference: list[str], target: int | None, ctx:
         js_divergence,
         kmer_counts,
         kmer_pearson,
-        predict_proba,
         spearman,
-        target_rate,
         wasserstein1,
     )
 
     res: dict = {"n": len(samples)}
     if ctx.get("oracle") is not None:
         targets = ctx["pooled_targets"] if target is None else [target] * len(samples)
-        res["target"] = target_rate(predict_proba(ctx["oracle"], samples), targets, ctx["classes"])["rate"]
+        res["target"] = judging.target_rate_of(ctx["oracle"], samples, targets, ctx["classes"])
         if ctx.get("neural") is not None:  # the neural evaluation oracle beside the k-mer LR (issue 46)
             res["target_neural"] = judging.target_rate_of(ctx["neural"], samples, targets, ctx["classes"])
         res["frechet"] = frechet_metric(ctx["embedder"], samples, reference)["distance"] if len(samples) > 1 else None
@@ -247,9 +244,7 @@ def score_set(samples: list[str], reference: list[str], target: int | None, ctx:
     res["distinct_6mers"] = distinct_kmers(samples)
     res["pairwise_identity"] = mean_pairwise_identity(samples)
     if target is None:  # the pooled set: can a CNN / a k-mer LR tell it from the pooled reference? (issue 46)
-        from dnadiff.eval import auroc_columns
-
-        res.update(auroc_columns(samples, reference))
+        res.update(judging.disc_columns(samples, reference))
     return res
 
 
@@ -527,9 +522,7 @@ def markdown(r: dict, pngs: list[str]) -> str:
              f"`{r['oracles']['evaluation']}` ({describe(r['oracles'].get('evaluation_meta'))}) "
              "(pipelines/dhs_oracles.py; only the evaluation oracle scores, nothing generates with it).", "",
              "## Target-cell-type rate under the evaluation oracle (k-mer LR)", "", metric_table("target"), "",
-             "## Target-cell-type rate under the neural evaluation oracle (CNN on half_b; issue 46)", "",
-             metric_table("target_neural") if r["oracles"].get("neural") else
-             "— (no neural_oracle in the oracles folder: `python pipelines/dhs_oracles.py --roles neural`)", "",
+             *judging.neural_section(r["oracles"].get("neural"), metric_table),
              "## JASPAR motif hit-rate Spearman vs real test sequences of the same cell type", "",
              metric_table("motif_spearman"), "",
              "## Marker motifs: hits/kb in each cell type's samples and enrichment over the row's other cell types",

@@ -24,7 +24,8 @@ scored by the *reward classifier*; the setting kept has the highest validation r
 log-likelihood under the pretrained model above their 5 % quantile), ties broken by the mean reward, then by
 the order of the grid.
 
-Columns (test): success = evaluation-oracle argmax is HepG2 (± its binomial standard error); realistic success =
+Columns (test): success = evaluation-oracle (k-mer LR) argmax is HepG2 (± its binomial SE; success (neural oracle):
+the same under ORACLES/neural_oracle when it exists; discriminator AUROC: pipelines/judging.py); realistic success =
 success AND GC inside the real HepG2 test sequences' 5–95 % range AND log-likelihood per base under the
 pretrained unconditional MDLM above their 5 % quantile (pipelines/reward_finetuning.py judge); mean reward
 (reward classifier); motif Spearman = Spearman of JASPAR 2024 CORE vertebrate hit rates vs half B of the real
@@ -234,7 +235,7 @@ def judge(seqs: list[str], ctx: dict, bounds: dict, classifier, reference: list[
 def score_test(seqs: list[str], ctx: dict) -> dict:
     import dhs_benchmark as bench
 
-    from dnadiff.eval import auroc_columns, predict_proba, spearman
+    from dnadiff.eval import auroc_columns, spearman
 
     row = judge(seqs, ctx, ctx["test_bounds"], ctx["oracle"], ctx["reference"])
     hits, bases = ctx["scanner"].scan(seqs)
@@ -243,8 +244,7 @@ def score_test(seqs: list[str], ctx: dict) -> dict:
     row["distinct_6mers"] = bench.distinct_kmers(seqs)
     row["pairwise_identity"] = bench.mean_pairwise_identity(seqs)
     row.update(auroc_columns(seqs, ctx["reference"]))  # can a CNN / k-mer LR tell them from real? (issue 46)
-    if ctx.get("neural") is not None:  # success under the neural evaluation oracle too (argmax = HepG2)
-        row["success_neural"] = float((predict_proba(ctx["neural"], seqs).argmax(axis=1) == ctx["target"]).mean())
+    row["success_neural"] = judging.success_rate(ctx.get("neural"), seqs, ctx["target"])  # None: no neural oracle
     return row
 
 
@@ -528,10 +528,8 @@ def markdown(r: dict, png: str | None) -> str:
              f"Realistic success: success AND GC in [{b['test']['gc_range'][0]:.3f}, {b['test']['gc_range'][1]:.3f}] "
              f"AND log-likelihood ≥ {b['test']['ll_floor']:.3f} nats/base (5–95 % GC range and 5 % log-likelihood "
              f"quantile of the {r['data']['test_hepg2']} real HepG2 test sequences). Motif Spearman: against half B "
-             f"of them ({r['data']['reference_half_b']} sequences). Judges: "
-             f"{r['oracles'].get('realistic_rule') or judging.realistic_rule(False)}.", "",
-             judging.disc_note("the row's designs") + " " + judging.floor_line(
-                 next((x for x in rows if x["row"] == "real"), None), "real HepG2 test half A vs half B"), "",
+             f"of them ({r['data']['reference_half_b']} sequences).", "",
+             judging.judges_note(r["oracles"].get("realistic_rule"), by.get("real"), "real HepG2 test half A vs B"), "",
              "## Design table", "", main, "",
              "success: evaluation-oracle argmax = HepG2 (± binomial SE); mean reward: log p(HepG2 | x) under the "
              "reward classifier; distinct 6-mers: / 4,096; pairwise identity: mean over pairs, same offset.", "",

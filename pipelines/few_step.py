@@ -17,7 +17,9 @@ DNA (human chr22 windows as in pipelines/sample_quality.py: $DNADIFF_DATA/hg19_c
 the chr22 sample bundled in the package): the sample metrics of `dnadiff metrics` (k-mer JS k=3 and 6, 3-mer
 Pearson, JASPAR motif hit-rate Spearman, GC Wasserstein-1) against the test split's windows, beside the
 real-vs-real floor (valid windows scored the same way) and Markov rows (k=5 and the best k on valid, fitted on
-train: sample_quality.fit_markov). Text (fortunes, owt-style 128-token blocks, BOS fixed at position 0; tiny:
+train: sample_quality.fit_markov), and each DNA row's discriminator AUROC ± SE (p) (issue 46, pipelines/judging.py:
+its seeds' samples pooled vs as many held-out test windows; the real row is the floor; ~15 CPU-s a row).
+Text (fortunes, owt-style 128-token blocks, BOS fixed at position 0; tiny:
 tests/data/text/fortunes): generative perplexity of the samples under dnadiff's own AR judge (a causal DiT of
 text/cpu_fortunes_owt_ar trained here on the same corpus: exact NLL of every token after the BOS; not GPT-2,
 not comparable with published gen PPL), with the mean per-sample unigram entropy beside it (low entropy is

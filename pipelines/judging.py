@@ -86,9 +86,33 @@ def target_rate_of(oracle, samples: list[str], targets: list, classes: list[str]
     return target_rate(predict_proba(oracle, samples), targets, classes)["rate"]
 
 
+def success_rate(oracle, samples: list[str], k: int) -> float | None:
+    """The share of `samples` whose argmax under `oracle` is class k (dhs_design's success); None without one."""
+    if oracle is None:
+        return None
+    from dnadiff.eval import predict_proba
+
+    return float((predict_proba(oracle, samples).argmax(axis=1) == k).mean())
+
+
 def realistic_rule(neural: bool) -> str:
     """Which judge the success / realistic rule uses (printed in the tables' notes, recorded in the JSON)."""
     return ("success and realistic success: argmax of the k-mer LR evaluation oracle (eval_oracle) is the target; "
             + ("the neural evaluation oracle (neural_oracle, a CNN on half_b) gives the 'neural' columns beside it"
                if neural else "no neural evaluation oracle in the oracles folder (pipelines/dhs_oracles.py "
                "--roles neural makes it): no neural columns"))
+
+
+def neural_section(neural_dir: str | None, metric_table) -> list[str]:
+    """The dhs_benchmark section of target rates under the neural evaluation oracle; a line saying how to make
+    the oracle where the run (or an older JSON) had none."""
+    return ["## Target-cell-type rate under the neural evaluation oracle (CNN on half_b; issue 46)", "",
+            metric_table("target_neural") if neural_dir else
+            "— (no neural_oracle in the oracles folder: `python pipelines/dhs_oracles.py --roles neural` makes it)", ""]
+
+
+def judges_note(rule: str | None, real_row: dict | None, what: str) -> str:
+    """dhs_design's note: which judge its success rules use (an older JSON's: the k-mer LR), the discriminator
+    columns and their real-vs-real floor."""
+    return (f"Judges: {rule or realistic_rule(False)}. " + disc_note("the row's designs") + " "
+            + floor_line(real_row, what))

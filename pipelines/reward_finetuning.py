@@ -33,7 +33,9 @@ AND log-likelihood above their 5 % quantile), mean reward, KL to the pretrained 
 (fine-tuned: target and reached trajectory KL; best-of-N: its bound log n − (n−1)/n), log-likelihood
 bound under the pretrained model (nats/base), the designs' GC 5–95 % range, 3-mer Pearson with the
 real coding test sequences, distinct designs and 6-mers, denoiser rows per design, fine-tuning
-updates and wall time. Each number: mean over design seeds (min–max).
+updates and wall time, and the discriminator AUROC ± SE (p) of a CNN and a k-mer LR (issue 46, pipelines/judging.py:
+each seed's designs vs as many real coding test sequences outside the real row's; ~6 CPU-s a row and seed).
+Each number: mean over design seeds (min–max).
 
 Cost at --scale cpu (one free core), estimated from the per-row wall times of the previous cpu run
 (results/reward_finetuning_cpu.json before this change: unguided 64 designs ≈ 1.4 s, best-of-4 ≈ 8.7 s,

@@ -116,6 +116,9 @@ def test_neural_oracle_found_and_scores_as_a_direct_call(tmp_path):
     seqs, targets = iid(np.random.default_rng(2), 40, 80), [0] * 20 + [2] * 20
     hit = predict_proba(model, seqs).argmax(axis=1) == np.array(targets)
     assert judging.target_rate_of(model, seqs, targets, classes) == pytest.approx(hit.mean())
+    top = predict_proba(model, seqs).argmax(axis=1)
+    assert judging.success_rate(model, seqs, 0) == pytest.approx((top == 0).mean())  # dhs_design's HepG2 success
+    assert judging.success_rate(None, seqs, 0) is None
     assert "neural evaluation oracle" in judging.realistic_rule(True)
     assert "k-mer LR evaluation oracle" in judging.realistic_rule(False)
 
