@@ -174,3 +174,20 @@ def test_text_bidirectional_dit_trains_evaluates_and_samples_from_the_cli(tmp_pa
     stats = json.loads(out.with_suffix(".json").read_text())
     assert stats["sampler"] == "block" and stats["length"] == 40 and 0 < stats["nfe_per_sequence"] <= 4 * 10
     capsys.readouterr()
+
+
+def test_guided_attention_block_model_recomputes_instead_of_sharing_one_cache():
+    """CFG (two models) on the attention layout: the mask and positions reach both models, the KV cache
+    none (the context recomputes); the samples are a function of the seed either way."""
+    from dnadiff.samplers.wrappers import Guided
+
+    g = Guided(random_dit(2, 1), random_dit(2, 2), 1.5, mask_id=MASK)
+    sched = build_schedule("loglinear", eps=1e-3)
+    with torch.no_grad():
+        xa = build_sampler("block", block_size=4, inner="ancestral", steps=3).generate(g, sched, MASK, (3, 10),
+                                                                                       generator=1)
+        xb = build_sampler("block", block_size=4, inner="ancestral", steps=3, use_cache=False).generate(
+            g, sched, MASK, (3, 10), generator=1)
+        assert torch.equal(xa, xb) and not bool((xa == MASK).any())
+        with pytest.raises(DnadiffError, match="cannot share a KV cache"):
+            g(xa, torch.zeros(3), kv_cache=g.cond.backbone.new_kv_cache())

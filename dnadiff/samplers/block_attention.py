@@ -10,6 +10,9 @@ and values are appended to the cache: no separate call, no recomputation. `use_c
 [x^{<b} ; x_t^b] with the same mask at every call: the same logits up to float rounding, so the same
 samples (tests/test_block_diffusion_attention.py).
 
+Under classifier-free guidance (samplers/wrappers.py `Guided`: two models, whose keys and values differ) the
+context recomputes (use_cache=False) whatever use_cache says.
+
 Positions: token l is at rotary position l, the training layout's. Rotary positions have no upper limit, so
 any length runs (the cache grows by one block's keys and values per block); past the training window the
 network meets relative distances it was not trained on — no sliding window: an error-free extrapolation,
@@ -36,7 +39,8 @@ class AttentionBlockContext:
         self.net = denoiser.denoiser if self.counter is not None else denoiser  # calls counted here, per pass
         self.block_size = block_size
         new_cache = network_attr(denoiser, "new_kv_cache")  # the network's empty KV cache (DiT: DiTKVCache)
-        self.cache = new_cache() if use_cache and new_cache is not None else None
+        guided = network_attr(denoiser, "uncond") is not None  # CFG: two models, two caches: recompute instead
+        self.cache = new_cache() if use_cache and new_cache is not None and not guided else None
         self.pending: Tensor | None = None  # (B, m): finished, not yet in the cache
         self.prefix: Tensor | None = None  # (B, S): every finished token (no cache)
         self.time_conditioned = False  # the block network ignores t (bd3lm calls it with t = 0)

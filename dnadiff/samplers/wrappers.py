@@ -27,6 +27,7 @@ from torch import Tensor
 
 from dnadiff.denoiser import DenoiserWrapper, as_denoiser
 from dnadiff.diffusion.subs import NEG_INF
+from dnadiff.errors import DnadiffError
 
 
 def _log_probs(logits: Tensor, mask_id: int | None) -> Tensor:
@@ -47,7 +48,9 @@ class RCSymmetric(DenoiserWrapper):
         self.complement = torch.as_tensor(complement_ids, dtype=torch.long)
         self.mask_id = mask_id
 
-    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
+    def __call__(self, x_t: Tensor, t: Tensor, **arch) -> Tensor:
+        if arch:  # a chunk under an attention mask / KV cache (block diffusion) has no reverse complement
+            raise DnadiffError("RC-symmetric sampling does not apply to a block-diffusion attention model")
         comp = self.complement.to(x_t.device)
         p_fwd = _log_probs(self.denoiser(x_t, t), self.mask_id).exp()  # (B, L, V)
         x_rc = comp[x_t].flip(1)
@@ -78,11 +81,15 @@ class Guided(DenoiserWrapper):
     def time_conditioned(self) -> bool:
         return bool(self.cond.time_conditioned or self.uncond.time_conditioned)
 
-    def __call__(self, x_t: Tensor, t: Tensor) -> Tensor:
-        lp_c = _log_probs(self.cond(x_t, t), self.mask_id)  # (B, L, V)
+    def __call__(self, x_t: Tensor, t: Tensor, **arch) -> Tensor:
+        """arch: a block-diffusion attention model's attn_mask / position_ids, for both models (never a KV cache:
+        the two would write one cache; samplers/block_attention.py recomputes under guidance)."""
+        if arch.get("kv_cache") is not None:
+            raise DnadiffError("guided denoiser: the conditional and unconditional model cannot share a KV cache")
+        lp_c = _log_probs(self.cond(x_t, t, **arch), self.mask_id)  # (B, L, V)
         if self.scale == 0.0:
             return lp_c
-        lp_u = _log_probs(self.uncond(x_t, t), self.mask_id)
+        lp_u = _log_probs(self.uncond(x_t, t, **arch), self.mask_id)
         out = (1.0 + self.scale) * lp_c - self.scale * lp_u
         out = out.clamp_min(NEG_INF)
         if self.mask_id is not None:
