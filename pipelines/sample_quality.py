@@ -53,8 +53,17 @@ import time
 from pathlib import Path
 
 import common
-
-from dnadiff.machine import describe_machine, load_average
+from sample_quality_models import (  # noqa: F401  (few_step, infill)
+    MDLM_SAMPLERS,
+    TRAINED,
+    find_model,
+    fit_markov,
+    linked_to,
+    prepare_models,
+    sample_rows,
+    train_model,
+)
+from sample_quality_report import _cell, _sampling_seconds, closest_lines, render, summarize
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -66,43 +75,6 @@ SIZES = {  # seeds, num, length, steps, reference windows, Markov max order, tra
     "dry": {"seeds": 1, "num": 2, "length": 32, "steps": 2, "reference_windows": 8, "max_order": 5,
             "train_minutes": 0.2, "metrics": ["--motif-ids", "MA0139.2"]},
 }
-MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", []),
-                 ("MDLM first-hitting", "first_hitting", []), ("MDLM ReMDM", "remdm", []),
-                 ("MDLM + RC-symmetric (ancestral)", "ancestral", ["--rc-symmetric"]),
-                 # issue 33's fix: windows of the length the model was trained on (results/mdlm_diagnosis.md),
-                 # --steps per window, each later window keeping half a window of context
-                 ("MDLM semi-AR (trained window)", "semi_ar", ["--trained-window"]),
-                 # the same windows, each window's new tokens decoded left to right (inner sampler `ordered`): the
-                 # exact left-to-right distribution of the network (results/mdlm_orders.md)
-                 ("MDLM semi-AR left-to-right (trained window)", "semi_ar", ["--trained-window", "--left-to-right"]),
-                 # and with the strand-averaged denoiser: for a model that is not RC-equivariant (an AR-adapted
-                 # Caduceus-PH) each base's prediction averages the two strands' (issue 33's sampling recipe)
-                 ("MDLM semi-AR left-to-right + RC-symmetric (trained window)", "semi_ar",
-                  ["--trained-window", "--left-to-right", "--rc-symmetric"]),
-                 # ... with three quarters of each window as context (stride a quarter window): the same calls per base
-                 ("MDLM semi-AR left-to-right + RC-symmetric + quarter stride (trained window)", "semi_ar",
-                  ["--trained-window", "--left-to-right", "--rc-symmetric", "--quarter-stride"])]
-TRAINED = {"mamba_ar": "experiments/cpu_hour_mamba_ar", "caduceus_mdlm": "experiments/cpu_hour_caduceus_mdlm"}
-
-
-def linked_to(path: str) -> str:
-    """' (→ TARGET)' when PATH goes through a symbolic link (a --models-dir of links to other runs' models), the
-    target relative to the repository where it lies inside it, so a reader of the table knows which model it was."""
-    real = Path(path).resolve()
-    if real == Path(os.path.abspath(path)):
-        return ""
-    return f" (→ {os.path.relpath(real, REPO) if real.is_relative_to(REPO) else real})"
-
-
-def find_model(root: Path | None, name: str) -> str | None:
-    """root/NAME/model or root/NAME, the first that is a model directory (a run directory also holds a
-    config.yaml: weights must sit beside it)."""
-    if root is None:
-        return None
-    for p in (root / name / "model", root / name):
-        if (p / "config.json").is_file() or ((p / "config.yaml").is_file() and any(p.glob("*.safetensors"))):
-            return str(p)
-    return None
 
 
 def cli(argv: list[str]) -> None:
@@ -194,63 +166,7 @@ def write_fasta(path: Path, seqs: list[str]) -> None:
     atomic_write(path, "".join(f">real_{i}\n{s}\n" for i, s in enumerate(seqs)))
 
 
-def fit_markov(out: Path, data_over: list[str], order: int, max_order: int, name: str) -> str:
-    from dnadiff.config import RunConfig
-    from dnadiff.config_options import load_config
-    from dnadiff.training import train
-
-    over = [f"name={name}", f"out_dir={out}", f"model.overrides.order={order}",
-            f"model.overrides.max_order={max_order}",
-            *data_over]
-    return str(train(load_config(RunConfig, "experiments/tiny_dna_markov", over), overwrite=True).model_dir)
-
-
-def train_model(out: Path, key: str, data_over: list[str], minutes: float, dry: bool) -> str:
-    from dnadiff.config import RunConfig
-    from dnadiff.config_options import load_config
-    from dnadiff.training import train
-
-    over = [f"name={key}", f"out_dir={out}", *data_over, f"train.max_minutes={minutes:g}"]
-    if dry:
-        over += ["train.max_steps=2", "train.batch_size=2", "train.val_batches=1", "train.warmup_steps=1",
-                 "model.overrides.d_model=16", "model.overrides.scan_impl=chunked", "train.threads=1"]
-    return str(train(load_config(RunConfig, TRAINED[key], over), overwrite=True).model_dir)
-
-
-def summarize(values: list[dict[str, float]]) -> dict[str, dict]:
-    import numpy as np
-
-    keys = list(dict.fromkeys(k for v in values for k in v))
-    out = {}
-    for k in keys:
-        xs = [v[k] for v in values if k in v]
-        out[k] = {"mean": float(np.mean(xs)), "range": float(max(xs) - min(xs)), "n": len(xs)}
-    return out
-
-
 # (metric, direction): lower is closer, or "floor": closest to the real-vs-real row's value
-KEY_METRICS = [("kmer JS k=3 (bits)", "lower"), ("kmer JS k=6 (bits)", "lower"), ("3-mer Pearson r", "higher"),
-               ("GC Wasserstein-1", "lower"), ("motif hit-rate Spearman", "higher"),
-               ("motif spectrum JS (bits)", "lower"), ("Frechet distance (in-house embedder; not SFID/FBD)", "lower"),
-               ("oracle samples_bits_per_base (Markov best k)", "floor")]
-
-
-def closest_lines(per_row: dict, floor_row: str) -> list[str]:
-    """Which generated rows are closest to real DNA, metric by metric (the floor row is the yardstick)."""
-    import math
-
-    floor = per_row[floor_row]["summary"]
-    lines = ["Closest to real DNA (generated rows only; the real-vs-real floor in brackets):"]
-    for metric, how in KEY_METRICS:
-        cand = {n: r["summary"][metric]["mean"] for n, r in per_row.items()
-                if r["model_dir"] and metric in r["summary"] and math.isfinite(r["summary"][metric]["mean"])}
-        if not cand:
-            continue
-        ref = floor.get(metric, {}).get("mean", float("nan"))
-        key = {"lower": lambda n: cand[n], "higher": lambda n: -cand[n], "floor": lambda n: abs(cand[n] - ref)}[how]
-        best = min(cand, key=key)
-        lines.append(f"- {metric}: {best} {cand[best]:.4g} [floor {ref:.4g}]")
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,59 +257,6 @@ def genome_files(args, dry: Path | None) -> tuple[str, str]:
     return str(fasta), str(bed)
 
 
-def prepare_models(work: Path, data_over: list[str], size: dict, models_dir: Path | None, minutes: float,
-                   dry: bool, echo) -> tuple[dict, list[str], int, int]:
-    """The Markov fits, then the neural models (given, or trained with an explicit budget): the models by
-    key, a note per neural model, the Markov rows' k and the best k on valid."""
-    models, notes = {}, []
-    k5 = min(5, size["max_order"])
-    models["markov5"] = fit_markov(work / "models", data_over, k5, size["max_order"], "markov_k5")
-    models["markov_best"] = fit_markov(work / "models", data_over, -1, size["max_order"], "markov_best")
-    best_k = json.loads((Path(models["markov_best"]) / "metrics.json").read_text()).get("order")
-    echo(f"Markov chains fitted (best k on valid = {best_k})")
-    for key in TRAINED:
-        found = find_model(models_dir, key)
-        if found is None:
-            # the config's own window length (128 bp) unless the samples are shorter: 1,024-bp training
-            # windows would cost 8x the tokens a step
-            over = data_over if size["length"] < 128 else [o for o in data_over if not o.startswith("data.seq_len=")]
-            found = train_model(work / "models", key, over, minutes, dry)
-            notes.append(f"{key}: trained here for at most {minutes:g} min (cpu-hour config, train.max_minutes)")
-        else:
-            notes.append(f"{key}: {found}{linked_to(found)}")
-        models[key] = found
-    return models, notes, k5, best_k
-
-
-BD3_ROWS = {"bd3lm4": "BD3 B=4", "bd3lm16": "BD3 B=16", "bd3lm64": "BD3 B=64",
-            "bd3lm16_from_ar": "BD3 B=16 (from the AR)"}  # pipelines/block_diffusion.py's rows
-
-
-def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
-                mdlm_rows: list[str] | None = None, bd3_dir: str | None = None) -> list[tuple]:
-    """(name, model directory or None for real windows, sampler, extra options) of every row."""
-    cpu_hour = {k: find_model(Path(cpu_hour_dir), k) for k in TRAINED} if cpu_hour_dir else {}
-    rows = [("real test windows (floor: test vs valid)", None, None, []),
-            # what every model here was fitted to: the train split's own distance from the valid reference
-            ("real train windows (the training data vs valid)", None, None, ["--train-split"]),
-            (f"Markov k={k5}", models["markov5"], None, []),
-            (f"Markov best k (k={best_k})", models["markov_best"], None, []),
-            ("Mamba AR", models["mamba_ar"], None, [])]
-    rows += [(name, models["caduceus_mdlm"], sampler, extra) for name, sampler, extra in MDLM_SAMPLERS
-             if mdlm_rows is None or name in mdlm_rows]
-    if cpu_hour.get("mamba_ar"):
-        rows.append(("cpu-hour Mamba AR", cpu_hour["mamba_ar"], None, []))
-    if cpu_hour.get("caduceus_mdlm"):
-        rows.append(("cpu-hour MDLM ancestral", cpu_hour["caduceus_mdlm"], "ancestral", []))
-        rows.append(("cpu-hour MDLM semi-AR (trained window)", cpu_hour["caduceus_mdlm"], "semi_ar",
-                     ["--trained-window"]))
-    for key, name in BD3_ROWS.items():  # block diffusion: the model's own `block` sampler, block after block
-        found = find_model(Path(bd3_dir), key) if bd3_dir else None
-        if found:
-            rows.append((f"{name} (cpu-hour)", found, None, []))
-    return rows
-
-
 def _samples_reusable(folder: Path, model_dir: str | None, sampler: str | None, size: dict, seed: int,
                       extra: list[str] | None = None) -> bool:
     """--resume: this seed's samples exist from a run with the same model, sampler and sizes (made by this
@@ -462,47 +325,9 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
     return out
 
 
-def _sampling_seconds(folder: Path) -> float | None:
-    """The wall seconds a seed's samples took, as samples.json recorded them (None: not recorded)."""
-    try:
-        return float(json.loads((folder / "samples.json").read_text())["wall_seconds"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _cell(summary: dict, metric: str) -> str:
-    return f"{summary[metric]['mean']:.4g} ± {summary[metric]['range']:.2g}" if metric in summary else ""
-
-
-def render(args, command: str, wall: float, size: dict, data: dict, notes: list[str], best_k: int,
-           per_row: dict, metrics: list[str], closest: list[str]) -> str:
-    """The markdown page: one column per row, one line per metric (mean ± range over seeds)."""
-    from dnadiff.utils import markdown_table
-
-    transposed = [{"metric": m, **{n: _cell(r["summary"], m) for n, r in per_row.items()}} for m in metrics]
-    md = ["# Sample quality (cpu scale)" + (" — quick smoke run" if args.quick else ""), "",
-          f"- command: `{command}`",
-          f"- wall time: {wall / 60:.1f} min; machine: {describe_machine()}; {load_average()}",
-          f"- {size['seeds']} seeds x {size['num']} sequences x {size['length']} bp per row; MDLM samplers "
-          f"{size['steps']} steps (first-hitting: one call per token); reference: {size['reference_windows']} valid "
-          f"windows of {data['fasta']}; cells: mean ± range (max − min) over seeds",
-          *[f"- row {n}: {r['seeds']} seeds, not {size['seeds']} (--row-seeds)" for n, r in per_row.items()
-            if r.get("seeds", size["seeds"]) != size["seeds"]],
-          f"- oracle: the best-k Markov chain fitted on the train split (k = {best_k})",
-          *[f"- model {n}" for n in notes],
-          *([("- sampling wall seconds per seed (each seed's samples.json; a --resume run reuses them): "
-              + "; ".join(f"{n}: {', '.join(f'{v:.0f}' for v in r['sampling_seconds_per_seed'])}"
-                          for n, r in per_row.items() if r.get("sampling_seconds_per_seed")))]
-            if any(r.get("sampling_seconds_per_seed") for r in per_row.values()) else []),
-          *([f"- Fréchet distance: pooled features of the classifier {args.embedder} (in-house: comparable "
-             "between the rows of this table, not with published SFID/FBD values)"] if args.embedder else []),
-          "", markdown_table(transposed), "", *closest]
-    return "\n".join(md) + "\n"
-
-
 def run(args, command: str, dry: Path | None) -> int:
     from dnadiff.errors import DnadiffError
-    from dnadiff.utils import atomic_write, format_table, portable_paths, write_json
+    from dnadiff.utils import format_table
 
     size, minutes, models_dir = run_sizes(args, dry)
     mdlm_rows = [r.strip() for r in args.mdlm_rows.split(",") if r.strip()]
@@ -543,12 +368,9 @@ def run(args, command: str, dry: Path | None) -> int:
         print(text)
         print(f"dry run: {len(per_row)} rows x {len(metrics)} metrics in {wall:.1f} s; no table written")
         return 0
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    write_json(str(stem) + ".json", portable_paths(
-        {"command": command, "wall_seconds": round(wall, 1), "machine": describe_machine(),
-                                      "load_average": load_average(), "sizes": size, "data": data, "notes": notes,
-                                      "rows": per_row, "metrics": metrics, "closest": closest}))
-    atomic_write(str(stem) + ".md", portable_paths(text))
+    common.write_results(stem, {"command": command, "wall_seconds": round(wall, 1), **common.stamp(),
+                                "sizes": size, "data": data, "notes": notes, "rows": per_row, "metrics": metrics,
+                                "closest": closest}, text)
     print(format_table(table))
     print("\n".join(closest))
     print(f"wrote {stem}.md and {stem}.json ({wall / 60:.1f} min)")
