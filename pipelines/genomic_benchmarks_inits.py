@@ -11,8 +11,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "runs"  # pipelines/dna_perplexity.py --scale S writes runs/dna_perplexity_S/
 # tab. 7 rows -> the DNA perplexity pipeline's run keys (seed 0 of each): MLM-pretrained Caduceus, the
-# same model fine-tuned with MDLM, and the AR baseline (Mamba)
-DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar"}
+# same model fine-tuned with MDLM, the AR baseline (Mamba) and Plaid (issue 48: the DiT its row trained, taken
+# out of the Plaid network by `dnadiff finetune`, Plaid's embeddings and schedule dropped)
+DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar", "plaid": "plaid"}
 
 
 def parse_inits(items: list[str]) -> dict[str, str]:

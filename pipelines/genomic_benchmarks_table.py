@@ -3,7 +3,7 @@
     # CPU scale: the two shared benchmarks, tiny models from the DNA perplexity pipeline (<= 45 min, 2 cores)
     python pipelines/genomic_benchmarks_table.py --scale cpu \
         --init mlm=results/dna_perplexity_models/mlm --init mdlm=results/dna_perplexity_models/mdlm \
-        --init ar=results/dna_perplexity_models/ar
+        --init ar=results/dna_perplexity_models/ar --init plaid=results/dna_perplexity_models/plaid
     # paper scale: the 8 Genomic Benchmarks (in ~/.genomic_benchmarks, or --download), tab. 7 recipe
     python pipelines/genomic_benchmarks_table.py --scale paper --init mlm=PATH --init mdlm=PATH --init ar=PATH
     # every row and data set built and stepped once on tiny synthetic sets (seconds), no table written
@@ -28,8 +28,13 @@ stratified subsamples of 1,000 train / 500 test sequences, 1 epoch, 3 seeds, one
 (2e-3), batch 16, 1 torch thread. Measured: a tiny Caduceus-PS (28K parameters) run of 56 steps
 plus validation and test takes ~80 s on this machine (2.3 s per 32x200 training step, a busy
 shared CPU), so a Caduceus cell is ~4 min, a tiny Mamba one ~1.5 min: ~30 min for the table.
-With no --init, the models of `pipelines/dna_perplexity.py` at the same --scale are used: mlm, mdlm
-and ar = runs/dna_perplexity_<scale>/{caduceus_mlm,caduceus_mdlm,mamba_ar}_seed0/model.
+With no --init, the models of `pipelines/dna_perplexity.py` at the same --scale are used: mlm, mdlm,
+ar and plaid = runs/dna_perplexity_<scale>/{caduceus_mlm,caduceus_mdlm,mamba_ar,plaid}_seed0/model.
+The plaid row (tab. 7's Plaid column) fine-tunes the backbone Plaid trained there, a DiT (Plaid needs a
+backbone that reads embeddings): `dnadiff finetune` takes it out of the Plaid network and drops Plaid's
+embedding table, noise schedule and input/time maps (its init_from line says so). The paper fine-tunes a
+Caduceus in every column: --init plaid=DIR of a Caduceus-PH trained with Plaid (`dnadiff train
+experiments/tiny_dna_mdlm objective=plaid model.preset=tiny-ph`) does that.
 
 --dry-run: with no --init, stand-ins for those three models are made by the DNA perplexity
 pipeline's own --dry-run at the same scale (same presets, one step), and with no --datasets tiny

@@ -80,9 +80,10 @@ def test_genomic_benchmarks_dry_run(scale, capsys):
     assert gb.main(["--scale", scale, "--dry-run"]) == 0
     out = capsys.readouterr().out
     n_sets = 8 if scale == "paper" else 1
-    # rows: scratch, mlm, mdlm, ar and the k-mer LR baseline
-    assert f"dry run ({scale}): 5 rows x {n_sets} data sets configured, {5 + n_sets - 1} cells" in out
-    assert "| k-mer LR |" in out
+    # rows: scratch, mlm, mdlm, ar, plaid (the DiT inside the Plaid model) and the k-mer LR baseline
+    assert f"dry run ({scale}): 6 rows x {n_sets} data sets configured, {6 + n_sets - 1} cells" in out
+    assert "| k-mer LR |" in out and "| plaid |" in out
+    assert "model.init_from: loaded dit backbone" in out and "dropped Plaid's embedding table" in out
     if scale == "paper":
         assert "human_ensembl_regulatory: 24 train / 6 test, classes ['class0', 'class1', 'class2']" in out
     assert sorted((REPO / "results").iterdir()) == before
