@@ -188,13 +188,19 @@ def dry_run_args(args) -> None:
 # ----------------------------------------------------------------------------- settings
 
 
+# the block-diffusion rows train the paper's way: the bidirectional DiT on x_t ⊕ x_0 with the block-causal mask
+# (the *_bd3lm configs without `_attn` are dnadiff's causal-stream variant; docs/references.md "Block diffusion")
+CPU_CONFIG_OF = {"bd3lm": "bd3lm_attn", "bd3lm16": "bd3lm_attn16"}
+
+
 def settings_for(args) -> list[dict]:
     if args.scale == "cpu":
+        cpu = {r: CPU_CONFIG_OF.get(r, r) for r in args.rows}
         return [
-            {"setting": "lm1b_style", "rows": {r: f"text/cpu_fortunes_{r}" for r in args.rows if r != "ssdlm"},
+            {"setting": "lm1b_style", "rows": {r: f"text/cpu_fortunes_{c}" for r, c in cpu.items() if r != "ssdlm"},
              "samples": False,
              "tokenizer": "bert-like", "t_sweep": False},
-            {"setting": "owt_style", "rows": {r: f"text/cpu_fortunes_owt_{r}" for r in args.rows}, "samples": True,
+            {"setting": "owt_style", "rows": {r: f"text/cpu_fortunes_owt_{c}" for r, c in cpu.items()}, "samples": True,
              "tokenizer": "gpt2-like", "t_sweep": True},
         ]
     # the dry run covers both paper settings, with the local tokenizer of the matching kind
@@ -226,7 +232,7 @@ def main(argv=None) -> int:
     p.add_argument("--rows", nargs="+", default=["mdlm", "ar"],
                    choices=("mdlm", "ar", "sedd", "ssdlm", "bd3lm", "bd3lm16"),  # bd3lm: block diffusion, B = 4 / 16
                    help="ssdlm: tab. 5's SSD-LM row (OWT-style setting only: samples, no bound); bd3lm, bd3lm16: block "
-                        "diffusion rows, B = 4 / 16 (cpu scale)")
+                        "diffusion rows, B = 4 / 16 (cpu scale; the bidirectional DiT, the paper's x_t + x_0 layout)")
     p.add_argument("--steps", type=int, default=None, help="override train.max_steps of every row")
     p.add_argument("--set", nargs="*", default=[], help="extra key=value config overrides for every row")
     p.add_argument("--vocab-size", type=int, default=2048, help="cpu: size of the locally trained tokenizers")
