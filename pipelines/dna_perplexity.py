@@ -45,182 +45,19 @@ from pathlib import Path
 
 import common
 import perplexity_baselines as baselines  # the Markov rows
+from dna_perplexity_report import COLUMNS, print_dry_run, summarize_rows, versus_markov, write_outputs
+from dna_perplexity_rows import CPU_PAPER_SIZES, DRY_RUN, SCALES, row_specs
 
-from dnadiff.eval import RANGE_LABEL
 from dnadiff.machine import describe_machine, load_average
 
 REPO = Path(__file__).resolve().parent.parent
 
-SCALES = {
-    # CPU: tiny networks (~20-30K parameters), 128-bp windows of the shared 21.6 Mb chr22 subset.
-    "cpu": {
-        "data": ["data.fasta={shared}/hg19_chr22_subset/chr22.fa.gz",
-                 "data.bed={shared}/hg19_chr22_subset/sequences.bed", "data.seq_len=128", "data.rc_prob=0.5",
-                 "data.max_n_frac=0.1"],
-        "train": ["train.batch_size=16", "train.lr=3e-3", "train.warmup_steps=20", "train.ema=0.99",
-                  "train.val_every=100000", "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false",
-                  "train.log_every=10", "train.threads=1"],
-        "pretrain_steps": 300, "finetune_steps": 300, "d3pm_T": 1000,
-        "presets": {"caduceus": "tiny", "mamba": "tiny", "hyena": "tiny", "plaid": "tiny"},
-        "eval_windows": 256, "seeds": 3,
-    },
-    # Paper (app. D.7): HG38, L = 1024, batch 1024, Caduceus dna-467k; MLM pretraining then fine-tuning.
-    "paper": {
-        "data": ["data.fasta=data/hg38/hg38.ml.fa", "data.bed=data/hg38/sequences_human.bed", "data.seq_len=1024",
-                 "data.num_workers=8"],
-        "train": ["train.batch_size=128", "train.accumulate=8", "train.lr=3e-4", "train.warmup_steps=2500",
-                  "train.ema=0.9999", "train.val_every=1000", "train.ckpt_every=1000"],
-        "pretrain_steps": 10000, "finetune_steps": 10000, "d3pm_T": 1000,
-        # tab. 6 sizes: Caduceus-PS d118 x 4 (470,702), Mamba d128 x 4 (468,608), HyenaDNA tiny-1k (436,096)
-        # Plaid: tab. 6 gives 507K parameters; a DiT h96 x 3 with Plaid's embeddings and schedule has 500,720
-        "presets": {"caduceus": "dna-467k", "mamba": "dna-465k", "hyena": "tiny-1k", "plaid": "dna-507k"},
-        "eval_windows": 0, "seeds": 3,
-    },
-}
-
-
-def row_specs(scale: dict) -> list[dict]:
-    p, f, T = scale["pretrain_steps"], scale["finetune_steps"], scale["d3pm_T"]
-    pre = scale["presets"]
-    return [
-        {"row": "Caduceus MLM (pretraining)", "key": "caduceus_mlm", "backbone": "caduceus", "preset": pre["caduceus"],
-         "objective": "mlm", "steps": p, "kind": "masked-token CE (not a bound)"},
-        {"row": "Caduceus MLM -> MDLM", "key": "caduceus_mdlm", "backbone": "caduceus", "objective": "mdlm",
-         "init": "caduceus_mlm", "steps": f, "kind": "bound"},
-        {"row": "Caduceus MLM -> SEDD", "key": "caduceus_sedd", "backbone": "caduceus", "objective": "sedd",
-         "init": "caduceus_mlm", "steps": f, "kind": "bound"},
-        {"row": f"Caduceus MLM -> D3PM (T={T})", "key": "caduceus_d3pm", "backbone": "caduceus", "objective": "d3pm",
-         "T": T, "init": "caduceus_mlm", "steps": f, "kind": "bound"},
-        {"row": "Mamba AR", "key": "mamba_ar", "backbone": "mamba", "preset": pre["mamba"], "objective": "ar",
-         "steps": p + f, "kind": "exact"},
-        {"row": "HyenaDNA AR", "key": "hyena_ar", "backbone": "hyena", "preset": pre["hyena"], "objective": "ar",
-         "steps": p + f, "kind": "exact", "extra": ["model.overrides.causal=true"]},
-        {"row": "HyenaDNA (bidirectional) MDLM", "key": "hyena_mdlm", "backbone": "hyena", "preset": pre["hyena"],
-         "objective": "mdlm", "steps": p + f, "kind": "bound"},
-        # Plaid (Gulrajani & Hashimoto 2023): its own embeddings and schedule, so from scratch with the AR rows'
-        # budget; its bound (diffusion + reconstruction + prior, diffusion/plaid.py) is an upper bound like MDLM's
-        {"row": "Plaid (DiT on learned embeddings)", "key": "plaid", "backbone": "dit", "preset": "tiny",
-         "objective": "plaid", "steps": p + f, "kind": "bound", "extra": PLAID_SIZES[pre.get("plaid", "tiny")]},
-    ]
-
 
 # the Plaid row's DiT (time-conditioned: Plaid's network reads the noise level) at each size
-PLAID_SIZES = {
-    "tiny": ["model.overrides.hidden_size=32", "model.overrides.n_heads=4", "model.overrides.n_blocks=2",
-             "model.overrides.adaln_dim=16", "model.overrides.time_conditioning=true"],  # 42,416 parameters
-    "dna-507k": ["model.overrides.hidden_size=96", "model.overrides.n_heads=4", "model.overrides.n_blocks=3",
-                 "model.overrides.adaln_dim=64", "model.overrides.time_conditioning=true"],  # 500,720
-}
 
 
 # --dry-run: the scale's rows unchanged except data size and steps (the genome sample bundled in the package)
-DRY_RUN = {
-    "data": ["data.fasta=null", "data.bed=null", "data.seq_len=32", "data.num_workers=0"],
-    "train": ["train.max_steps=1", "train.batch_size=2", "train.accumulate=1", "train.val_every=100000",
-              "train.ckpt_every=100000", "train.val_batches=1", "train.progress=false", "train.threads=1"],
-    "eval_windows": 2,
-    "markov_orders": (0, 3), "markov_max_order": 3,  # counts of the sample: a fraction of a second
-}
 # cpu scale, --sizes paper (default from --budget-minutes 60): the paper's ~470K models at CPU settings
-CPU_PAPER_SIZES = {"caduceus": "dna-467k", "mamba": "gb-d128", "hyena": "tiny-1k", "plaid": "dna-507k"}
-
-
-def summarize_rows(specs: list[dict], results: dict[str, list[dict]], budget: bool = False) -> list[dict]:
-    """One table row per spec: mean over seeds and the range max − min (the paper's tab. 6 "±").
-    A Markov row is one deterministic count fit (no seeds, no range); with a time budget the steps
-    column is the mean number of steps the runs did."""
-    import numpy as np
-
-    table = []
-    for spec in specs:
-        runs = results.get(spec["key"], [])
-        if not runs:
-            continue
-        ppl = [r["perplexity"] for r in runs]
-        bits = [r["bits_per_base"] for r in runs]
-        markov = bool(spec.get("markov"))
-        if markov:
-            steps = f"counts, k={runs[0]['order']}"
-        elif budget and all("steps_done" in r for r in runs):
-            steps = round(float(np.mean([r["steps_done"] for r in runs])))
-        else:
-            steps = spec["steps"]
-        table.append({
-            "model": spec["row"], "kind": spec["kind"], "perplexity": f"{np.mean(ppl):.4f}",
-            RANGE_COLUMN: "-" if markov else f"{max(ppl) - min(ppl):.4f}", "bits/base": f"{np.mean(bits):.4f}",
-            "seeds": "- (exact fit)" if markov else len(runs), "params": runs[0]["parameters"], "steps": steps,
-            "ppl_mean": float(np.mean(ppl)), "ppl_range": float(max(ppl) - min(ppl)),
-            "bits_mean": float(np.mean(bits)), "bits_range": float(max(bits) - min(bits)), "key": spec["key"],
-        })
-    return table
-
-
-RANGE_COLUMN = RANGE_LABEL  # one name for the spread over seeds in every table
-COLUMNS = ["model", "kind", "perplexity", RANGE_COLUMN, "bits/base", "seeds", "params", "steps"]
-
-
-def versus_markov(table: list[dict], results: dict[str, list[dict]], scale: str, data_settings: list[str],
-                  results_dir: str | Path, own_json: Path | None = None) -> list[str]:
-    """The comparison of every neural row with the best-k Markov row: this run's, else (--no-markov)
-    the one stored in results/dna_perplexity_SCALE.json when it was fitted on the same data settings."""
-    MARKOV_BEST, compare_with_markov = baselines.MARKOV_BEST, baselines.compare_with_markov
-
-    lines = compare_with_markov(table, results)
-    stored = Path(results_dir) / f"dna_perplexity_{scale}.json"
-    if lines or not stored.is_file() or (own_json is not None and stored.resolve() == own_json.resolve()):
-        return lines
-    try:
-        ref = json.loads(stored.read_text())
-    except ValueError:
-        return lines
-    if ref.get("settings", {}).get("data") == data_settings and MARKOV_BEST in ref.get("runs", {}):
-        lines = compare_with_markov(table, {**results, MARKOV_BEST: ref["runs"][MARKOV_BEST]})
-        lines[0] += f" (fitted by `{ref['command']}`, same data and test windows)"
-    return lines
-
-
-def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
-    """results/STEM.json and .md from a summary (command, settings, rows, per-seed runs, comparison
-    with the best Markov row); STEM = dna_perplexity_SCALE, or ..._budgetNmin for a budget run."""
-    from dnadiff.utils import atomic_write, markdown_table, portable_paths, write_json
-
-    scale, wall, seeds = summary["scale"], summary["wall_seconds"], summary["seeds"]
-    stem = summary.get("stem") or f"dna_perplexity_{scale}"
-    os.makedirs(results_dir, exist_ok=True)
-    write_json(Path(results_dir) / f"{stem}.json", portable_paths(summary))
-    load = summary.get("load_average_at_end")
-    md = [f"# DNA perplexity (paper tab. 6), scale `{scale}`", "",
-          f"Command: `{summary['command']}`  ", f"Wall time: {wall / 60:.1f} min  ",
-          f"Machine: {summary['machine']}" + (f"; {load} at the end" if load else "") + "  "]
-    prior = summary.get("neural_rows_from")
-    if prior:
-        md.append(f"Neural rows reused from `{prior['command']}` ({(prior.get('wall_seconds') or 0) / 60:.1f} min); "
-                  "this run fitted the Markov rows only.  ")
-    budget = summary.get("budget_seconds_per_run")
-    if budget:
-        md.append(f"Budget: {summary['budget_minutes']:g} min of neural training split over the runs by step share "
-                  f"({', '.join(f'{k} {v:.0f}s' for k, v in budget.items())}); steps = steps done (mean).  ")
-    md += [f"Data: {', '.join(data)}; test split, {summary['settings']['eval_windows'] or 'all'} windows; "
-           f"perplexity and bits/base are means over {seeds} seeds, {RANGE_COLUMN} is the perplexity's "
-           "max − min over the seeds (the paper's \"±\"); a Markov row is one exact count fit.", ""]
-    regen = summary.get("regenerated_rows")
-    if regen:
-        md.append(f"{' and '.join(sorted(regen['rows']))} rows regenerated ({regen['why']}): `{regen['command']}`, "
-                  f"{regen['wall_seconds'] / 60:.1f} min on {regen['machine']}.  ")
-    markov_from = summary.get("markov_rows_from")
-    if markov_from:
-        md.append(f"Markov rows from `{markov_from['command']}` ({markov_from['wall_seconds'] / 60:.1f} min on "
-                  f"{markov_from['machine']}; {markov_from.get('load_average_at_end', 'load n/a')} at the end)"
-                  + (f"; {markov_from['note']}" if markov_from.get("note") else "") + ".  ")
-    if summary.get("table_rendered_by"):
-        md.append(f"Table re-rendered without training from the per-seed values in the JSON: "
-                  f"`{summary['table_rendered_by']}`")
-    if md[-1]:
-        md.append("")
-    md += [markdown_table(summary["rows"], COLUMNS), ""]
-    if summary.get("versus_markov"):
-        md += [*summary["versus_markov"], ""]
-    atomic_write(Path(results_dir) / f"{stem}.md", portable_paths("\n".join(md)))
 
 
 def all_specs(settings: dict) -> list[dict]:
@@ -491,16 +328,6 @@ def run(args, command: str) -> int:
     print("\n".join(versus))
     print(f"\nwrote {plan.results_dir}/{plan.stem}.md (.json); {wall / 60:.1f} min")
     return 0
-
-
-def print_dry_run(scale: str, table: list[dict], results: dict[str, list[dict]], wall: float) -> None:
-    from dnadiff.utils import format_table
-
-    print(format_table([{"model": r["model"], "params": r["params"], "steps of the full run": r["steps"]}
-                        for r in table]))
-    print("\n".join(baselines.compare_with_markov(table, results)))  # this run's rows only: the data is the sample
-    print(f"\ndry run ({scale}): {len(table)} rows built, stepped once (Markov rows: fitted) and evaluated "
-          f"in {wall:.1f} s")
 
 
 def run_summary(args, command: str, plan: Plan, wall: float, table: list[dict], results: dict[str, list[dict]],
