@@ -244,9 +244,18 @@ def test_benchmark_helpers_exact():
 
 @pytest.mark.training
 def test_benchmark_tiny_scale(tmp_path):
+    import torch
+
+    from dnadiff.eval.conv_judge import ConvJudge, ConvJudgeConfig, save_judge
+
     bench = importlib.import_module("dhs_benchmark")
+    torch.manual_seed(0)  # a neural evaluation oracle beside the tiny k-mer LR one (issue 46): its own table
+    save_judge(tmp_path / "b" / "oracles" / "neural_oracle",
+               ConvJudge(4, ConvJudgeConfig(channels=4, blocks=1), list(CELL_TYPES)).eval(), {"role": "evaluation"})
     assert bench.main(["--scale", "tiny", "--out", str(tmp_path / "b")]) == 0
     r = json.loads((tmp_path / "b" / "dhs_tiny.json").read_text())
+    assert r["oracles"]["neural"].endswith("neural_oracle")
+    assert all(0.0 <= r["summary"][row]["overall"]["target_neural"]["mean"] <= 1.0 for row in bench.ROWS)
     assert r["rows"] == list(bench.ROWS) and r["seeds"] == [0, 1]
     for row in bench.ROWS:
         s = r["summary"][row]
@@ -258,7 +267,7 @@ def test_benchmark_tiny_scale(tmp_path):
             assert e["overall"]["n"] == 16
     assert set(r["cfg_weights"]["chosen"].values()) <= {0.0, 1.0}
     md = (tmp_path / "b" / "dhs_tiny.md").read_text()
-    assert "Target-cell-type rate" in md and "conditional Mamba AR" in md
+    assert "Target-cell-type rate" in md and "conditional Mamba AR" in md and "under the neural evaluation" in md
     for png in ("dhs_tiny_markers.png", "dhs_tiny_target_rate.png"):
         assert (tmp_path / "b" / png).is_file()
     # a rerun keeps each sample file whose command and model are unchanged, and remakes it when the model changed
