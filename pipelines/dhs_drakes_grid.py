@@ -255,11 +255,7 @@ def plot(r: dict, path: Path) -> str:
     """Success (o) and realistic success (x) against KL, coloured by log-likelihood per base (naturalness)."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dnadiff.utils import atomic_path
-
+    plt = common.pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     pts = [x for x in r["rows"] if x.get("kl") is not None]
     lls = [x["loglik"] for x in pts if x["loglik"] is not None]
@@ -284,10 +280,7 @@ def plot(r: dict, path: Path) -> str:
         fig.colorbar(dots, ax=axes, label="log-likelihood / base (pretrained)")
     if r["scale"] == "tiny":
         fig.suptitle("SMALL SCALE: tiny models on the 300-row fixture", fontsize=9)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return str(path)
+    return common.save_png(fig, path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

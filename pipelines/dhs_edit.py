@@ -221,13 +221,7 @@ def markdown(r: dict, png: str | None) -> str:
 
 
 def plot(r: dict, path: Path) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dnadiff.utils import atomic_path
-
+    plt = common.pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     for method in dict.fromkeys(x["method"] for x in r["rows"] if x["max_edits"]):
         pts = [x for x in r["rows"] if x["method"] == method]
@@ -239,10 +233,7 @@ def plot(r: dict, path: Path) -> str:
     a.set(xscale="log", xlabel="max edits M", ylabel="evaluation-oracle HepG2 rate", title="dotted: references")
     b.set(xscale="log", xlabel="reward-classifier calls per sequence", ylabel="realistic rate")
     a.legend(fontsize=7)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return str(path)
+    return common.save_png(fig, path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

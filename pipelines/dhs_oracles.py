@@ -366,15 +366,7 @@ def markdown(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    from dnadiff.errors import DnadiffError
-
-    try:
-        run(args, common.command_line(__file__, argv))
-    except DnadiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return common.main_plain(run, parse_args(argv), __file__, argv)
 
 
 if __name__ == "__main__":

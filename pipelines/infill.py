@@ -358,13 +358,7 @@ def markdown(r: dict, png: str | None) -> str:
 
 
 def plot(r: dict, path: Path) -> str | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dnadiff.utils import atomic_path
-
+    plt = common.pyplot()
     data = sorted({x["data"] for x in r["rows"]})
     if not data:
         return None
@@ -381,10 +375,7 @@ def plot(r: dict, path: Path) -> str | None:
         ax.set_ylabel("bits / hidden base minus Markov (± 2 SE)")
         ax.set_title(d)
         ax.legend(fontsize=7)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return str(path)
+    return common.save_png(fig, path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ import csv
 import math
 from pathlib import Path
 
+import common
 import numpy as np
 
 # a curve has flattened when the gain over its last quarter is at most this share of its whole gain
@@ -127,13 +128,7 @@ def plot_frontier(task: str, rows: list[dict], targets: list[dict], path: Path) 
     log-likelihood under the pretrained model, every row. Right: the training reward against the KL to
     the pretrained model: the SNIS target curve over β, each fine-tuned run's reach (trajectory KL on its
     validation samples) and best-of-N at its KL bound."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dnadiff.utils import atomic_path
-
+    plt = common.pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
     fams = sorted({_family(r["method"]) for r in rows})
     colours = {f: plt.get_cmap("tab10")(i % 10) for i, f in enumerate(fams)}
@@ -166,20 +161,12 @@ def plot_frontier(task: str, rows: list[dict], targets: list[dict], path: Path) 
     right.set_ylabel("mean training reward")
     right.set_title(f"{task}: reward vs KL")
     right.legend(fontsize=7)
-    with atomic_path(str(path)) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    common.save_png(fig, path, dpi=110)
 
 
 def plot_curves(task: str, curves: dict[str, list], path: Path) -> None:
     """Each fine-tuning run's training reward per update (a running mean over 5 updates)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dnadiff.utils import atomic_path
-
+    plt = common.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, curve in curves.items():
         if not curve:
@@ -192,9 +179,7 @@ def plot_curves(task: str, curves: dict[str, list], path: Path) -> None:
     ax.set_ylabel("training reward (batch mean, running mean of 5)")
     ax.set_title(f"{task}: reward vs updates")
     ax.legend(fontsize=6, ncol=2)
-    with atomic_path(str(path)) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    common.save_png(fig, path, dpi=110)
 
 
 __all__ = ["FLAT_SHARE", "bon_kl_bound", "candidate_betas", "choose_betas", "choose_by_validation", "curve_stats",
