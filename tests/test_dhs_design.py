@@ -107,4 +107,7 @@ def test_design_tiny_scale(tmp_path):
     assert all("classifier:" + r["oracles"]["reward"] in c for c in cmds if c.startswith("dnadiff design"))
     md = (tmp_path / "d" / "dhs_design_tiny.md").read_text()
     assert "## Design table" in md and "Amortised design" in md and "DRAKES fine-tuned" in md
+    # issue 46: no neural oracle in the tiny oracles folder: the rule says the k-mer LR judges, the column is —
+    assert r["oracles"]["neural"] is None and "k-mer LR evaluation oracle" in r["oracles"]["realistic_rule"]
+    assert all(x["success_neural"] is None for x in rows.values()) and "Judges: success and realistic" in md
     assert (tmp_path / "d" / "dhs_design_tiny.png").is_file()
