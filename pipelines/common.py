@@ -107,6 +107,20 @@ def write_results(stem: str | os.PathLike, payload: dict, markdown: str | None) 
         atomic_write(f"{os.fspath(stem)}.md", portable_paths(markdown))
 
 
+def write_report(stem: Path, payload: dict, markdown, plot=None) -> dict:
+    """STEM.json, STEM.png (`plot(payload, path)`, which returns the path or None when there is nothing to draw)
+    and STEM.md (`markdown(payload, png)`), the payload made repository-relative first; returns it. STEM's own
+    suffix, if any, is replaced (Path.with_suffix), as the DHS pipelines' --results always did."""
+    from dnadiff.utils import atomic_write, portable_paths, write_json
+
+    payload = portable_paths(payload)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    write_json(stem.with_suffix(".json"), payload)
+    png = plot(payload, stem.with_suffix(".png")) if plot else None
+    atomic_write(stem.with_suffix(".md"), portable_paths(markdown(payload, png)))
+    return payload
+
+
 def pyplot():
     """matplotlib.pyplot on the Agg backend (no display): the figures are files."""
     import matplotlib

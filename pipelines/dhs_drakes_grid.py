@@ -138,9 +138,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     import dhs_design as design
     import dhs_oracles
 
-    from dnadiff.machine import describe_machine, load_average
+    from dnadiff.machine import load_average
     from dnadiff.threads import apply_threads
-    from dnadiff.utils import atomic_write, portable_paths, write_json
 
     sc = json.loads(json.dumps(SCALES["tiny" if dry is not None else args.scale]))
     if dry is not None:
@@ -208,15 +207,11 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         print(f"dry run: {len(rows)} rows ({', '.join(sc['variants'])} × β {sc['betas']}) built, fine-tuned, "
               f"sampled and scored ({time.time() - w0:.0f} s)")
         return 0
-    result = portable_paths({
+    common.write_report(results, {
         "scale": args.scale, "command": command, "threads": args.threads, "settings": sc, "rows": rows,
         "data_sha256": table.sha256, "models": models, "oracles": {"reward": reward_dir, "evaluation": eval_dir},
         "commands": cmds.records, "wall_s": round(time.time() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
-        "load_before": load_before, "load_after": load_average(), "machine": describe_machine()})
-    results.parent.mkdir(parents=True, exist_ok=True)
-    write_json(results.with_suffix(".json"), result)
-    png = plot(result, results.with_suffix(".png"))
-    atomic_write(results.with_suffix(".md"), markdown(result, png))
+        "load_before": load_before, **common.stamp("load_after")}, markdown, plot)
     print(f"wrote {results.with_suffix('.md')}")
     return 0
 

@@ -113,9 +113,9 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     from dnadiff.data import CELL_TYPES, load_dhs
     from dnadiff.errors import DnadiffError
     from dnadiff.eval import load_oracle
-    from dnadiff.machine import describe_machine, load_average
+    from dnadiff.machine import load_average
     from dnadiff.threads import apply_threads
-    from dnadiff.utils import atomic_write, portable_paths, write_json
+    from dnadiff.utils import atomic_write
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods or set(methods) - set(METHODS):
@@ -186,15 +186,12 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     if dry is not None:
         print(f"dry run: {len(rows)} rows ({time.time() - t0:.0f} s); no table written")
         return 0
-    result = portable_paths({"command": command, "target": CELL, "sources": SOURCES, "settings": sc, "rows": rows,
-                             "models": models, "oracles": {"reward": reward_dir, "evaluation": eval_dir},
-                             "commands": cmds.records, "wall_s": round(time.time() - t0, 1), "threads": args.threads,
-                             "load_before": load_before, "load_after": load_average(), "machine": describe_machine()})
     stem = Path(args.results)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    write_json(stem.with_suffix(".json"), result)
-    png = plot(result, stem.with_suffix(".png"))
-    atomic_write(stem.with_suffix(".md"), markdown(result, png))
+    common.write_report(stem, {"command": command, "target": CELL, "sources": SOURCES, "settings": sc, "rows": rows,
+                               "models": models, "oracles": {"reward": reward_dir, "evaluation": eval_dir},
+                               "commands": cmds.records, "wall_s": round(time.time() - t0, 1),
+                               "threads": args.threads, "load_before": load_before, **common.stamp("load_after")},
+                        markdown, plot)
     print(f"wrote {stem}.md, .json and .png")
     return 0
 

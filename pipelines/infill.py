@@ -266,10 +266,9 @@ def dhs_test(per_class: int) -> tuple[list[str], np.ndarray]:
 
 def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     from dnadiff.errors import DnadiffError
-    from dnadiff.machine import describe_machine, load_average
+    from dnadiff.machine import load_average
     from dnadiff.threads import apply_threads
     from dnadiff.tokenizers import DNATokenizer
-    from dnadiff.utils import atomic_write, portable_paths, write_json
 
     data_sets = [d.strip() for d in args.data.split(",") if d.strip()]
     if not data_sets or set(data_sets) - {"chr22", "dhs"}:
@@ -319,15 +318,11 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     if dry is not None:
         print(f"dry run: {len(rows)} rows, {len(fills)} fill rows ({time.time() - t0:.0f} s); no table written")
         return 0
-    result = portable_paths({
+    stem = Path(args.results)
+    common.write_report(stem, {
         "command": command, "note": args.note, "settings": sc, "models": used, "notes": notes, "rows": rows,
         "fill_samples": fills, "wall_s": round(time.time() - t0, 1), "threads": args.threads,
-        "load_before": load_before, "load_after": load_average(), "machine": describe_machine()})
-    stem = Path(args.results)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    write_json(stem.with_suffix(".json"), result)
-    png = plot(result, stem.with_suffix(".png"))
-    atomic_write(stem.with_suffix(".md"), markdown(result, png))
+        "load_before": load_before, **common.stamp("load_after")}, markdown, plot)
     print(f"wrote {stem}.md, .json and .png")
     return 0
 
