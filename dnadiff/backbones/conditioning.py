@@ -48,14 +48,15 @@ class ClassConditional(nn.Module):
         return labels.expand(batch) if labels.dim() == 0 else labels
 
     def forward(self, input_ids: Tensor, t: Tensor | None = None, labels: Tensor | int | None = None,
-                attention_mask: Tensor | None = None) -> Tensor:
+                attention_mask: Tensor | None = None, **arch) -> Tensor:
+        """arch: the backbone's architecture options (DiT: attn_mask, position_ids, kv_cache), passed through."""
         cond = self.label_embed(self._labels(labels, input_ids.shape[0], input_ids.device))  # (B, C)
-        return self.backbone(input_ids, t, cond=cond, attention_mask=attention_mask)
+        return self.backbone(input_ids, t, cond=cond, attention_mask=attention_mask, **arch)
 
     def features(self, input_ids: Tensor, t: Tensor | None = None, labels: Tensor | int | None = None,
-                 attention_mask: Tensor | None = None) -> Tensor:
+                 attention_mask: Tensor | None = None, **arch) -> Tensor:
         cond = self.label_embed(self._labels(labels, input_ids.shape[0], input_ids.device))
-        return self.backbone.features(input_ids, t, cond=cond, attention_mask=attention_mask)
+        return self.backbone.features(input_ids, t, cond=cond, attention_mask=attention_mask, **arch)
 
     # incremental decoding (backbones/base.py), for a backbone whose step takes the cond vector (mamba)
     def allocate_cache(self, batch_size: int, max_length: int):
