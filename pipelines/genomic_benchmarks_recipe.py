@@ -329,13 +329,10 @@ def combine(paths: list[str], command: str) -> dict:
 
 
 def write(args, payload: dict) -> int:
-    from dnadiff.utils import atomic_write, portable_paths, write_json
-
     lc = payload["mode"] == "learning_curve"
     stem = Path(args.out or REPO / "results" / ("genomic_benchmarks_recipe" + ("_learning_curve" if lc else "")))
     text = render(payload)
-    write_json(str(stem) + ".json", portable_paths(payload))
-    atomic_write(str(stem) + ".md", portable_paths(text))
+    common.write_results(stem, payload, text)
     print(text)
     print(f"wrote {stem}.md and {stem}.json")
     return 0
