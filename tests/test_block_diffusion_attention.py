@@ -191,3 +191,26 @@ def test_guided_attention_block_model_recomputes_instead_of_sharing_one_cache():
         assert torch.equal(xa, xb) and not bool((xa == MASK).any())
         with pytest.raises(DnadiffError, match="cannot share a KV cache"):
             g(xa, torch.zeros(3), kv_cache=g.cond.backbone.new_kv_cache())
+
+
+def test_class_conditional_dit_takes_the_attention_layout():
+    """A ClassConditional DiT (labels through the cond vector) trains on x_t ⊕ x_0 and samples with the KV cache;
+    its labels reach every call (other labels, other samples)."""
+    from dnadiff.backbones.conditioning import ClassConditional
+
+    torch.manual_seed(0)
+    net = ClassConditional(build_backbone("dit", preset="tiny", vocab_size=V, cond_dim=8).double(), 3).double()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.normal_(0.0, 0.3)
+    sched = build_schedule("loglinear", eps=1e-3)
+    obj = build_objective("bd3lm", schedule=sched, mask_id=MASK, vocab_size=V, block_size=4)
+    x0 = torch.randint(7, 11, (4, 12), generator=torch.Generator().manual_seed(1))
+    den = Denoiser(net, labels=torch.tensor([0, 1, 2, 0]))
+    assert block_layout(den) == "attention" and float(obj.loss(den, x0).loss) > 0
+    opts = dict(block_size=4, inner="ancestral", steps=3)
+    with torch.no_grad():
+        xa = build_sampler("block", **opts).generate(den, sched, MASK, (4, 10), generator=1)
+        xb = build_sampler("block", use_cache=False, **opts).generate(den, sched, MASK, (4, 10), generator=1)
+        xc = build_sampler("block", **opts).generate(Denoiser(net, labels=2), sched, MASK, (4, 10), generator=1)
+    assert torch.equal(xa, xb) and not torch.equal(xa, xc)
