@@ -18,6 +18,9 @@ nothing for right padding). Left-padded or holed masks are refused (DnadiffError
 Backbones that declare `takes_embeddings` (DiT, Mamba, Caduceus-PH) also take
 `inputs_embeds: Float[B, L, hidden]` in forward/features instead of the token lookup (input_ids may then be
 None): what continuous-space objectives (plaid: Gaussian diffusion of embeddings) feed them.
+Backbones that declare `takes_attn_mask` (DiT) take the architecture options `attn_mask` (Bool[L, L] or
+[B, L, L]), `position_ids` and a KV cache (`kv_cache`, `cache_tokens`, `new_kv_cache()`) in forward/features:
+block diffusion's x_t ⊕ x_0 layout (diffusion/bd3lm_attention.py).
 
 `t` is ignored unless the model is time-conditioned. `cond` is an optional per-sequence vector
 (e.g. a class-label embedding, width `cond_dim`) added to the token embeddings; backbones built
