@@ -63,24 +63,20 @@ import common
 import dhs_benchmark
 import judging
 import sample_quality as sq
+from few_step_report import (
+    FAMILIES,
+    HEADLINE,
+    domain_table,  # noqa: F401  (tests/test_judging.py: few_step.domain_table)
+    plot,
+    render,
+)
+from few_step_samples import dna_score, draw, real_text, stamped, text_score
 
 REPO = Path(__file__).resolve().parent.parent
-FAMILIES = [  # key, label, model, sampler
-    ("mdlm", "MDLM", "mdlm", "ancestral"),
-    ("sdtt", "MDLM + SDTT", "sdtt", "ancestral"),
-    ("udlm", "UDLM", "udlm", "udlm"),
-    ("duo", "UDLM + DUO distillation", "duo", "udlm"),
-    ("remdm", "MDLM + ReMDM", "mdlm", "remdm"),
-]
 REMDM_GRID = [{"schedule": "cap", "eta": 0.01}, {"schedule": "cap", "eta": 0.04},
               {"schedule": "rescale", "eta": 0.02}, {"schedule": "rescale", "eta": 0.1}]
 VALID_SEED = 1000
 DISC_SEED = 4600  # the discriminator's held-out test windows (issue 46): a stream apart from every sampling seed
-DNA_KEYS = [("kmer JS k=3 (bits)", "k-mer JS k=3"), ("kmer JS k=6 (bits)", "k-mer JS k=6"),
-            ("3-mer Pearson r", "3-mer Pearson"), ("motif hit-rate Spearman", "motif Spearman"),
-            ("GC Wasserstein-1", "GC W1")]
-TEXT_KEYS = [("gen_ppl", "gen PPL (AR judge)"), ("entropy", "unigram entropy (nats)")]
-HEADLINE = {"dna": ("3-mer Pearson r", "higher"), "text": ("gen_ppl", "lower")}
 GEN_TEXT = ["model.overrides.hidden_size=64", "model.overrides.n_heads=2", "model.overrides.n_blocks=2",
             "model.overrides.adaln_dim=32"]  # the text generators: small enough to sample 64 x 128 at 252 calls
 SCALES = {
@@ -126,11 +122,6 @@ def main(argv: list[str] | None = None) -> int:
 # ----------------------------------------------------------------------------- models and students
 
 
-def stamped(out: Path, stamp: dict, make, log) -> dict:
-    """`make()` unless OUT.done.json holds the same stamp (a model, student or sample file kept across reruns)."""
-    return common.stamped(out.parent / (out.name + ".done.json"), stamp, make, log, os.path.relpath(out, REPO))
-
-
 def train_model(work: Path, key: str, config: str, over: list[str], threads: int, log) -> tuple[str, dict]:
     run_dir = work / "models" / key
     argv = ["train", config, *over, "--run-dir", str(run_dir), "--threads", str(threads), "--overwrite", "-q"]
@@ -168,105 +159,6 @@ def budget(size: dict, minutes: float | None) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- samples
-
-
-_LOADED: dict[str, object] = {}
-
-
-def load(model_dir: str):
-    import dnadiff
-
-    if model_dir not in _LOADED:
-        _LOADED[model_dir] = dnadiff.load(model_dir)
-    return _LOADED[model_dir]
-
-
-def draw(model_dir: str, path: Path, domain: str, size: dict, seed: int, sampler: str | None, calls: int | None,
-         options: dict, log) -> dict:
-    """The samples of one cell (DNA: FASTA; text: token ids as JSON) and their statistics (the sample JSON of
-    `dnadiff sample`, plus CPU seconds), kept across reruns while the command and the model are unchanged."""
-    from dnadiff.eval import fingerprint
-
-    argv = ["sample", model_dir, "--num", size["num"], "--length", size["length"], "--seed", seed,
-            *(["--sampler", sampler, "--steps", calls] if sampler else []),
-            *[a for k, v in options.items() for a in ("--option", f"{k}={v}")]]
-    argv = [str(a) for a in argv] + (["(BOS fixed at position 0)"] if domain == "text" else [])
-
-    def make() -> dict:
-        import torch
-
-        import dnadiff
-        from dnadiff.data import format_fasta
-        from dnadiff.sampling import sample_records
-        from dnadiff.utils import atomic_write
-
-        model = load(model_dir)
-        template = None
-        if domain == "text":  # every training block starts with BOS (pipelines/text_lm.py's samples)
-            template = torch.full((size["num"], size["length"]), model.tokenizer.mask_id, dtype=torch.long)
-            template[:, 0] = model.tokenizer.bos_id
-        c0 = time.process_time()
-        res = dnadiff.sample(model, size["num"], size["length"], sampler=sampler, steps=calls, seed=seed,
-                             template=template, **options)
-        stats = {"model": model_dir, **res.stats(), "options": options, "cpu_seconds": time.process_time() - c0}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if domain == "dna":
-            atomic_write(path, format_fasta(sample_records(res, model.decode(res.x))))
-        else:
-            atomic_write(path, json.dumps(res.x.tolist()))
-        return stats
-
-    return stamped(path, {"command": argv, "model": fingerprint(model_dir)}, make, log)
-
-
-def dna_score(fa: Path, data: dict, split: str, size: dict, markov: str) -> dict[str, float]:
-    """`dnadiff metrics FA` against the split's windows (sample_quality's reading of metrics.json)."""
-    from dnadiff.utils import atomic_write
-
-    out = fa.parent / (fa.stem + f"_metrics_{split}")
-    argv = ["metrics", "-q", str(fa), "--reference", data["fasta"], "--bed", data["bed"], "--split", split,
-            "--max-reference-windows", str(size["reference_windows"]), "--no-floor", "--no-plots", "--force",
-            "--oracle", markov, "--out", str(out), *size["metrics"]]
-    done, res = out / "argv.json", out / "metrics.json"  # kept while the samples and the command are unchanged
-    if not (done.is_file() and json.loads(done.read_text()) == argv and res.stat().st_mtime >= fa.stat().st_mtime):
-        done.unlink(missing_ok=True)
-        sq.cli(argv)
-        atomic_write(done, json.dumps(argv))
-    return sq.metric_values(json.loads(res.read_text()))
-
-
-def text_score(ids, judge_dir: str) -> dict[str, float]:
-    """Generative perplexity under the AR judge: exp(Σ NLL / Σ scored tokens) over the set (every token after
-    the BOS, which is context), and the mean per-sample unigram entropy (genppl.unigram_entropy) of the tokens
-    that are not special."""
-    import torch
-
-    from dnadiff.eval import unigram_entropy
-
-    judge = load(judge_dir)
-    x = torch.as_tensor(ids, dtype=torch.long)
-    nll = tokens = 0.0
-    with torch.no_grad():
-        for i in range(0, len(x), 16):
-            out = judge.nll(x[i:i + 16])
-            nll += float(out.nll.sum())
-            tokens += float(out.num_tokens.sum())
-    tok = judge.tokenizer
-    special = {tok.bos_id, tok.eos_id, tok.pad_id, tok.mask_id}
-    ent = [unigram_entropy([t for t in row if t not in special]) for row in x.tolist()]
-    return {"gen_ppl": math.exp(nll / tokens), "entropy": sum(ent) / len(ent), "scored_tokens": int(tokens)}
-
-
-def real_text(judge_dir: str, split: str, num: int, seed: int) -> list[list[int]]:
-    """num random blocks of a split, tokenized as the models saw them."""
-    import numpy as np
-
-    from dnadiff.data import build_text_datasets
-
-    judge = load(judge_dir)
-    ds = build_text_datasets(judge.config.data, judge.tokenizer)[split]
-    idx = np.random.default_rng(seed).choice(len(ds), size=min(num, len(ds)), replace=False)
-    return [ds[int(i)]["input_ids"].tolist() for i in sorted(idx)]
 
 
 class Domain:
@@ -453,136 +345,10 @@ def first_reach(domain: str, rows: list[dict], calls: list[int]) -> dict:
     return out
 
 
-# ----------------------------------------------------------------------------- tables and plot
-
-
-def _cell(summary: dict, metric: str) -> str:
-    return f"{summary[metric]['mean']:.4g} ± {summary[metric]['range']:.2g}" if metric in summary else ""
-
-
-def _nfe(row: dict) -> str:
-    nfe = [v for v in row.get("nfe_per_sequence", []) if v is not None]
-    return f"{sum(nfe) / len(nfe):.2f} [{row['nfe_per_sequence_min']}–{row['nfe_per_sequence_max']}]" if nfe else ""
-
-
-def domain_table(domain: str, res: dict, length: int) -> str:
-    from dnadiff.utils import markdown_table
-
-    keys = DNA_KEYS if domain == "dna" else TEXT_KEYS
-    lines = []
-    for r in [*res["references"], *res["rows"]]:
-        calls = "" if "calls" not in r else (f"L={r['calls']}" if r["calls"] == length else str(r["calls"]))
-        per_1k = r.get("wall_seconds_per_1000")
-        lines.append({"row": r["label"], "calls": calls, "NFE per sequence [min–max]": _nfe(r),
-                      **{name: _cell(r["summary"], m) for m, name in keys},
-                      **(judging.disc_cells(r) if domain == "dna" else {}),
-                      "wall s / 1,000 seqs": f"{per_1k:.1f}" if per_1k is not None else "",
-                      "CPU s / 1,000 seqs": f"{r['cpu_seconds_per_1000']:.1f}" if "cpu_seconds_per_1000" in r else ""})
-    return markdown_table(lines)
-
-
-def reach_lines(domain: str, res: dict, length: int) -> list[str]:
-    metric, how = HEADLINE[domain]
-    rule = "≥ mean_L − range_L" if how == "higher" else "≤ mean_L + range_L"
-    out = [f"First reaches its own L-call quality ({metric}: the smallest call count whose mean is {rule}, "
-           "range = max − min over the seeds of the L-call cell):"]
-    for key, label, *_ in FAMILIES:
-        fr = res["first_reach"].get(key)
-        if fr:
-            out.append(f"- {label}: {fr['calls']} calls (L={length}: {fr['l_mean']:.4g} ± {fr['l_range']:.2g})")
-    if domain == "dna":
-        by = {(r["family"], r["calls"]): r["summary"].get(metric, {}).get("mean") for r in res["rows"]}
-        better = [k for k in res["calls"] if None not in (by.get(("udlm", k)), by.get(("mdlm", k)))
-                  and by[("udlm", k)] > by[("mdlm", k)]]
-        out.append(f"- uniform vs masking ({metric}, means): UDLM above MDLM at {better or 'no'} call counts of "
-                   f"{res['calls']}")
-    return out
-
-
-def plot(path: Path, results: dict, length: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dnadiff.utils import atomic_write
-
-    domains = list(results)
-    fig, axes = plt.subplots(1, len(domains), figsize=(6 * len(domains), 4.2), squeeze=False)
-    for ax, domain in zip(axes[0], domains):
-        res, (metric, _) = results[domain], HEADLINE[domain]
-        for key, label, *_ in FAMILIES:
-            pts = [(r["calls"], r["summary"][metric]) for r in res["rows"]
-                   if r["family"] == key and metric in r["summary"]]
-            if pts:
-                ax.errorbar([p[0] for p in pts], [p[1]["mean"] for p in pts], yerr=[p[1]["range"] / 2 for p in pts],
-                            marker="o", capsize=3, label=label)
-        for i, ref in enumerate(res["references"]):
-            if metric in ref["summary"]:
-                ax.axhline(ref["summary"][metric]["mean"], ls="--", color=f"C{5 + i}", label=ref["label"])
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(res["calls"], [str(k) for k in res["calls"]])
-        ax.set_xlabel(f"network calls per sequence (L = {length})")
-        ax.set_ylabel("3-mer Pearson (test windows)" if domain == "dna" else "gen PPL under dnadiff's AR judge")
-        if domain == "text":
-            ax.set_yscale("log")
-        ax.set_title(f"{domain.upper()}: quality vs network calls (bars: seed range)")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write(path, buf.getvalue())
-
-
-def render(command: str, wall: float, cpu: float, load: tuple, size: dict, results: dict, choices: dict,
-           trained: list, stem: Path, scale: str) -> str:
-    from dnadiff.machine import describe_machine
-
-    md = [f"# Quality against network calls ({scale} scale; issue 36 §3)", "",
-          f"- command: `{command}`",
-          f"- wall time: {wall / 60:.1f} min, CPU time of this process: {cpu / 60:.1f} min; machine: "
-          f"{describe_machine()}; load average at start / end: {load[0]} / {load[1]}",
-          f"- {len(size['seeds'])} seeds (sampling seeds {size['seeds']}; text: "
-          f"{size.get('text_seeds', size['seeds'])}) x {size['num']} sequences of "
-          f"{size['length']} tokens per cell; calls = sampler steps K (L = {size['length']}); NFE per sequence "
-          "as recorded by the sampler (mean over seeds [min–max over sequences]): masked samplers add a "
-          "noise-removal call for a sequence still masked after the last step and stop early once nothing is "
-          "masked; the udlm sampler makes exactly K",
-          "- cells: mean ± range (max − min) over the seeds; wall and CPU seconds per 1,000 sequences from the "
-          "samples' statistics (this process's CPU time around the sampling call); on a loaded machine wall time "
-          "runs far above CPU time",
-          f"- distillation: `dnadiff distill` with teacher steps {size['teacher_steps']}, {size['round_updates']} "
-          f"updates a round, {size['distill_batch']} rollouts (SDTT) / pool {size['pool_size']} (DUO) , lr "
-          f"{size['lr']:g}; the student's K (rounds) chosen on validation among {size['student_grid']}",
-          f"- ReMDM: schedule and eta chosen on validation among {size['remdm_grid']} at {size['select_calls']} calls",
-          "- validation: sampling seed 1000; DNA: highest 3-mer Pearson against the valid split's windows; text: "
-          "the lowest gen PPL among settings whose mean unigram entropy is ≥ 95% of real validation text's "
-          "(else the highest entropy)"]
-    for t in trained:
-        md.append(f"- model {t['domain']} {t['model']}: `{t['command']}` ({t.get('wall_s')} s wall, "
-                  f"{t.get('cpu_s')} s CPU when trained)")
-    for domain, res in results.items():
-        ch = choices[domain]
-        md += ["", f"## {domain.upper()}" + (" (human chr22 windows; reference: the test split)" if domain == "dna"
-                                            else " (fortunes; generative perplexity under dnadiff's own AR judge, "
-                                                 "not GPT-2)"), "",
-               f"Chosen on validation: ReMDM {ch['remdm']['chosen']}; SDTT student K = {ch['sdtt']['chosen']}; "
-               f"DUO student K = {ch['duo']['chosen']}.", "", domain_table(domain, res, size["length"]), "",
-               *reach_lines(domain, res, size["length"])]
-        if domain == "dna":
-            md += ["", judging.disc_note(), judging.floor_line(res["references"][0], "valid windows vs test windows")]
-    md += ["", f"Plot: {stem.name}.png"]
-    return "\n".join(md) + "\n"
-
-
 def run(args, command: str, dry: Path | None) -> int:
     import torch
 
     from dnadiff.machine import describe_machine, load_average
-    from dnadiff.utils import atomic_write, portable_paths, write_json
 
     size = dict(SCALES["tiny" if dry else args.scale])
     if dry:
@@ -614,11 +380,10 @@ def run(args, command: str, dry: Path | None) -> int:
         return 0
     stem.parent.mkdir(parents=True, exist_ok=True)
     plot(Path(str(stem) + ".png"), results, size["length"])
-    write_json(str(stem) + ".json", portable_paths({
+    common.write_results(stem, {
         "command": command, "scale": args.scale, "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
         "machine": describe_machine(), "load_average": [load0, load_average()], "sizes": size, "trained": trained,
-        "choices": choices, "results": results}))
-    atomic_write(str(stem) + ".md", portable_paths(text))
+        "choices": choices, "results": results}, text)
     print(text)
     log(f"wrote {stem}.md, .json and .png")
     return 0
