@@ -248,8 +248,8 @@ def check_fsdp1(device: str, tiny: bool, out: Path) -> dict:
 
 def check_samplers(device: str, tiny: bool) -> list[dict]:
     from dnadiff.backbones import build_backbone
-    from dnadiff.diffusion import build_schedule
-    from dnadiff.model import Denoiser
+    from dnadiff.diffusion import OBJECTIVES, build_schedule
+    from dnadiff.model import Denoiser, DiffusionModel
     from dnadiff.samplers import SAMPLERS, build_sampler
 
     torch.manual_seed(0)
@@ -259,19 +259,29 @@ def check_samplers(device: str, tiny: bool) -> list[dict]:
     shape = (2, 32) if tiny else (8, 1024)
     rows = []
     causal = Denoiser(build_backbone("mamba", preset="tiny", vocab_size=12).to(device).eval())
+    steps = 8 if tiny else 128
     for name in SAMPLERS.names():
+        noise = SAMPLERS.get(name).noise
         if name == "autoregressive":  # AR decoding needs a causal model (cached Mamba steps)
             sampler, den = build_sampler(name, first_token_ids=[7, 8, 9, 10]), causal
-        elif SAMPLERS.get(name).noise == "uniform":  # udlm: uniform noise over the four bases
-            sampler, den = build_sampler(name, steps=8 if tiny else 128, data_ids=[7, 8, 9, 10]), denoiser
+        elif noise == "uniform":  # udlm: uniform noise over the four bases
+            sampler, den = build_sampler(name, steps=steps, data_ids=[7, 8, 9, 10]), denoiser
+        elif noise == "block":  # block diffusion reads a causal network's stream (carried Mamba state)
+            sampler, den = build_sampler(name, steps=steps), causal
+        elif noise != "mask":  # continuous noise (plaid, ssdlm): the objective's own network around a tiny one
+            objective = next(n for n in OBJECTIVES.names() if OBJECTIVES.get(n).noise == noise)
+            sampler, den = None, continuous_model(objective, device)
         else:
-            sampler, den = build_sampler(name, steps=8 if tiny else 128), denoiser
+            sampler, den = build_sampler(name, steps=steps), denoiser
         draws = []
         for _ in range(2):
             gen = torch.Generator(device=device).manual_seed(123)
             t0 = time.perf_counter()
             with torch.no_grad():
-                x = sampler.generate(den, schedule, 3, shape, generator=gen)
+                if isinstance(den, DiffusionModel):  # through the model: its own network, schedule and sampler
+                    x, sampler = den.generate(*shape, sampler=name, steps=steps, generator=gen, return_sampler=True)
+                else:
+                    x = sampler.generate(den, schedule, 3, shape, generator=gen)
             draws.append(x.cpu())
             wall = time.perf_counter() - t0
         same = torch.equal(draws[0], draws[1])
@@ -279,6 +289,21 @@ def check_samplers(device: str, tiny: bool) -> list[dict]:
         rows.append({"check": "sampler", "sampler": name, "same_seed_same_samples": same, "no_mask_left": filled,
                      "nfe": getattr(sampler, "last_nfe", None), "seconds": round(wall, 3), "pass": same and filled})
     return rows
+
+
+def continuous_model(objective: str, device: str):
+    """An untrained tiny model of a continuous-noise objective (configs/experiments/tiny_dna_OBJECTIVE.yaml):
+    the objective's own network (plaid's embeddings and learned schedule) around the tiny backbone."""
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.model import DiffusionModel
+    from dnadiff.modelio.model_dir import backbone_from_config
+    from dnadiff.tokenizers import DNATokenizer
+
+    torch.manual_seed(0)
+    cfg = load_config(RunConfig, f"experiments/tiny_dna_{objective}", [])
+    tok = DNATokenizer()
+    net = backbone_from_config(cfg, tok.vocab_size).to(device).eval()  # with the objective's wrapper
+    return DiffusionModel(cfg, net, tok)
 
 
 def check_demo(device: str, tiny: bool, out: Path) -> dict:

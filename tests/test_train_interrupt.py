@@ -103,3 +103,17 @@ def test_interrupted_train_raises_with_the_step_and_checkpoint_and_gives_ctrl_c_
     assert early.value.checkpoint is None and "no checkpoint yet (the first is written at step 2" in \
         early.value.describe()
     assert not (tmp_path / "early").exists()  # a new run stopped before its first checkpoint leaves nothing
+
+
+@pytest.mark.subprocess
+def test_a_ctrl_c_shutdown_that_hangs_still_ends_with_130():
+    """After the message, an interpreter shutdown that waits on a thread (seen once in CI: minutes) is cut
+    short: the process ends with 130 within the grace period."""
+    code = ("import threading, time\n"
+            "from dnadiff.commands.train import end_within\n"
+            "end_within(0.5, 130)\n"
+            "threading.Thread(target=time.sleep, args=(60,)).start()  # a non-daemon thread: shutdown waits\n")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert time.monotonic() - start < 30

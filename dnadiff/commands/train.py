@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             # the command ends: a further Ctrl-C changes nothing. Python's shutdown resets its own handler to
             # the default one (not an ignored signal), which would end the process by the signal, not with 130
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            end_within(SHUTDOWN_SECONDS, 130)
         return 130
     from dnadiff.training.rundir import launch_rank
 
@@ -85,6 +86,27 @@ def run(args: argparse.Namespace) -> int:
     if nested and os.path.isfile(os.path.join(result.run_dir, "metrics.json")):
         log.info("all metrics (%s too): %s", ", ".join(nested), os.path.join(result.run_dir, "metrics.json"))
     return 0
+
+
+SHUTDOWN_SECONDS = 15.0  # after a Ctrl-C, the longest the interpreter's own shutdown may take
+
+
+def end_within(seconds: float, code: int) -> None:
+    """End the process with `code` if the interpreter's shutdown after a Ctrl-C (joining threads, atexit hooks
+    of the loggers and loaders a fit leaves behind) has not ended it within `seconds`: the user asked to stop.
+    Checkpoints are complete by then (renamed into place) and the message is out; once seen in CI at load 6,
+    such a shutdown waited for minutes after the message. A daemon timer: it dies with a normal exit."""
+    import os
+    import sys
+    import threading
+
+    def force() -> None:
+        sys.stderr.flush()
+        os._exit(code)
+
+    timer = threading.Timer(seconds, force)
+    timer.daemon = True
+    timer.start()
 
 
 def resume_command(args: argparse.Namespace) -> str:
