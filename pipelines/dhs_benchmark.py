@@ -325,10 +325,9 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         scanner_settings,
         summarize,
     )
-    from dnadiff.machine import describe_machine, load_average
+    from dnadiff.machine import load_average
     from dnadiff.threads import apply_threads
     from dnadiff.tokenizers import DNATokenizer
-    from dnadiff.utils import atomic_write, portable_paths, write_json
 
     scale = SCALES[args.scale]
     if args.seed_list is not None:
@@ -448,17 +447,10 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
               "per_seed": per_seed, "markers": {c: list(m) for c, m in MARKERS.items()},
               "motif_scanner": scanner_settings(scanner, "JASPAR2024 CORE vertebrates (pyjaspar)"),
               "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before,
-              "load_after": load_average(), "machine": describe_machine()}
-    result = portable_paths(result)
-    results.parent.mkdir(parents=True, exist_ok=True)
-    write_json(results.with_suffix(".json"), result)
-    pngs = plots(result, results)
-    atomic_write(results.with_suffix(".md"), markdown(result, pngs))
+              **common.stamp("load_after")}
+    common.write_report(results, result, markdown, lambda r, _png: plots(r, results))  # plots: a list of PNGs
     print(f"wrote {results.with_suffix('.md')} ({wall:.0f} s wall, {cpu:.0f} s CPU)")
     return 0
-
-
-# ----------------------------------------------------------------------------- the table
 
 
 def main(argv: list[str] | None = None) -> int:
