@@ -288,9 +288,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     from dnadiff.data import CELL_TYPES, load_dhs
     from dnadiff.eval import MotifScanner, background_of, load_jaspar, load_oracle, scanner_settings
     from dnadiff.heads import load_classifier_dir
-    from dnadiff.machine import describe_machine, load_average
+    from dnadiff.machine import load_average
     from dnadiff.threads import apply_threads
-    from dnadiff.utils import atomic_write, portable_paths, write_json
 
     sc = SCALES["tiny" if dry is not None else args.scale]
     out = dry if dry is not None else Path(args.out or sc["out"])
@@ -421,12 +420,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
               "commands": cmds.records,
               "motif_scanner": scanner_settings(scanner, "JASPAR2024 CORE vertebrates (pyjaspar)"),
               "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before,
-              "load_after": load_average(), "machine": describe_machine()}
-    result = portable_paths(result)
-    results.parent.mkdir(parents=True, exist_ok=True)
-    write_json(results.with_suffix(".json"), result)
-    png = plot(result, results.with_suffix(".png"))
-    atomic_write(results.with_suffix(".md"), markdown(result, png))
+              **common.stamp("load_after")}
+    common.write_report(results, result, markdown, plot)
     print(f"wrote {results.with_suffix('.md')} ({wall:.0f} s wall, {cpu:.0f} s CPU)")
     return 0
 
