@@ -56,6 +56,7 @@ import common
 import judging
 import numpy as np
 from dhs_benchmark_report import ROW_LABELS, describe, fmt, markdown, plots  # noqa: F401  (dhs_design reads bench.describe)
+from dhs_benchmark_steps import CONFIGS, SHORT_STEP, dnadiff, fingerprint_of, generate, read_samples, train_row  # noqa: F401  (read here by siblings)
 from dhs_seqstats import (  # noqa: F401  (kmer_hashes, MATCH: re-exported, dhs_design and the tests read them here)
     MATCH,
     codes_matrix,
@@ -70,13 +71,9 @@ from dhs_seqstats import (  # noqa: F401  (kmer_hashes, MATCH: re-exported, dhs_
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS = ("real", "markov", "ar", "cfg", "cg")
-CONFIGS = {"markov": "experiments/dhs_markov", "ar": "experiments/dhs_cond_ar", "cfg": "experiments/dhs_cond_mdlm",
-           "cg": "experiments/dhs_mdlm"}
 # JASPAR 2024 names of each cell type's marker motifs (issue 34 §4)
 MARKERS = {"GM12878": ("Spi1", "IRF4", "IRF8", "EBF1"), "HepG2": ("HNF4A", "HNF4G", "FOXA1", "FOXA2"),
            "K562": ("GATA1", "GATA1::TAL1", "GATA2"), "hESC": ("Pou5f1::Sox2", "POU5F1", "SOX2")}
-SHORT_STEP = ["train.max_steps=1", "train.val_every=1", "train.ckpt_every=1", "train.val_batches=1",
-              "train.warmup_steps=0", "train.max_minutes=null", "train.batch_size=8"]
 SCALES = {
     "cpu": {"out": "runs/dhs_benchmark", "results": "results/dhs_cpu", "oracles": "runs/dhs_oracles",
             "seeds": [0, 1, 2], "num": 256, "valid_num": 32, "cfg_weights": [0.0, 1.0, 2.0, 4.0],
@@ -113,85 +110,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     if bad or not args.row_list:
         p.error(f"--rows: unknown row(s) {', '.join(bad) or '(none)'}; choose from {', '.join(ROWS)}")
     return args
-
-
-# ----------------------------------------------------------------------------- steps through the CLI
-
-
-def dnadiff(argv: list[str], log) -> dict:
-    """One in-process `dnadiff` command (an error stops the pipeline); its wall and CPU seconds."""
-    import contextlib
-    import io
-
-    from dnadiff.cli import main as dnadiff_main
-
-    w0, c0 = time.time(), time.process_time()
-    with contextlib.redirect_stdout(io.StringIO()):  # the commands' tables: their JSON files keep them
-        code = dnadiff_main([str(a) for a in argv])
-    if code != 0:
-        raise SystemExit(f"error: `dnadiff {' '.join(map(str, argv))}` exited with {code}")
-    out = {"command": "dnadiff " + " ".join(map(str, argv)), "wall_s": round(time.time() - w0, 1),
-           "cpu_s": round(time.process_time() - c0, 1)}
-    log(f"  {out['command']}  ({out['wall_s']} s wall)")
-    return out
-
-
-def train_row(row: str, out: Path, scale: dict, threads: int, dry: bool, log) -> dict:
-    run_dir = out / "models" / row
-    model = run_dir / "model"
-    if (model / "config.json").is_file() and not dry:
-        log(f"{row}: model kept from an earlier run ({model})")
-        info = {"command": f"dnadiff train {CONFIGS[row]} --run-dir {run_dir} --threads {threads} (an earlier run)",
-                "wall_s": None, "cpu_s": None}
-    else:
-        extra = list(scale["train"].get(row, scale["train"].get("*", [])))
-        if dry and row != "markov":
-            extra = SHORT_STEP
-        info = dnadiff(["train", CONFIGS[row], *extra, "--run-dir", run_dir, "--threads", threads, "--overwrite",
-                        "-q"], log)
-    metrics = json.loads((model / "metrics.json").read_text())
-    info.update(config=f"configs/{CONFIGS[row]}.yaml", model=str(model),
-                steps=metrics.get("steps"), parameters=metrics.get("parameters"),
-                val_bits_per_base=metrics.get("val_bits_per_token"), orders=metrics.get("orders"),
-                train_wall_s=metrics.get("wall_seconds_this_session", metrics.get("wall_seconds")))
-    return info
-
-
-def read_samples(fasta: Path) -> list[str]:
-    from dnadiff.data import read_fasta
-
-    return [s for _, s in read_fasta(fasta)]
-
-
-def generate(row: str, model: str, cell: str, num: int, seed: int, path: Path, scale: dict, threads: int,
-             reward: str | None, weight: float | None, log) -> tuple[list[str], dict]:
-    common_args = ["--num", num, "--length", 200, "--seed", seed, "--out", path, "--threads", threads, "-q"]
-    if row in ("markov", "ar"):
-        argv = ["sample", model, "--class", cell, *common_args]
-    elif row == "cfg":
-        argv = ["sample", model, "--class", cell, "--guidance", weight, "--steps", scale["steps"], *common_args]
-    else:  # cg: the reward classifier's gradient (first-order classifier guidance)
-        argv = ["design", model, "--reward", f"classifier:{reward}", "--target", cell, "--method", "cg_grad",
-                "--steps", scale["steps"], *common_args]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stamp = {"command": "dnadiff " + " ".join(map(str, argv)), "model": fingerprint_of(model),
-             "reward": fingerprint_of(reward) if row == "cg" else None}
-
-    def make() -> dict:
-        for old in (path, Path(str(path) + ".json"), path.with_suffix(".json")):
-            old.unlink(missing_ok=True)
-        return dnadiff(argv, log)
-
-    info = common.stamped(path.with_suffix(".done.json"), stamp, make, log,
-                          f"{path} (same command and model)", ready=path.exists())
-    return read_samples(path), info
-
-
-def fingerprint_of(model: str) -> str:
-    """Content fingerprint of a model directory (kept samples are reused only for the same weights)."""
-    from dnadiff.eval import fingerprint
-
-    return fingerprint(model)
 
 
 # ----------------------------------------------------------------------------- metrics

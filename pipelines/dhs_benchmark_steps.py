@@ -1,0 +1,94 @@
+"""The steps of pipelines/dhs_benchmark.py through the CLI: one in-process `dnadiff` command, a row's model
+trained (or kept), and one cell type's samples drawn (kept across reruns for the same command and weights).
+pipelines/dhs_design.py, dhs_classification.py and few_step.py run their commands through `dnadiff` here too."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import common
+
+CONFIGS = {"markov": "experiments/dhs_markov", "ar": "experiments/dhs_cond_ar", "cfg": "experiments/dhs_cond_mdlm",
+           "cg": "experiments/dhs_mdlm"}
+
+
+SHORT_STEP = ["train.max_steps=1", "train.val_every=1", "train.ckpt_every=1", "train.val_batches=1",
+              "train.warmup_steps=0", "train.max_minutes=null", "train.batch_size=8"]
+
+
+def dnadiff(argv: list[str], log) -> dict:
+    """One in-process `dnadiff` command (an error stops the pipeline); its wall and CPU seconds."""
+    import contextlib
+    import io
+
+    from dnadiff.cli import main as dnadiff_main
+
+    w0, c0 = time.time(), time.process_time()
+    with contextlib.redirect_stdout(io.StringIO()):  # the commands' tables: their JSON files keep them
+        code = dnadiff_main([str(a) for a in argv])
+    if code != 0:
+        raise SystemExit(f"error: `dnadiff {' '.join(map(str, argv))}` exited with {code}")
+    out = {"command": "dnadiff " + " ".join(map(str, argv)), "wall_s": round(time.time() - w0, 1),
+           "cpu_s": round(time.process_time() - c0, 1)}
+    log(f"  {out['command']}  ({out['wall_s']} s wall)")
+    return out
+
+
+def train_row(row: str, out: Path, scale: dict, threads: int, dry: bool, log) -> dict:
+    run_dir = out / "models" / row
+    model = run_dir / "model"
+    if (model / "config.json").is_file() and not dry:
+        log(f"{row}: model kept from an earlier run ({model})")
+        info = {"command": f"dnadiff train {CONFIGS[row]} --run-dir {run_dir} --threads {threads} (an earlier run)",
+                "wall_s": None, "cpu_s": None}
+    else:
+        extra = list(scale["train"].get(row, scale["train"].get("*", [])))
+        if dry and row != "markov":
+            extra = SHORT_STEP
+        info = dnadiff(["train", CONFIGS[row], *extra, "--run-dir", run_dir, "--threads", threads, "--overwrite",
+                        "-q"], log)
+    metrics = json.loads((model / "metrics.json").read_text())
+    info.update(config=f"configs/{CONFIGS[row]}.yaml", model=str(model),
+                steps=metrics.get("steps"), parameters=metrics.get("parameters"),
+                val_bits_per_base=metrics.get("val_bits_per_token"), orders=metrics.get("orders"),
+                train_wall_s=metrics.get("wall_seconds_this_session", metrics.get("wall_seconds")))
+    return info
+
+
+def read_samples(fasta: Path) -> list[str]:
+    from dnadiff.data import read_fasta
+
+    return [s for _, s in read_fasta(fasta)]
+
+
+def generate(row: str, model: str, cell: str, num: int, seed: int, path: Path, scale: dict, threads: int,
+             reward: str | None, weight: float | None, log) -> tuple[list[str], dict]:
+    common_args = ["--num", num, "--length", 200, "--seed", seed, "--out", path, "--threads", threads, "-q"]
+    if row in ("markov", "ar"):
+        argv = ["sample", model, "--class", cell, *common_args]
+    elif row == "cfg":
+        argv = ["sample", model, "--class", cell, "--guidance", weight, "--steps", scale["steps"], *common_args]
+    else:  # cg: the reward classifier's gradient (first-order classifier guidance)
+        argv = ["design", model, "--reward", f"classifier:{reward}", "--target", cell, "--method", "cg_grad",
+                "--steps", scale["steps"], *common_args]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = {"command": "dnadiff " + " ".join(map(str, argv)), "model": fingerprint_of(model),
+             "reward": fingerprint_of(reward) if row == "cg" else None}
+
+    def make() -> dict:
+        for old in (path, Path(str(path) + ".json"), path.with_suffix(".json")):
+            old.unlink(missing_ok=True)
+        return dnadiff(argv, log)
+
+    info = common.stamped(path.with_suffix(".done.json"), stamp, make, log,
+                          f"{path} (same command and model)", ready=path.exists())
+    return read_samples(path), info
+
+
+def fingerprint_of(model: str) -> str:
+    """Content fingerprint of a model directory (kept samples are reused only for the same weights)."""
+    from dnadiff.eval import fingerprint
+
+    return fingerprint(model)
