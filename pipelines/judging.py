@@ -39,7 +39,7 @@ def disc_columns(samples: list[str], reference: list[str], settings=None) -> dic
 
 def judge_fastas(sets: list[tuple[dict, list]], reference: list[str], settings=None) -> None:
     """Adds disc_columns to each (row, its FASTA files) of `sets`: the files' sequences pooled vs `reference`."""
-    from dnadiff.data.records import read_fasta
+    from dnadiff.data import read_fasta
 
     for row, paths in sets:
         row.update(disc_columns([s for p in paths for _, s in read_fasta(p)], reference, settings))
