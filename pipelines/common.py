@@ -80,6 +80,18 @@ def add_common_options(p, *, scales=None, default_scale: str | None = "cpu", thr
         p.add_argument("--from-json", default=None, metavar="JSON", help=from_json)
 
 
+def start(threads: int | None) -> tuple[str, float, float]:
+    """--threads applied (dnadiff.threads.apply_threads), then what a result's stamp starts from: the load
+    average, the wall clock and this process's CPU clock now."""
+    import time
+
+    from dnadiff.machine import load_average
+    from dnadiff.threads import apply_threads
+
+    apply_threads(threads)
+    return load_average(), time.time(), time.process_time()
+
+
 def results_stem(args, default: str, dry: Path | None = None) -> Path:
     """Where a run's STEM.{json,md,png} go: --results (a path without extension), else a temporary folder
     under --dry-run, else results/DEFAULT in the repository."""

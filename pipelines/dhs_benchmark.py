@@ -243,8 +243,6 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         scanner_settings,
         summarize,
     )
-    from dnadiff.machine import load_average
-    from dnadiff.threads import apply_threads
     from dnadiff.tokenizers import DNATokenizer
 
     scale = SCALES[args.scale]
@@ -257,10 +255,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         results = out / f"partial_seeds_{'_'.join(map(str, args.seed_list))}"
     if args.scale == "tiny":
         os.environ["DNADIFF_CACHE"] = str(dhs_oracles._tiny_cache(out))
-    apply_threads(args.threads)
+    load_before, w0, c0 = common.start(args.threads)
     log = print
-    load_before = load_average()
-    w0, c0 = time.time(), time.process_time()
     table = load_dhs()
     tok = DNATokenizer()
 
