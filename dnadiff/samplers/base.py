@@ -409,8 +409,25 @@ def log_of(probs: Tensor) -> Tensor:
     return torch.where(probs > 0, probs.clamp_min(1e-300).log(), torch.full_like(probs, NEG_INF))
 
 
+class CompositeSampler(Sampler):
+    """A sampler that runs another one's loop (`self.inner`) over parts of the sequence (semi_ar's windows,
+    block's blocks) instead of defining a `step`: guidance hooks go to the inner sampler, which makes every
+    network call."""
+
+    guidable = False
+
+    def add_guidance(self, hook: Callable[[SamplerState, Tensor], Tensor]) -> "Sampler":
+        self.inner.add_guidance(hook)
+        return self
+
+    def remove_guidance(self, hook: Callable[[SamplerState, Tensor], Tensor]) -> "Sampler":
+        self.inner.remove_guidance(hook)
+        return self
+
+
 __all__ = [
     "SAMPLERS",
+    "CompositeSampler",
     "Sampler",
     "SamplerState",
     "SeedStream",

@@ -38,7 +38,7 @@ from torch import Tensor
 from dnadiff.denoiser import CountingDenoiser, IncrementalDenoiser, steps_of
 from dnadiff.diffusion.bd3lm import block_layout, block_spans, check_block_size
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState, greedy_fill
+from dnadiff.samplers.base import SAMPLERS, CompositeSampler, Sampler, SamplerState, greedy_fill
 from dnadiff.samplers.block_attention import AttentionBlockContext
 
 _SHARED = ("temperature", "top_p", "eps", "float32_draws", "time_conditioned")
@@ -82,13 +82,12 @@ class BlockContext:
 
 
 @SAMPLERS.register("block")
-class BlockSampler(Sampler):
+class BlockSampler(CompositeSampler):
     """`build_sampler("block", block_size=16, inner="ancestral", steps=16, inner_options={...})`; `steps` are the
     inner sampler's per block. Model options (`defaults_from`): the model's block size (a different `block_size` is
     refused), context_t, eos_id, pad_id, eps. Without a model, block_size defaults to 4."""
 
     name = "block"
-    guidable = False  # composite: guidance hooks go to the inner sampler (every network call passes there)
     any_length = True
     noise = "block"  # the noise of the bd3lm objective: only block models sample with it
     model_options = ("model_block_size", "context_t", "eos_id", "pad_id")
@@ -150,14 +149,6 @@ class BlockSampler(Sampler):
     def progress_steps(self, length: int) -> int:
         """The inner loops' steps over `length` tokens: steps per block, or one per token (step-less inner)."""
         return self.inner.steps * len(block_spans(length, self.block_size)) if self.inner.has_steps else length
-
-    def add_guidance(self, hook):
-        self.inner.add_guidance(hook)
-        return self
-
-    def remove_guidance(self, hook):
-        self.inner.remove_guidance(hook)
-        return self
 
     def run(self, denoiser, schedule, mask_id: int, x: Tensor, rng) -> SamplerState:
         B, total = x.shape

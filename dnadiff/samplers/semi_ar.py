@@ -19,17 +19,16 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
-from dnadiff.samplers.base import SAMPLERS, Sampler, SamplerState
+from dnadiff.samplers.base import SAMPLERS, CompositeSampler, SamplerState
 
 _SHARED = ("temperature", "top_p", "eps", "noise_removal", "float32_draws", "time_conditioned", "cache")
 
 
 @SAMPLERS.register("semi_ar")
-class SemiARSampler(Sampler):
+class SemiARSampler(CompositeSampler):
     """`build_sampler("semi_ar", inner="ancestral", inner_options={"steps": 128}, window=1024, stride=512)`."""
 
     name = "semi_ar"
-    guidable = False  # composite: runs an inner sampler per window
     any_length = True
 
     def __init__(
@@ -59,14 +58,6 @@ class SemiARSampler(Sampler):
         if not self.inner.has_steps:
             return length
         return self.inner.steps * (1 + -(-max(0, length - self.window) // self.stride))
-
-    def add_guidance(self, hook):
-        self.inner.add_guidance(hook)  # the inner loop makes the calls
-        return self
-
-    def remove_guidance(self, hook):
-        self.inner.remove_guidance(hook)
-        return self
 
     def run(self, denoiser, schedule, mask_id: int, x: Tensor, rng) -> SamplerState:
         """Composite: the inner sampler's loop once per window (window k draws from rng.child(k))."""
