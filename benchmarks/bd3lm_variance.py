@@ -160,22 +160,10 @@ def run(args, command: str, tmp: Path | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import tempfile
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
+    import common  # the pipelines' harness: the dry run's temporary folder, one-line errors
 
-    from dnadiff.errors import DnadiffError
-
-    args = parse(argv)
-    command = "python benchmarks/bd3lm_variance.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    tmp = tempfile.TemporaryDirectory(prefix="bd3lm_variance_") if args.dry_run else None
-    try:
-        return run(args, command.strip(), Path(tmp.name) if tmp else None)
-    except DnadiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if tmp:
-            tmp.cleanup()
-
+    return common.main_with_dry_run(run, parse(argv), __file__, argv, "bd3lm_variance")
 
 if __name__ == "__main__":
     sys.exit(main())
