@@ -183,6 +183,9 @@ class TrainConfig(TrainerConfig):
     # wall-clock minutes (Trainer max_time): the run stops at max_steps or max_minutes, whichever comes first;
     # null = steps only. The lr schedule still spans max_steps.
     max_minutes: Optional[float] = None
+    # which clock max_minutes reads: wall (Lightning's max_time) or cpu, this process's CPU seconds
+    # (time.process_time), so rows of an equal-budget comparison get equal compute on a shared machine
+    budget_clock: str = "wall"
     accumulate: int = 1  # gradient accumulation (effective batch = batch_size * accumulate * devices)
     lr: float = 3e-4
     lr_schedule: str = "constant"  # constant (after warmup) | cosine
@@ -201,6 +204,8 @@ class TrainConfig(TrainerConfig):
         _check(self.max_steps > 0, "train.max_steps", f"must be > 0, got {self.max_steps}")
         _check(self.max_minutes is None or self.max_minutes > 0, "train.max_minutes",
                f"must be a positive number of minutes or null, got {self.max_minutes}")
+        _check(self.budget_clock in ("wall", "cpu"), "train.budget_clock",
+               f"must be wall or cpu, got {self.budget_clock!r}")
         _check(self.accumulate > 0, "train.accumulate", f"must be > 0, got {self.accumulate}")
         _check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
         _check(0.0 <= self.ema < 1.0, "train.ema", f"must be in [0, 1), got {self.ema}")

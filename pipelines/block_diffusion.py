@@ -30,6 +30,7 @@ Writes results/{--stem}.json and .md (default block_diffusion_cpu; rows with `ke
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -73,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markov-dir", default=None, help="a fitted Markov model directory to reuse (else fitted)")
     ap.add_argument("--markov-max-order", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None, help="train.threads of every row (default the config's 2)")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="--minutes are CPU minutes of each row's process (train.budget_clock=cpu), not wall: equal "
+                         "compute per row when other work shares the machine (rows can then train in parallel)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="a row already trained in --out-dir (its row.json, written after training) is scored, not "
+                         "retrained: rows trained by separate runs in parallel are tabled together")
     ap.add_argument("--shared", default=os.environ.get("DNADIFF_DATA") or str(REPO.parent / "shared" / "data"))
     ap.add_argument("--out-dir", default=None, help="run folders (default runs/block_diffusion)")
     ap.add_argument("--results", default=None, help="table folder (default results/)")
@@ -122,7 +129,12 @@ def bd3_overrides(key: str, extra: list[str], dry: bool) -> list[str]:
 def train_and_score(key: str, args, s: dict, out_dir: Path, extra: list[str], dry: bool, echo) -> dict:
     """One row: trained (both stages of a two-stage row) and scored on valid, then once on the test windows."""
     threads = [f"train.threads={args.threads}"] if args.threads else []
-    if key == "mamba_ar" and args.ar_dir:
+    threads += ["train.budget_clock=cpu"] if args.cpu_clock else []
+    saved = out_dir / key / "row.json"
+    if args.reuse and saved.is_file() and not dry:
+        r = json.loads(saved.read_text())
+        echo(f"{key}: reused (trained earlier: {r['steps']} steps, {saved.parent})")
+    elif key == "mamba_ar" and args.ar_dir:
         cfg = cpu_hour.row_config(key, out_dir, s["data"], s["minutes"], threads, dry)
         valid = cpu_hour.score(args.ar_dir, "valid", cfg.train.val_batches * cfg.train.batch_size, 1)
         r = {"key": key, "model_dir": args.ar_dir, "steps": "given", "train_wall_seconds": None,
@@ -136,6 +148,10 @@ def train_and_score(key: str, args, s: dict, out_dir: Path, extra: list[str], dr
         r = cpu_hour.train_row(key, cfg, cfg.train.val_batches * cfg.train.batch_size, s["t_samples"], echo, first)
         r["block_size"] = getattr(cfg.objective, "block_size", None) if key != "mamba_ar" else None
         r["clip"] = getattr(cfg.objective, "clip", None) if key != "mamba_ar" else None
+        r["budget_clock"] = cfg.train.budget_clock
+        if not dry:
+            from dnadiff.utils import write_json
+            write_json(saved, r)
     r.update(row=ROWS[key]["row"], kind=ROWS[key]["kind"], key=key)
     r["test"] = cpu_hour.score(r["model_dir"], "test", s["eval_windows"], s["t_samples"])
     echo(f"{key}: test {r['test']['bits_per_token']:.4f} bits/base")
@@ -243,7 +259,8 @@ def run(args, command: str, dry: Path | None) -> int:
     summary = {"title": "Block diffusion (BD3-LM) at CPU scale vs the Markov chain and the Mamba AR (human chr22, "
                "paired per window)", "command": command, "wall_seconds": round(wall, 1),
                "machine": describe_machine(), "load_average_at_end": load_average(), "data": s["data"],
-               "settings": (f"{s['minutes']:g} min wall-clock budget per row (train.max_minutes); test split, "
+               "settings": (f"{s['minutes']:g} min {'CPU' if args.cpu_clock else 'wall-clock'} budget per row "
+                            f"(train.max_minutes{', train.budget_clock=cpu' if args.cpu_clock else ''}); test split, "
                             f"{s['eval_windows'] or 'all'} windows evenly spread (the same for every row); block "
                             f"bound with {s['t_samples']} stratified t-samples per window"
                             + (f"; bd3lm rows trained with {' '.join(extra)}" if extra else "")),

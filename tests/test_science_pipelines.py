@@ -243,6 +243,43 @@ def test_max_minutes_stops_training_on_time(tmp_path):
         load_config(RunConfig, "experiments/tiny_dna_mdlm", ["train.max_minutes=0"])
 
 
+@pytest.mark.training
+def test_cpu_budget_clock_counts_compute_not_waiting(tmp_path):
+    """train.budget_clock=cpu: time spent waiting (another process holding the core, here a sleep) does not
+    count against max_minutes; the run that a 3-s wall budget would cut at ~6 steps runs all 10; and the
+    callback stops a run whose CPU budget is spent at the next step, the count carried through a checkpoint."""
+    import time
+    from types import SimpleNamespace
+
+    import lightning as L
+
+    from dnadiff.config import RunConfig, load_config
+    from dnadiff.errors import DnadiffError
+    from dnadiff.training import train
+    from dnadiff.training.progress import CpuBudget
+
+    class Sleep(L.Callback):
+        def on_train_batch_end(self, *args) -> None:
+            time.sleep(0.5)
+
+    over = [f"out_dir={tmp_path}", "name=t", "train.max_steps=10", "train.max_minutes=0.05", "train.val_every=100",
+            "train.val_batches=1", "train.batch_size=2", "data.seq_len=32", "train.progress=false",
+            "model.overrides.scan_impl=chunked", "train.threads=1", "train.budget_clock=cpu"]
+    res = train(load_config(RunConfig, "experiments/tiny_dna_mdlm", over), callbacks=[Sleep()])
+    assert res.metrics["steps"] == 10
+
+    budget = CpuBudget(max_minutes=1.0)
+    budget.load_state_dict({"cpu_seconds_used": 59.9})
+    budget.on_train_start(None, None)
+    trainer = SimpleNamespace(should_stop=False, global_step=3, strategy=SimpleNamespace(broadcast=lambda v, src: v))
+    while not trainer.should_stop and budget.used_s() < 61:
+        budget.on_train_batch_end(trainer, None, None, None, 0)
+        sum(i * i for i in range(10000))  # burn CPU until the last 0.1 s is spent
+    assert trainer.should_stop and 60.0 <= budget.state_dict()["cpu_seconds_used"] < 61
+    with pytest.raises(DnadiffError, match="train.budget_clock: must be wall or cpu"):
+        load_config(RunConfig, "experiments/tiny_dna_mdlm", ["train.budget_clock=gpu"])
+
+
 def test_sample_quality_names_the_model_behind_a_linked_models_dir(tmp_path):
     """A --models-dir of symbolic links (to other runs' models): the table's model line names the link's target;
     a plain path (even one through '..') names nothing more."""

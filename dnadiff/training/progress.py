@@ -210,3 +210,37 @@ class StartMessage(Callback):
             seen = point.micro_step * int(pl_module.cfg.train.batch_size) * int(trainer.world_size)
             log.info("resumed at step %d (%d samples seen) from %s/%s", point.step, seen, point.path.parent.name,
                      point.path.name)
+
+
+class CpuBudget(Callback):
+    """train.budget_clock=cpu: the run stops once this process has used max_minutes of CPU time
+    (time.process_time, all its threads), checked after every optimizer step. Unlike Lightning's wall-clock
+    max_time, the budget does not shrink when other work shares the machine. A resumed run continues the
+    count from its checkpoint."""
+
+    def __init__(self, max_minutes: float) -> None:
+        self.budget_s = 60.0 * max_minutes
+        self.used_before_s = 0.0  # CPU seconds of earlier sessions of this run (from the checkpoint)
+        self.session_start: float | None = None
+
+    def used_s(self) -> float:
+        return self.used_before_s + (time.process_time() - self.session_start if self.session_start is not None
+                                     else 0.0)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.session_start = time.process_time()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        spent = self.used_s() >= self.budget_s
+        # every rank stops at the same step (rank 0's clock decides)
+        spent = trainer.strategy.broadcast(spent, src=0)
+        if spent and not trainer.should_stop:
+            log.info("train.max_minutes: %.1f CPU minutes used (budget_clock=cpu); stopping at step %d",
+                     self.used_s() / 60, trainer.global_step)
+            trainer.should_stop = True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"cpu_seconds_used": self.used_s()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.used_before_s = float(state_dict.get("cpu_seconds_used", 0.0))

@@ -304,7 +304,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
     from dnadiff.training.datamodule import StreamDataModule
     from dnadiff.training.export import ExportModelDir, read_export_metrics
     from dnadiff.training.module import DiffusionLitModule
-    from dnadiff.training.progress import StartMessage, StepProgressBar
+    from dnadiff.training.progress import CpuBudget, StartMessage, StepProgressBar
 
     start = time.time()
     quiet_libraries(log.getEffectiveLevel())  # -v (setup_logging) keeps Lightning's INFO messages
@@ -346,6 +346,7 @@ def _train(cfg: RunConfig, resume: bool, overwrite: bool, run_dir: Path, callbac
         callbacks=[checkpointing, export, *([StepProgressBar()] if show_bar else []),
                    StartMessage(f"{cfg.name}: {t.threads} CPU thread{'s' if t.threads != 1 else ''} (train.threads), "
                                 f"{t.max_steps} steps of batch {t.batch_size}", resumed=point),
+                   *([CpuBudget(t.max_minutes)] if t.max_minutes and t.budget_clock == "cpu" else []),
                    *(callbacks or [])],
         plugins=[AtomicCheckpointIO()])
     with resume_warnings_silenced():
@@ -384,7 +385,7 @@ def trainer_kwargs(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
 
     return dict(
         max_steps=t.max_steps, max_epochs=-1,
-        max_time=timedelta(minutes=t.max_minutes) if t.max_minutes else None,
+        max_time=timedelta(minutes=t.max_minutes) if t.max_minutes and t.budget_clock == "wall" else None,
         accumulate_grad_batches=t.accumulate, gradient_clip_val=t.grad_clip or None,
         precision=resolve_precision(t.precision), accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
         strategy=build_strategy(cfg), sync_batchnorm=False, use_distributed_sampler=False,
