@@ -348,7 +348,10 @@ def run(args, command: str, dry: Path | None) -> int:
     def echo(msg):
         print(f"[{time.time() - start:7.0f}s] {msg}", flush=True)
 
-    models, notes, k5, best_k = prepare_models(work, data_over, size, models_dir, minutes, dry is not None, echo)
+    # an empty --mdlm-rows (e.g. a table of the AR and block-diffusion rows) needs no MDLM model
+    keys = [k for k in TRAINED if k != "caduceus_mdlm" or mdlm_rows]
+    models, notes, k5, best_k = prepare_models(work, data_over, size, models_dir, minutes, dry is not None, echo,
+                                               keys)
     rows = sample_rows(models, k5, best_k, args.cpu_hour_dir, mdlm_rows, args.bd3_dir)
     metrics_args = ["--bed", bed, "--split", "valid", "--max-reference-windows", str(size["reference_windows"]),
                     "--no-floor", "--no-plots", "--force", "--oracle", models["markov_best"], *size["metrics"]]

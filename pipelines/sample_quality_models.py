@@ -75,16 +75,16 @@ MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", 
 
 
 def prepare_models(work: Path, data_over: list[str], size: dict, models_dir: Path | None, minutes: float,
-                   dry: bool, echo) -> tuple[dict, list[str], int, int]:
-    """The Markov fits, then the neural models (given, or trained with an explicit budget): the models by
-    key, a note per neural model, the Markov rows' k and the best k on valid."""
+                   dry: bool, echo, keys=TRAINED) -> tuple[dict, list[str], int, int]:
+    """The Markov fits, then the neural models of `keys` (given, or trained with an explicit budget): the models
+    by key, a note per neural model, the Markov rows' k and the best k on valid."""
     models, notes = {}, []
     k5 = min(5, size["max_order"])
     models["markov5"] = fit_markov(work / "models", data_over, k5, size["max_order"], "markov_k5")
     models["markov_best"] = fit_markov(work / "models", data_over, -1, size["max_order"], "markov_best")
     best_k = json.loads((Path(models["markov_best"]) / "metrics.json").read_text()).get("order")
     echo(f"Markov chains fitted (best k on valid = {best_k})")
-    for key in TRAINED:
+    for key in keys:
         found = find_model(models_dir, key)
         if found is None:
             # the config's own window length (128 bp) unless the samples are shorter: 1,024-bp training
@@ -113,7 +113,7 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
             (f"Markov best k (k={best_k})", models["markov_best"], None, []),
             ("Mamba AR", models["mamba_ar"], None, [])]
     rows += [(name, models["caduceus_mdlm"], sampler, extra) for name, sampler, extra in MDLM_SAMPLERS
-             if mdlm_rows is None or name in mdlm_rows]
+             if mdlm_rows is None or name in mdlm_rows]  # no MDLM row: no MDLM model needed (prepare_models)
     if cpu_hour.get("mamba_ar"):
         rows.append(("cpu-hour Mamba AR", cpu_hour["mamba_ar"], None, []))
     if cpu_hour.get("caduceus_mdlm"):
