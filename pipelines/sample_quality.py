@@ -103,13 +103,15 @@ def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str |
     from dnadiff.utils import json_text, write_together
 
     known = ("--rc-symmetric", "--trained-window", "--left-to-right", "--quarter-stride")
-    unknown = [e for e in extra if e not in known]
+    unknown = [e for e in extra if e not in known and not e.startswith("--steps=")]
     if unknown:
         raise DnadiffError(f"sample_quality: unknown sampling option(s) {unknown}")
     if model_dir not in _MODELS:
         _MODELS[model_dir] = dnadiff.load(model_dir)
     model = _MODELS[model_dir]
     steps = size["steps"] if sampler and sampler != "first_hitting" else None  # first-hitting: one call per token
+    own = [int(e.split("=", 1)[1]) for e in extra if e.startswith("--steps=")]
+    steps = own[0] if own else steps  # a row's own steps (a block row: network calls per block)
     options = trained_window(model, size, extra)
     res = dnadiff.sample(model, size["num"], size["length"], sampler=sampler, steps=steps, seed=seed,
                          rc_symmetric="--rc-symmetric" in extra, **options)
@@ -294,7 +296,7 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
     from dnadiff.utils import atomic_write
 
     name, model_dir, sampler, extra = row
-    values, sampling = [], []  # sampling: each seed's wall seconds as its samples.json recorded them
+    values, sampling, calls = [], [], []  # each seed's wall seconds and network calls per sequence (samples.json)
     t0 = time.time()
     seeds = seeds or size["seeds"]
     for seed in range(seeds):
@@ -304,6 +306,7 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
         reuse = resume and _samples_reusable(folder, model_dir, sampler, size, seed, extra)
         if reuse and model_dir is not None:
             sampling.append(_sampling_seconds(folder))
+            calls.append(_sampling_seconds(folder, "nfe_per_sequence"))
         if reuse and _metrics_current(folder, metrics_args):
             values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
             continue
@@ -314,13 +317,15 @@ def score_row(row: tuple, size: dict, work: Path, data: dict, metrics_args: list
         elif not reuse:
             draw_samples(model_dir, fa, size, seed, sampler, extra)
             sampling.append(_sampling_seconds(folder))
+            calls.append(_sampling_seconds(folder, "nfe_per_sequence"))
         cli(["metrics", "-q", str(fa), "--reference", data["fasta"], "--out", str(folder / "metrics"),
              *metrics_args])
         atomic_write(folder / "metrics_args.json", json.dumps(metrics_args))
         values.append(metric_values(json.loads((folder / "metrics" / "metrics.json").read_text())))
     out = {"model_dir": model_dir, "sampler": sampler, "options": extra, "seeds": seeds, "per_seed": values,
            "summary": summarize(values), "wall_seconds": round(time.time() - t0, 1),
-           "sampling_seconds_per_seed": sampling if sampling and None not in sampling else None}
+           "sampling_seconds_per_seed": sampling if sampling and None not in sampling else None,
+           "network_calls_per_sequence": calls if calls and None not in calls else None}
     echo(f"{name}: {seeds} seeds in {time.time() - t0:.0f} s")
     return out
 

@@ -124,4 +124,6 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
         found = find_model(Path(bd3_dir), key) if bd3_dir else None
         if found:
             rows.append((f"{name} (cpu-hour)", found, None, []))
+            if key == "bd3lm4":  # its config decodes a block of 4 in 4 calls (one per base): also 2 per block
+                rows.append((f"{name} 2-step blocks (cpu-hour)", found, None, ["--steps=2"]))
     return rows

@@ -44,12 +44,25 @@ def closest_lines(per_row: dict, floor_row: str) -> list[str]:
     return lines
 
 
-def _sampling_seconds(folder: Path) -> float | None:
-    """The wall seconds a seed's samples took, as samples.json recorded them (None: not recorded)."""
+def _sampling_seconds(folder: Path, field: str = "wall_seconds") -> float | None:
+    """The wall seconds a seed's samples took (or another `field`: nfe_per_sequence, the network calls per
+    sequence), as samples.json recorded them (None: not recorded)."""
     try:
-        return float(json.loads((folder / "samples.json").read_text())["wall_seconds"])
+        return float(json.loads((folder / "samples.json").read_text())[field])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def per_sequence_cost(per_row: dict, num: int) -> list[str]:
+    """One line: each sampled row's wall seconds and network calls per sequence, means over its seeds (what a
+    row's quality cost; issue 52 compares them with the AR's)."""
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    cost = [f"{n}: {mean(r['sampling_seconds_per_seed']) / num:.3g} s / {mean(r['network_calls_per_sequence']):.0f}"
+            for n, r in per_row.items() if r.get("sampling_seconds_per_seed") and r.get("network_calls_per_sequence")]
+    head = "- per sequence (mean over seeds), sampling wall seconds / network calls: "
+    return [head + "; ".join(cost)] if cost else []
 
 
 def _cell(summary: dict, metric: str) -> str:
@@ -76,6 +89,7 @@ def render(args, command: str, wall: float, size: dict, data: dict, notes: list[
               + "; ".join(f"{n}: {', '.join(f'{v:.0f}' for v in r['sampling_seconds_per_seed'])}"
                           for n, r in per_row.items() if r.get("sampling_seconds_per_seed")))]
             if any(r.get("sampling_seconds_per_seed") for r in per_row.values()) else []),
+          *per_sequence_cost(per_row, size["num"]),
           *([f"- Fréchet distance: pooled features of the classifier {args.embedder} (in-house: comparable "
              "between the rows of this table, not with published SFID/FBD values)"] if args.embedder else []),
           "", markdown_table(transposed), "", *closest]

@@ -72,20 +72,32 @@ def test_variance_benchmark_measures_plain_and_clipped(tmp_path):
 
 def test_sample_quality_adds_bd3_rows_sampled_with_the_block_sampler(tmp_path):
     """pipelines/sample_quality.py --bd3-dir: a `BD3 ...` row per block model there, sampled by the model's own
-    `block` sampler (its config's steps per block), with calls and wall per sequence in the samples' JSON."""
+    `block` sampler (its config's steps per block; B = 4 also with 2 calls per block), with calls and wall per
+    sequence in the samples' JSON and the table's per-sequence line."""
     from helpers.cli_model import tiny_model_dir
 
     sq = importlib.import_module("sample_quality")
-    tiny_model_dir(tmp_path / "bd3" / "bd3lm16", overrides=["model.backbone=mamba", "objective.name=bd3lm",
-                                                            "objective.block_size=16", "sample.sampler=block",
-                                                            "sample.steps=4"])
+    report = importlib.import_module("sample_quality_report")
+    tiny_model_dir(tmp_path / "bd3" / "bd3lm4", overrides=["model.backbone=mamba", "objective.name=bd3lm",
+                                                           "objective.block_size=4", "sample.sampler=block",
+                                                           "sample.steps=4"])
     models = {"markov5": "m5", "markov_best": "mb", "mamba_ar": "ar", "caduceus_mdlm": "mdlm"}
     rows = sq.sample_rows(models, 5, 9, None, [], str(tmp_path / "bd3"))
     bd3 = [r for r in rows if r[0].startswith("BD3")]
-    assert [r[0] for r in bd3] == ["BD3 B=16 (cpu-hour)"] and bd3[0][2] is None
-    fa = tmp_path / "s" / "samples.fa"
-    fa.parent.mkdir()
-    sq.draw_samples(bd3[0][1], fa, {"num": 2, "length": 40, "steps": 256}, 0, None, [])
-    stats = json.loads(fa.with_suffix(".json").read_text())
-    assert stats["sampler"] == "block" and stats["steps"] == 4 and stats["length"] == 40
-    assert stats["nfe_per_sequence"] <= 3 * 4 + 3 and stats["seconds_per_sample"] > 0  # 3 blocks x 4 steps (+ finish)
+    assert [r[0] for r in bd3] == ["BD3 B=4 (cpu-hour)", "BD3 B=4 2-step blocks (cpu-hour)"]
+    assert [(r[2], r[3]) for r in bd3] == [(None, []), (None, ["--steps=2"])]
+    for (_, model_dir, _, extra), steps in zip(bd3, (4, 2)):
+        fa = tmp_path / f"s{steps}" / "samples.fa"
+        fa.parent.mkdir()
+        sq.draw_samples(model_dir, fa, {"num": 2, "length": 40, "steps": 256}, 0, None, extra)
+        stats = json.loads(fa.with_suffix(".json").read_text())
+        assert stats["sampler"] == "block" and stats["steps"] == steps and stats["length"] == 40
+        # 10 blocks x `steps` calls (+ one pass per finished block at most)
+        assert stats["nfe_per_sequence"] <= 10 * steps + 10 and stats["seconds_per_sample"] > 0
+    per_row = {"AR": {"sampling_seconds_per_seed": [2.0, 4.0], "network_calls_per_sequence": [1024, 1024]},
+               "BD3": {"sampling_seconds_per_seed": [8.0], "network_calls_per_sequence": [300, 200]},
+               "real": {"sampling_seconds_per_seed": None}}
+    assert report.per_sequence_cost(per_row, num=2) == [
+        "- per sequence (mean over seeds), sampling wall seconds / network calls: AR: 1.5 s / 1024; BD3: 4 s / 250"]
+
+
