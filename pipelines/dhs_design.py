@@ -27,7 +27,7 @@ the order of the grid.
 Columns (test): success = evaluation-oracle (k-mer LR) argmax is HepG2 (± its binomial SE; success (neural oracle):
 the same under ORACLES/neural_oracle when it exists; discriminator AUROC: pipelines/judging.py); realistic success =
 success AND GC inside the real HepG2 test sequences' 5–95 % range AND log-likelihood per base under the
-pretrained unconditional MDLM above their 5 % quantile (pipelines/reward_finetuning.py judge); mean reward
+pretrained unconditional MDLM above their 5 % quantile (pipelines/reward_finetuning_rows.py judge); mean reward
 (reward classifier); motif Spearman = Spearman of JASPAR 2024 CORE vertebrate hit rates vs half B of the real
 HepG2 test sequences (dnadiff.eval.motifs, as pipelines/dhs_benchmark.py); diversity (distinct 6-mers / 4,096,
 mean pairwise identity at the same offset); denoiser calls per design (the command JSON's nfe_per_sequence:
@@ -107,10 +107,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def judge(seqs: list[str], ctx: dict, bounds: dict, classifier, reference: list[str]) -> dict:
-    """reward_finetuning.judge's columns for one set: `classifier`'s argmax = HepG2 as success (the evaluation
+    """reward_finetuning_rows.judge's columns for one set: `classifier`'s argmax = HepG2 as success (the evaluation
     oracle on test, the reward classifier on validation), realistic success against `bounds` (GC range and
     log-likelihood floor of real HepG2 sequences), plus the mean reward (reward classifier, log p(HepG2 | x))."""
-    import reward_finetuning as rf
+    import reward_finetuning_rows as rf
 
     from dnadiff.eval import predict_proba
 
@@ -335,7 +335,7 @@ def natural_bounds(pretrained, real: list[str]) -> tuple[tuple[float, float], fl
     """The naturalness bounds of realistic success, as reward_finetuning.run computes them: the GC 5–95 % range
     and the 5 % quantile of the log-likelihood per base of real sequences under the pretrained model (in chunks of
     256 sequences: ~1,100 at once held ~2 GB)."""
-    import reward_finetuning as rf
+    import reward_finetuning_rows as rf
 
     from dnadiff.eval import gc_content
 

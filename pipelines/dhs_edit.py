@@ -86,7 +86,7 @@ def markov_llr(chain_model, before: list[str], after: list[str]) -> float:
 
 def judge(seqs: list[str], ctx: dict) -> dict:
     """oracle_rate, realistic_rate (± binomial SE) of one set."""
-    import reward_finetuning as rf
+    import reward_finetuning_rows as rf
 
     from dnadiff.eval import gc_content, predict_proba
 

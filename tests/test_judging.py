@@ -74,7 +74,8 @@ def test_few_step_dna_rows_are_judged_like_a_direct_call(tmp_path):
 
 
 def test_reward_finetuning_rows_are_judged_against_the_disjoint_reference(monkeypatch):
-    rf = importlib.import_module("reward_finetuning")
+    rf = importlib.import_module("reward_finetuning_rows")
+    report = importlib.import_module("reward_finetuning_report")
     monkeypatch.setattr(rf, "loglik_per_base", lambda model, seqs: np.zeros(len(seqs)))
     rng = np.random.default_rng(1)
     designs, reference = iid(rng, 30, 50, gc=0.6), iid(rng, 40, 50)
@@ -83,7 +84,7 @@ def test_reward_finetuning_rows_are_judged_against_the_disjoint_reference(monkey
     row = rf.judge("gc", designs, ctx)
     want = direct(designs, reference)
     assert {k: row[k] for k in want} == pytest.approx(want, rel=1e-12, abs=1e-12)
-    cells = rf._frontier_cells({"method": "x", **row}, "gc")
+    cells = report._frontier_cells({"method": "x", **row}, "gc")
     assert cells["k-mer LR AUROC ± SE (p)"].startswith(f"{row['disc_auroc_kmer_lr']:.3f} ± ")
     assert "disc_auroc_cnn" not in rf.judge("gc", designs, {**ctx, "disc_reference": []})  # no reference: none
 

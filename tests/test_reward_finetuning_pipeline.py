@@ -73,9 +73,9 @@ def test_read_curve_reads_the_logged_reward(tmp_path):
 
 
 def test_every_inference_method_at_every_strength_is_planned():
-    rf = pipeline("reward_finetuning")
+    rf, rows = pipeline("reward_finetuning"), pipeline("reward_finetuning_rows")
     for scale, sc in rf.SCALES.items():
-        labels = [label for label, *_ in rf.guided_plan(sc)]
+        labels = [label for label, *_ in rows.guided_plan(sc)]
         want = ["unguided", *(f"best_of_n n={n}" for n in sc["best_ns"]), *(f"svdd m={m}" for m in sc["svdd_ms"]),
                 *(f"smc k={k}" for k in sc["smc_ks"]), *(f"cg_grad ×{c:g}" for c in sc["cg_scales"])]
         assert labels == want, scale
@@ -85,8 +85,8 @@ def test_every_inference_method_at_every_strength_is_planned():
     assert cpu["best_ns"] == (2, 4, 8, 16) and min(cpu["kl_targets"]) <= 0.05 and max(cpu["kl_targets"]) >= 3
     # a caller's scale without strength lists keeps its single rows (pipelines that import guided_rows)
     old = {"best_n": 4, "svdd_m": 4, "smc_k": 4}
-    assert [label for label, *_ in rf.guided_plan(old)] == ["unguided", "best_of_n n=4", "svdd m=4", "smc k=4",
-                                                           "cg_grad ×1"]
+    assert [label for label, *_ in rows.guided_plan(old)] == ["unguided", "best_of_n n=4", "svdd m=4", "smc k=4",
+                                                             "cg_grad ×1"]
 
 
 def test_aggregate_keeps_labels_and_ranges():
@@ -110,7 +110,7 @@ def test_dry_run_has_every_row_the_beta_grid_and_bon_costs(tmp_path):
     sc = rf.SCALES["dry"]
     for task, rows in res["tasks"].items():
         by = {r["method"]: r for r in rows}
-        planned = [label for label, *_ in rf.guided_plan(sc)]
+        planned = [label for label, *_ in pipeline("reward_finetuning_rows").guided_plan(sc)]
         if task == "classifier":
             planned += [f"cfg w={w:g}" for w in sc["cfg_ws"]]
         rec = res["frontier"][task]
