@@ -7,7 +7,8 @@ import argparse
 
 from dnadiff.errors import DnadiffError
 
-METHODS = ("remask", "greedy", "markov")
+METHODS = ("remask", "greedy", "markov", "ledidi")
+LEDIDI_STEPS = 200  # default optimisation steps of --method ledidi (Ledidi's own: 1,000 with early stopping)
 HELP = "edit native sequences with at most M base changes each to raise a reward (classifier, GC, motif)"
 DESCRIPTION = """Edit sequences toward a goal with at most --max-edits base changes each.
 
@@ -18,6 +19,8 @@ DESCRIPTION = """Edit sequences toward a goal with at most --max-edits base chan
   dnadiff edit MODEL --in seqs.fa --reward gc:0.5 --max-edits 4 --method greedy --out edited.fa
   dnadiff edit runs/dhs_markov/model --in seqs.fa --reward motif:TGACTCA --class HepG2 --max-edits 8 \
 --method markov --protect 1-20 --out edited.fa
+  dnadiff edit runs/dhs_mdlm/model --in seqs.fa --reward classifier:DIR --target HepG2 --max-edits 8 \
+--method ledidi --edit-cost 0.1 --steps 200 --out edited.fa
 
 Methods:
   remask  (a masked diffusion MODEL) rounds of: pick positions (the current edits plus new ones by
@@ -28,6 +31,11 @@ Methods:
           rounds); MODEL only checks that it reads the sequences.
   markov  (a Markov chain MODEL: `dnadiff train` with model.backbone=markov or markov_classes) the remask rounds
           with the positions resampled from the chain's exact posterior given both flanks.
+  ledidi  (Schreiber et al. 2020) gradient descent on per-position base logits, the edit drawn as a hard
+          Gumbel-softmax sample (--draws a step, temperature --tau, Adam --lr, --steps steps), minimising
+          --edit-cost x edits - reward; the argmax at the end, edits past M rolled back keeping those of
+          largest gain. Needs a differentiable reward (gc, gc:T, motif, classifier); MODEL only checks that it
+          reads the sequences (no generator, no naturalness prior).
 --positions: saliency (the reward's gradient: gc, gc:T, motif, classifier), confidence (the model's least
 confident bases), random.
 
@@ -42,7 +50,8 @@ output is kept unless --force."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", help="a dnadiff DNA model directory (masked diffusion for remask, Markov for markov)")
+    p.add_argument("model_dir", help="a dnadiff DNA model directory (masked diffusion for remask, Markov for markov; "
+                   "greedy and ledidi only check that it reads the sequences)")
     p.add_argument("--in", dest="inputs", required=True, metavar="SEQS.fa", help="FASTA of the sequences to edit")
     p.add_argument("--reward", required=True, help="{rewards}")
     p.add_argument("--target", default=None, help="class name or index for --reward classifier:DIR")
@@ -55,7 +64,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--class", dest="label", default=None, help="class to condition on (class-conditional models)")
     p.add_argument("--guidance", type=float, default=0.0, help="classifier-free guidance weight with --class")
     p.add_argument("--sampler", default="first_hitting", help="the sampler that resamples (default first_hitting)")
-    p.add_argument("--steps", type=int, default=None, help="its steps, for samplers that have steps")
+    p.add_argument("--steps", type=int, default=None, help="remask: the sampler's steps, for samplers that have "
+                   "steps; ledidi: optimisation steps (default 200; stops early after 100 without a better edit)")
+    p.add_argument("--edit-cost", type=float, default=0.1, metavar="LAMBDA",
+                   help="ledidi: reward units one edit costs (Ledidi's λ; default 0.1)")
+    p.add_argument("--lr", type=float, default=1.0, help="ledidi: Adam learning rate on the logits (default 1.0)")
+    p.add_argument("--tau", type=float, default=1.0, help="ledidi: Gumbel-softmax temperature (default 1.0)")
+    p.add_argument("--draws", type=int, default=8, help="ledidi: sequences drawn per input a step (default 8)")
     p.add_argument("--protect", action="append", default=[], metavar="START-END",
                    help="1-based inclusive range of positions never edited (repeatable)")
     p.add_argument("--seed", type=int, default=0)
@@ -78,15 +93,18 @@ def check_args(args: argparse.Namespace) -> None:
         raise DnadiffError(f"--method {args.method!r}: expected one of {', '.join(METHODS)}")
     if args.max_edits < 1:
         raise DnadiffError(f"--max-edits must be at least 1, got {args.max_edits}")
-    for flag, value in (("--rounds", args.rounds), ("--candidates", args.candidates), ("--steps", args.steps)):
+    for flag, value in (("--rounds", args.rounds), ("--candidates", args.candidates), ("--steps", args.steps),
+                        ("--draws", args.draws), ("--lr", args.lr), ("--tau", args.tau)):
         if value is not None and value < 1:
             raise DnadiffError(f"{flag} must be positive, got {value}")
+    if not args.edit_cost >= 0:
+        raise DnadiffError(f"--edit-cost must be >= 0, got {args.edit_cost}")
     if args.positions is not None and args.positions not in ("saliency", "confidence", "random"):
         raise DnadiffError(f"--positions {args.positions!r}: expected saliency, confidence or random")
     if args.guidance and args.label is None:
         raise DnadiffError("--guidance needs --class (the class to guide toward)")
-    if args.label is not None and args.method == "greedy":
-        raise DnadiffError("--class applies to --method remask or markov")
+    if args.label is not None and args.method in ("greedy", "ledidi"):
+        raise DnadiffError(f"--class applies to --method remask or markov, not {args.method}")
 
 
 def read_inputs(args: argparse.Namespace, ranges: list[tuple[int, int]]):
@@ -171,6 +189,25 @@ def build_editor(args, model, reward):
     return RemaskEditor(proposer, rounds=args.rounds, candidates=args.candidates, positions=positions), positions
 
 
+def ledidi_settings(args: argparse.Namespace) -> dict:
+    return {"edit_cost": args.edit_cost, "steps": args.steps or LEDIDI_STEPS, "lr": args.lr, "tau": args.tau,
+            "draws": args.draws}
+
+
+def run_ledidi(args: argparse.Namespace, x0, reward, mask, length: int):
+    """Ledidi on one batch of equal-length sequences, with its own bar over the optimisation steps."""
+    from dnadiff.guidance.ledidi import ledidi_edit
+    from dnadiff.logs import progress_bar
+
+    settings = ledidi_settings(args)
+    bar = progress_bar(total=settings["steps"], desc=f"ledidi ({length} bp)", unit="step", nested=True)
+    try:
+        return ledidi_edit(x0, reward, args.max_edits, mask, seed=args.seed, on_step=lambda _: bar.update(1),
+                           **settings)
+    finally:
+        bar.close()
+
+
 def run(args: argparse.Namespace) -> int:
     import time
 
@@ -182,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.preflight import check_model_input
     from dnadiff.data.records import format_fasta
     from dnadiff.guidance.editing import edit_list, format_edits, greedy_edit
-    from dnadiff.guidance.rewards import build_reward
+    from dnadiff.guidance.rewards import build_reward, soft_support
     from dnadiff.logs import log, progress_bar
     from dnadiff.sampling import output_paths
     from dnadiff.utils import format_table, json_text, recover_together, refuse_existing, write_together
@@ -203,7 +240,11 @@ def run(args: argparse.Namespace) -> int:
     check_model(model, args.method, lengths, str(args.model_dir))
     tok = model.tokenizer
     reward = build_reward(args.reward, target=args.target, device=model.device)
-    editor, positions = (None, None) if args.method == "greedy" else build_editor(args, model, reward)
+    if args.method == "ledidi" and soft_support(reward) is not None:
+        raise DnadiffError(f"--method ledidi needs a differentiable reward (gc, gc:T, motif, classifier): "
+                           f"{soft_support(reward)}")
+    plain = args.method in ("greedy", "ledidi")  # no generator
+    editor, positions = (None, None) if plain else build_editor(args, model, reward)
 
     results: dict[int, tuple] = {}
     totals = {"reward_calls": 0, "network_calls": 0}
@@ -218,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
             probe_reward(reward, x0, args.reward)
             if args.method == "greedy":
                 res = greedy_edit(x0, reward, args.max_edits, mask)
+            elif args.method == "ledidi":
+                res = run_ledidi(args, x0, reward, mask, L)
             else:
                 res = editor.edit(x0, reward, args.max_edits, mask, seed=args.seed)
             if bool((res.edit_counts(x0) > args.max_edits).any()):
@@ -250,7 +293,8 @@ def run(args: argparse.Namespace) -> int:
              "method": args.method, "positions": positions, "rounds": None if editor is None else args.rounds,
              "candidates": None if editor is None else args.candidates, "class": args.label, "guidance": args.guidance,
              "sampler": args.sampler if args.method == "remask" else None, "protect": args.protect, "seed": args.seed,
-             **totals, "summary": summary, "records": per_record, "out": out, "tsv": tsv_path}
+             "ledidi": ledidi_settings(args) if args.method == "ledidi" else None, **totals, "summary": summary,
+             "records": per_record, "out": out, "tsv": tsv_path}
     write_together([(out, format_fasta(fasta)), (tsv_path, "\n".join(tsv) + "\n"), (stats_path, json_text(stats))])
     print(format_table([summary]))  # the result on stdout (progress and logs on stderr), as design and sample
     log.info("\nwrote %s, %s and %s", out, tsv_path, stats_path)

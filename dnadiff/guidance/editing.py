@@ -23,9 +23,9 @@ remask (masked diffusion; the "MDLM editor"): each round picks positions P = the
 markov: the same rounds with the resampling drawn from a Markov chain's exact posterior p(x_P | x_rest)
     (dnadiff/eval/markov_infill.py, forward filtering backward sampling): no network at all.
 
-Ledidi (Schreiber et al. 2020, "Ledidi: Designing genomic edits that induce functional activity") optimises
-reward + λ·(number of edits) over a Gumbel-softmax relaxation of the edits; it is the published reference for
-this task and is not implemented here. Counts: `reward_calls` = sequences scored by the reward (a gradient call
+ledidi (Schreiber et al. 2020, "Ledidi: Designing genomic edits that induce functional activity"): gradient
+descent on -reward + λ·(number of edits) over a Gumbel-softmax relaxation of the edits, the published reference
+for this task: dnadiff/guidance/ledidi.py. Counts: `reward_calls` = sequences scored by the reward (a gradient call
 counts its rows too); `network_calls` = sequences pushed through the generator's network (a CFG step: two).
 """
 
