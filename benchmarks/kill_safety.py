@@ -50,30 +50,19 @@ FINETUNE_OVERRIDES = ["data.max_train=320", "data.max_test=48", "data.max_len=10
 MID_WRITE = r"""
 import os, signal, sys
 import importlib
+sys.path.insert(0, os.environ["KS_TESTS"])
+from helpers.half_write import HalfThenStop
 mod = importlib.import_module(os.environ["KS_MODULE"])
 nth, match = int(os.environ["KS_NTH"]), os.environ["KS_MATCH"]
 count = [0]
 real_open = open
-
-class HalfThenDie:
-    def __init__(self, fh):
-        self.fh = fh
-    def __enter__(self):
-        return self
-    def __exit__(self, *exc):
-        return self.fh.__exit__(*exc)
-    def write(self, data):
-        self.fh.write(data[: len(data) // 2])
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-        os.kill(os.getpid(), signal.SIGKILL)
 
 def patched_open(path, mode="r", *args, **kwargs):
     fh = real_open(path, mode, *args, **kwargs)
     if "w" in mode and match in os.path.basename(str(path)):
         count[0] += 1
         if count[0] == nth:
-            return HalfThenDie(fh)
+            return HalfThenStop(fh, lambda: os.kill(os.getpid(), signal.SIGKILL))
     return fh
 
 mod.open = patched_open  # module globals shadow the builtin open
@@ -221,7 +210,8 @@ def launch(job, out: Path, resume: bool, mid_write_nth: int | None = None) -> su
         env = child_env()
     else:
         cmd = [sys.executable, "-c", MID_WRITE, *job.args(out, resume)]
-        env = {**child_env(), "KS_MODULE": job.module, "KS_NTH": str(mid_write_nth), "KS_MATCH": job.match}
+        env = {**child_env(), "KS_MODULE": job.module, "KS_NTH": str(mid_write_nth), "KS_MATCH": job.match,
+               "KS_TESTS": str(REPO / "tests")}  # tests/helpers/half_write.py
     log = open(out.parent / f"{out.name}.log", "ab")
     return subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 

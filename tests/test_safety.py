@@ -24,26 +24,16 @@ class Boom(RuntimeError):
 
 def _explode_mid_write(monkeypatch, module):
     """Make the next file written through `module`'s `open` raise after half of its bytes."""
+    from helpers.half_write import HalfThenStop
+
     real_open = open
 
-    class Half:
-        def __init__(self, fh):
-            self.fh = fh
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return self.fh.__exit__(*exc)
-
-        def write(self, data):
-            self.fh.write(data[: len(data) // 2])
-            self.fh.flush()
-            raise Boom("interrupted mid-write")
+    def stop():
+        raise Boom("interrupted mid-write")
 
     def fake_open(path, mode="r", *args, **kwargs):
         fh = real_open(path, mode, *args, **kwargs)
-        return Half(fh) if "w" in mode else fh
+        return HalfThenStop(fh, stop) if "w" in mode else fh
 
     monkeypatch.setattr(module, "open", fake_open, raising=False)
 
@@ -131,8 +121,8 @@ def test_interrupted_plot_keeps_the_old_png(tmp_path, monkeypatch):
 def test_interrupted_finetune_results_keep_the_old_ones(tmp_path, monkeypatch):
     """run_finetune writes results.json through write_json: a crash there keeps the previous file."""
     import dnadiff.utils as utils
-    from dnadiff.finetune.config import load_finetune_config
-    from dnadiff.finetune.runs import run_finetune
+    from dnadiff.classifier_tuning.config import load_finetune_config
+    from dnadiff.classifier_tuning.runs import run_finetune
 
     cfg = load_finetune_config("experiments/tiny_finetune", [*_FT, "protocol.seeds=[0]", "data.max_train=16"])
     run_finetune(cfg, tmp_path, echo=lambda *a: None)
@@ -144,7 +134,7 @@ def test_interrupted_finetune_results_keep_the_old_ones(tmp_path, monkeypatch):
             _explode_mid_write(monkeypatch, utils)
         return real(path, obj)
 
-    import dnadiff.finetune.runs as fp
+    import dnadiff.classifier_tuning.runs as fp
 
     monkeypatch.setattr(utils, "write_json", crash_on_results)
     with pytest.raises(Boom):
@@ -168,9 +158,9 @@ def _strip(d):
 
 @pytest.mark.training
 def test_finetune_resume_after_crash_equals_uninterrupted(tmp_path, monkeypatch):
-    from dnadiff.finetune.config import load_finetune_config
-    from dnadiff.finetune.runs import run_finetune
-    from dnadiff.training import finetune as ft
+    from dnadiff.classifier_tuning.config import load_finetune_config
+    from dnadiff.classifier_tuning.runs import run_finetune
+    from dnadiff.training import classifier_loop as ft
 
     cfg = load_finetune_config("experiments/tiny_finetune", _FT)
     ref = run_finetune(cfg, tmp_path / "ref", echo=lambda *a: None)
