@@ -14,7 +14,10 @@ refuses).
 Rows (method, M): `greedy` (in-silico mutagenesis: all 3·L single mutants a round, the best kept; the unconditional
 MDLM directory only to check the length), `remask` (the conditional MDLM with --class HepG2: rounds of remasking the
 edits plus new reward-salient positions and resampling them given the rest, `candidates` per round), `markov`
-(the same rounds resampled from the HepG2 chain's exact posterior). Reference rows: the unedited inputs and real
+(the same rounds resampled from the HepG2 chain's exact posterior), `ledidi` (Schreiber et al. 2020: gradient
+descent on the Gumbel-softmax-relaxed edits through the reward classifier's differentiable log p(HepG2 | x), edit cost
+λ = `edit_cost` nats an edit, `ledidi_steps` steps of 8 draws; the unconditional MDLM directory only to check the
+length). Reference rows: the unedited inputs and real
 HepG2 test sequences. Columns: oracle_rate (evaluation-oracle argmax = HepG2), realistic_rate (that AND GC inside
 the real HepG2 test sequences' 5–95 % range AND log-likelihood per base under the unconditional MDLM above their 5 %
 quantile: the realism rule of pipelines/dhs_design.py), edits_mean, reward_calls and network_calls (per sequence,
@@ -25,7 +28,8 @@ Cost (not yet run at this scale: the DHS models and oracles were not on the mach
 scores 600 mutants a sequence a round, M rounds: at M = 32 for 48 sequences ~920k reward-classifier rows; the
 tiny Caduceus forward measured 32-59 ms a 200-bp row on one thread at load 15 on 2 cores (8-15 s for 256 rows),
 so the greedy rows are hours on a CPU (a few ms a row on an idle core: ~1-2 h); remask and markov cost rounds x
-candidates = 32 reward rows a sequence (plus a saliency gradient a round).
+candidates = 32 reward rows a sequence (plus a saliency gradient a round); ledidi 8 draws x at most 200 steps = 1,600
+gradient rows a sequence (early stopping after 100 steps without a better draw), plus its roll-back to M.
 """
 
 from __future__ import annotations
@@ -42,9 +46,11 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 CELL, SOURCES = "HepG2", ("GM12878", "K562", "hESC")
-METHODS = ("greedy", "remask", "markov")
-SCALES = {"cpu": {"per_source": 16, "max_edits": [4, 8, 16, 32], "rounds": 8, "candidates": 4},
-          "dry": {"per_source": 1, "max_edits": [1, 2], "rounds": 2, "candidates": 2}}
+METHODS = ("greedy", "remask", "markov", "ledidi")
+SCALES = {"cpu": {"per_source": 16, "max_edits": [4, 8, 16, 32], "rounds": 8, "candidates": 4, "ledidi_steps": 200,
+                 "edit_cost": 0.1},
+          "dry": {"per_source": 1, "max_edits": [1, 2], "rounds": 2, "candidates": 2, "ledidi_steps": 3,
+                  "edit_cost": 0.1}}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -63,10 +69,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 def edit_argv(method: str, m: int, sc: dict, models: dict, reward_dir: str, inputs: Path, out: Path,
               threads: int) -> tuple[list, list[str]]:
     """(the `dnadiff edit` command of one row, the folders it reads)."""
-    model = {"greedy": models["cg"], "remask": models["cfg"], "markov": models["markov"]}[method]
+    model = {"remask": models["cfg"], "markov": models["markov"]}.get(method, models["cg"])  # greedy, ledidi: length
     argv = ["edit", model, "--in", inputs, "--reward", f"classifier:{reward_dir}", "--target", CELL,
             "--max-edits", m, "--method", method, "--seed", 0, "--out", out, "--threads", threads, "--force", "-q"]
-    if method != "greedy":
+    if method == "ledidi":
+        argv += ["--steps", sc["ledidi_steps"], "--edit-cost", sc["edit_cost"]]
+    elif method != "greedy":
         argv += ["--class", CELL, "--rounds", sc["rounds"], "--candidates", sc["candidates"]]
     return argv, [model, reward_dir]
 

@@ -21,6 +21,9 @@ def test_edit_commands_of_every_method():
         assert reads[1] == "R"
     assert argvs["greedy"][0][1] == "M/cg" and "--class" not in argvs["greedy"][0]
     assert argvs["remask"][0][1] == "M/cfg" and argvs["markov"][0][1] == "M/markov"
+    led = argvs["ledidi"][0]
+    assert led[1] == "M/cg" and "--class" not in led and led[led.index("--steps") + 1] == sc["ledidi_steps"]
+    assert led[led.index("--edit-cost") + 1] == sc["edit_cost"]
     for m in ("remask", "markov"):
         a = argvs[m][0]
         assert a[a.index("--class") + 1] == "HepG2" and a[a.index("--rounds") + 1] == 8
@@ -40,9 +43,9 @@ def test_markdown_has_every_row():
 
 
 def test_bad_methods_are_one_line(capsys):
-    assert edit.main(["--dry-run", "--methods", "ledidi"]) == 2
+    assert edit.main(["--dry-run", "--methods", "annealing"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: --methods 'ledidi'") and len(err.splitlines()) == 1
+    assert err.startswith("error: --methods 'annealing'") and len(err.splitlines()) == 1
 
 
 def test_missing_models_are_named(tmp_path, capsys):
@@ -59,4 +62,4 @@ def test_dry_run_edits_every_row(capsys):
     for method in edit.METHODS:
         for m in edit.SCALES["dry"]["max_edits"]:
             assert f"{method} M={m}: oracle" in out
-    assert "dry run: 8 rows" in out
+    assert "dry run: 10 rows" in out
