@@ -190,7 +190,7 @@ OVERRIDE_COMMANDS = ("train", "demo", "finetune")  # the commands that take key=
 def config_class(command: str) -> type:
     """The config dataclass whose keys `command` takes as overrides."""
     if command == "finetune":
-        from dnadiff.finetune.config import FinetuneConfig
+        from dnadiff.classifier_tuning.config import FinetuneConfig
 
         return FinetuneConfig
     from dnadiff.config import RunConfig

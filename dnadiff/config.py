@@ -147,7 +147,8 @@ class DataConfig:
 @dataclass(frozen=True)
 class TrainerConfig:
     """The training fields `dnadiff train` (TrainConfig) and `dnadiff finetune` (FinetuneTrainConfig,
-    dnadiff/finetune/config.py) share: same names, same checks (the values the Lightning Trainer and AdamW get)."""
+    dnadiff/classifier_tuning/config.py) share: same names, same checks (the values the Lightning Trainer and
+    AdamW get)."""
 
     batch_size: int = 32
     betas: tuple[float, float] = (0.9, 0.999)

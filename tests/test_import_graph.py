@@ -34,9 +34,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checkpoint.py", ("dnadiff.checkpoint",)),
     ("eval/", ("dnadiff.eval",)),
     ("guidance/", ("dnadiff.guidance",)),
-    ("finetune_reward/", ("dnadiff.finetune_reward",)),
+    ("reward_tuning/, finetune_reward/", ("dnadiff.reward_tuning", "dnadiff.finetune_reward")),  # old name: an alias
     ("training/", ("dnadiff.training",)),
-    ("finetune/", ("dnadiff.finetune",)),
+    ("classifier_tuning/, finetune/", ("dnadiff.classifier_tuning", "dnadiff.finetune")),  # old name: an alias
     ("commands/, cli.py, __main__.py, __init__.py", ("dnadiff.commands", "dnadiff.cli", "dnadiff.__main__", "dnadiff")),
 ]
 FOUNDATION = LAYERS[0][1]

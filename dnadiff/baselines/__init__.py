@@ -1,6 +1,6 @@
 """Classical baselines fitted from counts: the order-k Markov chain (the backbone backbones/markov.py,
 fitted by markov_fit.py) for the DNA perplexity table, registered in COUNT_FITS. The k-mer LR baseline
-of the Genomic Benchmarks table is dnadiff/finetune/kmer_lr.py."""
+of the Genomic Benchmarks table is dnadiff/classifier_tuning/kmer_lr.py."""
 
 from dnadiff.backbones.markov import MarkovChain, MarkovConfig
 

@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
 
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the named config, resolved (a run config, or a fine-tuning config)."""
+    from dnadiff.classifier_tuning.config import load_finetune_config
     from dnadiff.config import RunConfig, to_dict
     from dnadiff.config_options import load_config
-    from dnadiff.finetune.config import load_finetune_config
 
     if not args.filter:
         raise DnadiffError("--print-config needs a config name, e.g. dnadiff configs experiments/tiny_dna_mdlm "

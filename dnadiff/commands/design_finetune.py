@@ -124,8 +124,8 @@ def preflight(args: argparse.Namespace) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Everything typed, checked before any model is loaded (one line naming the option)."""
-    from dnadiff.finetune_reward import METHODS
-    from dnadiff.finetune_reward.policy_gradient import ADVANTAGES
+    from dnadiff.reward_tuning import METHODS
+    from dnadiff.reward_tuning.policy_gradient import ADVANTAGES
 
     if args.method not in METHODS:
         raise DnadiffError(f"--method {args.method!r}: choose {' or '.join(METHODS)}")

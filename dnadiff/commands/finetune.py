@@ -55,8 +55,8 @@ def preflight(args: argparse.Namespace) -> None:
     or --overwrite), and a data set folder that is not one (one level too high lists the sets in it)."""
     import os
 
+    from dnadiff.classifier_tuning.config import load_finetune_config
     from dnadiff.commands.preflight import check_benchmark_folder, check_model_input, check_results_dir
-    from dnadiff.finetune.config import load_finetune_config
 
     cfg = load_finetune_config(args.config, finetune_overrides(args))
     check_benchmark_folder(cfg.data.dataset, "data.dataset", cfg.data.root,  # the input first
@@ -66,9 +66,9 @@ def preflight(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dnadiff.finetune.config import load_finetune_config
-    from dnadiff.finetune.protocol import run_rows
-    from dnadiff.finetune.runs import run_finetune
+    from dnadiff.classifier_tuning.config import load_finetune_config
+    from dnadiff.classifier_tuning.protocol import run_rows
+    from dnadiff.classifier_tuning.runs import run_finetune
     from dnadiff.logs import log
     from dnadiff.utils import format_table
 
@@ -103,7 +103,7 @@ def finetune_overrides(args: argparse.Namespace) -> list[str]:
 
 def resolved_config(args: argparse.Namespace) -> dict:
     """--print-config: the fine-tuning config after defaults, overrides, options and the data root."""
+    from dnadiff.classifier_tuning.config import load_finetune_config
     from dnadiff.config import to_dict
-    from dnadiff.finetune.config import load_finetune_config
 
     return to_dict(load_finetune_config(args.config, finetune_overrides(args)))

@@ -11,7 +11,7 @@ Nichol & Dhariwal 2021 (eq. 17 there, s = 0.008) in continuous time t ∈ [0, 1]
 ᾱ(t) = f(t)/f(0), f(t) = cos²(π/2 · (t + s)/(1 + s)), so ᾱ(0) = 1 and ᾱ(1) = 0.
 
 Model (§3.3): the noisy logits go to the simplex by softmax(s_t), and the network reads softmax(s_t) @ Emb (the
-relaxed one-hot through its own token embedding: finetune_reward/soft_input.call_soft), with the time t; it
+relaxed one-hot through its own token embedding: diffusion/soft_input.call_soft), with the time t; it
 predicts the clean tokens' logits.
 
 Training (§3.4, eq. 5): a context length c is drawn uniformly in [0, L - B] per batch; the first c tokens are

@@ -1,24 +1,10 @@
-"""`dnadiff finetune`: fine-tuning a backbone on a labelled DNA benchmark (Genomic Benchmarks, tab. 7).
+"""Deprecated alias: this package was renamed dnadiff.classifier_tuning (issue 50: package names that say what
+they hold). `from dnadiff.finetune import run_finetune` and `import dnadiff.finetune.runs` still give the new
+package's objects, with a DeprecationWarning; nothing in dnadiff imports this name."""
 
-    from dnadiff.finetune import load_finetune_config, run_finetune
-    cfg = load_finetune_config("experiments/tiny_finetune", ["train.epochs=2"])
-    result = run_finetune(cfg, "runs/ft")       # OUT/config.yaml, results.json, results.md, classifier/
+from dnadiff.classifier_tuning import __all__  # noqa: F401  (the same public names)
+from dnadiff.lazy import moved_package
 
-config.py (the settings), protocol.py (subsamples, seeds or folds, the lr choice, the results
-table), runs.py (the runs over the lr grid, restart-safe), kmer_lr.py (the k-mer LR baseline row).
-The Lightning fit of one run is dnadiff/training/finetune.py; the classifier network and its saved
-directory are in dnadiff/heads/. Names resolve lazily: importing this package imports neither
-Lightning nor scikit-learn.
-"""
-
-from dnadiff.lazy import lazy_exports
-
-_EXPORTS = {
-    "FinetuneConfig": "config", "FinetuneTrainConfig": "config", "load_finetune_config": "config",
-    "protocol_data": "protocol", "protocol_runs": "protocol",
-    "select_on_validation": "protocol", "run_rows": "protocol", "results_markdown": "protocol",
-    "run_finetune": "runs",
-    "kmer_features": "kmer_lr", "kmer_options": "kmer_lr", "run_kmer_lr": "kmer_lr",
-}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+__getattr__ = moved_package(__name__, "dnadiff.classifier_tuning",
+                            {n: f"dnadiff.classifier_tuning.{n}" for n in
+                             ("config", "kmer_lr", "kmer_settings", "protocol", "runs")})

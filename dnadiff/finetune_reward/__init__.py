@@ -1,29 +1,12 @@
-"""Reward fine-tuning of masked diffusion models: the pure algorithms (no Lightning).
+"""Deprecated alias: this package was renamed dnadiff.reward_tuning (issue 50: package names that say what
+they hold). `from dnadiff.finetune_reward import drakes_loss` and `import dnadiff.finetune_reward.drakes` still
+give the new package's objects, with a DeprecationWarning; soft_input is dnadiff.diffusion.soft_input. Nothing
+in dnadiff imports this name."""
 
-    from dnadiff.finetune_reward import make_grid, drakes_loss, sample_groups, policy_gradient_loss
-    grid = make_grid(schedule, steps=128)
-    out = drakes_loss(denoiser, pretrained, reward.soft, grid, mask_id, x_init, V, kl_weight=0.1, truncate_steps=16,
-                      estimator="soft", temperature=0.1, kl_scope="all")   # trajectory.ESTIMATORS, KL_SCOPES
-    batch = sample_groups(denoiser, grid, mask_id, x_init, V, reward)            # groups of G rows
-    out = policy_gradient_loss(denoiser, pretrained, grid, mask_id, batch, kl_weight=0.1, group_size=8)
-    pool = sample_pool(pretrained, grid, mask_id, length, V, reward, num=256, batch_size=16)   # offline
-    out = preference_loss(denoiser, grid, mask_id, pool, idx, kl_weight=0.1, group_size=8)
+from dnadiff.lazy import moved_package
+from dnadiff.reward_tuning import __all__  # noqa: F401  (the same public names)
 
-Files: trajectory.py (the differentiable ancestral rollout, the per-step KL), drakes.py (Wang et al.
-2025), policy_gradient.py (GRPO-style, SEPO, Zekri & Boullé 2025), preference.py (offline: DPO on
-pretrained trajectories ranked by the reward), target.py (SNIS estimates of the target p* and a
-model's reach), soft_input.py (relaxed one-hot states into a denoiser). The Lightning training loop is
-dnadiff/training/reward_loop.py.
-"""
-
-from dnadiff.finetune_reward.drakes import LossOutput, drakes_loss
-from dnadiff.finetune_reward.policy_gradient import GroupBatch, group_advantage, policy_gradient_loss, sample_groups
-from dnadiff.finetune_reward.preference import TrajectoryPool, preference_loss, sample_pool
-from dnadiff.finetune_reward.target import snis_target
-from dnadiff.finetune_reward.trajectory import Grid, make_grid, rollout
-
-METHODS = ("drakes", "policy_gradient", "dpo")
-
-__all__ = ["METHODS", "Grid", "GroupBatch", "LossOutput", "TrajectoryPool", "drakes_loss", "group_advantage",
-           "make_grid", "policy_gradient_loss", "preference_loss", "rollout", "sample_groups", "sample_pool",
-           "snis_target"]
+__getattr__ = moved_package(__name__, "dnadiff.reward_tuning", {
+    **{n: f"dnadiff.reward_tuning.{n}" for n in ("drakes", "policy_gradient", "preference", "target", "trajectory")},
+    "soft_input": "dnadiff.diffusion.soft_input",
+})

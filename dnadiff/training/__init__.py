@@ -4,7 +4,8 @@
     result = train(cfg, resume=False, overwrite=False)       # a RunConfig -> runs/NAME/model
     metrics = reward_finetune(model_dir, settings, out, reward=reward)   # `dnadiff design-finetune`
 
-`dnadiff finetune` is dnadiff.finetune; its one Lightning module, the fit of one run, is finetune.py here.
+`dnadiff finetune` is dnadiff.classifier_tuning; its one Lightning module, the fit of one run, is
+classifier_loop.py here (reward_loop.py: `dnadiff design-finetune`'s, over dnadiff.reward_tuning).
 Names resolve lazily, so importing this package does not import Lightning.
 """
 

@@ -31,7 +31,7 @@ restricted range is a training surrogate, not a bound); unset (the default: that
 DNA's N = 4), the curriculum keeps the run's schedule and its prior term, so its logged loss is the udlm NELBO
 estimate with a relaxed input. Validation is always the plain discrete NELBO (the reference's eval too).
 
-The soft input reaches the backbone through its token embedding (finetune_reward/soft_input.call_soft): the
+The soft input reaches the backbone through its token embedding (diffusion/soft_input.call_soft): the
 relaxed one-hot lives in the N data columns of the V-wide vocabulary; positions that are not noised (pads,
 N, specials) keep the one-hot of their token. Backbones see token ids and never learn about the noise.
 """
@@ -44,8 +44,8 @@ import torch
 from torch import Tensor
 
 from dnadiff.diffusion.base import LossOutput, real_mask
+from dnadiff.diffusion.soft_input import call_soft
 from dnadiff.diffusion.udlm import data_index
-from dnadiff.finetune_reward.soft_input import call_soft
 from dnadiff.training.dcd import alpha_of_nu, nu_of_alpha
 
 

@@ -1,5 +1,5 @@
 """`reward_finetune(...)`: fine-tune a masked-diffusion DNA model toward a reward with Lightning
-(`dnadiff design-finetune`); the algorithms are dnadiff/finetune_reward/ (no Lightning there).
+(`dnadiff design-finetune`); the algorithms are dnadiff/reward_tuning/ (no Lightning there).
 
 The output folder OUT is both a run directory and, once training ends, a model directory:
     config.json, model.safetensors, metrics.json   the fine-tuned model (dnadiff.load(OUT) reads it);
@@ -10,7 +10,7 @@ The output folder OUT is both a run directory and, once training ends, a model d
     checkpoints/last.ckpt  Lightning checkpoints (atomic), for --resume only
     logs/metrics.csv       reward, KL and loss per update
 metrics.json (and the printed table) also state the target and how close the run got
-(dnadiff/finetune_reward/target.py): target_reward / target_kl / target_ess, the SNIS estimates of
+(dnadiff/reward_tuning/target.py): target_reward / target_kl / target_ess, the SNIS estimates of
 p* ∝ p_pre · exp(r/β)'s expected reward and KL(p* ‖ p_pre) over `target_samples` pretrained samples
 (drawn at the start), and reached_reward / reached_kl, the fine-tuned model's mean reward and
 trajectory KL to the pretrained model over `eval_samples` of its own samples (drawn at the end).
@@ -40,12 +40,12 @@ from torch.utils.data import DataLoader, IterableDataset
 from dnadiff.checkpoint import load_model_dir
 from dnadiff.config import RunConfig, load_config, replace, save_config
 from dnadiff.errors import DnadiffError
-from dnadiff.finetune_reward import drakes_loss, make_grid, policy_gradient_loss, sample_groups
-from dnadiff.finetune_reward.policy_gradient import GroupBatch
-from dnadiff.finetune_reward.preference import TrajectoryPool, preference_loss, sample_pool
-from dnadiff.finetune_reward.target import reached, sample_scores, snis_target
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
+from dnadiff.reward_tuning import drakes_loss, make_grid, policy_gradient_loss, sample_groups
+from dnadiff.reward_tuning.policy_gradient import GroupBatch
+from dnadiff.reward_tuning.preference import TrajectoryPool, preference_loss, sample_pool
+from dnadiff.reward_tuning.target import reached, sample_scores, snis_target
 from dnadiff.training.checkpoint_io import AtomicCheckpointIO
 from dnadiff.training.csv_log import SessionCSVLogger
 from dnadiff.training.export import ExportAtEnd

@@ -21,7 +21,7 @@ from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 from dnadiff.utils import markdown_table
 
 if TYPE_CHECKING:
-    from dnadiff.finetune.config import FinetuneConfig
+    from dnadiff.classifier_tuning.config import FinetuneConfig
 
 
 def protocol_runs(cfg: FinetuneConfig, train_labels) -> list[tuple[str, int, np.ndarray, np.ndarray]]:

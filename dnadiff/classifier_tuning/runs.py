@@ -2,7 +2,7 @@
 
 For each learning rate (`train.lr`, or each of `train.lr_grid`) and each run of the protocol
 (protocol.py: seeds or folds), one classifier is trained from the same backbone template by
-dnadiff.training.finetune.fit_classifier (the Lightning part, imported only when a neural row trains);
+dnadiff.training.classifier_loop.fit_classifier (the Lightning part, imported only when a neural row trains);
 the learning rate is chosen per model by mean best validation accuracy over the runs (test scores
 never enter the choice). A `kmer_lr` backbone runs the k-mer LR baseline (kmer_lr.py) instead.
 """
@@ -21,12 +21,12 @@ from torch.utils.data import Subset
 
 from dnadiff.backbones import BACKBONES, build_backbone, build_backbone_from_config
 from dnadiff.checkpoint import official_kind
+from dnadiff.classifier_tuning.config import FinetuneConfig
+from dnadiff.classifier_tuning.kmer_lr import run_kmer_lr
+from dnadiff.classifier_tuning.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
 from dnadiff.config import replace, save_config, to_dict
 from dnadiff.data.benchmarks import SequenceClassificationDataset, pad_batch
 from dnadiff.errors import DnadiffError
-from dnadiff.finetune.config import FinetuneConfig
-from dnadiff.finetune.kmer_lr import run_kmer_lr
-from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
 from dnadiff.heads.classifier import SequenceClassifier
 from dnadiff.heads.saved import save_classifier_dir
 from dnadiff.machine import describe_machine
@@ -167,7 +167,7 @@ def _cached_run(path: Path, fingerprint: str):
     """The RunResult recorded at `path` for this config, or None (absent, other config, unreadable)."""
     import json
 
-    from dnadiff.training.finetune import RunResult  # Lightning: only for a neural row
+    from dnadiff.training.classifier_loop import RunResult  # Lightning: only for a neural row
 
     try:
         data = json.loads(path.read_text())
@@ -179,7 +179,7 @@ def _cached_run(path: Path, fingerprint: str):
 
 
 def _run_finetune(cfg: FinetuneConfig, out_dir, echo, resume: bool = False) -> dict[str, Any]:
-    from dnadiff.training.finetune import fit_classifier  # Lightning: only for a neural row
+    from dnadiff.training.classifier_loop import fit_classifier  # Lightning: only for a neural row
     from dnadiff.utils import atomic_write, write_json  # local: tests monkeypatch dnadiff.utils.atomic_write
 
     t0 = time.time()

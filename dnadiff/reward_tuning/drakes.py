@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from dnadiff.finetune_reward.trajectory import Grid, Rollout, rollout
+from dnadiff.reward_tuning.trajectory import Grid, Rollout, rollout
 
 
 @dataclasses.dataclass

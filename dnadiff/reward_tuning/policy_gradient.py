@@ -40,8 +40,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from dnadiff.finetune_reward.drakes import LossOutput
-from dnadiff.finetune_reward.trajectory import Grid, log_probs, masked_log_probs, rollout, step_kl
+from dnadiff.reward_tuning.drakes import LossOutput
+from dnadiff.reward_tuning.trajectory import Grid, log_probs, masked_log_probs, rollout, step_kl
 
 ADVANTAGES = ("center", "std")
 

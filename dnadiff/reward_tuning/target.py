@@ -32,7 +32,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from dnadiff.finetune_reward.trajectory import Grid, rollout
+from dnadiff.reward_tuning.trajectory import Grid, rollout
 
 
 def snis_target(rewards: Tensor, kl_weight: float) -> dict:

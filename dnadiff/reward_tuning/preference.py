@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dnadiff.finetune_reward.drakes import LossOutput
-from dnadiff.finetune_reward.trajectory import Grid, log_probs, rollout
+from dnadiff.reward_tuning.drakes import LossOutput
+from dnadiff.reward_tuning.trajectory import Grid, log_probs, rollout
 
 
 @dataclasses.dataclass

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from dnadiff.classifier_tuning.kmer_settings import DEFAULTS, kmer_options  # noqa: F401  (re-exported)
+from dnadiff.classifier_tuning.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
 from dnadiff.config import save_config, to_dict
 from dnadiff.errors import DnadiffError
 from dnadiff.eval.kmer_oracle import KmerLRClassifier, kmer_features, save_kmer_classifier  # noqa: F401  (re-exported)
-from dnadiff.finetune.kmer_settings import DEFAULTS, kmer_options  # noqa: F401  (re-exported)
-from dnadiff.finetune.protocol import protocol_data, protocol_runs, results_markdown, select_on_validation
 from dnadiff.machine import describe_machine
 
 

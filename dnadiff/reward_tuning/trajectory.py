@@ -68,8 +68,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from dnadiff.diffusion.soft_input import call_soft
 from dnadiff.diffusion.subs import NEG_INF
-from dnadiff.finetune_reward.soft_input import call_soft
 
 ESTIMATORS = ("straight_through", "soft", "relaxed")  # what the live steps carry (module docstring)
 KL_SCOPES = ("all", "live")  # the KL of every step (the paper's objective) or of the live steps (`truncate_kl`)

@@ -137,7 +137,7 @@ class FinetuneConfig:
 def load_finetune_config(path, overrides: list[str] | None = None) -> FinetuneConfig:
     """YAML file (a path or a name under the shipped configs/) + key=value overrides; the option mappings
     checked against the registries (the k-mer LR row: against its own options)."""
+    from dnadiff.classifier_tuning.kmer_settings import check_kmer_model
     from dnadiff.config_options import load_config
-    from dnadiff.finetune.kmer_settings import check_kmer_model
 
     return load_config(FinetuneConfig, path, overrides, check_model=check_kmer_model)

@@ -1,5 +1,5 @@
 """Fine-tuning one classifier run with Lightning: the LightningModule and `fit_classifier` (the only
-Lightning part of `dnadiff finetune`; the config, protocol and runs are in dnadiff/finetune/).
+Lightning part of `dnadiff finetune`; the config, protocol and runs are in dnadiff/classifier_tuning/).
 
 One run = one (learning rate, seed, train/valid split): train for `epochs`, evaluate validation
 accuracy after every epoch, keep the weights of the best epoch (a copy in memory; strictly
@@ -257,7 +257,7 @@ def quiet_lightning() -> None:
 
 
 def fit_classifier(
-    cfg,  # a dnadiff.finetune.FinetuneConfig (that package imports this module, not the reverse)
+    cfg,  # a dnadiff.classifier_tuning.FinetuneConfig (that package imports this module, not the reverse)
     make_model: Callable[[], SequenceClassifier],
     train_set: Dataset,
     valid_set: Dataset,
