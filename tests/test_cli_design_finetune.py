@@ -116,7 +116,7 @@ def test_classifier_reward_through_soft_one_hot(model, tmp_path, capsys):
 def test_soft_input_reaches_the_model_embedding(model):
     """call_soft gives the plain call's logits and a gradient w.r.t. the one-hot (RCPS caduceus)."""
     import dnadiff
-    from dnadiff.finetune_reward.soft_input import call_soft
+    from dnadiff.diffusion.soft_input import call_soft
 
     m = dnadiff.load(model)
     x = torch.randint(7, 11, (2, 12), generator=torch.Generator().manual_seed(0))

@@ -97,8 +97,8 @@ def _write_benchmark(root, n=24, seed=0):
 def test_finetune_bar_counts_epochs_from_one_and_steps(tmp_path, recorded, capsys):
     """2 epochs of ceil(43/8) = 6 steps: the bar says epoch 1/2 then 2/2 (not "Epoch 0/0"), counts
     12 optimizer steps, and no logger version ("v_num") is shown."""
-    from dnadiff.finetune.config import load_finetune_config
-    from dnadiff.finetune.runs import run_finetune
+    from dnadiff.classifier_tuning.config import load_finetune_config
+    from dnadiff.classifier_tuning.runs import run_finetune
 
     data = _write_benchmark(tmp_path / "bench")
     cfg = load_finetune_config("experiments/tiny_finetune", [

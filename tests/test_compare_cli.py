@@ -172,7 +172,7 @@ def test_paired_accuracy_of_compare_matches_the_library(tmp_path):
 
 
 def test_kmer_lr_table_names_its_hyperparameter_c():
-    from dnadiff.finetune.protocol import results_markdown, run_rows, select_on_validation
+    from dnadiff.classifier_tuning.protocol import results_markdown, run_rows, select_on_validation
 
     test = {"accuracy": 0.7, "mcc": 0.4, "f1_macro": 0.7, "auroc": 0.8}
     grid = {c: [{"run": "seed0", "lr": c, "best_epoch": 0, "val_acc": v, "test": test}] for c, v in ((0.1, 0.6),

@@ -82,7 +82,7 @@ def test_config_alone_reads_and_config_options_checks():
 
 
 def test_the_kmer_lr_row_is_checked_against_its_own_options():
-    from dnadiff.finetune.config import load_finetune_config
+    from dnadiff.classifier_tuning.config import load_finetune_config
 
     with pytest.raises(DnadiffError, match=r"model.overrides: unknown k-mer LR option\(s\) kk"):
         load_finetune_config(None, ["model.backbone=kmer_lr", "model.overrides.kk=[3]"])
@@ -93,8 +93,8 @@ def test_the_kmer_lr_row_is_checked_against_its_own_options():
 def test_finetune_and_train_share_the_trainer_fields():
     import dataclasses
 
+    from dnadiff.classifier_tuning.config import FinetuneConfig, FinetuneTrainConfig, load_finetune_config
     from dnadiff.config import TrainConfig, TrainerConfig
-    from dnadiff.finetune.config import FinetuneConfig, FinetuneTrainConfig, load_finetune_config
 
     shared = {f.name for f in dataclasses.fields(TrainerConfig)}
     assert {"batch_size", "betas", "weight_decay", "grad_clip", "precision", "threads", "devices"} <= shared
@@ -112,7 +112,7 @@ def test_finetune_and_train_share_the_trainer_fields():
 
 def test_finetune_takes_trains_lr_and_warmup_steps():
     """`train.lr` and `train.warmup_steps` mean in `finetune` what they mean in `train`."""
-    from dnadiff.finetune.config import load_finetune_config
+    from dnadiff.classifier_tuning.config import load_finetune_config
 
     base = load_finetune_config("experiments/tiny_finetune")
     assert base.train.lr is None and base.train.learning_rates() == [3e-3]  # the config's lr_grid

@@ -6,10 +6,10 @@ from pathlib import Path
 import torch
 import yaml
 
+from dnadiff.classifier_tuning.config import FinetuneConfig, load_finetune_config
 from dnadiff.cli import SUBCOMMANDS, build_parser, main
 from dnadiff.config import CONFIG_ROOT, RunConfig, from_dict, load_config, to_dict
 from dnadiff.data_root import bundled_data_root
-from dnadiff.finetune.config import FinetuneConfig, load_finetune_config
 
 SHIPPED = sorted(str(p.relative_to(CONFIG_ROOT).with_suffix("")) for p in Path(CONFIG_ROOT).rglob("*.yaml"))
 

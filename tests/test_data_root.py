@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from dnadiff.classifier_tuning.config import load_finetune_config
 from dnadiff.config import RunConfig, load_config
 from dnadiff.data_root import bundled_data_root, data_root
-from dnadiff.finetune.config import load_finetune_config
 
 BUNDLED = Path(bundled_data_root())
 

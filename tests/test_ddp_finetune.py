@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dnadiff.finetune.config import load_finetune_config
-from dnadiff.finetune.runs import run_finetune
+from dnadiff.classifier_tuning.config import load_finetune_config
+from dnadiff.classifier_tuning.runs import run_finetune
 from helpers import progress_wait
 from helpers.benchmark_files import write_benchmark
 from helpers.subprocess_env import child_env

@@ -246,7 +246,7 @@ def test_pipeline_tiny(tmp_path, monkeypatch):
 def kmer_oracle(stored, tmp_path, monkeypatch):
     """`dnadiff finetune ... model.backbone=kmer_lr model.role=evaluation` on half_b of the fixture: (its
     classifier directory, the fitted scikit-learn pipeline it saved, the run's results.json)."""
-    from dnadiff.finetune import kmer_lr
+    from dnadiff.classifier_tuning import kmer_lr
 
     saved = []
     real = kmer_lr.save_classifier

@@ -28,8 +28,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dnadiff.finetune_reward import drakes_loss, policy_gradient_loss, sample_groups
-from dnadiff.finetune_reward.trajectory import Grid, masked_log_probs, rollout, step_kl
+from dnadiff.reward_tuning import drakes_loss, policy_gradient_loss, sample_groups
+from dnadiff.reward_tuning.trajectory import Grid, masked_log_probs, rollout, step_kl
 from helpers.tabular_policy import (
     MASK,
     SEQS,

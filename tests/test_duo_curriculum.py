@@ -18,9 +18,9 @@ from dnadiff.config import RunConfig
 from dnadiff.config_options import load_config
 from dnadiff.diffusion import build_objective, build_schedule
 from dnadiff.diffusion.base import real_mask
+from dnadiff.diffusion.soft_input import call_soft, onehot_lookup, token_embedding
 from dnadiff.diffusion.udlm import data_index
 from dnadiff.errors import DnadiffError
-from dnadiff.finetune_reward.soft_input import call_soft, onehot_lookup, token_embedding
 from dnadiff.model import Denoiser
 from dnadiff.training.dcd import alpha_of_nu, nu_of_alpha
 from dnadiff.training.duo_curriculum import (

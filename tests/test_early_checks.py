@@ -29,7 +29,7 @@ class Reached(Exception):
 @pytest.fixture
 def nothing_heavy(monkeypatch):
     """The thread set-up and the commands' loaders raise if reached: a refusal must come before."""
-    import dnadiff.finetune.runs as finetune_runs
+    import dnadiff.classifier_tuning.runs as finetune_runs
     import dnadiff.threads as threads
     import dnadiff.training.run as training_run
 
@@ -77,7 +77,7 @@ def test_finetune_refuses_an_interrupted_jobs_runs(tmp_path, capsys, nothing_hea
 def test_finetune_overwrite_and_resume_go_on(tmp_path, capsys, monkeypatch):
     """--overwrite or --resume passes the check (the run starts: here a stand-in that records it),
     both together are refused; an empty or new folder needs neither."""
-    import dnadiff.finetune.runs as finetune_runs
+    import dnadiff.classifier_tuning.runs as finetune_runs
 
     calls = []
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dnadiff.classifier_tuning.config import FinetuneConfig, load_finetune_config
+from dnadiff.classifier_tuning.protocol import protocol_runs
 from dnadiff.config import CONFIG_ROOT
 from dnadiff.data.splits import kfold_splits, paper_splits, stratified_subsample
 from dnadiff.errors import DnadiffError
-from dnadiff.finetune.config import FinetuneConfig, load_finetune_config
-from dnadiff.finetune.protocol import protocol_runs
 
 
 def test_paper_splits_disjoint_90_10_deterministic():
@@ -161,11 +161,11 @@ def test_init_from_model_dir_copies_weights_per_run(tmp_path):
     import torch
 
     from dnadiff.backbones import build_backbone
-    from dnadiff.config import RunConfig, from_dict
-    from dnadiff.finetune.runs import (
+    from dnadiff.classifier_tuning.runs import (
         build_backbone_template,
         classifier_factory,
     )
+    from dnadiff.config import RunConfig, from_dict
     from dnadiff.modelio.model_dir import save_model_dir
 
     torch.manual_seed(0)
@@ -212,17 +212,17 @@ def test_finetune_metrics_do_not_depend_on_eval_batch_size_or_order(tmp_path, ba
     import torch
     from torch.utils.data import DataLoader
 
+    from dnadiff.classifier_tuning.runs import (
+        build_backbone_template,
+        classifier_factory,
+        run_finetune,
+    )
     from dnadiff.data.benchmarks import (
         SequenceClassificationDataset,
         load_benchmark_split,
         pad_batch,
     )
-    from dnadiff.finetune.runs import (
-        build_backbone_template,
-        classifier_factory,
-        run_finetune,
-    )
-    from dnadiff.training.finetune import predict_logits
+    from dnadiff.training.classifier_loop import predict_logits
 
     data = _variable_length_benchmark(tmp_path / "bench")
     results = []
@@ -259,7 +259,7 @@ def test_finetune_threads_are_split_between_its_processes(monkeypatch):
     import torch
 
     import dnadiff.machine
-    from dnadiff.finetune import runs as finetune_protocol
+    from dnadiff.classifier_tuning import runs as finetune_protocol
 
     seen = []
     monkeypatch.setattr(dnadiff.machine, "available_cores", lambda: 8)

@@ -85,7 +85,7 @@ def test_target_only_for_classifiers():
 
 
 def test_noisy_inputs_mask_real_positions_at_a_random_rate():
-    from dnadiff.training.finetune import noisy_inputs
+    from dnadiff.training.classifier_loop import noisy_inputs
 
     x = torch.full((400, 50), TOK.a_id)
     att = torch.ones_like(x)
@@ -111,7 +111,7 @@ def test_finetune_saves_its_best_classifier_as_a_loadable_directory(tmp_path):
     )
     from dnadiff.data.splits import stratified_subsample
     from dnadiff.heads.saved import load_classifier_dir
-    from dnadiff.training.finetune import predict_logits
+    from dnadiff.training.classifier_loop import predict_logits
 
     out = tmp_path / "ft"
     rc = main(["finetune", "experiments/tiny_finetune", "model.backbone=hyena", "protocol.seeds=[0]",

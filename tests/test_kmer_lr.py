@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from dnadiff.classifier_tuning.config import load_finetune_config
+from dnadiff.classifier_tuning.kmer_lr import kmer_features, kmer_options, run_kmer_lr
 from dnadiff.errors import DnadiffError
-from dnadiff.finetune.config import load_finetune_config
-from dnadiff.finetune.kmer_lr import kmer_features, kmer_options, run_kmer_lr
 
 
 def idx(kmer: str) -> int:
@@ -54,7 +54,7 @@ def test_protocol_runs_choice_of_c_and_metrics(tmp_path):
         "model.overrides.ks=[3,4]", "model.overrides.c_grid=[0.0001,0.1]"])
     res = run_kmer_lr(cfg, tmp_path / "out", echo=lambda *a: None)
     assert res["num_train"] == 120 and res["num_test"] == 60 and len(res["runs"]) == 3
-    from dnadiff.finetune.protocol import protocol_runs
+    from dnadiff.classifier_tuning.protocol import protocol_runs
 
     runs = protocol_runs(cfg, np.repeat([0, 1], 60))  # the neural heads' splits
     assert [(r["run"], r["num_train"], r["num_valid"]) for r in res["runs"]] == \
@@ -71,7 +71,7 @@ def test_protocol_runs_choice_of_c_and_metrics(tmp_path):
 
 
 def test_same_row_through_dnadiff_finetune(tmp_path):
-    from dnadiff.finetune.runs import run_finetune
+    from dnadiff.classifier_tuning.runs import run_finetune
 
     bench = make_benchmark(tmp_path / "bench", n_train=30, n_test=10)
     cfg = load_finetune_config("finetune/finetune_base", [
@@ -93,8 +93,8 @@ def test_bad_options_name_the_field():
 
 def test_two_class_row_keeps_a_classifier_that_predicts_exactly(tmp_path, monkeypatch):
     """Two classes: scikit-learn's single-margin model (coef of one row) saved and read back bit for bit."""
+    from dnadiff.classifier_tuning import kmer_lr
     from dnadiff.eval.oracle import load_oracle, predict_proba
-    from dnadiff.finetune import kmer_lr
 
     saved = []
     real = kmer_lr.save_classifier

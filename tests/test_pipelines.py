@@ -235,7 +235,7 @@ def test_genomic_benchmarks_rerender_reports_the_range(tmp_path):
 
 
 def test_finetune_summary_row_is_mean_and_range():
-    from dnadiff.finetune.protocol import run_rows
+    from dnadiff.classifier_tuning.protocol import run_rows
 
     accs = [0.80, 0.90, 0.85]
     cell = _gb_cell("x", accs, pm=False)

@@ -32,8 +32,8 @@ def test_finetune_and_init_from_a_plaid_model_take_its_backbone(tmp_path, capsys
     assert {"embedding"} <= set(plaid_only) and any(k.startswith("gamma.") for k in plaid_only)
 
     # the fine-tuning template: the DiT inside, with the Plaid model's weights, and the note counts the rest
-    from dnadiff.finetune import load_finetune_config
-    from dnadiff.finetune.runs import load_backbone_template
+    from dnadiff.classifier_tuning import load_finetune_config
+    from dnadiff.classifier_tuning.runs import load_backbone_template
 
     cfg = load_finetune_config("experiments/tiny_finetune", [f"model.init_from={model}"])
     template, note = load_backbone_template(cfg)

@@ -107,7 +107,7 @@ def test_run_config_records_init_from_as_an_absolute_path(tmp_path, monkeypatch)
     assert load_config(RunConfig, "experiments/tiny_dna_mdlm", ["model.init_from=org/name"]).model.init_from == \
         "org/name"
     assert load_config(RunConfig, "experiments/tiny_dna_mdlm").model.init_from is None
-    from dnadiff.finetune import load_finetune_config
+    from dnadiff.classifier_tuning import load_finetune_config
 
     ft = load_finetune_config("experiments/tiny_finetune", ["model.init_from=./runs/pre/model"])
     assert ft.model.init_from == str(tmp_path / "runs" / "pre" / "model")

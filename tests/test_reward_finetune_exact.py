@@ -16,9 +16,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dnadiff.finetune_reward import drakes_loss, policy_gradient_loss, sample_groups
-from dnadiff.finetune_reward.policy_gradient import group_advantage
-from dnadiff.finetune_reward.trajectory import Grid, rollout
+from dnadiff.reward_tuning import drakes_loss, policy_gradient_loss, sample_groups
+from dnadiff.reward_tuning.policy_gradient import group_advantage
+from dnadiff.reward_tuning.trajectory import Grid, rollout
 from helpers.tabular_policy import MASK, SEQS, L, TableDenoiser, V, exact_distribution, exact_objective, kl, tilted
 
 T = 4
@@ -142,7 +142,7 @@ def test_policy_ratio_is_one_on_policy():
     pre = pretrained()
     groups = sample_groups(pre, GRID, MASK, torch.full((16, L), MASK), V, hard_reward,
                            generator=torch.Generator().manual_seed(2))
-    from dnadiff.finetune_reward.policy_gradient import step_terms
+    from dnadiff.reward_tuning.policy_gradient import step_terms
 
     logp, kl_steps = step_terms(pre, pre, GRID, MASK, groups)
     assert torch.allclose(logp, groups.old_logp, atol=1e-12)

@@ -1,4 +1,4 @@
-"""The offline preference method (dnadiff/finetune_reward/preference.py) on the enumerable case (vocabulary
+"""The offline preference method (dnadiff/reward_tuning/preference.py) on the enumerable case (vocabulary
 4 + mask, length 3, 4 steps; tests/helpers/tabular_policy.py): trained only on a pool of pretrained
 trajectories, it moves the sampler toward p* ∝ p_pre · exp(r/β). Numbers of these seeds (β = 1):
 KL(p_pre ‖ p*) = 0.399 nats; after 300 updates (batch 128, groups of 8) on a pool of 4,096 pretrained
@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_reward_finetune_exact import BETA, GRID, hard_reward, pretrained
 
-from dnadiff.finetune_reward.preference import TrajectoryPool, preference_loss, sample_pool, trajectory_logp
+from dnadiff.reward_tuning.preference import TrajectoryPool, preference_loss, sample_pool, trajectory_logp
 from helpers.tabular_policy import MASK, SEQS, L, TableDenoiser, V, exact_distribution, kl, tilted
 
 

@@ -1,4 +1,4 @@
-"""Activation recomputation (dnadiff/finetune_reward/trajectory.py `recompute`) changes memory, not the
+"""Activation recomputation (dnadiff/reward_tuning/trajectory.py `recompute`) changes memory, not the
 gradient: the loss and the gradient w.r.t. every trainable weight equal those of the plain graph, for both
 methods, on the enumerable tabulated denoiser (float64: to 1e-12) and on a real tiny Caduceus backbone
 fed relaxed one-hot states through its embedding (float32: to float tolerance)."""
@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dnadiff.finetune_reward import drakes_loss, make_grid, policy_gradient_loss, sample_groups
-from dnadiff.finetune_reward.trajectory import Grid
+from dnadiff.reward_tuning import drakes_loss, make_grid, policy_gradient_loss, sample_groups
+from dnadiff.reward_tuning.trajectory import Grid
 from helpers.tabular_policy import MASK, L, TableDenoiser, V
 
 T = 4

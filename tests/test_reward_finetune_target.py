@@ -1,4 +1,4 @@
-"""The target's estimates (dnadiff/finetune_reward/target.py) on the enumerable case (vocabulary 4 + mask,
+"""The target's estimates (dnadiff/reward_tuning/target.py) on the enumerable case (vocabulary 4 + mask,
 length 3, 4 steps), where p_pre, p* ∝ p_pre · exp(r/β), E*[r], KL(p* ‖ p_pre) and a model's trajectory KL
 are exact: the SNIS estimates over many pretrained samples land within a few of their ESS-based standard
 errors; a huge 1/β leaves one sample carrying the weight (ESS ≈ 1, KL ≈ log n)."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 from test_reward_finetune_exact import GRID, hard_reward, pretrained
 
-from dnadiff.finetune_reward.target import reached, sample_scores, snis_target
+from dnadiff.reward_tuning.target import reached, sample_scores, snis_target
 from helpers.tabular_policy import MASK, SEQS, L, TableDenoiser, V, exact_distribution, exact_objective, kl, tilted
 
 

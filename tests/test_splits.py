@@ -54,7 +54,7 @@ def test_kfold_covers_every_example_once():
 
 
 def test_select_on_validation_ties_go_to_the_first_in_the_grid():
-    from dnadiff.finetune.protocol import select_on_validation
+    from dnadiff.classifier_tuning.protocol import select_on_validation
 
     test = {m: 0.5 for m in ("accuracy", "mcc", "f1_macro", "auroc")}
     run = lambda v: {"val_acc": v, "test": {**test, "accuracy": v}}  # noqa: E731

@@ -52,8 +52,8 @@ def test_finetune_has_no_progress_bar_under_quiet(monkeypatch, restore_logging):
     """`dnadiff -q finetune`: no progress bar even though train.progress is true."""
     import lightning
 
-    from dnadiff.finetune.config import load_finetune_config
-    from dnadiff.training.finetune import fit_classifier
+    from dnadiff.classifier_tuning.config import load_finetune_config
+    from dnadiff.training.classifier_loop import fit_classifier
 
     seen = {}
 

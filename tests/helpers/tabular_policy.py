@@ -1,5 +1,5 @@
 """A trainable tabulated denoiser small enough to enumerate (vocabulary 4 + mask, length 3), and the
-exact distribution of the ancestral rollout (dnadiff/finetune_reward/trajectory.py) it induces.
+exact distribution of the ancestral rollout (dnadiff/reward_tuning/trajectory.py) it induces.
 
     den = TableDenoiser.random(seed=0)        # logits[pattern of x_t] : a (5³, 3, 5) parameter table
     p = exact_distribution(den, grid)          # Float64[64]: P(x0 = each of the 4³ sequences)
@@ -17,7 +17,7 @@ import itertools
 import torch
 from torch import Tensor, nn
 
-from dnadiff.finetune_reward.trajectory import Grid, masked_log_probs
+from dnadiff.reward_tuning.trajectory import Grid, masked_log_probs
 
 V, L, MASK = 5, 3, 4
 STATES = torch.tensor(list(itertools.product(range(V), repeat=L)))  # (125, 3): index = x0·25 + x1·5 + x2
