@@ -11,9 +11,9 @@ over --draws trajectories (Monte Carlo). Per step: ratio = ⟨ĝ_i, g_i⟩ / |g_
 the estimator delivers on average; 1: unbiased along it) and err = |ĝ_i − g_i| / |g_i| (bias plus Monte Carlo
 noise: about sqrt(variance / draws)).
 
-Estimators (dnadiff/finetune_reward/trajectory.py): straight_through (per live step, the paper's Algorithm 1),
+Estimators (dnadiff/reward_tuning/trajectory.py): straight_through (per live step, the paper's Algorithm 1),
 soft (soft states, straight-through once at the reward's input: the official code), policy_gradient (the
-score-function reference, dnadiff/finetune_reward/policy_gradient.py: unbiased); rows with K = 2 truncate the
+score-function reference, dnadiff/reward_tuning/policy_gradient.py: unbiased); rows with K = 2 truncate the
 gradient to the last 2 steps, `kl=live` drops the KL of the truncated steps (the official `truncate_kl`).
 """
 
@@ -41,7 +41,7 @@ ROWS = [  # (estimator, τ, K, kl scope)
 
 
 def setup(beta: float):
-    from dnadiff.finetune_reward.trajectory import Grid
+    from dnadiff.reward_tuning.trajectory import Grid
     from helpers.tabular_policy import MASK, SEQS, L, StepTableDenoiser, TableDenoiser, V, exact_objective, exact_reward
 
     T = 4
@@ -72,8 +72,8 @@ def per_step(exact: torch.Tensor, est: torch.Tensor) -> list[dict]:
 
 
 def measure(row, grid, soft_reward, pre, ft, exact, dims, beta: float, draws: int, batch: int) -> dict:
-    from dnadiff.finetune_reward import drakes_loss, policy_gradient_loss, sample_groups
-    from dnadiff.finetune_reward.trajectory import rollout
+    from dnadiff.reward_tuning import drakes_loss, policy_gradient_loss, sample_groups
+    from dnadiff.reward_tuning.trajectory import rollout
 
     L, MASK, V = dims
     estimator, tau, K, scope = row

@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
 
     from dnadiff.checkpoint import load
-    from dnadiff.finetune_reward import drakes_loss, make_grid, rollout
     from dnadiff.guidance import build_reward
     from dnadiff.model import SuppressTokens
+    from dnadiff.reward_tuning import drakes_loss, make_grid, rollout
 
     model, pre = load(args.model), load(args.model)
     pre.backbone.requires_grad_(False)

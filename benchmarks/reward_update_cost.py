@@ -45,11 +45,11 @@ def child(method: str, recompute: bool, updates: int, threads: int, s: dict, gli
 
     from dnadiff.backbones import build_backbone
     from dnadiff.config import RunConfig, load_config
-    from dnadiff.finetune_reward import drakes_loss, make_grid, policy_gradient_loss, preference_loss, sample_groups
-    from dnadiff.finetune_reward.preference import sample_pool
     from dnadiff.guidance.rewards import build_reward
     from dnadiff.machine import memory_kib, reset_peak_memory
     from dnadiff.model import DiffusionModel, SuppressTokens
+    from dnadiff.reward_tuning import drakes_loss, make_grid, policy_gradient_loss, preference_loss, sample_groups
+    from dnadiff.reward_tuning.preference import sample_pool
     from dnadiff.tokenizers import DNATokenizer
     from dnadiff.training.reward_loop import return_freed_memory
 

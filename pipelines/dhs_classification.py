@@ -11,7 +11,7 @@ tests/data/dhs/dhs_fixture.txt and trains its own tiny "pretrained" MDLM on it (
 
 Rows (methods x training-set sizes): the same 4-way task (GM12878 / HepG2 / K562 / hESC, 200 bp) through
 `dnadiff finetune finetune/finetune_dhs` with
-- kmer_lr: the k-mer logistic regression (k = 3-6 frequencies of both strands; dnadiff/finetune/kmer_lr.py);
+- kmer_lr: the k-mer logistic regression (k = 3-6 frequencies of both strands; dnadiff/classifier_tuning/kmer_lr.py);
 - scratch: a Caduceus classifier trained from random weights, with the pretrained model's exact backbone
   configuration (its config passed as model.overrides);
 - pretrained: the same classifier started from the DHS MDLM of pipelines/dhs_benchmark.py (`--pretrained`,

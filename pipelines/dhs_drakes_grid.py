@@ -9,7 +9,7 @@ unconditional MDLM fine-tuned by `dnadiff design-finetune` for every (variant, �
 sampled plainly (`dnadiff sample`, 50 steps: no reward calls at sampling); beside them the
 inference-time rows unguided, best-of-N and CFG. No setting is chosen: every β is a point of the frontier.
 
-Variants (dnadiff/finetune_reward/trajectory.py; docs/references.md, "DRAKES estimators"):
+Variants (dnadiff/reward_tuning/trajectory.py; docs/references.md, "DRAKES estimators"):
   drakes_st         per-step straight-through Gumbel-softmax, τ = 1, KL on all steps (the paper's Algorithm 1)
   drakes_soft       soft states through the live steps, straight-through at the reward input (the official
                     code), τ = 0.1 (on the enumerable chain 0.84-0.89 of the exact gradient per step)

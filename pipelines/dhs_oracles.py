@@ -11,7 +11,7 @@ tiny builds a temporary cache from tests/data/dhs/dhs_fixture.txt instead.
   classifier:runs/dhs_oracles/reward_classifier --target HepG2` is what design, guidance and
   design-finetune may use.
 - evaluation oracle (configs/finetune/finetune_dhs_oracle_eval.yaml): a k-mer logistic regression (k = 3-6
-  frequencies of both strands; dnadiff/finetune/kmer_lr.py, saved by dnadiff/eval/kmer_oracle.py), another
+  frequencies of both strands; dnadiff/classifier_tuning/kmer_lr.py, saved by dnadiff/eval/kmer_oracle.py), another
   kind of model, trained on half_b. Its classifier.json says role: evaluation, which `--reward classifier:DIR`
   refuses; dnadiff.eval.oracle.score_fasta scores generated FASTA files with it.
 - neural evaluation oracle (issue 46; --roles neural): a one-hot convolutional network with dilated residual
@@ -109,8 +109,8 @@ def train_oracle(role: str, config: str, half: str, folder: str, out: Path, over
     validation-split accuracy is kept as OUT/folder."""
     import json
 
+    from dnadiff.classifier_tuning import kmer_options, load_finetune_config
     from dnadiff.cli import main as dnadiff_main
-    from dnadiff.finetune import kmer_options, load_finetune_config
 
     cfg = load_finetune_config(config, overrides)
     kmer = cfg.model.backbone == "kmer_lr"  # the k-mer LR: its C takes the lr's place (one run per C)

@@ -78,7 +78,7 @@ def base_overrides(args, dataset: str, name: str, out_root: Path, max_train: int
 def run_cell(args, dataset: str, row: str, extra: list[str], max_train: int, init: str | None, runs: Path,
              dry: bool) -> dict:
     """One (row, data set, size) cell under the protocol: summary, per-run validation and test accuracy."""
-    from dnadiff.finetune import load_finetune_config, run_finetune
+    from dnadiff.classifier_tuning import load_finetune_config, run_finetune
 
     ds = Path(dataset).name
     over = base_overrides(args, dataset, ds, runs / row / f"n{max_train}", max_train, init) + extra
@@ -137,7 +137,7 @@ def select(args, datasets: list[str], init: str | None, runs: Path, dry: bool) -
         name = Path(ds).name
         todo = {k: CANDIDATES[k] for k in args.candidates}
         if dry:  # every candidate's config is checked; the shipped one and the head-only probe are trained
-            from dnadiff.finetune import load_finetune_config
+            from dnadiff.classifier_tuning import load_finetune_config
 
             for extra in CANDIDATES.values():
                 load_finetune_config(args.config or "finetune/finetune_base",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import common
 
-KMER_ROW = "k-mer LR"  # the classical baseline row (dnadiff/finetune/kmer_lr.py), same cells and protocol
+KMER_ROW = "k-mer LR"  # the classical baseline row (dnadiff/classifier_tuning/kmer_lr.py), same cells and protocol
 
 
 def compare_note(table: dict, datasets: list[str]) -> str:

@@ -20,7 +20,7 @@ protocol of `dnadiff finetune` (seeds x random 90/10 split, best validation accu
 on the shuffled test set) and reports test accuracy as mean ± range, the range being max − min
 over the runs (the paper's tab. 7 "±"); results.json of every cell also holds MCC, macro-F1 and AUROC.
 A classical baseline row, `k-mer LR` (k-mer frequencies k = 3..6 on both strands + L2 logistic
-regression, dnadiff/finetune/kmer_lr.py), runs under the same protocol, subsamples, seeds and
+regression, dnadiff/classifier_tuning/kmer_lr.py), runs under the same protocol, subsamples, seeds and
 splits (--no-kmer-lr skips it; --only-baselines runs only it and keeps the other rows of OUT.json).
 
 --scale cpu sizes (chosen to fit 45 minutes on 2 shared CPU cores with 4 inits x 2 data sets):
@@ -245,8 +245,8 @@ def plan_rows(args, inits: dict[str, str], prior: dict | None, datasets: list[st
 
 def cell_config(args, init_over: list[str], ds: str, init_dir: Path, inits: dict, dry: bool):
     """The fine-tuning config of one (init, data set) cell."""
+    from dnadiff.classifier_tuning import load_finetune_config
     from dnadiff.config import replace
-    from dnadiff.finetune import load_finetune_config
 
     ds_name = Path(ds).name
     base = args.config or "finetune/finetune_base"
@@ -263,7 +263,7 @@ def cell_config(args, init_over: list[str], ds: str, init_dir: Path, inits: dict
 
 def run_cell(args, init: str, cfg, cell_dir: Path, dry: bool) -> dict:
     """Fine-tune one cell (or reuse its finished results.json): its record in the results JSON."""
-    from dnadiff.finetune import run_finetune
+    from dnadiff.classifier_tuning import run_finetune
 
     res = None if args.fresh or dry else cached_result(cell_dir, cfg)
     print(f"== {init} on {cell_dir.name}" + (" (finished earlier: reusing its results.json)" if res else ""),

@@ -82,7 +82,7 @@ def split_halves(root: Path, out: Path) -> dict:
 
 def kmer_features(seqs: list[str], ks=(3, 4, 5)) -> np.ndarray:
     """k-mer frequencies on both strands (the k-mer LR baseline's features), as a dense matrix."""
-    from dnadiff.finetune import kmer_features as sparse_kmer_features
+    from dnadiff.classifier_tuning import kmer_features as sparse_kmer_features
 
     return sparse_kmer_features(seqs, ks=ks).toarray()
 

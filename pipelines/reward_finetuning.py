@@ -17,7 +17,7 @@ success P > 0.5), `gc:0.6` and `motif:TATAAA` (judged by the property: |GC − 0
 either strand). Per task:
   (5) the target: `pool` pretrained samples (the unguided sampler at `steps` steps, the fine-tuning
       grid), their rewards, and the SNIS estimates of p* ∝ p_pre · exp(r/β) (E*[r], KL(p* ‖ p_pre),
-      ESS; dnadiff/finetune_reward/target.py) over a wide grid of β; kept: for each wanted target KL
+      ESS; dnadiff/reward_tuning/target.py) over a wide grid of β; kept: for each wanted target KL
       (`kl_targets`, 0.05 … 3 nats) the β whose estimate is closest (reward_frontier.py). No training.
   (6) fine-tuning (`dnadiff design-finetune`'s reward_finetune) with each method at each kept β, one
       training seed; the learning rate chosen per method on the classifier task at the kept β nearest

@@ -4,7 +4,7 @@ curve, and the frontier tables and plots. No training here: reward_finetuning.py
 
 The β grid. For a reward r and β > 0 the fine-tuning target is p*(x) ∝ p_pre(x) · exp(r(x)/β); its expected
 reward and KL(p* ‖ p_pre) are estimated by self-normalised importance sampling over one pool of pretrained
-samples (dnadiff/finetune_reward/target.py, Owen 2013 §9.2–9.3), which costs no training: a wide grid of
+samples (dnadiff/reward_tuning/target.py, Owen 2013 §9.2–9.3), which costs no training: a wide grid of
 candidate βs (`candidate_betas`, multiples of the pool's reward standard deviation) is scored from the
 same rewards, and `choose_betas` keeps, for each wanted target KL (e.g. 0.05 … 3 nats), the candidate
 whose estimated KL is closest on a log scale. On a fixed pool the estimated KL is the KL of the tilted
@@ -45,7 +45,7 @@ def target_table(rewards, betas) -> list[dict]:
     """SNIS estimates of p* at each β (target.snis_target): beta, reward, reward_se, kl, kl_se, ess, n."""
     import torch
 
-    from dnadiff.finetune_reward import snis_target
+    from dnadiff.reward_tuning import snis_target
 
     r = torch.as_tensor(np.asarray(rewards, dtype=float), dtype=torch.float64)
     return [{"beta": float(b), **{k: v for k, v in snis_target(r, float(b)).items() if k != "pretrained_reward"}}
