@@ -20,6 +20,7 @@ counter: the sampling loop and the guided methods wrap the model in it and read 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, runtime_checkable
 
@@ -47,28 +48,57 @@ class IncrementalDenoiser(Denoiser, Protocol):
 
 @dataclass(frozen=True)
 class BackboneCapabilities:
-    """The optional capabilities a backbone declares (each by the class that has it): time conditioning
-    (`Backbone.time_conditioned`), class labels (`ClassConditional.num_classes` > 0: labels, CFG), causal
-    incremental decoding (`is_causal` with `allocate_cache` / `step`). Read once, by `capabilities_of`;
-    nothing else probes a backbone for them."""
+    """The optional capabilities a backbone (or a denoiser, or a module of one) declares, each by the class that
+    has it: time conditioning (`Backbone.time_conditioned`), class labels (`ClassConditional.num_classes` > 0:
+    labels, CFG; `takes_labels`: labels read by the network itself, no label embedding in front), a `cond`
+    vector (`config.cond_dim` > 0), causal incremental decoding (`is_causal` with `allocate_cache` / `step`;
+    `step_many`: a parallel pass over several tokens, Mamba's; a `step` taking `cond`), soft input
+    (`takes_embeddings`: `inputs_embeds` instead of ids; `forward_soft(onehot, t)`: a denoiser fed the relaxed
+    one-hot itself; `forward_onehot(w)`: a token lookup linear in a one-hot, RCPS's embedding). Read by
+    `capabilities_of`, the one place that looks; nothing else probes a backbone or denoiser for them."""
 
     time_conditioned: bool = False
     num_classes: int = 0
+    takes_labels: bool = False
+    cond_dim: int = 0
     is_causal: bool = False
     incremental: bool = False  # allocate_cache and step exist (the cache may still be None: see the denoiser)
+    step_many: bool = False
+    step_takes_cond: bool = False
+    takes_embeddings: bool = False
+    forward_soft: bool = False
+    forward_onehot: bool = False
 
     @property
     def conditional(self) -> bool:
         return self.num_classes > 0
 
 
-def capabilities_of(backbone: Any) -> BackboneCapabilities:
-    """The one place a backbone's optional capabilities are read (undeclared: absent)."""
+def _takes(method: Any, name: str) -> bool:
+    """Whether a callable has a parameter `name` (a signature Python cannot read: no)."""
+    if not callable(method):
+        return False
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def capabilities_of(obj: Any) -> BackboneCapabilities:
+    """The one place the optional capabilities of a backbone, denoiser or module are read (undeclared: absent)."""
+    step = getattr(obj, "step", None)
     return BackboneCapabilities(
-        time_conditioned=bool(getattr(backbone, "time_conditioned", False)),
-        num_classes=int(getattr(backbone, "num_classes", 0) or 0),
-        is_causal=bool(getattr(backbone, "is_causal", False)),
-        incremental=callable(getattr(backbone, "allocate_cache", None)) and callable(getattr(backbone, "step", None)),
+        time_conditioned=bool(getattr(obj, "time_conditioned", False)),
+        num_classes=int(getattr(obj, "num_classes", 0) or 0),
+        takes_labels=bool(getattr(obj, "takes_labels", False)),
+        cond_dim=int(getattr(getattr(obj, "config", None), "cond_dim", 0) or 0),
+        is_causal=bool(getattr(obj, "is_causal", False)),
+        incremental=callable(getattr(obj, "allocate_cache", None)) and callable(step),
+        step_many=callable(getattr(obj, "step_many", None)),
+        step_takes_cond=_takes(step, "cond"),
+        takes_embeddings=bool(getattr(obj, "takes_embeddings", False)),
+        forward_soft=callable(getattr(obj, "forward_soft", None)),
+        forward_onehot=callable(getattr(obj, "forward_onehot", None)),
     )
 
 
@@ -135,9 +165,8 @@ def step_tokens(step: Callable[[Tensor, Any], Tensor], input_ids: Tensor, cache:
 def steps_of(denoiser: Any, input_ids: Tensor, cache: Any, update: bool = True) -> Tensor:
     """`step_many` of an incremental denoiser: its own (a backbone's parallel pass, e.g. Mamba's) when it has one,
     else one `step` per token. Block diffusion feeds stretches of tokens this way (samplers/block.py)."""
-    many = getattr(denoiser, "step_many", None)
-    if callable(many):
-        return many(input_ids, cache, update)
+    if capabilities_of(denoiser).step_many:
+        return denoiser.step_many(input_ids, cache, update)
     return step_tokens(denoiser.step, input_ids, cache, update)
 
 

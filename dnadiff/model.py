@@ -93,9 +93,8 @@ class BackboneDenoiser(nn.Module):
     def step_many(self, input_ids: Tensor, cache, update: bool = True) -> Tensor:
         """Float[B, n, V] after each of n tokens (dnadiff/denoiser.py `steps_of`): the backbone's parallel pass
         when it has one (Mamba), else one step per token."""
-        many = getattr(self.backbone, "step_many", None)
-        if callable(many) and not self.capabilities.conditional:
-            return many(input_ids, cache, update)
+        if self.capabilities.step_many and not self.capabilities.conditional:
+            return self.backbone.step_many(input_ids, cache, update)
         return step_tokens(self.step, input_ids, cache, update)
 
 

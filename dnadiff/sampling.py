@@ -100,7 +100,7 @@ def sampler_name(requested: str | None, objective=None, config=None) -> str:
     """The sampler a run uses: the one asked for, else the objective's own (`autoregressive` for AR models,
     `udlm` for uniform noise), else the config's `sample.sampler` (ancestral without a config). The one
     place the name is chosen: `resolve_sampler`, and `dnadiff sample` before the weights load, call it."""
-    own = getattr(objective, "default_sampler", None)
+    own = None if objective is None else objective.default_sampler  # declared by every Objective (None: none)
     return requested or own or (config.sample.sampler if config is not None else "ancestral")
 
 
@@ -150,13 +150,9 @@ def resolve_sampler(model, sampler: Any = None, steps: int | None = None, **opti
 
 def progress_steps_of(smp, model, length: int) -> int:
     """The steps a batch of `length` tokens shows on a progress bar for the built sampler `smp`: one per
-    token for AR models and step-less samplers (first_hitting), the count of a sampler that declares its own
-    (`progress_steps`: semi_ar runs its inner sampler once per window, the windows' steps summed), else
-    its step count."""
-    if hasattr(smp, "progress_steps") and not model.is_autoregressive:  # it counts its own (windows, blocks)
-        return smp.progress_steps(length)
-    stepless = model.is_autoregressive or not smp.has_steps  # one call per token
-    return length if stepless else smp.steps
+    token for AR models, else what the sampler declares (`Sampler.progress_steps`: its step count, one per
+    token for step-less samplers, semi_ar's windows' steps summed ...)."""
+    return length if model.is_autoregressive else smp.progress_steps(length)
 
 
 def steps_per_batch(model, length: int, sampler: str | None = None, steps: int | None = None,

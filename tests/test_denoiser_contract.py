@@ -109,3 +109,36 @@ def test_backbone_capabilities_are_declared_and_read_in_one_place():
              for i, line in enumerate((PACKAGE / name).read_text(encoding="utf-8").splitlines(), 1)
              if probe.search(line)]
     assert found == []
+
+
+CAPABILITIES = ("num_classes", "time_conditioned", "takes_labels", "cond_dim", "allocate_cache", "step", "step_many",
+                "forward_soft", "forward_onehot", "takes_embeddings", "progress_steps")
+
+
+def test_capabilities_are_read_only_by_capabilities_of():
+    """Issue 50 §2: the optional capabilities (incremental cache and step_many, soft input, labels and cond, time
+    input) are read by `capabilities_of` alone; below training/ nothing probes them by name (eval/oracle.py
+    reads a classifier's class count, not a backbone's), and samplers declare `progress_steps`."""
+    from dnadiff.backbones.conditioning import ClassConditional
+    from dnadiff.backbones.rcps import RCPSEmbedding
+    from dnadiff.denoiser import capabilities_of
+    from dnadiff.samplers import build_sampler
+
+    mamba = build_backbone("mamba", preset="tiny", vocab_size=V, cond_dim=8)
+    caps = capabilities_of(mamba)
+    assert (caps.step_many, caps.step_takes_cond, caps.cond_dim, caps.takes_embeddings) == (True, True, 8, True)
+    labelled = ClassConditional(mamba, 3)
+    assert labelled.allocate_cache(2, 4) is not None  # its step passes the label as cond
+    assert not capabilities_of(labelled).step_takes_cond and not capabilities_of(labelled).step_many
+    assert capabilities_of(RCPSEmbedding(V, 8, DNATokenizer().complement_map(V))).forward_onehot
+    assert not capabilities_of(build_backbone("hyena", preset="tiny", vocab_size=V)).takes_embeddings
+    assert capabilities_of(_fn).forward_soft is False
+    assert build_sampler("first_hitting").progress_steps(10) == 10  # one call per token
+    assert build_sampler("ancestral", steps=7).progress_steps(10) == 7
+    probe = re.compile(r"(getattr|hasattr)\(\s*[\w.]+\s*,\s*[\"'](" + "|".join(CAPABILITIES) + r")[\"']")
+    skip = {"denoiser.py", "eval/oracle.py"}
+    found = [f"{rel}:{i}" for p in sorted(PACKAGE.rglob("*.py"))
+             if (rel := p.relative_to(PACKAGE).as_posix()) not in skip and rel.split("/")[0] not in (
+                 "training", "commands", "finetune", "finetune_reward", "classifier_tuning", "reward_tuning")
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
+    assert found == []

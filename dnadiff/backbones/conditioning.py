@@ -8,18 +8,17 @@ so the backbone itself knows nothing of labels.
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from torch import Tensor, nn
 
+from dnadiff.denoiser import capabilities_of
 from dnadiff.errors import DnadiffError
 
 
 class ClassConditional(nn.Module):
     def __init__(self, backbone: nn.Module, num_classes: int):
         super().__init__()
-        cond_dim = getattr(backbone.config, "cond_dim", 0)
+        cond_dim = capabilities_of(backbone).cond_dim
         if cond_dim <= 0:
             raise DnadiffError("a class-conditional model needs a backbone built with cond_dim > 0 "
                                "(model.overrides.cond_dim)")
@@ -62,8 +61,7 @@ class ClassConditional(nn.Module):
     def allocate_cache(self, batch_size: int, max_length: int):
         """The backbone's decoding cache, or None when its `step` cannot take a label (then samplers re-run
         the prefix)."""
-        step = getattr(self.backbone, "step", None)
-        if not callable(step) or "cond" not in inspect.signature(step).parameters:
+        if not capabilities_of(self.backbone).step_takes_cond:
             return None
         return self.backbone.allocate_cache(batch_size, max_length)
 

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dnadiff.denoiser import CountingDenoiser, FunctionDenoiser
+from dnadiff.denoiser import CountingDenoiser, FunctionDenoiser, capabilities_of
 from dnadiff.diffusion.plaid_schedule import MonotoneGamma, alpha_sigma, check_monotone
 from dnadiff.errors import DnadiffError
 
@@ -49,7 +49,8 @@ class PlaidNetwork(nn.Module):
     def __init__(self, backbone: nn.Module, embed_dim: int = 16, gamma_min: float = -10.0, gamma_max: float = 5.0,
                  schedule_hidden: int = 64, output_prior: bool = True):
         super().__init__()
-        if not getattr(backbone, "takes_embeddings", False):
+        self.backbone_capabilities = capabilities_of(backbone)  # what the network declares, read once
+        if not self.backbone_capabilities.takes_embeddings:
             raise DnadiffError(f"objective 'plaid': backbone {type(backbone).__name__} cannot take embeddings "
                                "(inputs_embeds); use dit, mamba or caduceus with rcps: false")
         if int(embed_dim) < 1:
@@ -91,7 +92,7 @@ class PlaidNetwork(nn.Module):
         sc = torch.zeros_like(z) if self_cond is None else self_cond.to(z.dtype)
         h = self.input_proj(torch.cat([z * scale, sc], dim=-1))  # (B, L, H)
         h = h + self.time_embed(sinusoid(gamma / 10.0))[:, None]
-        t_in = t.float() if getattr(self.backbone, "time_conditioned", False) else None
+        t_in = t.float() if self.backbone_capabilities.time_conditioned else None
         logits = self.backbone(None, t_in, attention_mask=attention_mask, inputs_embeds=h).float()  # (B, L, V)
         if self.output_prior:
             E = self.embedding_table()

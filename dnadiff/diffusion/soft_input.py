@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from dnadiff.denoiser import capabilities_of
+
 
 def token_embedding(denoiser, vocab_size: int) -> nn.Embedding | None:
     """The token lookup of a denoiser module (the first `nn.Embedding` that is not a label table)."""
@@ -37,7 +39,7 @@ def onehot_lookup(denoiser) -> nn.Module | None:
     if not isinstance(denoiser, nn.Module):
         return None
     for name, mod in denoiser.named_modules():
-        if callable(getattr(mod, "forward_onehot", None)) and "label" not in name:
+        if "label" not in name and capabilities_of(mod).forward_onehot:
             return mod
     return None
 
@@ -47,9 +49,8 @@ def call_soft(denoiser, x: Tensor, onehot: Tensor | None, t: Tensor) -> Tensor:
     (None: a plain call). The value depends on `onehot` alone, whether or not it carries gradients."""
     if onehot is None:
         return denoiser(x, t)
-    soft = getattr(denoiser, "forward_soft", None)
-    if callable(soft):
-        return soft(onehot, t)
+    if capabilities_of(denoiser).forward_soft:
+        return denoiser.forward_soft(onehot, t)
     emb = onehot_lookup(denoiser) or token_embedding(denoiser, onehot.shape[-1])
     if emb is None:
         return denoiser(x, t)

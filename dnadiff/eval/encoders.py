@@ -33,6 +33,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from dnadiff.denoiser import capabilities_of
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_bar
 from dnadiff.tokenizers.dna import DNATokenizer
@@ -107,7 +108,7 @@ class BackboneEncoder(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         t = None
-        if getattr(self.backbone, "time_conditioned", False):  # clean input: diffusion time 0
+        if capabilities_of(self.backbone).time_conditioned:  # clean input: diffusion time 0
             t = torch.zeros(input_ids.shape[0], device=input_ids.device)
         kw = {} if attention_mask is None else {"attention_mask": attention_mask}
         hidden = self.backbone.features(input_ids, t, **kw)  # (B, L, H)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from dnadiff.denoiser import capabilities_of
 from dnadiff.errors import DnadiffError
 from dnadiff.heads.pooling import POOLINGS, complement_tensor, pool, reverse_complement_padded
 
@@ -99,7 +100,7 @@ class SequenceClassifier(nn.Module):
         """Backbone features; with the (right-padded) attention_mask the backbone ignores the pads, so a
         sequence's features do not depend on how much padding its batch carries."""
         t = None
-        if getattr(self.backbone, "time_conditioned", False):  # clean input: diffusion time 0
+        if capabilities_of(self.backbone).time_conditioned:  # clean input: diffusion time 0
             t = torch.zeros(input_ids.shape[0], device=input_ids.device)
         kw = {} if attention_mask is None else {"attention_mask": attention_mask}
         if self.freeze_backbone:

@@ -35,6 +35,7 @@ from dnadiff.config import (
     without_runtime,
 )
 from dnadiff.data_root import _PATH_KEYS, _TEXT_PATH_KEYS, _resolve_data_paths
+from dnadiff.denoiser import capabilities_of
 from dnadiff.errors import DnadiffError
 from dnadiff.utils import local_paths, os_error, portable_paths, public_mode, write_json
 from dnadiff.version import __version__
@@ -396,7 +397,7 @@ def wrap_conditional(cfg: RunConfig, backbone):
     from dnadiff.diffusion import OBJECTIVES
 
     wrap = OBJECTIVES.get(cfg.objective.name).wrap_backbone
-    if cfg.model.num_classes <= 0 or getattr(backbone, "takes_labels", False):
+    if cfg.model.num_classes <= 0 or capabilities_of(backbone).takes_labels:
         return wrap(backbone, cfg)
     from dnadiff.backbones.conditioning import ClassConditional
 

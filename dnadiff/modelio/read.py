@@ -20,6 +20,7 @@ import torch
 
 from dnadiff.backbones.convert_mdlm import extend_vocab, load_mdlm_pretrained, mdlm_tokenizer, read_config
 from dnadiff.config import RunConfig, from_dict, replace
+from dnadiff.denoiser import capabilities_of
 from dnadiff.errors import DnadiffError
 from dnadiff.modelio.model_dir import (
     WEIGHTS_FILE,
@@ -127,7 +128,7 @@ def read_backbone_noted(source: ModelSource, vocab_size: int | None = None, keep
         from dnadiff.diffusion import OBJECTIVES
 
         backbone, note = OBJECTIVES.get(parts.config.objective.name).unwrap_backbone(backbone)
-    if getattr(backbone, "num_classes", 0) and not keep_label_embedding:
+    if capabilities_of(backbone).conditional and not keep_label_embedding:
         backbone = backbone.backbone
     return parts.config.model.backbone, backbone, note
 

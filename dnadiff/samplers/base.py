@@ -349,6 +349,12 @@ class Sampler:
     def max_steps(self, state: SamplerState) -> int | None:
         return self.steps
 
+    def progress_steps(self, length: int) -> int:
+        """The steps a batch of `length` tokens shows on a progress bar (sampling.progress_steps_of): the step
+        count, or one per token when no step count applies (first_hitting). A sampler that runs loops over
+        parts of the sequence declares its own (semi_ar's windows, block's blocks, ssdlm's)."""
+        return self.steps if self.has_steps else length
+
     # ---- helpers for subclasses ---------------------------------------------------------------
     def advance(self, state: SamplerState, x: Tensor, stop_when_unmasked: bool = True, **changes) -> SamplerState:
         """The next grid state after a step that produced x (time moves from t to s)."""

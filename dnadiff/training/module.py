@@ -17,6 +17,7 @@ import lightning as L
 import torch
 
 from dnadiff.config import RunConfig
+from dnadiff.denoiser import capabilities_of
 from dnadiff.errors import DnadiffError
 from dnadiff.model import DiffusionModel
 from dnadiff.training.duo_curriculum import training_loss
@@ -87,7 +88,7 @@ class DiffusionLitModule(L.LightningModule):
 
     def _denoiser_for(self, batch, train: bool = False):
         """Class-conditional runs: the batch's labels, a share replaced by the null label (CFG)."""
-        if "labels" not in batch or not getattr(self.backbone, "num_classes", 0):
+        if "labels" not in batch or not capabilities_of(self.backbone).conditional:
             return self.model.denoiser
         labels = batch["labels"]
         if train and self.cfg.model.label_dropout > 0:
