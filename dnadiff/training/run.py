@@ -29,6 +29,7 @@ from dnadiff.config import RunConfig, replace, save_config
 from dnadiff.data.benchmarks import load_benchmark_split, resolve_benchmark
 from dnadiff.data.dhs import CELL_TYPES as DHS_CELL_TYPES
 from dnadiff.data.tokenizer_training import ensure_tokenizer
+from dnadiff.denoiser import capabilities_of
 from dnadiff.errors import DnadiffError
 from dnadiff.logs import log, progress_enabled, quiet_libraries
 from dnadiff.modelio import read_backbone_noted, resolve
@@ -70,7 +71,7 @@ def adapt_ar_backbone(backbone: torch.nn.Module, tokenizer) -> torch.nn.Module:
     keeps its label embedding in front of the adapted network)."""
     from dnadiff.backbones.ar_adapt import caduceus_from_mamba_ar
 
-    if getattr(backbone, "num_classes", 0):
+    if capabilities_of(backbone).conditional:
         backbone.backbone = caduceus_from_mamba_ar(backbone.backbone, tokenizer.ar_context_id)
         return backbone
     return caduceus_from_mamba_ar(backbone, tokenizer.ar_context_id)
@@ -134,10 +135,10 @@ def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tup
                 f"model.overrides: {', '.join(changed + unknown)} cannot change the architecture of "
                 f"model.init_from ({cfg.model.init_from})"
             )
-        if getattr(backbone, "num_classes", 0) != cfg.model.num_classes:
+        if capabilities_of(backbone).num_classes != cfg.model.num_classes:
             raise DnadiffError(
                 f"model.num_classes is {cfg.model.num_classes} but model.init_from has "
-                f"{getattr(backbone, 'num_classes', 0)} classes (a label embedding cannot be added or dropped)"
+                f"{capabilities_of(backbone).num_classes} classes (a label embedding cannot be added or dropped)"
             )
         cfg = replace(cfg, **{"model.backbone": name, "model.overrides": loaded})
         if source.official is not None or source.config.objective.name != cfg.objective.name:
