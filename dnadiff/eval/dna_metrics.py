@@ -34,6 +34,7 @@ Metrics (all on A/C/G/T only; a k-mer containing any other letter is skipped):
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Callable, Mapping, Sequence
 
@@ -361,34 +362,43 @@ def _floor_split(samples: Sequence[str], reference: Sequence[str], rng: np.rando
     return None
 
 
+SETTINGS = ("kmax", "markov_order", "entropy_k", "match_threshold", "both_strands")  # compare's, recorded
+
+
+def compare_settings(given: Mapping[str, object]) -> dict:
+    """`given` (a subset of SETTINGS) completed with `compare`'s defaults, the one place they are written."""
+    unknown = sorted(set(given) - set(SETTINGS))
+    if unknown:
+        raise TypeError(f"dna_metrics() got unexpected keyword arguments {unknown} (settings: {', '.join(SETTINGS)})")
+    defaults = inspect.signature(compare).parameters
+    return {k: given[k] if k in given else defaults[k].default for k in SETTINGS}
+
+
 def dna_metrics(
     samples: Sequence[str],
     reference: Sequence[str],
     *,
-    kmax: int = 6,
-    markov_order: int = 5,
-    entropy_k: int = 3,
-    match_threshold: int = 50,
-    both_strands: bool = True,
     floor: bool = True,
     seed: int = 0,
     extras: Mapping[str, Callable[..., dict]] | None = None,
     discriminator: Callable[[list[str], list[str]], dict] | None = None,
+    **settings,
 ) -> dict:
     """Metrics of `samples` against `reference` (lists of DNA strings), with the real-vs-real floor.
 
+    `settings`: any of SETTINGS (kmax, markov_order, entropy_k, match_threshold, both_strands), with
+    `compare`'s defaults, for the samples and the floor alike; recorded under "settings".
     `extras`: more metrics, name -> fn(samples, reference, is_floor) -> dict, stored under that name.
     `discriminator`: None, or fn(samples, reference) -> dict stored as "discriminator" (the command passes
     eval/discriminator.discriminator_test with its settings bound; imported there, not here: no import cycle).
     Returns {"samples": {...}, "reference_stats": {...}, "floor": {...} | None, "settings": {...}}."""
     samples = _clean(samples, "samples")
     reference = _clean(reference, "reference")
-    if kmax < 1 or kmax > 12:
-        raise DnadiffError(f"kmax must be in 1..12, got {kmax}")
-    opts = dict(kmax=kmax, markov_order=markov_order, entropy_k=entropy_k, match_threshold=match_threshold,
-                both_strands=both_strands)
+    opts = compare_settings(settings)
+    if opts["kmax"] < 1 or opts["kmax"] > 12:
+        raise DnadiffError(f"kmax must be in 1..12, got {opts['kmax']}")
     out = {"samples": compare(samples, reference, **opts, extras=extras)}
-    er = np.array([kmer_entropy(s, entropy_k) for s in reference])
+    er = np.array([kmer_entropy(s, opts["entropy_k"]) for s in reference])
     out["reference_stats"] = {
         "kmer_entropy_mean": float(np.nanmean(er)),
         "gc_mean": float(np.nanmean(gc_content(reference))),
