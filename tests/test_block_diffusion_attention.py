@@ -145,21 +145,11 @@ def test_text_bidirectional_dit_trains_evaluates_and_samples_from_the_cli(tmp_pa
     import json
 
     from dnadiff.cli import main as cli_main
-    from dnadiff.data.tokenizer_training import train_tokenizer
+    from helpers.word_corpus import tiny_text_dit, word_corpus
 
-    words = "the cat sat on a mat while dogs ran far and wide under skies of blue".split()
-    for split, n in (("train", 60), ("valid", 8), ("test", 8)):
-        with open(tmp_path / f"{split}.jsonl", "w") as fh:
-            for i in range(n):
-                fh.write(json.dumps({"text": " ".join(words[(i * 3 + j) % len(words)] for j in range(3 + i % 4))})
-                         + "\n")
-    tok = train_tokenizer([tmp_path / "train.jsonl"], tmp_path / "tok", "bert-like", 300, min_frequency=1)
-    assert cli_main([
-        "train", "text/cpu_fortunes_bd3lm_attn", f"out_dir={tmp_path}/runs", f"tokenizer.path={tok}",
-        "tokenizer.train=null", "model.overrides.hidden_size=32", "model.overrides.n_blocks=2",
-        "model.overrides.n_heads=2", "model.overrides.adaln_dim=16", "data.seq_len=16", f"data.text.path={tmp_path}",
-        "data.text.cache=false", "train.batch_size=8", "train.max_steps=10", "train.lr=3e-3", "train.val_every=100",
-        "train.val_batches=1", "train.progress=false", "train.warmup_steps=2", "--threads", "1"]) == 0
+    tok = word_corpus(tmp_path)
+    assert cli_main(["train", "text/cpu_fortunes_bd3lm_attn", f"out_dir={tmp_path}/runs", *tiny_text_dit(tmp_path, tok),
+                     "train.max_steps=10", "--threads", "1"]) == 0
     model = tmp_path / "runs" / "cpu_fortunes_bd3lm_attn" / "model"
     import dnadiff
 

@@ -89,21 +89,12 @@ def test_text_dit_block_model_trains_and_samples_to_eos(tmp_path):
     import dnadiff
     from dnadiff.config import RunConfig
     from dnadiff.config_options import load_config
-    from dnadiff.data.tokenizer_training import train_tokenizer
     from dnadiff.training import train
+    from helpers.word_corpus import tiny_text_dit, word_corpus
 
-    words = "the cat sat on a mat while dogs ran far and wide under skies of blue".split()
-    for split, n in (("train", 60), ("valid", 8), ("test", 8)):
-        with open(tmp_path / f"{split}.jsonl", "w") as fh:
-            for i in range(n):
-                fh.write(json.dumps({"text": " ".join(words[(i * 3 + j) % len(words)] for j in range(3 + i % 4))})
-                         + "\n")
-    tok = train_tokenizer([tmp_path / "train.jsonl"], tmp_path / "tok", "bert-like", 300, min_frequency=1)
-    cfg = load_config(RunConfig, "text/cpu_fortunes_bd3lm", [
-        f"out_dir={tmp_path}", f"tokenizer.path={tok}", "tokenizer.train=null", "model.overrides.hidden_size=32",
-        "model.overrides.n_blocks=2", "model.overrides.n_heads=2", "model.overrides.adaln_dim=16", "data.seq_len=16",
-        f"data.text.path={tmp_path}", "data.text.cache=false", "train.batch_size=8", "train.max_steps=40",
-        "train.lr=3e-3", "train.val_every=100", "train.val_batches=1", "train.progress=false", "train.warmup_steps=2"])
+    tok = word_corpus(tmp_path)
+    cfg = load_config(RunConfig, "text/cpu_fortunes_bd3lm", [f"out_dir={tmp_path}", *tiny_text_dit(tmp_path, tok),
+                                                             "train.max_steps=40"])
     model = dnadiff.load(train(cfg).model_dir)
     eos, pad = model.tokenizer.eos_id, model.tokenizer.pad_id
     assert eos not in model.banned_ids()
