@@ -41,23 +41,23 @@ ROWS = [  # (estimator, τ, K, kl scope)
 
 
 def setup(beta: float):
-    from dnadiff.reward_tuning.trajectory import Grid
-    from helpers.tabular_policy import MASK, SEQS, L, StepTableDenoiser, TableDenoiser, V, exact_objective, exact_reward
+    """The 4-step tabulated models of tests/test_drakes_estimators.py and the exact gradients of the reward and
+    of the objective at β."""
+    from helpers.tabular_policy import (
+        MASK,
+        SEQS,
+        L,
+        V,
+        exact_objective,
+        exact_reward,
+        linear_grid,
+        pretrained_and_finetuned,
+        soft_reward,
+    )
 
-    T = 4
-    grid = Grid(times=torch.linspace(1, 0, T + 1, dtype=torch.float64)[:-1],
-                alphas=1 - torch.linspace(1, 0, T + 1, dtype=torch.float64))
-
-    def soft_reward(oh):  # 1.5·[x_1 = 2] + [x_0 = x_2], multilinear in the one-hot
-        return 1.5 * oh[:, 1, 2] + (oh[:, 0, :4] * oh[:, 2, :4]).sum(-1)
-
+    grid = linear_grid(4)
     r = soft_reward(F.one_hot(SEQS, V).double())
-    base = TableDenoiser.random(seed=0).table.detach()
-    pre = StepTableDenoiser(base.expand(T, *base.shape).clone(), grid.times)
-    pre.table.requires_grad_(False)
-    gen = torch.Generator().manual_seed(0)
-    ft = StepTableDenoiser(pre.table + 0.5 * torch.randn(pre.table.shape, generator=gen, dtype=torch.float64),
-                           grid.times)
+    pre, ft = pretrained_and_finetuned(grid.times)
     exact = {"reward": -torch.autograd.grad(exact_reward(ft, grid, r), ft.table)[0],
              "objective": torch.autograd.grad(exact_objective(ft, pre, grid, r, beta), ft.table)[0]}
     return grid, soft_reward, pre, ft, exact, (L, MASK, V)

@@ -29,44 +29,33 @@ import torch
 import torch.nn.functional as F
 
 from dnadiff.reward_tuning import drakes_loss, policy_gradient_loss, sample_groups
-from dnadiff.reward_tuning.trajectory import Grid, masked_log_probs, rollout, step_kl
+from dnadiff.reward_tuning.trajectory import masked_log_probs, rollout, step_kl
 from helpers.tabular_policy import (
     MASK,
     SEQS,
     STATES,
     L,
-    StepTableDenoiser,
-    TableDenoiser,
     V,
     exact_objective,
     exact_reward,
     exact_step_kls,
+    linear_grid,
+    pretrained_and_finetuned,
+    soft_reward,
     start_state,
     transition_matrix,
 )
 
 T = 4
-GRID = Grid(times=torch.linspace(1, 0, T + 1, dtype=torch.float64)[:-1],
-            alphas=1 - torch.linspace(1, 0, T + 1, dtype=torch.float64))
+GRID = linear_grid(T)
 BETA = 1.0
-
-
-def soft_reward(onehot):
-    """1.5·[x_1 = 2] + [x_0 = x_2], multilinear in the one-hot (exact at one-hot inputs)."""
-    return 1.5 * onehot[:, 1, 2] + (onehot[:, 0, :4] * onehot[:, 2, :4]).sum(-1)
 
 
 R = soft_reward(F.one_hot(SEQS, V).double())
 
 
 def models():
-    base = TableDenoiser.random(seed=0).table.detach()
-    pre = StepTableDenoiser(base.expand(T, *base.shape).clone(), GRID.times)
-    pre.table.requires_grad_(False)
-    gen = torch.Generator().manual_seed(0)
-    ft = StepTableDenoiser(pre.table + 0.5 * torch.randn(pre.table.shape, generator=gen, dtype=torch.float64),
-                           GRID.times)
-    return pre, ft
+    return pretrained_and_finetuned(GRID.times)
 
 
 def ratios(exact, estimate):

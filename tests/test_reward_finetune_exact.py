@@ -18,18 +18,24 @@ import torch.nn.functional as F
 
 from dnadiff.reward_tuning import drakes_loss, policy_gradient_loss, sample_groups
 from dnadiff.reward_tuning.policy_gradient import group_advantage
-from dnadiff.reward_tuning.trajectory import Grid, rollout
-from helpers.tabular_policy import MASK, SEQS, L, TableDenoiser, V, exact_distribution, exact_objective, kl, tilted
+from dnadiff.reward_tuning.trajectory import rollout
+from helpers.tabular_policy import (
+    MASK,
+    SEQS,
+    L,
+    TableDenoiser,
+    V,
+    exact_distribution,
+    exact_objective,
+    kl,
+    linear_grid,
+    soft_reward,
+    tilted,
+)
 
 T = 4
-GRID = Grid(times=torch.linspace(1, 0, T + 1, dtype=torch.float64)[:-1],
-            alphas=1 - torch.linspace(1, 0, T + 1, dtype=torch.float64))  # linear schedule α = 1 − t
+GRID = linear_grid(T)  # linear schedule α = 1 − t
 BETA = 1.0
-
-
-def soft_reward(onehot):
-    """1.5·[x_1 = 2] + [x_0 = x_2], multilinear in the one-hot (exact at one-hot inputs)."""
-    return 1.5 * onehot[:, 1, 2] + (onehot[:, 0, :4] * onehot[:, 2, :4]).sum(-1)
 
 
 def hard_reward(x):

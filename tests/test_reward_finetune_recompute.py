@@ -12,16 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from dnadiff.reward_tuning import drakes_loss, make_grid, policy_gradient_loss, sample_groups
-from dnadiff.reward_tuning.trajectory import Grid
-from helpers.tabular_policy import MASK, L, TableDenoiser, V
+from helpers.tabular_policy import MASK, L, TableDenoiser, V, linear_grid, soft_reward
 
 T = 4
-GRID = Grid(times=torch.linspace(1, 0, T + 1, dtype=torch.float64)[:-1],
-            alphas=1 - torch.linspace(1, 0, T + 1, dtype=torch.float64))
-
-
-def soft_reward(onehot):
-    return 1.5 * onehot[:, 1, 2] + (onehot[:, 0, :4] * onehot[:, 2, :4]).sum(-1)
+GRID = linear_grid(T)  # linear schedule α = 1 − t
 
 
 def hard_reward(x):

@@ -24,6 +24,18 @@ STATES = torch.tensor(list(itertools.product(range(V), repeat=L)))  # (125, 3): 
 SEQS = torch.tensor(list(itertools.product(range(V - 1), repeat=L)))  # (64, 3): the clean sequences
 
 
+def linear_grid(steps: int) -> Grid:
+    """`steps` equal steps of t from 1 to 0 under the linear schedule α = 1 − t."""
+    ts = torch.linspace(1, 0, steps + 1, dtype=torch.float64)
+    return Grid(times=ts[:-1], alphas=1 - ts)
+
+
+def soft_reward(onehot: Tensor) -> Tensor:
+    """1.5·[x_1 = 2] + [x_0 = x_2], multilinear in the one-hot (exact at one-hot inputs): a reward the DRAKES
+    estimators can differentiate through relaxed states."""
+    return 1.5 * onehot[:, 1, 2] + (onehot[:, 0, :4] * onehot[:, 2, :4]).sum(-1)
+
+
 def pattern_index(x: Tensor) -> Tensor:
     return x[..., 0] * V * V + x[..., 1] * V + x[..., 2]
 
@@ -153,3 +165,14 @@ class StepTableDenoiser(nn.Module):
 
     def forward_soft(self, onehot: Tensor, t: Tensor) -> Tensor:
         return TableDenoiser(self.table[self.step_of(t)], functional=True).forward_soft(onehot)
+
+
+def pretrained_and_finetuned(times: Tensor) -> tuple[StepTableDenoiser, StepTableDenoiser]:
+    """A frozen pretrained model (the seed-0 random table at every step of `times`) and a fine-tuned one that
+    starts 0.5·N(0, 1) away from it (seed 0), so its gradients differ step by step."""
+    base = TableDenoiser.random(seed=0).table.detach()
+    pre = StepTableDenoiser(base.expand(len(times), *base.shape).clone(), times)
+    pre.table.requires_grad_(False)
+    gen = torch.Generator().manual_seed(0)
+    ft = StepTableDenoiser(pre.table + 0.5 * torch.randn(pre.table.shape, generator=gen, dtype=torch.float64), times)
+    return pre, ft
