@@ -103,8 +103,12 @@ def test_init_from_refuses_architecture_changes(tmp_path):
     with pytest.raises(DnadiffError, match="cannot change the architecture"):
         train(_cfg(tmp_path / "a", "train.max_steps=1", f"model.init_from={base.model_dir}",
                    "model.overrides.d_model=64"))
-    with pytest.raises(DnadiffError, match="label embedding cannot be added"):
-        train(_cfg(tmp_path / "b", "train.max_steps=1", f"model.init_from={base.model_dir}", "model.num_classes=2"))
+    # an unconditional network gains a label embedding (issue 47 §4: tests/test_init_from_classes.py); one of
+    # another number of classes cannot be reused
+    two = train(_cfg(tmp_path / "b", "train.max_steps=1", f"model.init_from={base.model_dir}", "model.num_classes=2"))
+    assert dnadiff.load(two.model_dir).config.model.num_classes == 2
+    with pytest.raises(DnadiffError, match="label embedding cannot be added or dropped"):
+        train(_cfg(tmp_path / "b3", "train.max_steps=1", f"model.init_from={two.model_dir}", "model.num_classes=3"))
     ok = train(_cfg(tmp_path / "c", "train.max_steps=1", f"model.init_from={base.model_dir}", "objective.name=sedd"))
     assert dnadiff.load(ok.model_dir).config.objective.name == "sedd"
 
