@@ -35,41 +35,35 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from dnadiff.denoiser import CountingDenoiser, IncrementalDenoiser, steps_of
+from dnadiff.denoiser import IncrementalDenoiser, steps_of
 from dnadiff.diffusion.bd3lm import block_layout, block_spans, check_block_size
 from dnadiff.errors import DnadiffError
 from dnadiff.samplers.base import SAMPLERS, CompositeSampler, Sampler, SamplerState, greedy_fill
-from dnadiff.samplers.block_attention import AttentionBlockContext
+from dnadiff.samplers.block_attention import AttentionBlockContext, FinishedBlocks
 
 _SHARED = ("temperature", "top_p", "eps", "float32_draws", "time_conditioned")
 
 
-class BlockContext:
+class BlockContext(FinishedBlocks):
     """The finished blocks as the network has seen them: a carried decoding cache plus the tokens not yet fed
-    into it (`pending`), or (no cache) the whole stream so far (`prefix`). `__call__` is the denoiser an inner
-    sampler sees: x_blk Long[B, n] -> logits Float[B, n, V] for the block given the finished ones."""
+    into it (`pending`), or (no cache) the whole stream so far (`prefix`)."""
 
     def __init__(self, denoiser, rows: int, total: int, use_cache: bool):
-        self.counter = denoiser if isinstance(denoiser, CountingDenoiser) else None
-        self.net = denoiser.denoiser if self.counter is not None else denoiser  # calls counted here, per pass
-        self.cache = None
+        super().__init__(denoiser)
         if use_cache and isinstance(self.net, IncrementalDenoiser):
             self.cache = self.net.allocate_cache(rows, 3 * total)  # None: this network cannot
         self.pending: list[Tensor] = []
-        self.prefix: Tensor | None = None
-        self.time_conditioned = False  # the block network ignores t (bd3lm calls it with t = 0)
 
     def append(self, tokens: Tensor) -> None:
         """Long[B, m]: stream tokens after the finished ones (fed at the next call)."""
         if self.cache is not None:
             self.pending.append(tokens)
         else:
-            self.prefix = tokens if self.prefix is None else torch.cat([self.prefix, tokens], dim=1)
+            self.extend_prefix(tokens)
 
     def __call__(self, x_blk: Tensor, t: Tensor | None = None) -> Tensor:
         B, n = x_blk.shape
-        if self.counter is not None:
-            self.counter._count(x_blk)  # one network call (its progress hook too), however many tokens it feeds
+        self.count_call(x_blk)
         if self.cache is None:
             parts = ([] if self.prefix is None else [self.prefix]) + [x_blk, x_blk]
             stream = torch.cat(parts, dim=1)  # (B, S + 2n)

@@ -29,33 +29,49 @@ from dnadiff.diffusion.bd3lm import network_attr
 from dnadiff.diffusion.bd3lm_attention import prefix_block_mask
 
 
-class AttentionBlockContext:
-    """The finished clean blocks as the network sees them: a KV cache plus the block not yet in it (`pending`),
-    or (no cache) all of them (`prefix`). `__call__` is the denoiser an inner sampler sees:
-    x_blk Long[B, n] -> logits Float[B, n, V] for the block given the finished ones."""
+class FinishedBlocks:
+    """Base of the `block` sampler's contexts (samplers/block.py BlockContext, AttentionBlockContext below): the
+    network under the run's call counter, the finished tokens (`prefix`, when no cache holds them), and the
+    count of one network call per inner call, however many tokens that call feeds. A context is the denoiser
+    an inner sampler sees: x_blk Long[B, n] -> logits Float[B, n, V] for the block given the finished ones."""
 
-    def __init__(self, denoiser, block_size: int, use_cache: bool):
+    def __init__(self, denoiser):
         self.counter = denoiser if isinstance(denoiser, CountingDenoiser) else None
         self.net = denoiser.denoiser if self.counter is not None else denoiser  # calls counted here, per pass
+        self.cache = None
+        self.prefix: Tensor | None = None  # (B, S): every finished token (no cache)
+        self.time_conditioned = False  # the block network ignores t (bd3lm calls it with t = 0)
+
+    def extend_prefix(self, tokens: Tensor) -> None:
+        self.prefix = tokens if self.prefix is None else torch.cat([self.prefix, tokens], dim=1)
+
+    def count_call(self, x_blk: Tensor) -> None:
+        if self.counter is not None:
+            self.counter._count(x_blk)  # one network call (its progress hook too), however many tokens it feeds
+
+
+class AttentionBlockContext(FinishedBlocks):
+    """The finished clean blocks as the network sees them: a KV cache plus the block not yet in it (`pending`),
+    or (no cache) all of them (`prefix`)."""
+
+    def __init__(self, denoiser, block_size: int, use_cache: bool):
+        super().__init__(denoiser)
         self.block_size = block_size
         new_cache = network_attr(denoiser, "new_kv_cache")  # the network's empty KV cache (DiT: DiTKVCache)
         guided = network_attr(denoiser, "uncond") is not None  # CFG: two models, two caches: recompute instead
         self.cache = new_cache() if use_cache and new_cache is not None and not guided else None
         self.pending: Tensor | None = None  # (B, m): finished, not yet in the cache
-        self.prefix: Tensor | None = None  # (B, S): every finished token (no cache)
-        self.time_conditioned = False  # the block network ignores t (bd3lm calls it with t = 0)
 
     def append(self, blk: Tensor) -> None:
         """Long[B, n]: a finished block (its clean tokens), fed at the next call."""
         if self.cache is not None:
             self.pending = blk if self.pending is None else torch.cat([self.pending, blk], dim=1)
         else:
-            self.prefix = blk if self.prefix is None else torch.cat([self.prefix, blk], dim=1)
+            self.extend_prefix(blk)
 
     def __call__(self, x_blk: Tensor, t: Tensor | None = None) -> Tensor:
         B, n = x_blk.shape
-        if self.counter is not None:
-            self.counter._count(x_blk)  # one network call (its progress hook too), however many tokens it feeds
+        self.count_call(x_blk)
         clean = self.pending if self.cache is not None else self.prefix
         m = 0 if clean is None else clean.shape[1]
         start = self.cache.length if self.cache is not None else 0  # position of the first token fed
@@ -68,4 +84,4 @@ class AttentionBlockContext:
         return self.net(inp, torch.zeros(B, device=x_blk.device), **kw)[:, m:]  # (B, n, V)
 
 
-__all__ = ["AttentionBlockContext"]
+__all__ = ["AttentionBlockContext", "FinishedBlocks"]
