@@ -101,6 +101,25 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
 
 
+def with_class_names(cfg: RunConfig) -> RunConfig:
+    """A class-conditional run on a benchmark or the DHS table records its data's class names (checked against
+    model.num_classes), whether its network is new or comes from model.init_from."""
+    if cfg.model.num_classes <= 0:
+        return cfg
+    if cfg.data.kind == "benchmark":
+        classes = load_benchmark_split(resolve_benchmark(cfg.data.benchmark or ""), "test").classes
+        if len(classes) != cfg.model.num_classes:
+            raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, "
+                               f"{cfg.data.benchmark} has {len(classes)} classes")
+        return replace(cfg, **{"model.class_names": classes})
+    if cfg.data.kind == "dhs":  # the DHS table's cell types (dnadiff/data/dhs.py), labels 0..3
+        if len(DHS_CELL_TYPES) != cfg.model.num_classes:
+            raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, the DHS data has "
+                               f"{len(DHS_CELL_TYPES)} cell types ({', '.join(DHS_CELL_TYPES)})")
+        return replace(cfg, **{"model.class_names": list(DHS_CELL_TYPES)})
+    return cfg
+
+
 def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tuple[RunConfig, torch.nn.Module]:
     """The run's backbone: from the preset, or initialised from a pretrained model (init_from).
     The returned config records `model.time_input` (a dnadiff init_from model passes its own on).
@@ -109,6 +128,7 @@ def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tup
     if cfg.model.time_input is None and source is not None and source.official is None and is_model_dir(source.path):
         cfg = replace(cfg, **{"model.time_input": source.config.model.time_input})
     cfg = replace(cfg, **{"model.time_input": resolve_time_input(cfg.model.time_input)})
+    cfg = with_class_names(cfg)
     if source is not None:
         name, backbone, dropped_note = read_backbone_noted(source, vocab_size=tokenizer.vocab_size,
                                                            keep_label_embedding=cfg.model.num_classes > 0,
@@ -116,6 +136,13 @@ def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tup
         read = {n: p.detach() for n, p in backbone.named_parameters()}  # before adapt_ar replaces modules
         if cfg.model.adapt_ar:
             name, backbone = "caduceus", adapt_ar_backbone(backbone, tokenizer)
+        if cfg.model.num_classes > 0 and not getattr(backbone, "num_classes", 0):  # e.g. chr22 MDLM -> DHS classes
+            from dnadiff.training.init_labels import add_class_conditioning, check_same_tokenizer
+
+            if source.official is None:
+                check_same_tokenizer(source.config, cfg, source.given)
+            backbone = add_class_conditioning(backbone, name, cfg.model.num_classes,
+                                              cfg.model.overrides.get("cond_dim"))
         if announce:
             matched, new, dropped = parameter_counts(read, backbone)
             how = "a dnadiff model directory" if source.official is None else f"an official {source.format} checkpoint"
@@ -153,17 +180,6 @@ def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tup
     if cfg.data.kind == "benchmark" and cfg.model.num_classes == 0:
         raise DnadiffError("data.kind=benchmark trains a class-conditional model: set model.num_classes (> 1)")
     if cfg.model.num_classes > 0:
-        if cfg.data.kind == "benchmark":
-            classes = load_benchmark_split(resolve_benchmark(cfg.data.benchmark or ""), "test").classes
-            if len(classes) != cfg.model.num_classes:
-                raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, "
-                                   f"{cfg.data.benchmark} has {len(classes)} classes")
-            cfg = replace(cfg, **{"model.class_names": classes})
-        elif cfg.data.kind == "dhs":  # the DHS table's cell types (dnadiff/data/dhs.py), labels 0..3
-            if len(DHS_CELL_TYPES) != cfg.model.num_classes:
-                raise DnadiffError(f"model.num_classes is {cfg.model.num_classes}, the DHS data has "
-                                   f"{len(DHS_CELL_TYPES)} cell types ({', '.join(DHS_CELL_TYPES)})")
-            cfg = replace(cfg, **{"model.class_names": list(DHS_CELL_TYPES)})
         overrides.setdefault("cond_dim", 32)
     backbone = build_backbone(cfg.model.backbone, preset=cfg.model.preset, **overrides)
     return cfg, wrap_conditional(cfg, backbone)
