@@ -142,18 +142,21 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
+def _table_cells(rows: list[dict[str, Any]], columns: list[str] | None,
+                floatfmt: str) -> tuple[list[str], list[list[str]]]:
+    """(columns, one list of cell strings per row) of a non-empty table: `columns` or the first row's keys;
+    floats in `floatfmt`, a missing value empty (format_table and markdown_table draw these)."""
+    columns = columns or list(rows[0])
+    cells = [[format(v, floatfmt) if isinstance(v, float) else str(v) for v in (r.get(c, "") for c in columns)]
+             for r in rows]
+    return columns, cells
+
+
 def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None, floatfmt: str = ".4g") -> str:
     """A plain aligned text table (for terminals and markdown-ish logs)."""
     if not rows:
         return "(no rows)"
-    columns = columns or list(rows[0])
-
-    def fmt(v: Any) -> str:
-        if isinstance(v, float):
-            return format(v, floatfmt)
-        return str(v)
-
-    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
+    columns, cells = _table_cells(rows, columns, floatfmt)
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
     sep = "  ".join("-" * w for w in widths)
@@ -194,13 +197,9 @@ def summary_table(row: dict[str, Any], width: int = TERMINAL_COLUMNS) -> str:
 def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None, floatfmt: str = ".4g") -> str:
     if not rows:
         return ""
-    columns = columns or list(rows[0])
-
-    def fmt(v: Any) -> str:
-        return format(v, floatfmt) if isinstance(v, float) else str(v)
-
+    columns, cells = _table_cells(rows, columns, floatfmt)
     out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    out += ["| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows]
+    out += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(out)
 
 
