@@ -141,14 +141,3 @@ def test_dropout_only_in_training():
 def test_bad_config():
     with pytest.raises(DnadiffError):
         build_backbone("dit", "tiny", hidden_size=66, n_heads=4)
-
-
-def test_bf16_autocast_close_to_fp32():
-    model = _jitter(build_backbone("dit", "tiny", vocab_size=12), 0.05).eval()
-    x = torch.randint(0, 12, (2, 32))
-    with torch.no_grad():
-        ref = model(x)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            low = model(x)
-    assert torch.isfinite(low).all()
-    assert (low.float() - ref).abs().max() < 0.05 * ref.abs().max() + 1e-3
