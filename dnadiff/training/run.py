@@ -136,7 +136,7 @@ def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tup
         read = {n: p.detach() for n, p in backbone.named_parameters()}  # before adapt_ar replaces modules
         if cfg.model.adapt_ar:
             name, backbone = "caduceus", adapt_ar_backbone(backbone, tokenizer)
-        if cfg.model.num_classes > 0 and not getattr(backbone, "num_classes", 0):  # e.g. chr22 MDLM -> DHS classes
+        if cfg.model.num_classes > 0 and not capabilities_of(backbone).conditional:  # e.g. chr22 MDLM -> DHS classes
             from dnadiff.training.init_labels import add_class_conditioning, check_same_tokenizer
 
             if source.official is None:
