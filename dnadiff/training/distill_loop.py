@@ -45,15 +45,12 @@ from dnadiff.checkpoint import load_model_dir
 from dnadiff.config import RunConfig, load_config, replace, save_config
 from dnadiff.diffusion import OBJECTIVES
 from dnadiff.errors import DnadiffError
-from dnadiff.logs import log, progress_enabled, quiet_libraries
+from dnadiff.logs import log, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
 from dnadiff.samplers.base import build_sampler
 from dnadiff.sampling import sample
-from dnadiff.training.checkpoint_io import AtomicCheckpointIO
-from dnadiff.training.csv_log import SessionCSVLogger
 from dnadiff.training.dcd import DCD_LOSSES, dcd_loss
-from dnadiff.training.export import ExportAtEnd
-from dnadiff.training.progress import StepProgressBar
+from dnadiff.training.export import ExportAtEnd, loaded_model_trainer
 from dnadiff.training.rundir import RunDirLock
 from dnadiff.training.sdtt import LOSSES, TARGETS, check_steps, sdtt_loss
 
@@ -253,7 +250,6 @@ def distill(model_dir: str, settings: dict, out: str, resume: bool = False, over
 
 
 def _distill(model_dir, settings, where: Path, resume, overwrite, progress, threads) -> dict[str, Any]:
-    from dnadiff.training.checkpoints import UpdateCheckpoint
     from dnadiff.training.run import _prepare_run_dir, resume_warnings_silenced
 
     start = time.time()
@@ -267,7 +263,6 @@ def _distill(model_dir, settings, where: Path, resume, overwrite, progress, thre
                                f"{', '.join(f'{old.get(k)!r} -> {settings.get(k)!r}' for k in changed)})")
     if threads:
         torch.set_num_threads(int(threads))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     student = load_model_dir(model_dir, map_location="cpu")
     teacher = load_model_dir(model_dir, map_location="cpu")
     cfg = student_config(student.config, settings)
@@ -275,18 +270,8 @@ def _distill(model_dir, settings, where: Path, resume, overwrite, progress, thre
     module = DistillModule(cfg, student.backbone, teacher.backbone, student.tokenizer)
     updates = int(settings["rounds"]) * int(settings["round_updates"])
     every = max(1, min(50, int(settings["round_updates"]) // 2))  # two checkpoints a round at least
-    checkpointing = UpdateCheckpoint(dirpath=where / "checkpoints", filename="step{step}", every_n_train_steps=every,
-                                     save_top_k=1, monitor="step", mode="max", save_last=True,
-                                     auto_insert_metric_name=False)
     export = ExportStudent(where, cfg, student.tokenizer, start)
-    show = progress and progress_enabled()
-    trainer = L.Trainer(max_steps=updates, max_epochs=-1, accelerator=device, devices=1, precision="32-true",
-                        gradient_clip_val=float(settings.get("grad_clip") or 0.0) or None,
-                        logger=SessionCSVLogger(str(where), resume_step=point.step if point else None, name="logs",
-                                                version=""),
-                        callbacks=[checkpointing, export, *([StepProgressBar()] if show else [])],
-                        plugins=[AtomicCheckpointIO()], enable_progress_bar=show, enable_model_summary=False,
-                        num_sanity_val_steps=0, log_every_n_steps=1, default_root_dir=str(where))
+    trainer = loaded_model_trainer(where, export, updates, every, settings, point.step if point else None, progress)
     log.info("distill: %s, teacher %d steps -> student %d steps in %d round(s) of %d updates, %d rollouts x %d "
              "tokens per update%s", settings["method"], settings["teacher_steps"], settings["steps"],
              settings["rounds"], settings["round_updates"], settings["batch_size"], settings["length"],

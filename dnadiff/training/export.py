@@ -18,10 +18,16 @@ from typing import Any
 
 import lightning as L
 import safetensors
+import torch
 
 from dnadiff.config import RunConfig
 from dnadiff.errors import DnadiffError
+from dnadiff.logs import progress_enabled
+from dnadiff.training.checkpoint_io import AtomicCheckpointIO
+from dnadiff.training.checkpoints import UpdateCheckpoint
+from dnadiff.training.csv_log import SessionCSVLogger
 from dnadiff.training.plots import plot_loss_curve
+from dnadiff.training.progress import StepProgressBar
 
 
 class ExportModelDir(L.Callback):
@@ -84,6 +90,24 @@ class ExportAtEnd(L.Callback):
             backbone = pl_module.backbone
             state = {k: v.detach().cpu() for k, v in backbone.state_dict().items()}
             save_model_files(self.out, self.cfg, backbone, self.tokenizer, self.metrics, state_dict=state)
+
+
+def loaded_model_trainer(where: Path, export: ExportAtEnd, updates: int, every: int, settings: dict,
+                         resume_step: int | None, progress: bool, extra: tuple[L.Callback, ...] = ()) -> L.Trainer:
+    """The Lightning trainer of a loop that trains a loaded model on one device (distillation, reward fine-tuning):
+    `updates` optimizer steps in float32, a checkpoint every `every` (the newest kept, and last.ckpt, written
+    atomically), the session's CSV log continuing at `resume_step`, `export` writing the model directory at the
+    end, then the `extra` callbacks and (`progress`, when progress bars are on) the step bar."""
+    checkpointing = UpdateCheckpoint(dirpath=where / "checkpoints", filename="step{step}", every_n_train_steps=every,
+                                     save_top_k=1, monitor="step", mode="max", save_last=True,
+                                     auto_insert_metric_name=False)
+    show = progress and progress_enabled()
+    return L.Trainer(max_steps=updates, max_epochs=-1, accelerator="cuda" if torch.cuda.is_available() else "cpu",
+                     devices=1, precision="32-true", gradient_clip_val=float(settings.get("grad_clip") or 0.0) or None,
+                     logger=SessionCSVLogger(str(where), resume_step=resume_step, name="logs", version=""),
+                     callbacks=[checkpointing, export, *extra, *([StepProgressBar()] if show else [])],
+                     plugins=[AtomicCheckpointIO()], enable_progress_bar=show, enable_model_summary=False,
+                     num_sanity_val_steps=0, log_every_n_steps=1, default_root_dir=str(where))
 
 
 def safetensors_io_reason(exc: Exception) -> str:

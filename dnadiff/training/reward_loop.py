@@ -40,16 +40,13 @@ from torch.utils.data import DataLoader, IterableDataset
 from dnadiff.checkpoint import load_model_dir
 from dnadiff.config import RunConfig, load_config, replace, save_config
 from dnadiff.errors import DnadiffError
-from dnadiff.logs import log, progress_enabled, quiet_libraries
+from dnadiff.logs import log, quiet_libraries
 from dnadiff.model import DiffusionModel, SuppressTokens
 from dnadiff.reward_tuning import drakes_loss, make_grid, policy_gradient_loss, sample_groups
 from dnadiff.reward_tuning.policy_gradient import GroupBatch
 from dnadiff.reward_tuning.preference import TrajectoryPool, preference_loss, sample_pool
 from dnadiff.reward_tuning.target import reached, sample_scores, snis_target
-from dnadiff.training.checkpoint_io import AtomicCheckpointIO
-from dnadiff.training.csv_log import SessionCSVLogger
-from dnadiff.training.export import ExportAtEnd
-from dnadiff.training.progress import StepProgressBar
+from dnadiff.training.export import ExportAtEnd, loaded_model_trainer
 from dnadiff.training.rundir import RunDirLock
 from dnadiff.utils import format_duration
 
@@ -326,7 +323,6 @@ def reward_finetune(model_dir: str, settings: dict, out: str, resume: bool = Fal
 
 
 def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward, progress, threads) -> dict[str, Any]:
-    from dnadiff.training.checkpoints import UpdateCheckpoint
     from dnadiff.training.run import (  # local: tests monkeypatch run._prepare_run_dir
         _prepare_run_dir,
         resume_warnings_silenced,
@@ -345,7 +341,6 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     if threads:  # the CLI applied --threads (or the load-aware default) already: dnadiff/threads.py
         torch.set_num_threads(int(threads))
     return_freed_memory()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model_dir(model_dir, map_location="cpu")
     pre = load_model_dir(model_dir, map_location="cpu")
     cfg = replace(model.config, **{"reward_finetune": dict(settings)})
@@ -354,17 +349,8 @@ def _reward_finetune(model_dir, settings, where: Path, resume, overwrite, reward
     resume_step = point.step if point is not None else None  # read and checked by newest_complete_checkpoint
     steps = int(settings["train_steps"])
     every = max(1, min(50, steps))
-    checkpointing = UpdateCheckpoint(dirpath=where / "checkpoints", filename="step{step}", every_n_train_steps=every,
-                                     save_top_k=1, monitor="step", mode="max", save_last=True,
-                                     auto_insert_metric_name=False)
     export = ExportFinetuned(where, cfg, model.tokenizer, start)
-    show = progress and progress_enabled()
-    trainer = L.Trainer(max_steps=steps, max_epochs=-1, accelerator=device, devices=1, precision="32-true",
-                        gradient_clip_val=float(settings.get("grad_clip") or 0.0) or None,
-                        logger=SessionCSVLogger(str(where), resume_step=resume_step, name="logs", version=""),
-                        callbacks=[checkpointing, export, UpdateTimer(), *([StepProgressBar()] if show else [])],
-                        plugins=[AtomicCheckpointIO()], enable_progress_bar=show, enable_model_summary=False,
-                        num_sanity_val_steps=0, log_every_n_steps=1, default_root_dir=str(where))
+    trainer = loaded_model_trainer(where, export, steps, every, settings, resume_step, progress, extra=(UpdateTimer(),))
     drakes = (f" (gradient through the last {settings['truncate_steps']}, estimator {settings.get('estimator')}, "
               f"KL on {settings.get('kl')} steps)") if settings["method"] == "drakes" else ""
     log.info("design-finetune: %s, β=%g, %d updates of %d sequences x %d bases, %d sampling steps%s%s",
