@@ -26,19 +26,17 @@ more threads on a busy machine are slower). Prints the machine and its load, a t
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
-import time
 from typing import Callable
 
+import _common
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dnadiff.backbones import BACKBONES, build_backbone  # noqa: E402
-from dnadiff.utils import format_table, portable_paths, write_json  # noqa: E402
+from dnadiff.utils import format_table  # noqa: E402
 
 VOCAB = 12
 
@@ -53,14 +51,7 @@ def time_fwd_bwd(model: torch.nn.Module, call: Callable[[torch.Tensor], torch.Te
         out = call(x)
         out.float().logsumexp(-1).mean().backward()
 
-    if warmup:
-        step()  # allocations, caches
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return _common.median_seconds(step, repeats, warmup)
 
 
 def _selected(name: str, preset: str, only: list[str], skip: list[str]) -> bool:
@@ -199,7 +190,7 @@ def _fmt(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from dnadiff.errors import DnadiffError
-    from dnadiff.machine import describe_machine, load_average, machine_info
+    from dnadiff.machine import describe_machine, load_average
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seq-len", type=int, default=1024)
@@ -231,23 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     except DnadiffError as exc:  # e.g. a --scan-impl the backbones do not know
         print(f"error: --scan-impl {args.scan_impl}: {exc}", file=sys.stderr)
         return 2
-    end = load_average()
-    print(f"\nforward+backward, B={args.batch}, L={args.seq_len}, scan_impl {args.scan_impl}; {describe_machine()}")
+    text = [f"\nforward+backward, B={args.batch}, L={args.seq_len}, scan_impl {args.scan_impl}; {describe_machine()}"]
     if rows:
-        print(f"registry: median of {args.repeats}")
-        print(f"{'model':<58} {'params':>12} {'step':>11} {'throughput':>17}")
-        for r in rows:
-            print(_fmt(r))
+        text += [f"registry: median of {args.repeats}", f"{'model':<58} {'params':>12} {'step':>11} {'throughput':>17}"]
+        text += [_fmt(r) for r in rows]
     if compare:
-        print(f"\nvs mambapy: interleaved in one process, fastest of {args.compare_repeats} rounds")
-        print(format_table(compare, ["model", "parameters", "scans_per_layer", "scan_impl", "seconds", "tokens_per_s",
-                                     "speedup_vs_mambapy"]))
-    print(f"end: {end}; command: python benchmarks/backbones.py {' '.join(argv if argv is not None else sys.argv[1:])}")
-    result = {"machine": machine_info(), "load_at_end": end, "registry": rows, "vs_mambapy": compare}
-    print(json.dumps(result))
-    if args.out:
-        write_json(args.out, portable_paths(result))
-    return 0
+        text += [f"\nvs mambapy: interleaved in one process, fastest of {args.compare_repeats} rounds",
+                 format_table(compare, ["model", "parameters", "scans_per_layer", "scan_impl", "seconds",
+                                        "tokens_per_s", "speedup_vs_mambapy"])]
+    return _common.finish(__file__, argv, args.out, "\n".join(text), {"registry": rows, "vs_mambapy": compare})
 
 
 if __name__ == "__main__":

@@ -19,12 +19,12 @@ Writes results/bd3lm_attention_cost.json and .md (--stem), with the command, mac
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+from _common import median_seconds
 
 REPO = Path(__file__).resolve().parent.parent
 V, MASK = 2048, 3
@@ -51,15 +51,6 @@ def network(causal: bool):
 
     torch.manual_seed(0)
     return Denoiser(build_backbone("dit", preset="tiny", vocab_size=V, causal=causal, **SIZE))
-
-
-def median_seconds(fn, repeats: int) -> float:
-    walls = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - start)
-    return statistics.median(walls)
 
 
 def train_step_seconds(causal: bool, L: int, args) -> float:

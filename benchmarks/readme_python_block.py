@@ -10,7 +10,6 @@ table and as JSON (also written to --out). The README quotes the number with its
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -19,6 +18,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _common
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,7 +33,7 @@ def python_block() -> str:
 def main(argv: list[str] | None = None) -> int:
     from dnadiff.logs import progress_bar
     from dnadiff.machine import describe_machine, load_average, machine_info
-    from dnadiff.utils import format_table, portable_paths, write_json
+    from dnadiff.utils import format_table
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=1)
@@ -53,10 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table([{"runs": len(times), "median_s": result["median_seconds"], "min_s": min(result["seconds"]),
                          "max_s": max(result["seconds"])}]))
     print(f"before: {load_before}\nafter:  {result['load_after']}")
-    print(json.dumps(result))
-    if args.out:
-        write_json(args.out, portable_paths(result))
-    return 0
+    return _common.print_and_save(result, args.out)
 
 
 if __name__ == "__main__":

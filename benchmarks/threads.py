@@ -30,16 +30,17 @@ import sys
 import tempfile
 import time
 
+import _common
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dnadiff.machine import (  # noqa: E402
     available_cores,
     describe_machine,
     load_average,
-    machine_info,
 )
 from dnadiff.threads import CHILD_ENV_VARS, free_cores  # noqa: E402
-from dnadiff.utils import format_table, portable_paths, write_json  # noqa: E402
+from dnadiff.utils import format_table  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUSY_LOOP = "while True:\n    pass\n"
@@ -159,20 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         for p in busy:
             p.wait()
     rows = summarise(runs, arms)
-    after = load_average()
-    cmd = " ".join(["python benchmarks/threads.py", *(argv if argv is not None else sys.argv[1:])])
-    print(f"\n`dnadiff sample MODEL -n {args.num} --length {args.length} --steps {args.steps}` under {args.busy} "
-          f"busy-loop processes, {args.repeats} interleaved rounds; {describe_machine()}")
-    print(format_table(rows))
-    print(f"end: {after}; command: {cmd}")
-    result = {"command": cmd, "machine": machine_info(), "load_at_end": after, "busy_processes": args.busy,
-              "sample": {"num": args.num, "length": args.length, "steps": args.steps}, "summary": rows, "runs": runs}
-    import json
-
-    print(json.dumps(result))
-    if args.out:
-        write_json(args.out, portable_paths(result))
-    return 0
+    title = (f"\n`dnadiff sample MODEL -n {args.num} --length {args.length} --steps {args.steps}` under {args.busy} "
+             f"busy-loop processes, {args.repeats} interleaved rounds; {describe_machine()}")
+    return _common.finish(__file__, argv, args.out, title + "\n" + format_table(rows), {
+        "busy_processes": args.busy, "sample": {"num": args.num, "length": args.length, "steps": args.steps},
+        "summary": rows, "runs": runs})
 
 
 if __name__ == "__main__":

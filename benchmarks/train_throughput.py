@@ -19,19 +19,19 @@ tokens/s = batch x seq_len / step time. Prints the machine and its load; JSON to
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
+import _common
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dnadiff.errors import DnadiffError  # noqa: E402
-from dnadiff.machine import describe_machine, load_average, machine_info  # noqa: E402
-from dnadiff.utils import format_table, portable_paths, write_json  # noqa: E402
+from dnadiff.machine import describe_machine, load_average  # noqa: E402
+from dnadiff.utils import format_table  # noqa: E402
 
 MODELS = "caduceus:tiny,caduceus:dna-467k,mamba:dna-465k"
 SCAN_IMPLS = ("auto", "chunked", "ref", "compiled", "cuda")
@@ -131,18 +131,10 @@ def main(argv: list[str] | None = None) -> int:
                      "objective": models[spec][0].config.objective.name, "threads": n, "scan_impl": args.scan_impl,
                      "step_median_s": round(med, 4), "step_min_s": round(best, 4),
                      "tokens_per_s": round(tokens / med), "tokens_per_s_best": round(tokens / best)})
-    end = load_average()
-    cmd = " ".join(["python benchmarks/train_throughput.py", *(argv if argv is not None else sys.argv[1:])])
-    print(f"\ntraining step (loss + backward + clip + AdamW), B={args.batch}, L={args.seq_len}, scan_impl "
-          f"{args.scan_impl}, {args.device}, {args.repeats} interleaved rounds; {describe_machine()}")
-    print(format_table(rows))
-    print(f"end: {end}; command: {cmd}")
-    result = {"command": cmd, "machine": machine_info(), "load_at_end": end, "batch": args.batch,
-              "seq_len": args.seq_len, "rows": rows}
-    print(json.dumps(result))
-    if args.out:
-        write_json(args.out, portable_paths(result))
-    return 0
+    title = (f"\ntraining step (loss + backward + clip + AdamW), B={args.batch}, L={args.seq_len}, scan_impl "
+             f"{args.scan_impl}, {args.device}, {args.repeats} interleaved rounds; {describe_machine()}")
+    return _common.finish(__file__, argv, args.out, title + "\n" + format_table(rows),
+                          {"batch": args.batch, "seq_len": args.seq_len, "rows": rows})
 
 
 if __name__ == "__main__":
