@@ -104,6 +104,7 @@ class Backbone(nn.Module):
 
     Config: type
     PRESETS: dict[str, dict[str, Any]] = {}
+    # the optional capabilities, absent unless a family declares them (read by dnadiff.denoiser.capabilities_of)
     is_causal: bool = False
     time_conditioned: bool = False
     takes_embeddings: bool = False  # forward/features accept inputs_embeds (module docstring)

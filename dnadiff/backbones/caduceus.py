@@ -174,8 +174,6 @@ class Caduceus(Backbone):
         "ph-131k": dict(d_model=256, n_layer=16, rcps=False),
         "ps-131k": dict(d_model=256, n_layer=16, rcps=True),
     }
-    is_causal = False
-    time_conditioned = False
 
     def __init__(self, config: CaduceusConfig):
         super().__init__()

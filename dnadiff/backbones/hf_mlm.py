@@ -77,8 +77,6 @@ class HFMaskedLM(Backbone):
                           dropout=0.1),
         "from_pretrained": dict(),  # needs path=...
     }
-    is_causal = False
-    time_conditioned = False
 
     @classmethod
     def from_preset(cls, preset: str = "tiny", **overrides: Any) -> "HFMaskedLM":

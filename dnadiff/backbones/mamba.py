@@ -321,7 +321,6 @@ class MambaLM(Backbone):
         "d256x8": dict(d_model=256, n_layer=8),
     }
     is_causal = True
-    time_conditioned = False
     takes_embeddings = True
 
     def __init__(self, config: MambaConfig):

@@ -170,7 +170,6 @@ class CountBackbone(Backbone):
 
     PRESETS = {"auto": {}, "tiny": {"max_order": 4}}
     is_causal = True
-    time_conditioned = False
     hidden_size = 0
     neural = False  # counts, no gradients or features: the network contract tests skip it (tests/test_markov.py);
     # `dnadiff train` fits it with baselines.COUNT_FITS[its name] (baselines/markov_fit.py, markov_classes_fit.py)
