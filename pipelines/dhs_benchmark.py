@@ -13,6 +13,9 @@ from the fixture / with one step. Rows (--rows, in this order):
 - ar: the cell-type-conditional Mamba AR (dhs_cond_ar.yaml), sampled with the label;
 - cfg: the cell-type-conditional MDLM (dhs_cond_mdlm.yaml) with classifier-free guidance, one weight per
   cell type chosen on the validation split (below);
+- cfg_chr22: the cfg row (same config, budget and protocol) started from the genome-pretrained chr22 MDLM
+  (--chr22-model, default runs/cpu_hour/caduceus_mdlm/model; skipped when absent): does pretraining help at equal
+  budget (issue 47 §4)? Its valid bits/base is in the models table (the chr22 run's own hour is not counted);
 - cg: the unconditional MDLM (dhs_mdlm.yaml) steered by the *reward* classifier (`dnadiff design --reward
   classifier:DIR --target CELL --method cg_grad`).
 Each model is trained once (`dnadiff train CONFIG --run-dir OUT/models/ROW`, kept across reruns), and each
@@ -56,7 +59,17 @@ import common
 import judging
 import numpy as np
 from dhs_benchmark_report import ROW_LABELS, describe, fmt, markdown, plots  # noqa: F401  (dhs_design reads bench.describe)
-from dhs_benchmark_steps import CONFIGS, SHORT_STEP, dnadiff, fingerprint_of, generate, read_samples, train_row  # noqa: F401  (read here by siblings)
+from dhs_benchmark_steps import (  # noqa: F401  (read here by siblings)
+    CFG_ROWS,
+    CONFIGS,
+    SHORT_STEP,
+    chr22_start,
+    dnadiff,
+    fingerprint_of,
+    generate,
+    read_samples,
+    train_row,
+)
 from dhs_seqstats import (  # noqa: F401  (kmer_hashes, MATCH: re-exported, dhs_design and the tests read them here)
     MATCH,
     codes_matrix,
@@ -70,7 +83,7 @@ from dhs_seqstats import (  # noqa: F401  (kmer_hashes, MATCH: re-exported, dhs_
 )
 
 REPO = Path(__file__).resolve().parent.parent
-ROWS = ("real", "markov", "ar", "cfg", "cg")
+ROWS = ("real", "markov", "ar", "cfg", "cfg_chr22", "cg")
 # JASPAR 2024 names of each cell type's marker motifs (issue 34 §4)
 MARKERS = {"GM12878": ("Spi1", "IRF4", "IRF8", "EBF1"), "HepG2": ("HNF4A", "HNF4G", "FOXA1", "FOXA2"),
            "K562": ("GATA1", "GATA1::TAL1", "GATA2"), "hESC": ("Pou5f1::Sox2", "POU5F1", "SOX2")}
@@ -96,6 +109,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="work folder (default runs/dhs_benchmark[_tiny])")
     p.add_argument("--oracles", default=None, help="folder with reward_classifier/ and eval_oracle/ "
                    "(default runs/dhs_oracles; tiny: trained into OUT/oracles)")
+    p.add_argument("--chr22-model", default=None, metavar="DIR", help="the chr22 MDLM the cfg_chr22 row starts "
+                   "from (default runs/cpu_hour/caduceus_mdlm/model; the row is skipped when that is absent)")
     p.add_argument("--seeds", default=None, help="comma-separated subset of the scale's seeds (e.g. to sample a row's "
                    "seeds in separate processes; a last run with every seed reuses their sample files)")
     args = p.parse_args(argv)
@@ -202,7 +217,8 @@ def oracle_meta(folder: str | None) -> dict | None:
     return {**{k: meta.get(k) for k in ("backbone", "preset", "conjoin", "role")}, "fingerprint": fingerprint(folder)}
 
 
-def choose_cfg_weights(model: str, valid: dict, reward_dir: str, out: Path, scale: dict, threads: int, log) -> dict:
+def choose_cfg_weights(model: str, valid: dict, reward_dir: str, out: Path, scale: dict, threads: int, log,
+                       row: str = "cfg") -> dict:
     """One CFG weight per cell type, on the validation split with the reward classifier (module docstring)."""
     from dnadiff.data import CELL_TYPES
     from dnadiff.eval import js_divergence, kmer_counts, predict_proba, target_rate
@@ -213,7 +229,7 @@ def choose_cfg_weights(model: str, valid: dict, reward_dir: str, out: Path, scal
     for k, cell in enumerate(CELL_TYPES):
         table[cell] = []
         for w in scale["cfg_weights"]:
-            samples, _ = generate("cfg", model, cell, scale["valid_num"], 1000, out / "valid" / f"cfg_w{w:g}_{cell}.fa",
+            samples, _ = generate(row, model, cell, scale["valid_num"], 1000, out / "valid" / f"{row}_w{w:g}_{cell}.fa",
                                   scale, threads, None, w, log)
             rate = target_rate(predict_proba(reward_model, samples), [k] * len(samples), list(CELL_TYPES))["rate"]
             js4 = js_divergence(kmer_counts(samples, 4), kmer_counts(valid[cell], 4))
@@ -224,7 +240,7 @@ def choose_cfg_weights(model: str, valid: dict, reward_dir: str, out: Path, scal
             else min(r["js_k4_valid"] for r in rows)
         ok = [r for r in rows if r["js_k4_valid"] <= CFG_GUARD * base] or rows
         chosen[cell] = max(ok, key=lambda r: (r["reward_target_rate"], -r["weight"]))["weight"]
-        log(f"cfg: {cell}: weight {chosen[cell]:g} chosen on the validation split")
+        log(f"{row}: {cell}: weight {chosen[cell]:g} chosen on the validation split")
     return {"chosen": chosen, "grid": table, "rule": f"highest reward-classifier target rate among weights whose "
             f"4-mer JS to the cell type's validation sequences is <= {CFG_GUARD} x that of w = 0"}
 
@@ -265,11 +281,15 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
 
     reward_dir, eval_dir, oracles_trained = load_oracles(args, out, dry is not None, log)
     rows = list(args.row_list)
-    for row, need in (("cfg", reward_dir), ("cg", reward_dir)):
-        if row in rows and need is None:
+    for row in ("cfg", "cfg_chr22", "cg"):
+        if row in rows and reward_dir is None:
             raise SystemExit(f"error: row {row} needs the reward classifier: run pipelines/dhs_oracles.py first "
                              f"(or give --oracles DIR)")
-    models = {row: train_row(row, out, scale, args.threads, dry is not None, log) for row in rows if row != "real"}
+    chr22 = chr22_start(args.chr22_model, out, dry is not None or args.scale == "tiny", args.threads, log) \
+        if "cfg_chr22" in rows else None
+    rows = [row for row in rows if row != "cfg_chr22" or chr22 is not None]
+    models = {row: train_row(row, out, scale, args.threads, dry is not None, log, chr22 if row == "cfg_chr22" else None)
+              for row in rows if row != "real"}
     if dry is not None:  # one sequence per cell type from every row, then stop
         for row, info in models.items():
             for cell in CELL_TYPES:
@@ -280,8 +300,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
 
     valid = {cell: seqs(table.indices("valid")[table.labels[table.indices("valid")] == k])
              for k, cell in enumerate(CELL_TYPES)}
-    cfg_choice = choose_cfg_weights(models["cfg"]["model"], valid, reward_dir, out, scale, args.threads, log) \
-        if "cfg" in rows else None
+    cfg_choice = {row: choose_cfg_weights(models[row]["model"], valid, reward_dir, out, scale, args.threads, log, row)
+                  for row in CFG_ROWS if row in rows}
 
     # what every set is scored with
     train_seqs = seqs(table.indices("train"))
@@ -317,7 +337,7 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
                 if row == "real":
                     sets[cell] = real[cell]
                 else:
-                    w = cfg_choice["chosen"][cell] if row == "cfg" else None
+                    w = cfg_choice[row]["chosen"][cell] if row in cfg_choice else None
                     sets[cell], i = generate(row, models[row]["model"], cell, scale["num"], seed,
                                              out / "samples" / f"{row}_seed{seed}_{cell}.fa", scale, args.threads,
                                              reward_dir, w, log)
@@ -357,7 +377,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
               "oracles": {"reward": reward_dir, "evaluation": eval_dir, "trained_here": oracles_trained or None,
                           "reward_meta": oracle_meta(reward_dir), "evaluation_meta": oracle_meta(eval_dir),
                           "neural": ctx.get("neural_dir"), "neural_meta": oracle_meta(ctx.get("neural_dir"))},
-              "models": models, "cfg_weights": cfg_choice, "generation": gen_info, "summary": summary,
+              "models": models, "cfg_weights": cfg_choice.get("cfg"), "cfg_chr22_weights": cfg_choice.get("cfg_chr22"),
+              "chr22_model": chr22, "generation": gen_info, "summary": summary,
               "per_seed": per_seed, "markers": {c: list(m) for c, m in MARKERS.items()},
               "motif_scanner": scanner_settings(scanner, "JASPAR2024 CORE vertebrates (pyjaspar)"),
               "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before,

@@ -11,6 +11,7 @@ import numpy as np
 
 ROW_LABELS = {"real": "real test sequences (floor)", "markov": "per-cell-type Markov",
               "ar": "conditional Mamba AR", "cfg": "conditional MDLM + CFG (w chosen on valid)",
+              "cfg_chr22": "conditional MDLM + CFG, started from the chr22 MDLM (init_from)",
               "cg": "unconditional MDLM + classifier guidance (reward classifier)"}
 
 
@@ -80,13 +81,18 @@ def markdown(r: dict, pngs: list[str]) -> str:
              "exact match; compare with the real row. distinct_6mers: distinct 6-mers / 4,096.", "",
              "## 6-mer JS per cell type", "", metric_table("js_k6", 4), "",
              "## Memorisation per cell type", "", metric_table("memorised"), ""]
-    if r.get("cfg_weights"):
-        cw = r["cfg_weights"]
-        lines += ["## CFG weights (validation split, reward classifier)", "", cw["rule"] + ".", "",
+    for key, row in (("cfg_weights", "cfg"), ("cfg_chr22_weights", "cfg_chr22")):
+        cw = r.get(key)
+        if not cw:
+            continue
+        lines += [f"## CFG weights: {row} (validation split, reward classifier)", "", cw["rule"] + ".", "",
                   markdown_table([{"cell type": c, **{f"w={x['weight']:g}": f"{x['reward_target_rate']:.3f} / "
                                                       f"{x['js_k4_valid']:.4f}" for x in rows},
                                    "chosen": cw["chosen"][c]} for c, rows in cw["grid"].items()]),
                   "", "(reward-classifier target rate / 4-mer JS to validation)", ""]
+    if r.get("chr22_model"):
+        lines += [f"{ROW_LABELS['cfg_chr22']}: `model.init_from={r['chr22_model']}` (the chr22 pretraining's own "
+                  "budget not counted; the rest as the cfg row: config, budget, protocol).", ""]
     lines += ["## Models", "", models, "", "## Generation", "", gen, ""]
     lines += [f"![{Path(p).stem}]({Path(p).name})" for p in pngs]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,14 @@ from pathlib import Path
 import common
 
 CONFIGS = {"markov": "experiments/dhs_markov", "ar": "experiments/dhs_cond_ar", "cfg": "experiments/dhs_cond_mdlm",
-           "cg": "experiments/dhs_mdlm"}
+           "cfg_chr22": "experiments/dhs_cond_mdlm", "cg": "experiments/dhs_mdlm"}
+CFG_ROWS = ("cfg", "cfg_chr22")  # sampled with a label and a CFG weight chosen on the validation split
+# cfg_chr22 (issue 47 §4): the cfg row's config, budget and protocol, its network started from the genome-pretrained
+# chr22 MDLM (`model.init_from=`; the label embedding and the backbone's cond_proj are new: training/init_labels.py)
+CHR22_DEFAULT = "runs/cpu_hour/caduceus_mdlm/model"  # pipelines/cpu_hour.py's Caduceus MDLM (d64 x 2, 128 bp)
+# the same network (the cpu-hour recipe's architecture) trained one step on the bundled chr22 sample: the start of
+# the cfg_chr22 row at --scale tiny and in dry runs
+CHR22_TINY = ["experiments/tiny_dna_mdlm", "model.overrides.d_model=64", "model.overrides.n_layer=2"]
 
 
 SHORT_STEP = ["train.max_steps=1", "train.val_every=1", "train.ckpt_every=1", "train.val_batches=1",
@@ -36,7 +43,25 @@ def dnadiff(argv: list[str], log) -> dict:
     return out
 
 
-def train_row(row: str, out: Path, scale: dict, threads: int, dry: bool, log) -> dict:
+def chr22_start(given: str | None, out: Path, made_here: bool, threads: int, log) -> str | None:
+    """The chr22 MDLM the cfg_chr22 row starts from: one trained a step here (tiny scale, dry runs), --chr22-model
+    (missing: an error), or CHR22_DEFAULT when it exists (else None: the row is skipped, with the reason)."""
+    if made_here:
+        run_dir = out / "models" / "chr22_start"
+        dnadiff(["train", *CHR22_TINY, *SHORT_STEP, "--run-dir", run_dir, "--threads", threads, "--overwrite", "-q"],
+                log)
+        return str(run_dir / "model")
+    path = Path(given or CHR22_DEFAULT)
+    if any((path / name).is_file() for name in ("config.json", "config.yaml")):  # the current and the older layout
+        return str(path)
+    if given:
+        raise SystemExit(f"error: --chr22-model {given}: not a dnadiff model directory (no config.json)")
+    log(f"cfg_chr22: skipped: no chr22 MDLM at {CHR22_DEFAULT} (train it with pipelines/cpu_hour.py, or give "
+        "--chr22-model DIR)")
+    return None
+
+
+def train_row(row: str, out: Path, scale: dict, threads: int, dry: bool, log, init_from: str | None = None) -> dict:
     run_dir = out / "models" / row
     model = run_dir / "model"
     if (model / "config.json").is_file() and not dry:
@@ -47,10 +72,12 @@ def train_row(row: str, out: Path, scale: dict, threads: int, dry: bool, log) ->
         extra = list(scale["train"].get(row, scale["train"].get("*", [])))
         if dry and row != "markov":
             extra = SHORT_STEP
+        if init_from:
+            extra = [*extra, f"model.init_from={init_from}"]
         info = dnadiff(["train", CONFIGS[row], *extra, "--run-dir", run_dir, "--threads", threads, "--overwrite",
                         "-q"], log)
     metrics = json.loads((model / "metrics.json").read_text())
-    info.update(config=f"configs/{CONFIGS[row]}.yaml", model=str(model),
+    info.update(config=f"configs/{CONFIGS[row]}.yaml", model=str(model), init_from=init_from,
                 steps=metrics.get("steps"), parameters=metrics.get("parameters"),
                 val_bits_per_base=metrics.get("val_bits_per_token"), orders=metrics.get("orders"),
                 train_wall_s=metrics.get("wall_seconds_this_session", metrics.get("wall_seconds")))
@@ -68,7 +95,7 @@ def generate(row: str, model: str, cell: str, num: int, seed: int, path: Path, s
     common_args = ["--num", num, "--length", 200, "--seed", seed, "--out", path, "--threads", threads, "-q"]
     if row in ("markov", "ar"):
         argv = ["sample", model, "--class", cell, *common_args]
-    elif row == "cfg":
+    elif row in CFG_ROWS:
         argv = ["sample", model, "--class", cell, "--guidance", weight, "--steps", scale["steps"], *common_args]
     else:  # cg: the reward classifier's gradient (first-order classifier guidance)
         argv = ["design", model, "--reward", f"classifier:{reward}", "--target", cell, "--method", "cg_grad",

@@ -266,6 +266,9 @@ def test_benchmark_tiny_scale(tmp_path):
             assert {c: e["per_class"][c]["n"] for c in CELL_TYPES} == {c: 4 for c in CELL_TYPES}
             assert e["overall"]["n"] == 16
     assert set(r["cfg_weights"]["chosen"].values()) <= {0.0, 1.0}
+    assert set(r["cfg_chr22_weights"]["chosen"].values()) <= {0.0, 1.0}  # the chr22-started row: same protocol
+    assert r["models"]["cfg_chr22"]["init_from"] == r["chr22_model"] == str(tmp_path / "b" / "models" / "chr22_start"
+                                                                           / "model")
     md = (tmp_path / "b" / "dhs_tiny.md").read_text()
     assert "Target-cell-type rate" in md and "conditional Mamba AR" in md and "under the neural evaluation" in md
     for png in ("dhs_tiny_markers.png", "dhs_tiny_target_rate.png"):
@@ -295,4 +298,18 @@ def test_benchmark_tiny_scale(tmp_path):
 def test_benchmark_cpu_dry_run_builds_every_row(stored, tmp_path, capsys):
     bench = importlib.import_module("dhs_benchmark")
     assert bench.main(["--scale", "cpu", "--dry-run"]) == 0
-    assert "dry run: rows real, markov, ar, cfg, cg built" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "dry run: rows real, markov, ar, cfg, cfg_chr22, cg built" in out
+    assert "model.init_from=" in out  # cfg_chr22 starts from the chr22 MDLM trained a step here
+
+
+def test_benchmark_chr22_row_is_skipped_without_a_chr22_model(tmp_path, monkeypatch, capsys):
+    steps = importlib.import_module("dhs_benchmark_steps")
+    monkeypatch.chdir(tmp_path)  # no runs/cpu_hour/caduceus_mdlm/model here
+    assert steps.chr22_start(None, tmp_path, False, 1, print) is None
+    assert "cfg_chr22: skipped: no chr22 MDLM at runs/cpu_hour/caduceus_mdlm/model" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--chr22-model nowhere: not a dnadiff model directory"):
+        steps.chr22_start("nowhere", tmp_path, False, 1, print)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    assert steps.chr22_start(str(tmp_path / "m"), tmp_path, False, 1, print) == str(tmp_path / "m")
