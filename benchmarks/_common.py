@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: the command line a run records, the median wall time of a timed
-call, and the end of a run (the load and the command line printed, the result stamped with them and the
+"""What the benchmark scripts share: the command line a run records, the `error:` exit, the median wall
+time of a timed call, and the end of a run (the load and the command line printed, the result stamped with them and the
 machine, as one JSON line on stdout and with --out as a JSON file with repository-relative paths).
 
 `python benchmarks/X.py` puts this folder first on sys.path, so a benchmark imports this module by name
@@ -26,6 +26,18 @@ def command_line(script: str | os.PathLike, argv: list[str] | None) -> str:
     arguments when main() was called without any."""
     args = sys.argv[1:] if argv is None else argv
     return "python " + " ".join(shlex.quote(str(a)) for a in [os.path.relpath(script, REPO), *args])
+
+
+def exit_on_error(run: Callable[..., int], *args: Any) -> int:
+    """run(*args), with a DnadiffError (a missing model, a bad option) as one `error:` line on stderr and exit
+    code 2, as the dnadiff commands end."""
+    from dnadiff.errors import DnadiffError
+
+    try:
+        return run(*args)
+    except DnadiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def median_seconds(fn: Callable[[], Any], repeats: int, warmup: bool = False) -> float:
@@ -57,9 +69,15 @@ def finish(script: str | os.PathLike, argv: list[str] | None, out: str | os.Path
 def print_and_save(result: dict, out: str | os.PathLike | None) -> int:
     """The result as one JSON line on stdout and, when `out` is given, as that JSON file (paths under the
     repository or the data root written relative: dnadiff.utils.portable_paths). Returns 0, main's exit code."""
+    print(json.dumps(result))
+    return save(result, out)
+
+
+def save(result: dict, out: str | os.PathLike | None) -> int:
+    """With `out`, the result as that JSON file (written whole or not at all), its paths under the repository
+    or the data root written relative (dnadiff.utils.portable_paths). Returns 0, main's exit code."""
     from dnadiff.utils import portable_paths, write_json
 
-    print(json.dumps(result))
     if out:
         write_json(out, portable_paths(result))
     return 0

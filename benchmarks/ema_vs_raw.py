@@ -40,42 +40,41 @@ def weight_sets(checkpoint: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import _common
+    from padded_windows import window_options
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="the run's model directory (config and tokenizer)")
     ap.add_argument("--checkpoint", required=True, help="a training checkpoint of that run (.ckpt)")
-    ap.add_argument("--split", default="valid", choices=("valid", "test"))
-    ap.add_argument("--windows", type=int, default=512, help="windows evenly spread over the split (0 = all)")
-    ap.add_argument("--t-samples", type=int, default=16, help="stratified t-samples per window (diffusion models)")
-    ap.add_argument("--out", default=None, help="write the JSON here")
-    args = ap.parse_args(argv)
+    window_options(ap, 512)
+    return _common.exit_on_error(run, ap.parse_args(argv), argv)
 
+
+def run(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """Both weight sets on the same windows, paired; the table, the difference and the JSON (--out)."""
+    import _common
     from padded_windows import windows_of
 
     from dnadiff.checkpoint import load
     from dnadiff.errors import DnadiffError
     from dnadiff.eval import evaluate_model, paired_difference
-    from dnadiff.utils import format_table, portable_paths, write_json
+    from dnadiff.utils import format_table
 
     t0 = time.time()
-    try:
-        model = load(args.model)
-        sets = weight_sets(args.checkpoint)
-    except DnadiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    model = load(args.model)
+    sets = weight_sets(args.checkpoint)
     data = windows_of(model, args.split, args.windows)
     res = {}
     for name in ("raw", "ema"):
         missing = [k for k in sets[name] if k not in model.backbone.state_dict()]
         if missing:
-            print(f"error: --checkpoint: {name} weights {missing[:2]} are not in the model's backbone", file=sys.stderr)
-            return 2
+            raise DnadiffError(f"--checkpoint: {name} weights {missing[:2]} are not in the model's backbone")
         model.backbone.load_state_dict(sets[name], strict=False)
         res[name] = evaluate_model(model, data, batch_size=16, num_samples=args.t_samples, stratify_repeats=True,
                                    progress=False, per_sequence=True)
     p = paired_difference(res["raw"], res["ema"])  # dnadiff/eval/paired.py: raw − EMA per window
     d = {"mean": p["mean"], "std_error": p["std_error"], "n": p["n_windows"], "beyond_2se": p["beyond_2se"]}
-    out = {"command": "python benchmarks/ema_vs_raw.py " + " ".join(argv or sys.argv[1:]),
+    out = {"command": _common.command_line(__file__, argv),
            "checkpoint": args.checkpoint, "step": sets["step"], "split": args.split, "windows": d["n"],
            "t_samples": args.t_samples, "raw_bits_per_token": float(res["raw"]["bits_per_token"]),
            "ema_bits_per_token": float(res["ema"]["bits_per_token"]), "raw_minus_ema": d,
@@ -83,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
            "wall_seconds": round(time.time() - t0, 1)}
     print(format_table([{"weights": n, "bits/base": f"{out[f'{n}_bits_per_token']:.4f}"} for n in ("raw", "ema")]))
     print(f"raw − EMA at step {sets['step']}: {d['mean']:+.4f} ± {d['std_error']:.4f} bits/base over {d['n']} windows")
-    if args.out:
-        write_json(args.out, portable_paths(out))
-    return 0
+    return _common.save(out, args.out)
 
 
 if __name__ == "__main__":

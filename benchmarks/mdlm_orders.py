@@ -71,15 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None, help="output stem (OUT.json, OUT.md)")
     ap.add_argument("--dry-run", action="store_true", help="a tiny model trained for 2 steps on the bundled sample")
-    args = ap.parse_args(argv)
+    import _common
 
-    from dnadiff.errors import DnadiffError
-
-    try:
-        return run(args, argv)
-    except DnadiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return _common.exit_on_error(run, ap.parse_args(argv), argv)
 
 
 def dry_models(tmp: Path) -> tuple[list[tuple[str, str]], str]:

@@ -80,12 +80,13 @@ def score(arms: dict, windows: int, t_samples: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import _common
+    from padded_windows import window_options
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=600, help="steps per stage (the MDLM-only arm trains 2x)")
     ap.add_argument("--work", default="runs/mlm_then_mdlm")
-    ap.add_argument("--windows", type=int, default=512)
-    ap.add_argument("--t-samples", type=int, default=16)
-    ap.add_argument("--out", default=None, help="write the JSON here")
+    window_options(ap, 512, split=False)  # the valid split
     ap.add_argument("--arm", choices=ARMS, default=None, help=argparse.SUPPRESS)  # a worker process: train one arm
     args = ap.parse_args(argv)
     work = Path(args.work).resolve()
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         (work / f"{args.arm}.json").write_text(json.dumps(rec))
         return 0
     from dnadiff.machine import describe_machine, load_average
-    from dnadiff.utils import format_table, portable_paths, write_json
+    from dnadiff.utils import format_table
 
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -120,9 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                         for a, r in arms.items()]))
     d = out["mlm_mdlm_minus_mdlm"]
     print(f"MLM->MDLM − MDLM: {d['mean']:+.4f} ± {d['std_error']:.4f} bits/base over {d['n']} valid windows")
-    if args.out:
-        write_json(args.out, portable_paths(out))
-    return 0
+    return _common.save(out, args.out)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,17 @@ def windows_of(model, split: str, n: int):
     return data
 
 
+def window_options(ap: argparse.ArgumentParser, windows: int, split: bool = True) -> None:
+    """The options of the benchmarks that score models on evaluation windows (this one, ema_vs_raw.py,
+    mlm_then_mdlm.py): the split (valid unless `split` is False), how many windows, the t draws, the JSON."""
+    if split:
+        ap.add_argument("--split", default="valid", choices=("valid", "test"))
+    ap.add_argument("--windows", type=int, default=windows,
+                    help=f"windows evenly spread over the split (0 = all; default {windows})")
+    ap.add_argument("--t-samples", type=int, default=16, help="stratified t-samples per window (diffusion models)")
+    ap.add_argument("--out", default=None, help="write the JSON here")
+
+
 def paired(a_bits: np.ndarray, b_bits: np.ndarray, keep: np.ndarray) -> dict:
     d = a_bits[keep] - b_bits[keep]
     se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else float("nan")
@@ -46,27 +57,27 @@ def paired(a_bits: np.ndarray, b_bits: np.ndarray, keep: np.ndarray) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import _common
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", required=True, help="comma-separated model directories")
     ap.add_argument("--markov", required=True, help="the Markov model directory every model is paired with")
-    ap.add_argument("--split", default="valid", choices=("valid", "test"))
-    ap.add_argument("--windows", type=int, default=2000, help="windows evenly spread over the split (0 = all)")
-    ap.add_argument("--t-samples", type=int, default=16, help="stratified t-samples per window (diffusion models)")
-    ap.add_argument("--out", default=None, help="write the JSON here")
-    args = ap.parse_args(argv)
+    window_options(ap, 2000)
+    return _common.exit_on_error(run, ap.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Each model and the Markov chain on the same windows; the table, the JSON (stdout and --out)."""
+    import _common
 
     from dnadiff.checkpoint import load
     from dnadiff.errors import DnadiffError
     from dnadiff.eval import evaluate_model, window_bits
-    from dnadiff.utils import format_table, portable_paths, write_json
+    from dnadiff.utils import format_table
 
     t0 = time.time()
-    try:
-        markov = load(args.markov)
-        models = {p: load(p) for p in args.models.split(",") if p}
-    except DnadiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    markov = load(args.markov)
+    models = {p: load(p) for p in args.models.split(",") if p}
     rows, out = [], {"split": args.split, "windows": args.windows, "t_samples": args.t_samples, "models": {}}
     ref = None
     for path, model in models.items():
@@ -82,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         bits, tok = window_bits(plain)
         bits_t, _ = window_bits(trimmed)
         if not np.array_equal(tok, ref_tok):
-            print(f"error: {path}: its windows score other tokens than the Markov chain's", file=sys.stderr)
-            return 2
+            raise DnadiffError(f"{path}: its windows score other tokens than the Markov chain's")
         scored = tok > 0
         full = scored & (tok >= np.nanmax(tok))
         padded = scored & ~full
@@ -105,9 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     out["wall_seconds"] = round(time.time() - t0, 1)
     print(format_table(rows, list(rows[0])))
     print(json.dumps(out, indent=1))
-    if args.out:
-        write_json(args.out, portable_paths(out))
-    return 0
+    return _common.save(out, args.out)
 
 
 def _with_data_of(markov, model):

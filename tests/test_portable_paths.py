@@ -78,9 +78,9 @@ def test_portable_paths_rewrites_repository_data_temp_and_home(monkeypatch, tmp_
 
 def test_pipelines_and_benchmarks_write_results_through_portable_paths():
     """Every script that writes a results JSON/markdown wraps what it writes in portable_paths (the pipelines
-    through the harness's common.write_results, the benchmarks through _common.print_and_save, which do)."""
+    through the harness's common.write_results, the benchmarks through _common.save, which do)."""
     writers = []
-    harness_call = r"\bcommon\.write_(results|report)\(|\b_common\.print_and_save\("
+    harness_call = r"\bcommon\.write_(results|report)\(|\b_common\.(print_and_save|save|finish)\("
     for folder in ("pipelines", "benchmarks"):
         for f in sorted((REPO / folder).glob("*.py")):
             text = f.read_text(encoding="utf-8")
@@ -88,7 +88,7 @@ def test_pipelines_and_benchmarks_write_results_through_portable_paths():
                 harness = re.search(harness_call, text) is not None
                 writers.append((f.name, "portable_paths(" in text or harness))
     assert ("cpu_hour.py", True) in writers and ("sampling.py", True) in writers
-    assert ("_common.py", True) in writers and ("backbones.py", True) in writers
+    assert ("_common.py", True) in writers and ("backbones.py", True) in writers and ("ema_vs_raw.py", True) in writers
     # a pipeline whose page moved to a sibling (X_report.py) writes there
     for name in ("cpu_hour.py", "dna_perplexity_report.py", "genomic_benchmarks_recipe.py",
                  "genomic_benchmarks_report.py", "guided_design.py", "reward_finetuning.py", "sample_quality.py",
