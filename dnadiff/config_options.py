@@ -93,10 +93,10 @@ def check_causal_backbone(model: Any) -> None:
 
     if model.backbone not in BACKBONES:
         return  # the registry's own error comes later, naming the valid backbones
-    cls = BACKBONES.get(model.backbone)
-    if getattr(cls, "takes_attn_mask", False):
+    cls = BACKBONES.get(model.backbone)  # a Backbone: it declares is_causal and takes_attn_mask (base.py)
+    if cls.takes_attn_mask:
         return  # causal: the stream; bidirectional: the paper's x_t ⊕ x_0 with its mask (bd3lm.block_layout)
-    causal = bool(getattr(cls, "is_causal", False))
+    causal = bool(cls.is_causal)
     config = getattr(cls, "Config", None)
     fields = {f.name: f for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else {}
     if "causal" in fields:  # DiT, HyenaDNA: the preset's, then the overrides' value

@@ -108,6 +108,7 @@ class Backbone(nn.Module):
     is_causal: bool = False
     time_conditioned: bool = False
     takes_embeddings: bool = False  # forward/features accept inputs_embeds (module docstring)
+    takes_attn_mask: bool = False  # forward/features accept attn_mask, position_ids and a KV cache (module docstring)
     # a network (forward/backward, features); False: a count model (the Markov baseline), which `dnadiff train`
     # fits with the function registered under its name in baselines.COUNT_FITS (no Lightning)
     neural: bool = True
