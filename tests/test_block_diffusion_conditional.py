@@ -4,8 +4,6 @@ config is the conditional AR row's network and budget with the bd3lm objective."
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 
@@ -29,14 +27,9 @@ def test_class_conditional_block_diffusion_learns_each_class(tmp_path):
     from dnadiff.checkpoint import load
     from dnadiff.config import RunConfig, load_config
     from dnadiff.training import train
+    from helpers.benchmark_files import write_two_class_benchmark
 
-    rng = random.Random(0)
-    for split in ("train", "test"):
-        for cls, alphabet in (("a_rich", "AAAAAAAC"), ("c_rich", "CCCCCCCA")):
-            d = tmp_path / "bench" / split / cls
-            d.mkdir(parents=True)
-            for i in range(64):
-                (d / f"{i}.txt").write_text("".join(rng.choice(alphabet) for _ in range(16)))
+    write_two_class_benchmark(tmp_path / "bench")  # 64 A-rich and 64 C-rich 16-mers per split
     cfg = load_config(RunConfig, "experiments/dhs_cond_bd3lm", [
         f"out_dir={tmp_path}", "name=bd3", "data.kind=benchmark", f"data.benchmark={tmp_path / 'bench'}",
         "data.seq_len=16", "data.rc_prob=0", "train.batch_size=16", "train.max_steps=40", "train.lr=1e-2",

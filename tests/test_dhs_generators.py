@@ -7,7 +7,6 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -138,14 +137,9 @@ def test_class_conditional_ar_learns_each_class(tmp_path):
     from dnadiff.checkpoint import load
     from dnadiff.config import RunConfig, load_config
     from dnadiff.training import train
+    from helpers.benchmark_files import write_two_class_benchmark
 
-    rng = random.Random(0)
-    for split in ("train", "test"):
-        for cls, alphabet in (("a_rich", "AAAAAAAC"), ("c_rich", "CCCCCCCA")):
-            d = tmp_path / "bench" / split / cls
-            d.mkdir(parents=True)
-            for i in range(64):
-                (d / f"{i}.txt").write_text("".join(rng.choice(alphabet) for _ in range(16)))
+    write_two_class_benchmark(tmp_path / "bench")  # 64 A-rich and 64 C-rich 16-mers per split
     cfg = load_config(RunConfig, "model/mamba_ar", [
         f"out_dir={tmp_path}", "name=ar", "data.kind=benchmark", f"data.benchmark={tmp_path / 'bench'}",
         "data.seq_len=16", "train.batch_size=16", "train.max_steps=60", "train.lr=1e-2", "train.val_every=30",
