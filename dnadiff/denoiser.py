@@ -54,7 +54,8 @@ class BackboneCapabilities:
     vector (`config.cond_dim` > 0), causal incremental decoding (`is_causal` with `allocate_cache` / `step`;
     `step_many`: a parallel pass over several tokens, Mamba's; a `step` taking `cond`), soft input
     (`takes_embeddings`: `inputs_embeds` instead of ids; `forward_soft(onehot, t)`: a denoiser fed the relaxed
-    one-hot itself; `forward_onehot(w)`: a token lookup linear in a one-hot, RCPS's embedding). Read by
+    one-hot itself; `forward_onehot(w)`: a token lookup linear in a one-hot, RCPS's embedding), a longest input
+    (`config.l_max` or `config.max_seq_len`). Read by
     `capabilities_of`, the one place that looks; nothing else probes a backbone or denoiser for them."""
 
     time_conditioned: bool = False
@@ -68,6 +69,7 @@ class BackboneCapabilities:
     takes_embeddings: bool = False
     forward_soft: bool = False
     forward_onehot: bool = False
+    max_length: int | None = None  # the longest input (HyenaDNA's config.l_max, an imported max_seq_len); None: any
 
     @property
     def conditional(self) -> bool:
@@ -87,11 +89,12 @@ def _takes(method: Any, name: str) -> bool:
 def capabilities_of(obj: Any) -> BackboneCapabilities:
     """The one place the optional capabilities of a backbone, denoiser or module are read (undeclared: absent)."""
     step = getattr(obj, "step", None)
+    config = getattr(obj, "config", None)
     return BackboneCapabilities(
         time_conditioned=bool(getattr(obj, "time_conditioned", False)),
         num_classes=int(getattr(obj, "num_classes", 0) or 0),
         takes_labels=bool(getattr(obj, "takes_labels", False)),
-        cond_dim=int(getattr(getattr(obj, "config", None), "cond_dim", 0) or 0),
+        cond_dim=int(getattr(config, "cond_dim", 0) or 0),
         is_causal=bool(getattr(obj, "is_causal", False)),
         incremental=callable(getattr(obj, "allocate_cache", None)) and callable(step),
         step_many=callable(getattr(obj, "step_many", None)),
@@ -99,6 +102,7 @@ def capabilities_of(obj: Any) -> BackboneCapabilities:
         takes_embeddings=bool(getattr(obj, "takes_embeddings", False)),
         forward_soft=callable(getattr(obj, "forward_soft", None)),
         forward_onehot=callable(getattr(obj, "forward_onehot", None)),
+        max_length=getattr(config, "l_max", None) or getattr(config, "max_seq_len", None),
     )
 
 

@@ -183,8 +183,7 @@ class DiffusionModel(ModelSpec):
     def max_length(self) -> int | None:
         """The longest sequence the network takes (HyenaDNA's `l_max`, an imported config's `max_seq_len`);
         None: any length. Samplers that declare `any_length` go past it (windows)."""
-        config = getattr(self.backbone, "config", None)
-        return getattr(config, "l_max", None) or getattr(config, "max_seq_len", None)
+        return capabilities_of(self.backbone).max_length
 
     def to(self, device) -> "DiffusionModel":
         self.backbone.to(device)

@@ -132,7 +132,8 @@ def test_capabilities_are_read_only_by_capabilities_of():
     assert not capabilities_of(labelled).step_takes_cond and not capabilities_of(labelled).step_many
     assert capabilities_of(RCPSEmbedding(V, 8, DNATokenizer().complement_map(V))).forward_onehot
     assert not capabilities_of(build_backbone("hyena", preset="tiny", vocab_size=V)).takes_embeddings
-    assert capabilities_of(_fn).forward_soft is False
+    assert capabilities_of(_fn).forward_soft is False and capabilities_of(_fn).max_length is None
+    assert capabilities_of(build_backbone("hyena", preset="tiny", vocab_size=V)).max_length == 1026
     assert build_sampler("first_hitting").progress_steps(10) == 10  # one call per token
     assert build_sampler("ancestral", steps=7).progress_steps(10) == 7
     probe = re.compile(r"(getattr|hasattr)\(\s*[\w.]+\s*,\s*[\"'](" + "|".join(CAPABILITIES) + r")[\"']")

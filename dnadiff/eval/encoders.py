@@ -75,8 +75,7 @@ def frechet_from_embeddings(x: np.ndarray, y: np.ndarray) -> float:
 
 # ---- running a classifier on strings ---------------------------------------------------------------------
 def _max_length(model) -> int | None:
-    cfg = getattr(getattr(model, "backbone", None), "config", None)
-    return getattr(cfg, "l_max", None) or getattr(cfg, "max_seq_len", None)
+    return capabilities_of(getattr(model, "backbone", None)).max_length  # a k-mer LR has no network: None
 
 
 def _batches(model, seqs: Sequence[str], batch_size: int, where: str):
