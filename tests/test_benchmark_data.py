@@ -3,6 +3,7 @@ import pytest
 
 from dnadiff.data import SequenceClassificationDataset, load_benchmark_split, resolve_benchmark
 from dnadiff.errors import DnadiffError
+from helpers.benchmark_files import write_benchmark
 
 SETS = [("human_chr22_repeats", ["repeat", "unique"]), ("leptospira_coding_vs_intergenic", ["coding", "intergenic"])]
 
@@ -34,17 +35,8 @@ def _check_set(path, classes, n_train, n_test):
     assert train.sequences[0] == first and train.labels[0] == 0
 
 
-def _mk(root, split, cls, seqs):
-    d = root / split / cls
-    d.mkdir(parents=True, exist_ok=True)
-    for i, s in enumerate(seqs):
-        (d / f"{i}.txt").write_text(s)
-
-
 def test_labels_from_sorted_names_and_padding(tmp_path):
-    for split in ("train", "test"):
-        _mk(tmp_path, split, "zeta", ["ACGT", "AC"])
-        _mk(tmp_path, split, "alpha", ["GGG"])
+    write_benchmark(tmp_path, {split: {"zeta": ["ACGT", "AC"], "alpha": ["GGG"]} for split in ("train", "test")})
     data = load_benchmark_split(tmp_path, "train")
     assert data.classes == ["alpha", "zeta"]
     assert data.labels == [0, 1, 1]
@@ -55,28 +47,14 @@ def test_labels_from_sorted_names_and_padding(tmp_path):
     assert batch["labels"].tolist() == [0, 1, 1]
 
 
-def test_class_sets_must_match(tmp_path):
-    _mk(tmp_path, "train", "a", ["ACGT"])
-    _mk(tmp_path, "train", "b", ["ACGT"])
-    _mk(tmp_path, "test", "a", ["ACGT"])
-    _mk(tmp_path, "test", "c", ["ACGT"])
-    with pytest.raises(DnadiffError, match="differ from test classes"):
-        load_benchmark_split(tmp_path, "train")
-
-
-def test_empty_class(tmp_path):
-    _mk(tmp_path, "train", "a", ["ACGT"])
-    (tmp_path / "train" / "b").mkdir()
-    _mk(tmp_path, "test", "a", ["ACGT"])
-    _mk(tmp_path, "test", "b", ["ACGT"])
-    with pytest.raises(DnadiffError, match="class 'b' has no sequences"):
-        load_benchmark_split(tmp_path, "train")
-
-
-def test_one_class(tmp_path):
-    _mk(tmp_path, "train", "a", ["ACGT"])
-    _mk(tmp_path, "test", "a", ["ACGT"])
-    with pytest.raises(DnadiffError, match="at least 2 classes"):
+@pytest.mark.parametrize("layout, message", [
+    ({"train": {"a": ["ACGT"], "b": ["ACGT"]}, "test": {"a": ["ACGT"], "c": ["ACGT"]}}, "differ from test classes"),
+    ({"train": {"a": ["ACGT"], "b": []}, "test": {"a": ["ACGT"], "b": ["ACGT"]}}, "class 'b' has no sequences"),
+    ({"train": {"a": ["ACGT"]}, "test": {"a": ["ACGT"]}}, "at least 2 classes"),
+], ids=["class-sets-must-match", "empty-class", "one-class"])
+def test_bad_class_layouts_are_refused(tmp_path, layout, message):
+    write_benchmark(tmp_path, layout)  # an empty list: the class folder without files
+    with pytest.raises(DnadiffError, match=message):
         load_benchmark_split(tmp_path, "train")
 
 
