@@ -30,6 +30,15 @@ def _finetune_result(folder, correct_runs, name="row", dataset="/data/benchmarks
     return folder
 
 
+def _eval_result(path, **changes):
+    """An eval result JSON of 2 windows of 4 bases with their per-window values; `changes` replace fields
+    (None drops one, as a result written before per-window values were recorded)."""
+    fields = {"bits_per_base": 1.9, "num_windows": 2, "seq_len": 4, "data": "x.fa", "sequence_nats": [1.0, 2.0],
+              "sequence_tokens": [4, 4], **changes}
+    path.write_text(json.dumps({k: v for k, v in fields.items() if v is not None}))
+    return path
+
+
 def _run(capsys, argv):
     try:
         code = main(argv)
@@ -95,20 +104,13 @@ def test_compare_refuses_results_that_do_not_pair(tmp_path, capsys):
         del r["test_correct"]
     (old / "results.json").write_text(json.dumps(data))
     assert "without per-sequence test outcomes" in _error_line(capsys, ["compare", str(a), str(old)])
-    ev = tmp_path / "e.json"
-    ev.write_text(json.dumps({"bits_per_base": 1.9, "num_windows": 2, "seq_len": 4, "data": "x.fa",
-                              "sequence_nats": [1.0, 2.0], "sequence_tokens": [4, 4]}))
+    ev = _eval_result(tmp_path / "e.json")
     assert "is a finetune result and" in _error_line(capsys, ["compare", str(a), str(ev)])
-    old_eval = tmp_path / "old.json"
-    old_eval.write_text(json.dumps({"bits_per_base": 1.9, "num_windows": 2, "seq_len": 4, "data": "x.fa"}))
+    old_eval = _eval_result(tmp_path / "old.json", sequence_nats=None, sequence_tokens=None)
     assert "without per-window values" in _error_line(capsys, ["compare", str(ev), str(old_eval)])
-    longer = tmp_path / "longer.json"
-    longer.write_text(json.dumps({"bits_per_base": 1.9, "num_windows": 2, "seq_len": 8, "data": "x.fa",
-                                  "sequence_nats": [1.0, 2.0], "sequence_tokens": [8, 8]}))
+    longer = _eval_result(tmp_path / "longer.json", seq_len=8, sequence_tokens=[8, 8])
     assert "scored different windows (seq_len 4 vs 8)" in _error_line(capsys, ["compare", str(ev), str(longer)])
-    fewer = tmp_path / "fewer.json"
-    fewer.write_text(json.dumps({"bits_per_base": 1.9, "num_windows": 2, "seq_len": 4, "data": "x.fa",
-                                 "sequence_nats": [1.0, 2.0], "sequence_tokens": [4, 3]}))
+    fewer = _eval_result(tmp_path / "fewer.json", sequence_tokens=[4, 3])
     assert "window 1 has 4 scored tokens in one run and 3" in _error_line(capsys, ["compare", str(ev), str(fewer)])
     assert "no results.json" in _error_line(capsys, ["compare", str(tmp_path), str(a)])
     other = tmp_path / "other.json"
