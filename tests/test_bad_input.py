@@ -29,6 +29,13 @@ BENCH = REPO / "dnadiff" / "assets" / "benchmarks" / "human_chr22_repeats"  # th
 FT = ["finetune", "experiments/tiny_finetune", f"data.dataset={BENCH}", "data.max_train=16", "data.max_test=8",
       "train.progress=false",
       "protocol.seeds=[0]"]
+
+
+def _finetune_on(dataset: str) -> list[str]:
+    """`dnadiff finetune` on one of the broken benchmark folders the workspace fixture writes (WS/bench/...)."""
+    return [*FT, "--dataset", f"{{ws}}/bench/{dataset}", "--out", "{out}/ft"]
+
+
 CLEAN = "ACGTTGCAACGTAGCTAGCTAGGATCCGATCGATCGTAGCTAGCTAGCATCG" * 2  # 104 bp
 
 
@@ -233,20 +240,13 @@ CASES = [
      None),
     ("sample-missing-weights", ["sample", "{ws}/no_weights", "--out", "{out}/s.fa"], "model.safetensors", "{out}/s.fa"),
     # --- finetune
-    ("finetune-one-class", [*FT, "--dataset", "{ws}/bench/one_class", "--out", "{out}/ft"], "at least 2 classes",
-     "{out}/ft"),
-    ("finetune-class-mismatch", [*FT, "--dataset", "{ws}/bench/mismatch", "--out", "{out}/ft"], "differ",
-     "{out}/ft"),
-    ("finetune-empty-class", [*FT, "--dataset", "{ws}/bench/empty_class", "--out", "{out}/ft"], "no sequences",
-     "{out}/ft"),
-    ("finetune-bad-sequence", [*FT, "--dataset", "{ws}/bench/bad_seq", "--out", "{out}/ft"], "0.txt",
-     "{out}/ft"),
-    ("finetune-empty-sequence", [*FT, "--dataset", "{ws}/bench/empty_seq", "--out", "{out}/ft"], "empty sequence",
-     "{out}/ft"),
-    ("finetune-no-test-split", [*FT, "--dataset", "{ws}/bench/no_test", "--out", "{out}/ft"], "split folder not found",
-     "{out}/ft"),
-    ("finetune-dataset-missing", [*FT, "--dataset", "{ws}/bench/nope", "--out", "{out}/ft"], "not found",
-     "{out}/ft"),
+    ("finetune-one-class", _finetune_on("one_class"), "at least 2 classes", "{out}/ft"),
+    ("finetune-class-mismatch", _finetune_on("mismatch"), "differ", "{out}/ft"),
+    ("finetune-empty-class", _finetune_on("empty_class"), "no sequences", "{out}/ft"),
+    ("finetune-bad-sequence", _finetune_on("bad_seq"), "0.txt", "{out}/ft"),
+    ("finetune-empty-sequence", _finetune_on("empty_seq"), "empty sequence", "{out}/ft"),
+    ("finetune-no-test-split", _finetune_on("no_test"), "split folder not found", "{out}/ft"),
+    ("finetune-dataset-missing", _finetune_on("nope"), "not found", "{out}/ft"),
     ("finetune-init-from-missing", [*FT, "--init-from", "{ws}/nope", "--out", "{out}/ft"], "nope", "{out}/ft"),
     ("finetune-init-from-no-weights", [*FT, "--init-from", "{ws}/no_weights", "--out", "{out}/ft"], "model.safetensors",
      "{out}/ft"),
