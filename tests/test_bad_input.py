@@ -36,6 +36,11 @@ def _finetune_on(dataset: str) -> list[str]:
     return [*FT, "--dataset", f"{{ws}}/bench/{dataset}", "--out", "{out}/ft"]
 
 
+def _eval_records(name: str) -> list[str]:
+    """`dnadiff eval` of the workspace's model on one of its FASTA files (WS/files/NAME)."""
+    return ["eval", "{ws}/model", "--records", f"{{ws}}/files/{name}"]
+
+
 CLEAN = "ACGTTGCAACGTAGCTAGCTAGGATCCGATCGATCGTAGCTAGCTAGCATCG" * 2  # 104 bp
 
 
@@ -191,25 +196,22 @@ CASES = [
     ("eval-weights-shape-mismatch", ["eval", "{ws}/shape_mismatch", "--out", "{out}/o.json"], "shape", "{out}/o.json"),
     ("eval-wrong-vocab-model", ["eval", "{ws}/vocab16", "--out", "{out}/o.json"], "vocab", "{out}/o.json"),
     # --- eval: data
-    ("eval-records-empty", ["eval", "{ws}/model", "--records", "{ws}/files/empty.fa", "--out", "{out}/o.json"],
-     "empty FASTA file", "{out}/o.json"),
-    ("eval-records-blank", ["eval", "{ws}/model", "--records", "{ws}/files/blank.fa"], "empty FASTA file", None),
-    ("eval-records-no-header", ["eval", "{ws}/model", "--records", "{ws}/files/no_header.fa"], "not a FASTA file",
-     None),
-    ("eval-records-header-only", ["eval", "{ws}/model", "--records", "{ws}/files/header_only.fa"], "r1", None),
-    ("eval-records-binary", ["eval", "{ws}/model", "--records", "{ws}/files/binary.fa"], "binary.fa", None),
-    ("eval-records-bad-chars", ["eval", "{ws}/model", "--records", "{ws}/files/bad_chars.fa"], "bad_chars.fa", None),
-    ("eval-records-protein", ["eval", "{ws}/model", "--records", "{ws}/files/protein.fa"], "protein.fa", None),
-    ("eval-records-truncated-gz", ["eval", "{ws}/model", "--records", "{ws}/files/truncated.fa.gz"], "truncated.fa.gz",
-     None),
-    ("eval-records-missing", ["eval", "{ws}/model", "--records", "{ws}/files/nope.fa"], "FASTA file not found", None),
-    ("eval-records-is-directory", ["eval", "{ws}/model", "--records", "{ws}/files/a_dir.fa"], "a_dir.fa", None),
+    ("eval-records-empty", [*_eval_records("empty.fa"), "--out", "{out}/o.json"], "empty FASTA file", "{out}/o.json"),
+    ("eval-records-blank", _eval_records("blank.fa"), "empty FASTA file", None),
+    ("eval-records-no-header", _eval_records("no_header.fa"), "not a FASTA file", None),
+    ("eval-records-header-only", _eval_records("header_only.fa"), "r1", None),
+    ("eval-records-binary", _eval_records("binary.fa"), "binary.fa", None),
+    ("eval-records-bad-chars", _eval_records("bad_chars.fa"), "bad_chars.fa", None),
+    ("eval-records-protein", _eval_records("protein.fa"), "protein.fa", None),
+    ("eval-records-truncated-gz", _eval_records("truncated.fa.gz"), "truncated.fa.gz", None),
+    ("eval-records-missing", _eval_records("nope.fa"), "FASTA file not found", None),
+    ("eval-records-is-directory", _eval_records("a_dir.fa"), "a_dir.fa", None),
     ("eval-fasta-without-bed", ["eval", "{ws}/model", "--fasta", "{ws}/files/chr.fa"], "--fasta and --bed", None),
     ("eval-seq-len-zero", ["eval", "{ws}/model", "--seq-len", "-4"], "--seq-len", None),
     ("eval-seq-len-over-hyena-l-max", ["eval", "{ws}/hyena", "--records", "{ws}/files/good.fa", "--seq-len", "100",
                                        "--out", "{out}/o.json"], "l_max", "{out}/o.json"),
     ("eval-batch-size-zero", ["eval", "{ws}/model", "--batch-size", "0"], "--batch-size", None),
-    ("eval-T-zero", ["eval", "{ws}/model", "--records", "{ws}/files/good.fa", "--T", "0"], "T", None),
+    ("eval-T-zero", [*_eval_records("good.fa"), "--T", "0"], "T", None),
     # --- sample
     ("sample-unknown-sampler", ["sample", "{ws}/model", "--sampler", "telepathy", "--out", "{out}/s.fa"], "telepathy",
      "{out}/s.fa"),
