@@ -164,3 +164,35 @@ def test_classifier_soft_reward_matches_and_differentiates(tmp_path, backbone, p
     with torch.no_grad():
         fd = (reward.soft(onehot + h * d) - reward.soft(onehot - h * d)) / (2 * h)  # (B,)
     assert torch.allclose(fd, (grad * d).sum((1, 2)), rtol=0.05, atol=1e-3)
+
+
+def test_reward_capabilities_are_declared_and_read_in_one_place():
+    """Issue 50 §2: a reward's optional parts (soft input, time input, noise awareness, row counter, name, unit)
+    are read by `reward_capabilities` alone, from what its class or a user object declares."""
+    import re
+    from pathlib import Path
+
+    from dnadiff.guidance.rewards import reward_capabilities
+
+    gc = reward_capabilities(build_reward("gc"))
+    assert (gc.name, gc.soft, gc.counts_calls, gc.takes_time, gc.unit) == ("gc", True, True, False, None)
+    rc = reward_capabilities(rc_averaged(build_reward("gc")))
+    assert rc.name == "rc(gc)" and rc.soft and not rc.noise_aware
+
+    def plain(x):
+        return x.float().mean(1)
+
+    bare = reward_capabilities(plain)
+    assert (bare.name, bare.soft, bare.counts_calls, bare.unit) == (None, False, False, None)
+    assert not reward_capabilities(rc_averaged(plain)).soft  # no soft inside: none outside
+    timed = types.SimpleNamespace(takes_time=True, unit=0.5, noise_aware=True)
+    assert (reward_capabilities(timed).takes_time, reward_capabilities(timed).unit) == (True, 0.5)
+    assert reward_capabilities(types.SimpleNamespace(unit=-1)).unit is None  # a unit must be > 0
+    package = Path(__file__).resolve().parent.parent / "dnadiff"
+    names = "soft|name|calls|takes_time|noise_aware|unit"
+    probe = re.compile(r"(getattr|hasattr)\(\s*[\w.]*reward[\w.]*\s*,\s*[\"'](" + names + r")[\"']")
+    files = [p for sub in ("guidance", "commands") for p in sorted((package / sub).glob("*.py"))
+             if p.name != "rewards.py"]
+    found = [f"{p.relative_to(package)}:{i}" for p in files
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
+    assert found == []

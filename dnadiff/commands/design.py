@@ -135,18 +135,19 @@ def check_cg_cost(reward, model, sampler, token_ids, free: int, length: int, num
 
     import torch
 
-    from dnadiff.guidance import cg_rows_per_design
+    from dnadiff.guidance import cg_rows_per_design, reward_capabilities
     from dnadiff.logs import log
     from dnadiff.utils import format_duration
 
     rows = cg_rows_per_design(model.schedule, sampler, len(token_ids), free)
     picks = torch.randint(len(token_ids), (32, length), generator=torch.Generator().manual_seed(0))
     probe = torch.as_tensor(token_ids)[picks]  # (32, L) random sequences, timed once
-    calls_before = getattr(reward, "calls", None)
+    counted = reward_capabilities(reward).counts_calls
+    calls_before = reward.calls if counted else None
     start = time.perf_counter()
     reward(probe.to(model.device))
     per_row = (time.perf_counter() - start) / probe.shape[0]
-    if calls_before is not None:
+    if counted:
         reward.calls = calls_before  # the probe is not part of the run's counts
     total = rows * per_row * num
     log.info("exact classifier guidance (cg): about %s reward rows per design (%d steps × masked positions × %d "
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from dnadiff.commands.request import diffusion_dna, format_samples
-    from dnadiff.guidance import METHODS, build_method, build_reward, default_strength, rc_averaged
+    from dnadiff.guidance import METHODS, build_method, build_reward, default_strength, rc_averaged, reward_capabilities
     from dnadiff.logs import log
     from dnadiff.sampling import sample
     from dnadiff.utils import format_table, json_text, write_together
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     length = req.length(model)
     chosen = default_strength(args.method, reward, length, options, args.reward)  # from the reward's range
     method = build_method(args.method, sampler, reward, **options)  # unknown options: checked by name there
-    if declared.needs_soft_reward and not hasattr(reward, "soft"):
+    if declared.needs_soft_reward and not reward_capabilities(reward).soft:
         raise DnadiffError(f"--method {args.method} needs a differentiable reward (gc, gc:T, motif, classifier), "
                            f"not {args.reward}")
     template = req.template(model, length)
@@ -219,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     wall, steps = res.wall_seconds, res.steps_used
     x, r = res.x, torch.cat(rewards).double()
     texts = model.decode(x)
-    name = getattr(reward, "name", args.reward)
+    name = reward_capabilities(reward).name or args.reward
     records = [(f"design_{i} method={args.method} reward={name} value={float(r[i]):.6g} seed={args.seed}", s)
                for i, s in enumerate(texts)]
     summary = {"method": args.method, "reward": name, "num": args.num, "length": length,

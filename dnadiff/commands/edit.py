@@ -156,11 +156,12 @@ def check_model(model, method: str, lengths: set[int], where: str) -> None:
 def probe_reward(reward, x, spec: str) -> None:
     """One reward call on the first input sequence (not counted): a reward that cannot score this length fails
     here, in one line, before anything is edited or written."""
-    from dnadiff.guidance.rewards import Motif
+    from dnadiff.guidance.rewards import Motif, reward_capabilities
 
     if isinstance(reward, Motif) and len(reward.fwd) > x.shape[1]:
         raise DnadiffError(f"--reward {spec}: the motif is longer than the sequences ({x.shape[1]} bases)")
-    calls = getattr(reward, "calls", None)
+    counted = reward_capabilities(reward).counts_calls
+    calls = reward.calls if counted else None
     try:
         out = reward(x[:1])
         if len(out) != 1:
@@ -170,7 +171,7 @@ def probe_reward(reward, x, spec: str) -> None:
     except (RuntimeError, ValueError, IndexError, TypeError) as exc:
         raise DnadiffError(f"--reward {spec}: cannot score sequences of {x.shape[1]} bases "
                            f"({str(exc).splitlines()[0][:160]})") from None
-    if calls is not None:
+    if counted:
         reward.calls = calls
 
 
@@ -219,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.commands.preflight import check_model_input
     from dnadiff.data.records import format_fasta
     from dnadiff.guidance.editing import edit_list, format_edits, greedy_edit
-    from dnadiff.guidance.rewards import build_reward, soft_support
+    from dnadiff.guidance.rewards import build_reward, reward_capabilities, soft_support
     from dnadiff.logs import log, progress_bar
     from dnadiff.sampling import output_paths
     from dnadiff.utils import format_table, json_text, recover_together, refuse_existing, write_together
@@ -273,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     wall = time.time() - start
-    name = getattr(reward, "name", args.reward)
+    name = reward_capabilities(reward).name or args.reward
     fasta, tsv, per_record = [], ["id\tposition\tfrom\tto"], []
     for i, (rid, seq) in enumerate(records):
         new, before, after = results[i]

@@ -14,8 +14,8 @@ strength.py (default strengths from the reward's range, exact CG's cost).
 # registration by import: each module below registers its method in METHODS (rewards.py: REWARDS, above)
 from dnadiff.guidance import best_of_n, classifier_guidance, smc, svdd  # noqa: F401
 from dnadiff.guidance.methods import METHODS, build_method
-from dnadiff.guidance.rewards import build_reward, rc_averaged, reward_unit, soft_support
+from dnadiff.guidance.rewards import build_reward, rc_averaged, reward_capabilities, reward_unit, soft_support
 from dnadiff.guidance.strength import cg_rows_per_design, default_strength
 
 __all__ = ["METHODS", "build_method", "build_reward", "cg_rows_per_design", "default_strength", "rc_averaged",
-           "reward_unit", "soft_support"]
+           "reward_capabilities", "reward_unit", "soft_support"]

@@ -33,6 +33,7 @@ from torch import Tensor
 from dnadiff.diffusion.subs import NEG_INF, subs_log_probs
 from dnadiff.errors import DnadiffError
 from dnadiff.guidance.common import METHODS, GuidedMethod
+from dnadiff.guidance.rewards import reward_capabilities
 from dnadiff.guidance.uniform_guidance import exact_uniform_tilt, gradient_uniform_tilt
 
 
@@ -68,14 +69,13 @@ def exact_guidance_logits(logits: Tensor, x: Tensor, mask_id: int, reward, scale
 def gradient_guidance_logits(logits: Tensor, x: Tensor, mask_id: int, reward, scale: float,
                              token_ids: list[int]) -> Tensor:
     """Guided log-probs Float64[B, L, V] with the first-order shift ∂f/∂onehot[l, v] - ∂f/∂onehot[l, mask]."""
-    soft = getattr(reward, "soft", None)
-    if soft is None:
+    if not reward_capabilities(reward).soft:
         raise DnadiffError("cg_grad needs a differentiable reward (one with a `soft(onehot)` method)")
     lp = subs_log_probs(logits, x, mask_id).double()  # (B, L, V)
     V = lp.shape[-1]
     with torch.enable_grad():
         onehot = torch.nn.functional.one_hot(x, V).double().requires_grad_(True)  # (B, L, V)
-        (grad,) = torch.autograd.grad(soft(onehot).sum(), onehot)  # rows independent: one pass for the batch
+        (grad,) = torch.autograd.grad(reward.soft(onehot).sum(), onehot)  # rows independent: one pass for the batch
     shift_all = grad - grad[..., mask_id : mask_id + 1]  # (B, L, V)
     ids = torch.as_tensor(token_ids, device=x.device)
     shift = torch.full_like(lp, NEG_INF)

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 
 from dnadiff.errors import DnadiffError
+from dnadiff.guidance.rewards import reward_capabilities
 from dnadiff.tokenizers.dna import DNATokenizer
 
 TOK = DNATokenizer()
@@ -241,13 +242,13 @@ class MarkovProposer:
 
 def saliency(reward, x: Tensor, counter: list[int]) -> Tensor:
     """Float64[B, L]: max_b ∂r/∂onehot[i, b] - ∂r/∂onehot[i, x_i] over the bases b (first-order gain)."""
-    soft = getattr(reward, "soft", None)
-    if not callable(soft):
+    declared = reward_capabilities(reward)
+    if not declared.soft:
         raise DnadiffError(f"positions 'saliency' needs a differentiable reward (gc, gc:T, motif, classifier), not "
-                           f"{getattr(reward, 'name', 'this one')}: use positions confidence or random")
+                           f"{declared.name or 'this one'}: use positions confidence or random")
     onehot = torch.nn.functional.one_hot(x, TOK.vocab_size).double().requires_grad_(True)
     with torch.enable_grad():
-        soft(onehot).sum().backward()
+        reward.soft(onehot).sum().backward()
     counter[0] += int(x.shape[0])
     g = onehot.grad  # (B, L, V)
     here = g.gather(-1, x.unsqueeze(-1)).squeeze(-1)

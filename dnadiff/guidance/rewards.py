@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -36,6 +37,34 @@ TOK = DNATokenizer()
 # name -> Reward class; each parses its own `name:arg` spec in `from_spec` (a new reward: one class
 # here, or any `module:function` of the user's, which needs no registration)
 REWARDS = Registry("reward")  # the rewards of this module
+
+
+@dataclass(frozen=True)
+class RewardCapabilities:
+    """What a reward offers beyond `reward(x: Long[B, L]) -> Float[B]`, declared by its class (a `Reward`) or by
+    any user object that has it, and read by `reward_capabilities`, the one place that looks: `name` (None:
+    undeclared), a differentiable `soft(onehot)` (gradient guidance, saliency, DRAKES), `takes_time` (called as
+    reward(x, t)), `noise_aware` (valid on masked states), a row counter `calls`, a strength `unit` (> 0)."""
+
+    name: str | None = None
+    soft: bool = False
+    takes_time: bool = False
+    noise_aware: bool = False
+    counts_calls: bool = False
+    unit: float | None = None
+
+
+def reward_capabilities(reward: Callable) -> RewardCapabilities:
+    """The one place a reward's optional capabilities are read (undeclared: absent)."""
+    unit = getattr(reward, "unit", None)
+    return RewardCapabilities(
+        name=getattr(reward, "name", None),
+        soft=callable(getattr(reward, "soft", None)),
+        takes_time=bool(getattr(reward, "takes_time", False)),
+        noise_aware=bool(getattr(reward, "noise_aware", False)),
+        counts_calls=getattr(reward, "calls", None) is not None,
+        unit=float(unit) if isinstance(unit, (int, float)) and unit > 0 else None,
+    )
 
 
 class Reward:
@@ -266,10 +295,11 @@ class RCAveraged(Reward):
     def __init__(self, reward: Callable, complement_ids=None):
         super().__init__()
         self.inner = reward
-        self.name = f"rc({getattr(reward, 'name', 'reward')})"
+        declared = reward_capabilities(reward)
+        self.name = f"rc({declared.name or 'reward'})"
         self.complement = torch.as_tensor(complement_ids if complement_ids is not None else TOK.complement_map())
-        self.noise_aware = bool(getattr(reward, "noise_aware", False))
-        if hasattr(reward, "soft"):
+        self.noise_aware = declared.noise_aware
+        if declared.soft:
             self.soft = self._soft
 
     def score(self, x: Tensor) -> Tensor:
@@ -291,16 +321,16 @@ def reward_unit(reward: Callable, length: int) -> float | None:
     declared = inner.strength_unit(length) if isinstance(inner, Reward) else None
     if declared is not None:
         return declared
-    unit = getattr(inner, "unit", None)
-    return float(unit) if isinstance(unit, (int, float)) and unit > 0 else None
+    return reward_capabilities(inner).unit
 
 
 def soft_support(reward: Callable) -> str | None:
     """None when `reward.soft(onehot)` can score relaxed one-hot input (gc, gc:T, motif, classifier
     without RCPS conjoining, their RC averages, user objects defining `soft`), else the reason."""
     inner = reward.inner if isinstance(reward, RCAveraged) else reward
-    if not callable(getattr(reward, "soft", None)):
-        return f"{getattr(reward, 'name', 'the reward')} takes token ids only (it defines no soft(onehot))"
+    declared = reward_capabilities(reward)
+    if not declared.soft:
+        return f"{declared.name or 'the reward'} takes token ids only (it defines no soft(onehot))"
     return inner.soft_problem() if isinstance(inner, Reward) else None
 
 
@@ -341,5 +371,5 @@ def build_reward(spec: str, target: str | int | None = None, device: str | torch
     raise DnadiffError(f"--reward {spec!r}: unknown reward; use {reward_specs()}")
 
 
-__all__ = ["Reward", "GC", "Motif", "Function", "Classifier", "RCAveraged", "rc_averaged", "build_reward",
-           "reward_unit", "soft_support", "REWARDS", "reward_specs"]
+__all__ = ["Reward", "RewardCapabilities", "reward_capabilities", "GC", "Motif", "Function", "Classifier",
+           "RCAveraged", "rc_averaged", "build_reward", "reward_unit", "soft_support", "REWARDS", "reward_specs"]

@@ -25,10 +25,11 @@ import torch
 from torch import Tensor
 
 from dnadiff.diffusion.subs import NEG_INF
+from dnadiff.guidance.rewards import reward_capabilities
 
 
 def _reward_rows(reward, x: Tensor, t: Tensor | None, chunk: int) -> Tensor:
-    timed = bool(getattr(reward, "takes_time", False))
+    timed = reward_capabilities(reward).takes_time
     out = []
     for i in range(0, x.shape[0], chunk):
         part = x[i : i + chunk]
