@@ -137,11 +137,13 @@ def read_inputs(args: argparse.Namespace, ranges: list[tuple[int, int]]):
 
 
 def check_model(model, method: str, lengths: set[int], where: str) -> None:
+    from dnadiff.backbones.markov import MarkovChain
+    from dnadiff.backbones.markov_classes import ClassMarkovChains
     from dnadiff.commands.request import masked_diffusion_dna
 
     if getattr(model.tokenizer, "kind", "dna") != "dna":
         raise DnadiffError(f"{where}: edit needs a DNA model")
-    markov = hasattr(model.backbone, "chains") or type(model.backbone).__name__ == "MarkovChain"
+    markov = isinstance(model.backbone, (MarkovChain, ClassMarkovChains))
     if method == "markov" and not markov:
         raise DnadiffError(f"{where}: --method markov needs a Markov chain model (backbone markov or markov_classes)")
     if method == "remask" and not masked_diffusion_dna(model.config):

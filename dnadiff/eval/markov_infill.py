@@ -168,15 +168,16 @@ def model_chain(model, label: int | str | None = None):
     """The MarkovChain of a loaded Markov model directory (`markov`, or `markov_classes` with its class `label`,
     None: the pooled chain)."""
     from dnadiff.backbones.markov import MarkovChain
+    from dnadiff.backbones.markov_classes import ClassMarkovChains
 
     backbone = model.backbone
     if isinstance(backbone, MarkovChain):
         if label is not None:
             raise DnadiffError("this Markov chain is not class-conditional")
         return backbone
-    chains = getattr(backbone, "chains", None)
-    if chains is None:
+    if not isinstance(backbone, ClassMarkovChains):
         raise DnadiffError("markov infill needs a Markov chain model (backbone markov or markov_classes)")
+    chains = backbone.chains
     if label is None:
         return chains[-1]
     from dnadiff.data.class_names import class_position
