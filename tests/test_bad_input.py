@@ -41,6 +41,17 @@ def _eval_records(name: str) -> list[str]:
     return ["eval", "{ws}/model", "--records", f"{{ws}}/files/{name}"]
 
 
+def _sample(*options: str) -> list[str]:
+    """`dnadiff sample` of the workspace's model with `options`, to OUT/s.fa."""
+    return ["sample", "{ws}/model", *options, "--out", "{out}/s.fa"]
+
+
+def _metrics(samples: str, reference: str, *options: str) -> list[str]:
+    """`dnadiff metrics` of two of the workspace's FASTA files (WS/files/NAME) with `options`, to OUT/m."""
+    return ["metrics", f"{{ws}}/files/{samples}", "--reference", f"{{ws}}/files/{reference}", *options,
+            "--out", "{out}/m"]
+
+
 CLEAN = "ACGTTGCAACGTAGCTAGCTAGGATCCGATCGATCGTAGCTAGCTAGCATCG" * 2  # 104 bp
 
 
@@ -213,31 +224,19 @@ CASES = [
     ("eval-batch-size-zero", ["eval", "{ws}/model", "--batch-size", "0"], "--batch-size", None),
     ("eval-T-zero", [*_eval_records("good.fa"), "--T", "0"], "T", None),
     # --- sample
-    ("sample-unknown-sampler", ["sample", "{ws}/model", "--sampler", "telepathy", "--out", "{out}/s.fa"], "telepathy",
-     "{out}/s.fa"),
-    ("sample-bad-option", ["sample", "{ws}/model", "--option", "warp=9", "--steps", "2", "--out", "{out}/s.fa"], "warp",
-     "{out}/s.fa"),
-    ("sample-option-not-kv", ["sample", "{ws}/model", "--option", "eta", "--out", "{out}/s.fa"], "key=value",
-     "{out}/s.fa"),
-    ("sample-num-zero", ["sample", "{ws}/model", "--num", "0", "--out", "{out}/s.fa"], "--num", "{out}/s.fa"),
-    ("sample-length-negative", ["sample", "{ws}/model", "--length", "-3", "--out", "{out}/s.fa"], "--length",
-     "{out}/s.fa"),
-    ("sample-steps-zero", ["sample", "{ws}/model", "--steps", "0", "--out", "{out}/s.fa"], "steps", "{out}/s.fa"),
-    ("sample-temperature-zero", ["sample", "{ws}/model", "--temperature", "0", "--steps", "2", "--out", "{out}/s.fa"],
-     "temperature", "{out}/s.fa"),
+    ("sample-unknown-sampler", _sample("--sampler", "telepathy"), "telepathy", "{out}/s.fa"),
+    ("sample-bad-option", _sample("--option", "warp=9", "--steps", "2"), "warp", "{out}/s.fa"),
+    ("sample-option-not-kv", _sample("--option", "eta"), "key=value", "{out}/s.fa"),
+    ("sample-num-zero", _sample("--num", "0"), "--num", "{out}/s.fa"),
+    ("sample-length-negative", _sample("--length", "-3"), "--length", "{out}/s.fa"),
+    ("sample-steps-zero", _sample("--steps", "0"), "steps", "{out}/s.fa"),
+    ("sample-temperature-zero", _sample("--temperature", "0", "--steps", "2"), "temperature", "{out}/s.fa"),
     ("sample-length-over-hyena-l-max", ["sample", "{ws}/hyena", "--length", "100", "--out", "{out}/s.fa"], "exceeds",
      "{out}/s.fa"),
-    ("sample-prefix-bad-chars", ["sample", "{ws}/model", "--prefix", "ACGZ", "--out", "{out}/s.fa"], "--prefix",
-     "{out}/s.fa"),
-    ("sample-prefix-too-long",
-     ["sample", "{ws}/model", "--length", "8", "--prefix", "ACGTACGTAC", "--out", "{out}/s.fa"],
-     "do not fit", "{out}/s.fa"),
-    ("sample-template-length",
-     ["sample", "{ws}/model", "--template-fasta", "{ws}/files/short.fa", "--out", "{out}/s.fa"],
-     "length", "{out}/s.fa"),
-    ("sample-template-empty",
-     ["sample", "{ws}/model", "--template-fasta", "{ws}/files/empty.fa", "--out", "{out}/s.fa"],
-     "empty FASTA", "{out}/s.fa"),
+    ("sample-prefix-bad-chars", _sample("--prefix", "ACGZ"), "--prefix", "{out}/s.fa"),
+    ("sample-prefix-too-long", _sample("--length", "8", "--prefix", "ACGTACGTAC"), "do not fit", "{out}/s.fa"),
+    ("sample-template-length", _sample("--template-fasta", "{ws}/files/short.fa"), "length", "{out}/s.fa"),
+    ("sample-template-empty", _sample("--template-fasta", "{ws}/files/empty.fa"), "empty FASTA", "{out}/s.fa"),
     ("sample-out-is-directory", ["sample", "{ws}/model", "--steps", "2", "--out", "{ws}/files/a_dir.fa"], "a_dir.fa",
      None),
     ("sample-missing-weights", ["sample", "{ws}/no_weights", "--out", "{out}/s.fa"], "model.safetensors", "{out}/s.fa"),
@@ -259,25 +258,16 @@ CASES = [
     ("finetune-max-len-over-hyena-l-max", [*FT, "data.max_len=64", "model.overrides.l_max=16", "--out", "{out}/ft"],
      "l_max", "{out}/ft"),
     # --- metrics
-    ("metrics-samples-missing",
-     ["metrics", "{ws}/files/nope.fa", "--reference", "{ws}/files/good.fa", "--out", "{out}/m"],
-     "nope.fa", "{out}/m"),
-    ("metrics-samples-empty",
-     ["metrics", "{ws}/files/empty.fa", "--reference", "{ws}/files/good.fa", "--out", "{out}/m"],
-     "empty FASTA", "{out}/m"),
-    ("metrics-reference-not-fasta", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/no_header.fa", "--out",
-                                     "{out}/m"], "not a FASTA", "{out}/m"),
-    ("metrics-reference-binary", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/binary.fa", "--out",
-                                  "{out}/m"], "binary.fa", "{out}/m"),
-    ("metrics-kmax-out-of-range", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--kmax", "40",
-                                   "--out", "{out}/m"], "--kmax", "{out}/m"),
-    ("metrics-label-without-classifier",
-     ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--label", "pos", "--out", "{out}/m"],
+    ("metrics-samples-missing", _metrics("nope.fa", "good.fa"), "nope.fa", "{out}/m"),
+    ("metrics-samples-empty", _metrics("empty.fa", "good.fa"), "empty FASTA", "{out}/m"),
+    ("metrics-reference-not-fasta", _metrics("good.fa", "no_header.fa"), "not a FASTA", "{out}/m"),
+    ("metrics-reference-binary", _metrics("good.fa", "binary.fa"), "binary.fa", "{out}/m"),
+    ("metrics-kmax-out-of-range", _metrics("good.fa", "good.fa", "--kmax", "40"), "--kmax", "{out}/m"),
+    ("metrics-label-without-classifier", _metrics("good.fa", "good.fa", "--label", "pos"),
      "--label needs --classifier", "{out}/m"),
-    ("metrics-embedder-missing", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--embedder",
-                                  "{ws}/files/nope", "--out", "{out}/m"], "--embedder", "{out}/m"),
-    ("metrics-unknown-jaspar-id", ["metrics", "{ws}/files/good.fa", "--reference", "{ws}/files/good.fa", "--motif-ids",
-                                   "MA0000.0", "--out", "{out}/m"], "MA0000.0", "{out}/m"),
+    ("metrics-embedder-missing", _metrics("good.fa", "good.fa", "--embedder", "{ws}/files/nope"),
+     "--embedder", "{out}/m"),
+    ("metrics-unknown-jaspar-id", _metrics("good.fa", "good.fa", "--motif-ids", "MA0000.0"), "MA0000.0", "{out}/m"),
     # --- demo
     ("demo-seq-len-zero", ["demo", "--seq-len", "0", "--out", "{out}/demo"], "--seq-len", "{out}/demo"),
     ("demo-bad-override", ["demo", "--out", "{out}/demo", "--steps", "1", "train.lr=fast"], "train.lr", "{out}/demo"),
