@@ -22,10 +22,7 @@ from dnadiff.eval.dna_metrics import (
     reverse_complement,
     wasserstein1,
 )
-
-
-def _rand(n, rng):
-    return "".join(rng.choice("ACGT") for _ in range(n))
+from helpers.random_dna import random_dna
 
 
 def test_kmer_counts_and_identical_sets_give_zero_js():
@@ -36,7 +33,7 @@ def test_kmer_counts_and_identical_sets_give_zero_js():
         want["ACGT".index(km[0]) * 4 + "ACGT".index(km[1])] += 1
     assert np.array_equal(c, want)
     rng = random.Random(0)
-    seqs = [_rand(100, rng) for _ in range(20)]
+    seqs = [random_dna(100, rng) for _ in range(20)]
     res = dna_metrics(seqs, list(seqs), floor=False)
     assert all(v == 0.0 for v in res["samples"]["kmer_js"].values())
     assert res["samples"]["gc"]["wasserstein1"] == 0.0 and res["samples"]["gc"]["ks"] == 0.0
@@ -85,12 +82,12 @@ def test_markov_oracle_add_one_smoothing():
 
 def test_longest_match_against_brute_force():
     rng = random.Random(1)
-    ref = [_rand(400, rng) for _ in range(4)]
+    ref = [random_dna(400, rng) for _ in range(4)]
     samples = [
         ref[1][100:170],  # 70 bp copy
-        _rand(20, rng) + ref[2][10:65] + _rand(20, rng),  # 55 bp inside
+        random_dna(20, rng) + ref[2][10:65] + random_dna(20, rng),  # 55 bp inside
         reverse_complement(ref[3][5:90]),  # 85 bp on the other strand
-        _rand(120, rng),
+        random_dna(120, rng),
         "NNNN" + ref[0][:30] + "N" + ref[0][40:45],
     ]
 
@@ -146,8 +143,8 @@ def test_metrics_command(tmp_path, capsys):
     from dnadiff.commands import metrics as cmd
 
     rng = random.Random(3)
-    ref = [_rand(120, rng) for _ in range(30)]
-    smp = _write(tmp_path / "s.fa", [_rand(120, rng) for _ in range(10)])
+    ref = [random_dna(120, rng) for _ in range(30)]
+    smp = _write(tmp_path / "s.fa", [random_dna(120, rng) for _ in range(10)])
     rf = _write(tmp_path / "r.fa", ref)
     parser = argparse.ArgumentParser()
     cmd.add_arguments(parser)
@@ -182,7 +179,7 @@ def test_kmer_pearson_hand_computed():
     # r = (6 - 9/64) / sqrt((9 - 9/64)(5 - 9/64)) = 375 / sqrt(567 * 311)
     assert kmer_pearson(["AAAAA"], ["AAAAC"]) == pytest.approx(375 / math.sqrt(567 * 311), rel=1e-12)
     rng = random.Random(4)
-    ref = [_rand(200, rng) for _ in range(5)]
+    ref = [random_dna(200, rng) for _ in range(5)]
     assert kmer_pearson(ref * 3, ref) == pytest.approx(1.0)  # same spectrum up to scale
     assert math.isnan(kmer_pearson(["ACGT"], ref, k=1))  # a flat spectrum: undefined
     res = dna_metrics(["AAAAA"], ["AAAAC"], kmax=1, floor=False)["samples"]["kmer_pearson"]

@@ -21,10 +21,7 @@ from dnadiff.eval.encoders import (
     frechet_from_embeddings,
     gaussian_fit,
 )
-
-
-def _rand(n, rng):
-    return "".join(rng.choice("ACGT") for _ in range(n))
+from helpers.random_dna import random_dna
 
 
 def test_frechet_closed_forms():
@@ -82,7 +79,7 @@ def test_embedder_is_the_pooled_head_input(backbone, preset):
 
     clf = _classifier(backbone, preset)
     rng = random.Random(0)
-    seqs = [_rand(24, rng) for _ in range(3)]
+    seqs = [random_dna(24, rng) for _ in range(3)]
     emb = Embedder(clf, batch_size=2)(seqs)
     ids = torch.tensor([DNATokenizer().encode(s) for s in seqs])
     with torch.no_grad():
@@ -99,7 +96,7 @@ def test_classifier_accuracy_of_a_constant_classifier():
     class 1; mean p(class) = their share of sigmoid(1) plus the rest's share of 1 - sigmoid(1)."""
     clf = _classifier(bias=[0.0, 1.0])
     rng = random.Random(1)
-    seqs = [_rand(20, rng) for _ in range(5)]
+    seqs = [random_dna(20, rng) for _ in range(5)]
     labels = ["pos", "pos", "neg", "1", "pos"]  # a class index works too
     res = classifier_accuracy(clf, ["neg", "pos"], seqs, labels, batch_size=2)
     sig = 1 / (1 + math.exp(-1))
@@ -124,8 +121,8 @@ def test_metrics_command_embedder_and_classifier(tmp_path, capsys):
     from dnadiff.heads.saved import save_classifier_dir
 
     rng = random.Random(5)
-    ref = [_rand(64, rng) for _ in range(24)]
-    smp_recs = [(f"sample_{i} sampler=ancestral length=64 seed=0 class=pos guidance=0.0", _rand(64, rng))
+    ref = [random_dna(64, rng) for _ in range(24)]
+    smp_recs = [(f"sample_{i} sampler=ancestral length=64 seed=0 class=pos guidance=0.0", random_dna(64, rng))
                 for i in range(6)]
     smp = _write(tmp_path / "s.fa", smp_recs)
     rf = _write(tmp_path / "r.fa", [(str(i), s) for i, s in enumerate(ref)])
@@ -187,7 +184,7 @@ def test_stored_reference_embeddings_are_read_back_not_recomputed(tmp_path, capl
     from dnadiff.heads.saved import save_classifier_dir
 
     rng = random.Random(7)
-    ref, smp = [_rand(40, rng) for _ in range(5)], [_rand(40, rng) for _ in range(2)]
+    ref, smp = [random_dna(40, rng) for _ in range(5)], [random_dna(40, rng) for _ in range(2)]
     store = tmp_path / "cache" / "emb.npz"
     first = Embedder(_classifier(seed=3), batch_size=2, store=store)
     want = first(ref, persist=True)
@@ -223,8 +220,8 @@ def test_metrics_command_stores_the_reference_embeddings(tmp_path, monkeypatch):
 
     monkeypatch.setenv("DNADIFF_CACHE", str(tmp_path / "cache"))
     rng = random.Random(8)
-    smp = _write(tmp_path / "s.fa", [(str(i), _rand(48, rng)) for i in range(4)])
-    rf = _write(tmp_path / "r.fa", [(str(i), _rand(48, rng)) for i in range(12)])
+    smp = _write(tmp_path / "s.fa", [(str(i), random_dna(48, rng)) for i in range(4)])
+    rf = _write(tmp_path / "r.fa", [(str(i), random_dna(48, rng)) for i in range(12)])
     emb_dir = save_classifier_dir(tmp_path / "emb", _classifier(seed=4), ["neg", "pos"])
     parser = argparse.ArgumentParser()
     cmd.add_arguments(parser)
@@ -269,7 +266,7 @@ def test_embedder_of_a_model_directory(tmp_path):
     backbone = build_backbone("caduceus", preset="tiny", vocab_size=tok.vocab_size)
     save_model_dir(tmp_path / "model", cfg, backbone, tok)
     rng = random.Random(2)
-    seqs = [_rand(30, rng), _rand(18, rng)]
+    seqs = [random_dna(30, rng), random_dna(18, rng)]
     emb = load_embedder(str(tmp_path / "model"), seqs[:1])
     got = emb(seqs)
     with torch.no_grad():
