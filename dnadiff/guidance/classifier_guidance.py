@@ -126,7 +126,7 @@ class ClassifierGuidance(GuidedMethod):
 
     def _generate(self, denoiser, schedule, mask_id: int, x: Tensor, stream):
         smp = self.sampler
-        uniform = getattr(smp, "noise", "mask") == "uniform"  # guided at the posterior (D-CBG, §3.2)
+        uniform = smp.noise == "uniform"  # guided at the posterior (D-CBG, §3.2); Sampler.noise, declared
         add, remove, hook = ((smp.add_posterior_guidance, smp.remove_posterior_guidance, self.posterior_hook)
                              if uniform else (smp.add_guidance, smp.remove_guidance, self.hook))
         add(hook)

@@ -53,7 +53,7 @@ class GuidedMethod:
     states_cost = False
 
     def __init__(self, sampler: Sampler, reward: Callable[[Tensor], Tensor]):
-        if not getattr(sampler, "guidable", True):
+        if not sampler.guidable:  # declared by every Sampler
             raise DnadiffError(f"guidance method {self.name!r}: sampler {sampler.name!r} cannot be wrapped "
                                "(use ancestral, analytic, remdm, confidence or first_hitting)")
         self.sampler = sampler

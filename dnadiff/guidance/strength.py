@@ -37,7 +37,7 @@ def cg_rows_per_design(schedule, sampler, num_tokens: int, free: int) -> float:
     with each of the tokens, and a position is still masked at time t with probability 1 − α(t)."""
     import torch
 
-    if getattr(sampler, "noise", "mask") == "uniform":  # udlm: every free position, every step
+    if sampler.noise == "uniform":  # udlm: every free position, every step (Sampler.noise, declared)
         return float(num_tokens * free * sampler.steps)
     ts = sampler.time_grid(torch.device("cpu"))[:-1]
     still_masked = (1.0 - schedule.alpha(ts).double()).clamp(0, 1)
