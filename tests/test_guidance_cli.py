@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from dnadiff.cli import main
+from dnadiff.data import read_fasta
 from dnadiff.guidance.rewards import build_reward
 from dnadiff.tokenizers.dna import DNATokenizer
 from helpers.cli_model import tiny_model_dir
@@ -20,17 +21,6 @@ TOK = DNATokenizer()
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return tiny_model_dir(tmp_path_factory.mktemp("design"), seq_len=16)
-
-
-def read_fasta(path):
-    recs = []
-    for line in open(path):
-        line = line.strip()
-        if line.startswith(">"):
-            recs.append([line[1:], ""])
-        elif line:
-            recs[-1][1] += line
-    return recs
 
 
 @pytest.mark.parametrize("method,options", [

@@ -7,24 +7,13 @@ import pytest
 import torch
 
 from dnadiff.cli import main
+from dnadiff.data import read_fasta  # (full header line, sequence) with full_headers
 from helpers.cli_model import tiny_model_dir
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return tiny_model_dir(tmp_path_factory.mktemp("records"), seq_len=16)
-
-
-def read_fasta(path) -> list[tuple[str, str]]:
-    """(full header line, sequence) of each record."""
-    records = []
-    for line in open(path):
-        line = line.strip()
-        if line.startswith(">"):
-            records.append([line[1:], ""])
-        elif line:
-            records[-1][1] += line
-    return [tuple(r) for r in records]
 
 
 def fields(header: str) -> dict:
@@ -41,7 +30,7 @@ def test_a_single_record_regenerates_from_its_header(model, tmp_path, sampler, e
     common = ["--length", "16", "--steps", "5", "--sampler", sampler, *extra]
     full = tmp_path / "all.fa"
     assert main(["sample", model, *common, "--num", "5", "--seed", "11", "--batch-size", "2", "--out", str(full)]) == 0
-    records = read_fasta(full)
+    records = read_fasta(full, full_headers=True)
     assert [name.split()[0] for name, _ in records] == [f"sample_{i}" for i in range(5)]
     for i, (name, _) in enumerate(records):
         assert fields(name)["seed"] == "11" and fields(name)["index"] == str(i)
@@ -51,7 +40,7 @@ def test_a_single_record_regenerates_from_its_header(model, tmp_path, sampler, e
         one = tmp_path / f"one{i}.fa"
         assert main(["sample", model, *common, "--num", "1", "--seed", fields(name)["seed"],
                      "--first-index", fields(name)["index"], "--out", str(one)]) == 0
-        ((again_name, again),) = read_fasta(one)
+        ((again_name, again),) = read_fasta(one, full_headers=True)
         assert again == seq and again_name == name
 
 
