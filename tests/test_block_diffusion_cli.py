@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from dnadiff.cli import main as cli_main
+from helpers.cli_errors import error_of
 
 FAST = ["data.seq_len=32", "train.batch_size=4", "train.val_every=100", "train.val_batches=1", "train.ckpt_every=2",
         "train.log_every=1", "train.progress=false", "train.warmup_steps=1", "train.max_steps=2", "sample.steps=4"]
@@ -17,9 +18,8 @@ TINY = "experiments/tiny_dna_bd3lm"
 
 
 def one_line_error(capsys, argv, match: str) -> None:
-    assert cli_main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err and match in err, err
+    err = error_of(capsys, argv)
+    assert match in err, err
 
 
 @pytest.mark.parametrize("overrides,match", [

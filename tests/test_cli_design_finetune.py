@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from dnadiff.cli import main
+from helpers.cli_errors import error_of
 
 FAST = ["--sample-steps", "6", "--truncate-steps", "3", "--batch-size", "4", "--group-size", "2", "--length", "12",
         "--lr", "1e-2", "--threads", "1", "-q", "--target-samples", "8", "--eval-samples", "4"]  # target: its own test
@@ -57,13 +58,6 @@ def test_resume_matches_an_uninterrupted_run(model, tmp_path, method):
     assert finetune(model, tmp_path / "parts", *args, "--train-steps", "3", "--ppo-epochs", "2", "--resume") == 0
     whole = (tmp_path / "whole" / "model.safetensors").read_bytes()
     assert whole == (tmp_path / "parts" / "model.safetensors").read_bytes()
-
-
-def error_of(capsys, argv) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err
-    return err
 
 
 def test_bad_input_is_one_line(model, tmp_path, capsys):

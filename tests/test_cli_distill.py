@@ -13,6 +13,7 @@ import torch
 
 from dnadiff.cli import main
 from dnadiff.utils import portable_paths
+from helpers.cli_errors import error_of
 
 FAST = ["--batch-size", "2", "--length", "16", "--lr", "1e-3", "--threads", "1", "-q"]
 TRAIN = ["data.seq_len=16", "sample.length=16", "sample.steps=8", "train.batch_size=4", "train.val_batches=1",
@@ -26,13 +27,6 @@ def trained(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("teacher")
     assert main(["train", "experiments/tiny_dna_mdlm", "name=t", f"out_dir={root}", *TRAIN]) == 0
     return str(root / "t" / "model")
-
-
-def error_of(capsys, argv) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
-    return err
 
 
 @pytest.mark.training

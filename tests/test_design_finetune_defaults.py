@@ -9,6 +9,7 @@ import pytest
 
 from dnadiff.cli import main
 from dnadiff.training.reward_loop import complete_settings, sized_defaults, temperature_at
+from helpers.cli_errors import error_of
 
 
 @pytest.mark.parametrize("length,steps,method,want", [
@@ -40,13 +41,6 @@ def test_temperature_anneal_is_exponential_between_the_end_points():
     got = [temperature_at(s, n) for n in range(5)]
     assert got == pytest.approx([1.0, 10**-0.5, 0.1, 10**-1.5, 0.01])
     assert temperature_at({**s, "final_temperature": None}, 3) == 1.0
-
-
-def error_of(capsys, argv) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err
-    return err
 
 
 def test_bad_options_are_one_line(model, tmp_path, capsys):
