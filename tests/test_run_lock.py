@@ -13,6 +13,7 @@ from dnadiff.config import RunConfig, load_config
 from dnadiff.errors import DnadiffError
 from dnadiff.training import train
 from dnadiff.training.rundir import RunDirLock, launch_rank
+from helpers.fake_trainer import Stopped, record_trainer_kwargs
 
 TINY = ["train.max_steps=2", "train.batch_size=2", "data.seq_len=32", "train.val_every=2", "train.val_batches=1",
         "train.ckpt_every=2", "train.threads=1", "train.progress=false", "train.accelerator=cpu"]
@@ -69,25 +70,15 @@ def test_launch_rank_from_launcher_variables(monkeypatch):
     assert launch_rank() == 3
 
 
-class _Stop(Exception):
-    pass
-
-
 def test_config_reaches_the_trainer(tmp_path, monkeypatch):
     """Multi-node settings (README "Several GPUs and SLURM"): what the config says is what Lightning gets."""
     import lightning
 
-    seen = {}
-
-    def fake_trainer(**kwargs):
-        seen.update(kwargs)
-        raise _Stop
-
-    monkeypatch.setattr(lightning, "Trainer", fake_trainer)
+    seen = record_trainer_kwargs(monkeypatch)
     cfg = load_config(RunConfig, "experiments/tiny_dna_mdlm", [*TINY, "train.strategy=ddp", "train.devices=4",
                                                                "train.num_nodes=3", "train.precision=bf16-mixed",
                                                                "train.accumulate=5", "train.grad_clip=0.5"])
-    with pytest.raises(_Stop):
+    with pytest.raises(Stopped):
         train(cfg, run_dir=tmp_path / "run")
     assert (seen["strategy"], seen["devices"], seen["num_nodes"]) == ("ddp", 4, 3)
     assert seen["precision"] == "bf16-mixed" and seen["sync_batchnorm"] is False
