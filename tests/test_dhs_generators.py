@@ -261,8 +261,9 @@ def test_benchmark_tiny_scale(tmp_path):
             assert e["overall"]["n"] == 16
     assert set(r["cfg_weights"]["chosen"].values()) <= {0.0, 1.0}
     assert set(r["cfg_chr22_weights"]["chosen"].values()) <= {0.0, 1.0}  # the chr22-started row: same protocol
-    assert r["models"]["cfg_chr22"]["init_from"] == r["chr22_model"] == str(tmp_path / "b" / "models" / "chr22_start"
-                                                                           / "model")
+    assert r["models"]["cfg_chr22"]["init_from"] == r["chr22_model"]
+    assert r["chr22_model"].endswith("/b/models/chr22_start/model")  # trained a step here (the payload's paths are
+    # portable: $TMPDIR for the temporary folder)
     md = (tmp_path / "b" / "dhs_tiny.md").read_text()
     assert "Target-cell-type rate" in md and "conditional Mamba AR" in md and "under the neural evaluation" in md
     for png in ("dhs_tiny_markers.png", "dhs_tiny_target_rate.png"):
