@@ -79,7 +79,7 @@ def conditional_nelbo(denoiser, objective, x0: Tensor, hidden: Tensor, num_sampl
                       generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """(nats Float64[B], hidden Float64[B]): the MDLM conditional NELBO of each window's hidden bases (module
     docstring), averaged over `num_samples` independent (t, mask) draws of the objective's own sampler."""
-    if getattr(objective, "noise", None) != "mask" or not getattr(objective, "needs_time", False):
+    if objective.noise != "mask" or not objective.needs_time:  # declared by every Objective
         raise DnadiffError(f"a conditional NELBO needs a masked diffusion objective, not {objective.name!r}")
     if num_samples < 1:
         raise DnadiffError(f"num_samples must be >= 1, got {num_samples}")
@@ -102,7 +102,7 @@ def ordered_conditional_nll(denoiser, x0: Tensor, hidden: Tensor, mask_id: int, 
 def ar_left_nll(denoiser, objective, x0: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
     """(nats Float64[B], hidden Float64[B]): -Σ_{i hidden} log p(x_i | x_<i) of a left-to-right model (with its
     [BOS] context: every hidden base is scored); a contiguous span: the span given its left flank."""
-    if not getattr(objective, "autoregressive", False):
+    if not objective.autoregressive:
         raise DnadiffError(f"a left-only NLL needs an autoregressive model, not {objective.name!r}")
     if getattr(objective, "bos_id", None) is None:
         raise DnadiffError("a left-only NLL needs an AR model with a [BOS] context (every base scored)")

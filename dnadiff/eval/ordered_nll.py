@@ -78,8 +78,7 @@ def evaluate_ordered(model, items, *, order: str = "left_to_right", batch_size: 
     with the keys `evaluate_model` returns for a bound (per window: "sequence_nats", "sequence_tokens"), so
     eval/paired.py compares it with any other row on the same windows. `rc_symmetric`: the strand-averaged
     denoiser (samplers/wrappers.py, what `dnadiff sample --rc-symmetric` decodes with), two calls a position."""
-    if (not getattr(model.objective, "needs_time", False) or model.is_autoregressive
-            or getattr(model.objective, "noise", None) != "mask"):
+    if not model.objective.needs_time or model.is_autoregressive or model.objective.noise != "mask":
         raise DnadiffError(f"an ordered NLL needs a masked diffusion model, not {model.config.objective.name!r}")
     loader = torch.utils.data.DataLoader(items, batch_size=batch_size, shuffle=False)
     if progress:
