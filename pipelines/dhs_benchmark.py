@@ -10,7 +10,8 @@ default runs/dhs_oracles: reward_classifier/ and eval_oracle/); --scale tiny and
 from the fixture / with one step. Rows (--rows, in this order):
 - real: real test sequences (the floor a perfect generator reaches);
 - markov: per-cell-type Markov chains (configs/experiments/dhs_markov.yaml, each order chosen on chr2);
-- ar: the cell-type-conditional Mamba AR (dhs_cond_ar.yaml), sampled with the label;
+- ar: the cell-type-conditional Mamba AR (dhs_cond_ar.yaml), sampled with the label; bd3: its network and budget
+  trained with block diffusion (dhs_cond_bd3lm.yaml, B = 4), sampled block by block with the label (issue 52);
 - cfg: the cell-type-conditional MDLM (dhs_cond_mdlm.yaml) with classifier-free guidance, one weight per
   cell type chosen on the validation split (below);
 - cfg_chr22: the cfg row (same config, budget and protocol) started from the genome-pretrained chr22 MDLM
@@ -83,7 +84,7 @@ from dhs_seqstats import (  # noqa: F401  (kmer_hashes, MATCH: re-exported, dhs_
 )
 
 REPO = Path(__file__).resolve().parent.parent
-ROWS = ("real", "markov", "ar", "cfg", "cfg_chr22", "cg")
+ROWS = ("real", "markov", "ar", "bd3", "cfg", "cfg_chr22", "cg")
 # JASPAR 2024 names of each cell type's marker motifs (issue 34 §4)
 MARKERS = {"GM12878": ("Spi1", "IRF4", "IRF8", "EBF1"), "HepG2": ("HNF4A", "HNF4G", "FOXA1", "FOXA2"),
            "K562": ("GATA1", "GATA1::TAL1", "GATA2"), "hESC": ("Pou5f1::Sox2", "POU5F1", "SOX2")}

@@ -10,7 +10,8 @@ import judging
 import numpy as np
 
 ROW_LABELS = {"real": "real test sequences (floor)", "markov": "per-cell-type Markov",
-              "ar": "conditional Mamba AR", "cfg": "conditional MDLM + CFG (w chosen on valid)",
+              "ar": "conditional Mamba AR", "bd3": "conditional block diffusion (BD3-LM B=4)",
+              "cfg": "conditional MDLM + CFG (w chosen on valid)",
               "cfg_chr22": "conditional MDLM + CFG, started from the chr22 MDLM (init_from)",
               "cg": "unconditional MDLM + classifier guidance (reward classifier)"}
 

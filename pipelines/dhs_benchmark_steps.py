@@ -10,7 +10,8 @@ from pathlib import Path
 
 import common
 
-CONFIGS = {"markov": "experiments/dhs_markov", "ar": "experiments/dhs_cond_ar", "cfg": "experiments/dhs_cond_mdlm",
+CONFIGS = {"markov": "experiments/dhs_markov", "ar": "experiments/dhs_cond_ar", "bd3": "experiments/dhs_cond_bd3lm",
+           "cfg": "experiments/dhs_cond_mdlm",
            "cfg_chr22": "experiments/dhs_cond_mdlm", "cg": "experiments/dhs_mdlm"}
 CFG_ROWS = ("cfg", "cfg_chr22")  # sampled with a label and a CFG weight chosen on the validation split
 # cfg_chr22 (issue 47 §4): the cfg row's config, budget and protocol, its network started from the genome-pretrained
@@ -93,7 +94,7 @@ def read_samples(fasta: Path) -> list[str]:
 def generate(row: str, model: str, cell: str, num: int, seed: int, path: Path, scale: dict, threads: int,
              reward: str | None, weight: float | None, log) -> tuple[list[str], dict]:
     common_args = ["--num", num, "--length", 200, "--seed", seed, "--out", path, "--threads", threads, "-q"]
-    if row in ("markov", "ar"):
+    if row in ("markov", "ar", "bd3"):  # the label only (bd3: its own block sampler, the config's calls per block)
         argv = ["sample", model, "--class", cell, *common_args]
     elif row in CFG_ROWS:
         argv = ["sample", model, "--class", cell, "--guidance", weight, "--steps", scale["steps"], *common_args]

@@ -294,7 +294,7 @@ def test_benchmark_cpu_dry_run_builds_every_row(stored, tmp_path, capsys):
     bench = importlib.import_module("dhs_benchmark")
     assert bench.main(["--scale", "cpu", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "dry run: rows real, markov, ar, cfg, cfg_chr22, cg built" in out
+    assert "dry run: rows real, markov, ar, bd3, cfg, cfg_chr22, cg built" in out
     assert "model.init_from=" in out  # cfg_chr22 starts from the chr22 MDLM trained a step here
 
 
