@@ -165,7 +165,8 @@ def build_backbone_for(cfg: RunConfig, tokenizer, announce: bool = False) -> tup
         if capabilities_of(backbone).num_classes != cfg.model.num_classes:
             raise DnadiffError(
                 f"model.num_classes is {cfg.model.num_classes} but model.init_from has "
-                f"{capabilities_of(backbone).num_classes} classes (a label embedding cannot be added or dropped)"
+                f"{capabilities_of(backbone).num_classes} classes (an unconditional model gains a label embedding; a "
+                f"conditional one keeps its number of classes)"
             )
         cfg = replace(cfg, **{"model.backbone": name, "model.overrides": loaded})
         if source.official is not None or source.config.objective.name != cfg.objective.name:
