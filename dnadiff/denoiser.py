@@ -16,13 +16,18 @@ time-conditioned (a function may read t, so the output cache stays off for it). 
 a wrapper that changes the whole-sequence output (strand averaging, classifier-free guidance) sets
 `forwards_steps = False`, since `step` would bypass what it does. `CountingDenoiser` is the one call
 counter: the sampling loop and the guided methods wrap the model in it and read `calls` / `rows`.
+
+A denoiser is a chain of layers (wrappers over the model's denoiser over the network); `chain_of` walks it and
+`network_capabilities` reads what the chain declares (causal or not, attention mask, KV cache, guidance): block
+diffusion chooses its layout and cache from it, plaid finds its network through it (diffusion/plaid_net.py).
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -55,8 +60,12 @@ class BackboneCapabilities:
     `step_many`: a parallel pass over several tokens, Mamba's; a `step` taking `cond`), soft input
     (`takes_embeddings`: `inputs_embeds` instead of ids; `forward_soft(onehot, t)`: a denoiser fed the relaxed
     one-hot itself; `forward_onehot(w)`: a token lookup linear in a one-hot, RCPS's embedding), a longest input
-    (`config.l_max` or `config.max_seq_len`). Read by
-    `capabilities_of`, the one place that looks; nothing else probes a backbone or denoiser for them."""
+    (`config.l_max` or `config.max_seq_len`). Block diffusion's (diffusion/bd3lm.py): an attention mask, position ids
+    and a KV cache in forward (`takes_attn_mask`, the DiT's; `new_kv_cache()` makes the empty cache); a CFG wrapper's
+    second model (`uncond`, samplers/wrappers.py Guided). Plaid's (diffusion/plaid_net.py): `plaid_predict`, and the
+    layers it reaches its network through (`relays_network`: the call counter, a FunctionDenoiser, SuppressTokens'
+    `banned` ids, an unlabelled model denoiser). Read by `capabilities_of`, the one place that looks (and, down a
+    denoiser's chain, `network_capabilities`); nothing else probes a backbone or denoiser for them."""
 
     time_conditioned: bool = False
     num_classes: int = 0
@@ -70,6 +79,13 @@ class BackboneCapabilities:
     forward_soft: bool = False
     forward_onehot: bool = False
     max_length: int | None = None  # the longest input (HyenaDNA's config.l_max, an imported max_seq_len); None: any
+    declares_causal: bool = False  # is_causal declared at all (a bare function says nothing: NetworkCapabilities)
+    takes_attn_mask: bool | None = None  # attn_mask / position_ids / kv_cache in forward (DiT); None: says nothing
+    kv_cache: bool = False  # new_kv_cache(): the empty KV cache of such a network (DiT's DiTKVCache)
+    guided: bool = False  # a CFG wrapper: two models (cond, uncond), so two caches
+    plaid: bool = False  # plaid_predict(z, gamma, t, self_cond): a Plaid network
+    suppressed: tuple[int, ...] = ()  # the token ids a SuppressTokens wrapper bans (its `banned`)
+    relays_network: bool = False  # passes the wrapped network's logits on (plaid may reach through it; see above)
 
     @property
     def conditional(self) -> bool:
@@ -90,12 +106,17 @@ def capabilities_of(obj: Any) -> BackboneCapabilities:
     """The one place the optional capabilities of a backbone, denoiser or module are read (undeclared: absent)."""
     step = getattr(obj, "step", None)
     config = getattr(obj, "config", None)
+    causal, attn_mask, banned = getattr(obj, "is_causal", None), getattr(obj, "takes_attn_mask", None), None
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported (none imported here)
+    if torch is not None and isinstance(getattr(obj, "banned", None), torch.Tensor):  # SuppressTokens' ids
+        banned = tuple(int(i) for i in obj.banned)
+    model_denoiser = hasattr(obj, "backbone") and hasattr(obj, "time_input")  # model.py BackboneDenoiser
     return BackboneCapabilities(
         time_conditioned=bool(getattr(obj, "time_conditioned", False)),
         num_classes=int(getattr(obj, "num_classes", 0) or 0),
         takes_labels=bool(getattr(obj, "takes_labels", False)),
         cond_dim=int(getattr(config, "cond_dim", 0) or 0),
-        is_causal=bool(getattr(obj, "is_causal", False)),
+        is_causal=bool(causal),
         incremental=callable(getattr(obj, "allocate_cache", None)) and callable(step),
         step_many=callable(getattr(obj, "step_many", None)),
         step_takes_cond=_takes(step, "cond"),
@@ -103,7 +124,57 @@ def capabilities_of(obj: Any) -> BackboneCapabilities:
         forward_soft=callable(getattr(obj, "forward_soft", None)),
         forward_onehot=callable(getattr(obj, "forward_onehot", None)),
         max_length=getattr(config, "l_max", None) or getattr(config, "max_seq_len", None),
+        declares_causal=causal is not None,
+        takes_attn_mask=None if attn_mask is None else bool(attn_mask),
+        kv_cache=callable(getattr(obj, "new_kv_cache", None)),
+        guided=getattr(obj, "uncond", None) is not None,
+        plaid=callable(getattr(obj, "plaid_predict", None)),
+        suppressed=banned or (),
+        relays_network=(isinstance(obj, (CountingDenoiser, FunctionDenoiser)) or banned is not None
+                        or (model_denoiser and getattr(obj, "labels", None) is None)),
     )
+
+
+def chain_of(denoiser: Any, depth: int = 16) -> Iterator[Any]:
+    """Each layer of a denoiser, outermost first: the denoiser, then what each layer wraps (a wrapper's `.denoiser`,
+    else a model denoiser's or a network's `.backbone`, else a FunctionDenoiser's `.fn`), at most `depth` layers."""
+    obj = denoiser
+    for _ in range(depth):
+        yield obj
+        inner = getattr(obj, "denoiser", None) or getattr(obj, "backbone", None)
+        if inner is None and isinstance(obj, FunctionDenoiser):
+            inner = obj.fn
+        if inner is None:
+            return
+        obj = inner
+
+
+@dataclass(frozen=True)
+class NetworkCapabilities:
+    """What a denoiser's chain declares for block diffusion, each from the first layer that declares it:
+    `is_causal` None when no layer says (a plain function: the stream layout, diffusion/bd3lm.py);
+    `new_kv_cache` the network's empty KV cache factory (DiT), None without one; `guided`: a CFG wrapper
+    is in the chain (two models: no shared cache)."""
+
+    is_causal: bool | None = None
+    takes_attn_mask: bool = False
+    new_kv_cache: Callable[[], Any] | None = None
+    guided: bool = False
+
+
+def network_capabilities(denoiser: Any) -> NetworkCapabilities:
+    """The capabilities of the network under a denoiser, down `chain_of` (through wrappers and the model's denoiser)."""
+    causal, attn_mask, new_kv_cache, guided = None, None, None, False
+    for layer in chain_of(denoiser):
+        caps = capabilities_of(layer)
+        if causal is None and caps.declares_causal:
+            causal = caps.is_causal
+        if attn_mask is None:
+            attn_mask = caps.takes_attn_mask
+        if new_kv_cache is None and caps.kv_cache:
+            new_kv_cache = layer.new_kv_cache
+        guided = guided or caps.guided
+    return NetworkCapabilities(causal, bool(attn_mask), new_kv_cache, guided)
 
 
 class FunctionDenoiser:
@@ -203,4 +274,5 @@ class CountingDenoiser(DenoiserWrapper):
 
 
 __all__ = ["BackboneCapabilities", "CountingDenoiser", "Denoiser", "DenoiserWrapper", "FunctionDenoiser",
-           "IncrementalDenoiser", "as_denoiser", "capabilities_of", "fork_cache", "step_tokens", "steps_of"]
+           "IncrementalDenoiser", "NetworkCapabilities", "as_denoiser", "capabilities_of", "chain_of", "fork_cache",
+           "network_capabilities", "step_tokens", "steps_of"]

@@ -4,6 +4,7 @@ them, the explicit call counter, and no probing of denoiser members by attribute
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 from dnadiff.backbones import build_backbone
@@ -15,6 +16,7 @@ from dnadiff.denoiser import (
     IncrementalDenoiser,
     as_denoiser,
 )
+from dnadiff.errors import DnadiffError
 from dnadiff.model import Denoiser as ModelDenoiser
 from dnadiff.model import SuppressTokens
 from dnadiff.samplers import guided, rc_symmetric
@@ -142,4 +144,53 @@ def test_capabilities_are_read_only_by_capabilities_of():
              if (rel := p.relative_to(PACKAGE).as_posix()) not in skip and rel.split("/")[0] not in (
                  "training", "commands", "finetune", "finetune_reward", "classifier_tuning", "reward_tuning")
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
+    assert found == []
+
+
+def test_the_chain_declares_layout_cache_guidance_and_plaid_in_one_place():
+    """Issue 50 §2: block diffusion's layout and KV cache and plaid's network are read down a denoiser's chain by
+    `network_capabilities` / `chain_of` from what each layer declares; bd3lm.py, block_attention.py and
+    plaid_net.py probe no attribute by name. A plain function says nothing of causality (None: the stream)."""
+    from dnadiff.backbones.dit import DiTKVCache
+    from dnadiff.denoiser import NetworkCapabilities, capabilities_of, chain_of, network_capabilities
+    from dnadiff.diffusion.bd3lm import block_layout, network_is_causal
+    from dnadiff.diffusion.plaid_net import plaid_parts
+
+    dit = ModelDenoiser(build_backbone("dit", preset="tiny", vocab_size=V))
+    mamba = ModelDenoiser(build_backbone("mamba", preset="tiny", vocab_size=V))
+    caps = network_capabilities(dit)
+    assert (caps.is_causal, caps.takes_attn_mask, caps.guided) == (False, True, False)
+    assert isinstance(caps.new_kv_cache(), DiTKVCache) and block_layout(dit) == "attention"
+    assert (capabilities_of(dit.backbone).takes_attn_mask, capabilities_of(dit).takes_attn_mask) == (True, None)
+    assert network_capabilities(mamba) == NetworkCapabilities(True, False, None, False)
+    assert block_layout(mamba) == "stream" and capabilities_of(mamba.backbone).declares_causal
+    assert network_capabilities(_fn) == NetworkCapabilities(None, False, None, False)
+    assert network_is_causal(CountingDenoiser(_fn)) is None and block_layout(CountingDenoiser(_fn)) == "stream"
+    assert not capabilities_of(_fn).declares_causal and capabilities_of(_fn).takes_attn_mask is None
+    cfg = CountingDenoiser(guided(dit, dit, 1.0, 3))
+    assert network_capabilities(cfg).guided and capabilities_of(cfg.denoiser).guided and not capabilities_of(dit).guided
+    assert network_capabilities(cfg).is_causal is False and network_capabilities(cfg).takes_attn_mask
+    counted = CountingDenoiser(SuppressTokens(mamba, [2, 0]))
+    layers = list(chain_of(counted))
+    assert layers[:4] == [counted, counted.denoiser, mamba, mamba.backbone]
+    assert capabilities_of(counted.denoiser).suppressed == (0, 2)
+    assert [capabilities_of(x).relays_network for x in layers[:4]] == [True, True, True, False]
+    assert network_is_causal(counted) is True and network_capabilities(counted).new_kv_cache is None
+
+    class Net:  # a plaid network (not a Denoiser: as_denoiser holds it in a FunctionDenoiser), suppressed, counted
+        def plaid_predict(self, z, g, t, self_cond=None, attention_mask=None):
+            return z
+
+    net = Net()
+    counter = CountingDenoiser(SuppressTokens(CountingDenoiser(net), [1]))
+    assert isinstance(counter.denoiser.denoiser.denoiser, FunctionDenoiser) and capabilities_of(net).plaid
+    assert plaid_parts(counter) == (net, [1], counter)
+    for refused in (guided(net, net, 1.0), rc_symmetric(net, [1, 0])):
+        with pytest.raises(DnadiffError, match="plaid network"):
+            plaid_parts(refused)
+    probe = re.compile(r"(getattr|hasattr)\(\s*[\w.]+\s*,\s*[\"'](is_causal|takes_attn_mask|new_kv_cache|uncond|"
+                       r"plaid_predict|banned|time_input|labels|backbone|denoiser)[\"']")
+    found = [f"{name}:{i}" for name in ("diffusion/bd3lm.py", "samplers/block_attention.py", "diffusion/plaid_net.py")
+             for i, line in enumerate((PACKAGE / name).read_text(encoding="utf-8").splitlines(), 1)
+             if probe.search(line)]
     assert found == []

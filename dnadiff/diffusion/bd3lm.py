@@ -43,6 +43,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from dnadiff.denoiser import network_capabilities
 from dnadiff.diffusion.base import OBJECTIVES, DiffusionObjective, LossOutput, rand_like_on, real_mask, reduce_loss
 from dnadiff.diffusion.bd3lm_attention import attention_logits
 from dnadiff.diffusion.subs import subs_masked_nll
@@ -76,25 +77,10 @@ def training_stream(x_t: Tensor, x0: Tensor, block_size: int) -> tuple[Tensor, T
     return torch.cat([x_t, x0], dim=1)[:, source], read
 
 
-def network_attr(denoiser, name: str):
-    """The first `name` attribute down a denoiser's chain (wrappers' `.denoiser`, a model's `.backbone`), or None."""
-    obj = denoiser
-    for _ in range(16):
-        value = getattr(obj, name, None)
-        if value is not None:
-            return value
-        inner = getattr(obj, "denoiser", None) or getattr(obj, "backbone", None)
-        if inner is None:
-            return None
-        obj = inner
-    return None
-
-
 def network_is_causal(denoiser) -> bool | None:
     """Whether the network under a denoiser (through wrappers' `.denoiser` and a model's `.backbone`) is
-    causal; None when it does not say (a plain function)."""
-    causal = network_attr(denoiser, "is_causal")
-    return None if causal is None else bool(causal)
+    causal; None when it does not say (a plain function). Read by dnadiff/denoiser.py `network_capabilities`."""
+    return network_capabilities(denoiser).is_causal
 
 
 def block_layout(denoiser, where: str = "objective 'bd3lm'") -> str:
@@ -102,9 +88,9 @@ def block_layout(denoiser, where: str = "objective 'bd3lm'") -> str:
     "stream" for a causal network (or a plain function: the stream, module docstring); "attention" for a
     bidirectional network that takes an attention mask and position ids (the DiT: the paper's x_t ⊕ x_0
     with the block-causal mask, diffusion/bd3lm_attention.py); any other bidirectional network is refused."""
-    causal = network_is_causal(denoiser)
-    if causal is False:
-        if network_attr(denoiser, "takes_attn_mask"):
+    caps = network_capabilities(denoiser)
+    if caps.is_causal is False:
+        if caps.takes_attn_mask:
             return "attention"
         refuse_bidirectional(denoiser, where)
     return "stream"
@@ -113,7 +99,8 @@ def block_layout(denoiser, where: str = "objective 'bd3lm'") -> str:
 def refuse_bidirectional(denoiser, where: str) -> None:
     """The stream [x_t, x_t, x, ...] is only a valid input for a causal network: a bidirectional one would see
     every block's clean copy (the answer) from the noisy one; the attention layout needs an attention mask."""
-    if network_is_causal(denoiser) is False and not network_attr(denoiser, "takes_attn_mask"):
+    caps = network_capabilities(denoiser)
+    if caps.is_causal is False and not caps.takes_attn_mask:
         raise DnadiffError(f"{where}: block diffusion needs a causal network (mamba, a causal dit or hyena: "
                            "model.overrides.causal=true, or model.init_from an AR model) or a bidirectional "
                            "dit (attention mask); this one is bidirectional without an attention mask")
@@ -232,5 +219,5 @@ class BD3LMObjective(DiffusionObjective):
                 f"clip={self.clip}, T={self.T}, pad_policy={self.pad_policy!r})")
 
 
-__all__ = ["BD3LMObjective", "block_layout", "block_spans", "check_block_size", "check_clip", "network_attr",
-           "network_is_causal", "refuse_bidirectional", "stream_index", "training_stream"]
+__all__ = ["BD3LMObjective", "block_layout", "block_spans", "check_block_size", "check_clip", "network_is_causal",
+           "refuse_bidirectional", "stream_index", "training_stream"]

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dnadiff.denoiser import CountingDenoiser, FunctionDenoiser, capabilities_of
+from dnadiff.denoiser import CountingDenoiser, capabilities_of, chain_of
 from dnadiff.diffusion.plaid_schedule import MonotoneGamma, alpha_sigma, check_monotone
 from dnadiff.errors import DnadiffError
 
@@ -109,22 +109,16 @@ def plaid_parts(denoiser) -> tuple[object, list[int], CountingDenoiser | None]:
     """(the network, the banned token ids, the call counter) behind a denoiser: a PlaidNetwork (or any object
     with `plaid_predict`, e.g. a test's exact denoiser), possibly inside CountingDenoiser, SuppressTokens and
     the model's Denoiser. Other wrappers (guidance, rc_symmetric) are refused: they act on token logits."""
-    obj, banned, counter = denoiser, [], None
-    for _ in range(8):
-        if callable(getattr(obj, "plaid_predict", None)):
+    banned, counter, obj = [], None, denoiser
+    for obj in chain_of(denoiser, depth=8):
+        caps = capabilities_of(obj)  # what each layer declares (dnadiff/denoiser.py)
+        if caps.plaid:
             return obj, banned, counter
+        if not caps.relays_network:  # guidance, rc_symmetric, a labelled model denoiser: not through them
+            break
         if isinstance(obj, CountingDenoiser):
             counter = counter or obj
-            obj = obj.denoiser
-        elif isinstance(obj, FunctionDenoiser):  # as_denoiser's wrapper of an object without time_conditioned
-            obj = obj.fn
-        elif isinstance(getattr(obj, "banned", None), Tensor):  # SuppressTokens
-            banned += [int(i) for i in obj.banned]
-            obj = obj.denoiser
-        elif hasattr(obj, "backbone") and hasattr(obj, "time_input") and getattr(obj, "labels", None) is None:
-            obj = obj.backbone  # the model's Denoiser over the network
-        else:
-            break
+        banned += list(caps.suppressed)
     raise DnadiffError(f"objective 'plaid' needs a plaid network (a model trained with objective plaid), got "
                        f"{type(obj).__name__}; guidance and rc_symmetric do not apply to plaid models")
 

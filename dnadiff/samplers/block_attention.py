@@ -24,8 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from dnadiff.denoiser import CountingDenoiser
-from dnadiff.diffusion.bd3lm import network_attr
+from dnadiff.denoiser import CountingDenoiser, network_capabilities
 from dnadiff.diffusion.bd3lm_attention import prefix_block_mask
 
 
@@ -57,9 +56,9 @@ class AttentionBlockContext(FinishedBlocks):
     def __init__(self, denoiser, block_size: int, use_cache: bool):
         super().__init__(denoiser)
         self.block_size = block_size
-        new_cache = network_attr(denoiser, "new_kv_cache")  # the network's empty KV cache (DiT: DiTKVCache)
-        guided = network_attr(denoiser, "uncond") is not None  # CFG: two models, two caches: recompute instead
-        self.cache = new_cache() if use_cache and new_cache is not None and not guided else None
+        caps = network_capabilities(denoiser)  # new_kv_cache: the network's empty KV cache (DiT: DiTKVCache)
+        # under CFG (caps.guided): two models, two caches: recompute instead
+        self.cache = caps.new_kv_cache() if use_cache and caps.new_kv_cache is not None and not caps.guided else None
         self.pending: Tensor | None = None  # (B, m): finished, not yet in the cache
 
     def append(self, blk: Tensor) -> None:
