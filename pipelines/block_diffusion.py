@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=None, help="table folder (default results/)")
     ap.add_argument("--stem", default="block_diffusion_cpu", help="table file names")
     ap.add_argument("--dry-run", action="store_true", help="tiny data, ~2 steps per row, outputs in a temp folder")
+    ap.add_argument("--note", default=None,
+                    help="a paragraph for the table (e.g. how --reuse rows were trained, why a target was missed)")
     args = ap.parse_args(argv)
     return common.main_with_dry_run(run, args, __file__, argv, "block_diffusion")
 
@@ -267,9 +269,12 @@ def run(args, command: str, dry: Path | None) -> int:
                "table": table(rows, markov), "versus_markov": versus, "versus_ar": versus_ar,
                "verdict": verdict(rows), "rows": rows, "markov": markov,
                "plot": os.path.relpath(png, results)}
+    notes = [args.note] if args.note else []
     if s["minutes"] < 60 and dry is None:
-        summary["note"] = (f"Preliminary: {s['minutes']:g} min per row, not the issue's 60 min; "
-                           "rerun without --minutes for the figures the targets refer to.")
+        notes.append(f"Preliminary: {s['minutes']:g} min per row, not the issue's 60 min; "
+                     "rerun without --minutes for the figures the targets refer to.")
+    if notes:
+        summary["note"] = "\n\n".join(notes)
     write_json(results / f"{args.stem}.json", portable_paths(summary))
     atomic_write(results / f"{args.stem}.md", portable_paths(render(summary)))
     print(format_table(summary["table"], COLUMNS))

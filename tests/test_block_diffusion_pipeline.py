@@ -22,7 +22,8 @@ def test_dry_run_rows_pair_against_markov_and_the_ar(tmp_path, capsys):
     bd = importlib.import_module("block_diffusion")
     before = sorted((REPO / "results").rglob("*"))
     assert bd.main(["--dry-run", "--rows", "mamba_ar,bd3lm64,bd3lm16_from_ar", "--clip", "0.3,0.8", "--results",
-                    str(tmp_path / "res"), "--out-dir", str(tmp_path / "runs")]) == 0
+                    str(tmp_path / "res"), "--out-dir", str(tmp_path / "runs"),
+                    "--note", "Rows trained elsewhere."]) == 0
     summary = json.loads((tmp_path / "res" / "block_diffusion_cpu.json").read_text())
     rows = {r["key"]: r for r in summary["rows"]}
     assert list(rows) == ["mamba_ar", "bd3lm64", "bd3lm16_from_ar"]
@@ -39,7 +40,7 @@ def test_dry_run_rows_pair_against_markov_and_the_ar(tmp_path, capsys):
         assert set(r["paired_ar"]) >= {"mean", "std_error"} and r["paired_ar"]["std_error"] > 0
     assert rows["bd3lm16_from_ar"]["first_stage"]["step"] == 2  # its AR stage ran first
     md = (tmp_path / "res" / "block_diffusion_cpu.md").read_text()
-    assert "vs AR (paired)" in md and "Best block row" in md
+    assert "vs AR (paired)" in md and "Best block row" in md and md.rstrip().endswith("Rows trained elsewhere.")
     assert sorted((REPO / "results").rglob("*")) == before
 
 
