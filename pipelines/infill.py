@@ -14,6 +14,8 @@ the Markov row (mean ± SE over windows; eval/paired.py):
   mdlm_ordered  exact NLL of decoding the hidden bases left to right; mdlm_ordered_rc: the strand-averaged model
                 (left out for an RC-equivariant Caduceus-PS, where it is mdlm_ordered)
   ar_left       the AR's NLL of the span given its left flank only (contiguous spans only)
+  bd3_nelbo     block diffusion's conditional NELBO: each block's hidden bases given every block before it and the
+                visible bases of its own block (the right flank beyond that block is not read; eval/infill_nll.py)
 DHS models are class-conditional and scored with each sequence's own class (the Markov: its class's chain).
 Samples (DHS, FILL_MASK): the span of each test sequence refilled by the conditional MDLM (first-hitting, own
 class) and by the class's Markov chain (exact posterior draw); judged by the evaluation oracle (its argmax is the
@@ -23,8 +25,9 @@ span ± 10 bp (`motif_recall`: Σ min(hits filled, hits real) / Σ hits real, pe
 
 Models (defaults: the earlier pipelines' folders): --chr22-mdlm / --chr22-ar (pipelines/cpu_hour.py), --chr22-markov
 (fitted here on the train split when missing: seconds to minutes), --dhs-mdlm / --dhs-ar / --dhs-markov /
---dhs-oracle (pipelines/dhs_benchmark.py, dhs_oracles.py). A missing chr22 neural model is trained here for
---train-minutes (the cpu-hour config, stated in the table); a missing DHS model drops its rows (stated).
+--dhs-oracle (pipelines/dhs_benchmark.py, dhs_oracles.py), --chr22-bd3 / --dhs-bd3 (pipelines/block_diffusion.py's
+B = 4 model, dhs_benchmark.py's bd3 row). A missing chr22 MDLM or AR is trained here for --train-minutes (the
+cpu-hour config, stated in the table); a missing block diffusion or DHS model drops its rows (stated).
 """
 
 from __future__ import annotations
@@ -42,9 +45,12 @@ import torch
 
 MASKS = ("span8", "span32", "span96", "random15", "random50")
 DEFAULTS = {"chr22_mdlm": "runs/cpu_hour/caduceus_mdlm/model", "chr22_ar": "runs/cpu_hour/mamba_ar/model",
+            "chr22_bd3": "runs/block_diffusion/bd3lm4/model",
             "chr22_markov": "runs/infill/models/markov_chr22/model", "dhs_mdlm": "runs/dhs_benchmark/models/cfg/model",
-            "dhs_ar": "runs/dhs_benchmark/models/ar/model", "dhs_markov": "runs/dhs_benchmark/models/markov/model",
-            "dhs_oracle": "runs/dhs_oracles/eval_oracle"}
+            "dhs_ar": "runs/dhs_benchmark/models/ar/model", "dhs_bd3": "runs/dhs_benchmark/models/bd3/model",
+            "dhs_markov": "runs/dhs_benchmark/models/markov/model", "dhs_oracle": "runs/dhs_oracles/eval_oracle"}
+BD3_DRY = ("experiments/cpu_hour_mamba_bd3lm", ["objective.block_size=4", "model.overrides.d_model=16",
+                                              "model.overrides.scan_impl=chunked"])  # a dry run's tiny bd3 model
 SCALES = {"cpu": {"chr22_windows": 256, "per_class": 64, "nelbo_samples": 4, "batch": 64, "max_order": 10},
           "dry": {"chr22_windows": 4, "per_class": 2, "nelbo_samples": 1, "batch": 4, "max_order": 3}}
 FILL_MASK = "span32"
@@ -91,7 +97,24 @@ def prepare_chr22(args, sc: dict, work: Path, dry: bool, log) -> tuple[dict, lis
             continue
         models[key] = sq.train_model(work / "models", name, over, args.train_minutes, dry)
         notes.append(f"chr22 {key}: trained here for at most {args.train_minutes:g} min ({sq.TRAINED[name]})")
+    given = Path(args.chr22_bd3)  # block diffusion (pipelines/block_diffusion.py's model): used where it exists
+    if dry:
+        models["bd3"] = train_dry_bd3(work / "models", over)
+    elif (given / "config.json").is_file():
+        models["bd3"] = str(given)
+    elif str(given) != "none":
+        notes.append(f"chr22 bd3: {given} missing (pipelines/block_diffusion.py trains it), its rows left out")
     return models, notes, (str(fasta), str(bed))
+
+
+def train_dry_bd3(out: Path, data_over: list[str]) -> str:
+    from dnadiff.config import RunConfig
+    from dnadiff.config_options import load_config
+    from dnadiff.training import train
+
+    over = ["name=bd3lm4", f"out_dir={out}", *data_over, *BD3_DRY[1], "train.max_steps=2", "train.batch_size=2",
+            "train.val_batches=1", "train.warmup_steps=1", "train.threads=1"]
+    return str(train(load_config(RunConfig, BD3_DRY[0], over), overwrite=True).model_dir)
 
 
 def prepare_dhs(args, work: Path, dry: bool, log) -> tuple[dict, list[str]]:
@@ -101,13 +124,13 @@ def prepare_dhs(args, work: Path, dry: bool, log) -> tuple[dict, list[str]]:
 
         scale = {"train": {"markov": ["model.overrides.max_order=3"], "*": bench.SHORT_STEP}}
         models = {key: bench.train_row(row, work, scale, args.threads, True, log)["model"]
-                  for key, row in (("mdlm", "cfg"), ("ar", "ar"), ("markov", "markov"))}
+                  for key, row in (("mdlm", "cfg"), ("ar", "ar"), ("bd3", "bd3"), ("markov", "markov"))}
         role, config, half, name = dhs_oracles.ORACLES[1]
         dhs_oracles.train_oracle(role, config, half, name, work / "oracles",
                                  [*dhs_oracles.SCALES["tiny"]["overrides"], "train.lr_grid=[0.005]"], args.threads, log)
         return {**models, "oracle": str(work / "oracles" / name)}, ["DHS: tiny models trained one step (dry run)"]
     models, notes = {}, []
-    for key in ("mdlm", "ar", "markov", "oracle"):
+    for key in ("mdlm", "ar", "bd3", "markov", "oracle"):
         path = Path(getattr(args, f"dhs_{key}"))
         found = (path / ("classifier.json" if key == "oracle" else "config.json")).is_file()
         models.update({key: str(path)} if found else {})
@@ -143,7 +166,7 @@ def score_windows(ids: torch.Tensor, labels, models: dict, mask: str, sc: dict, 
         out[row]["sequence_nats"] += nats.tolist()
         out[row]["sequence_tokens"] += n.tolist()
 
-    loaded = {k: dnadiff.load(v) for k, v in models.items() if k in ("markov", "mdlm", "ar")}
+    loaded = {k: dnadiff.load(v) for k, v in models.items() if k in ("markov", "mdlm", "ar", "bd3")}
     tables = {}  # class name (None: the one chain) -> its probability tables, built once
     gen = torch.Generator().manual_seed(1)
     for s in range(0, len(ids), sc["batch"]):
@@ -167,6 +190,10 @@ def score_windows(ids: torch.Tensor, labels, models: dict, mask: str, sc: dict, 
                 if not getattr(m.backbone.config, "rcps", False):  # an RC-equivariant (PS) model: the same numbers
                     both = rc_symmetric(den, m.tokenizer.complement_map(), mask_id=m.tokenizer.mask_id)
                     add("mdlm_ordered_rc", *ev.ordered_conditional_nll(both, x, h, m.tokenizer.mask_id))
+            if "bd3" in loaded:  # each block's hidden bases given the blocks before it and its own visible bases
+                m = loaded["bd3"]
+                den = m.make_denoiser(labels=class_ids(m, lab))
+                add("bd3_nelbo", *ev.conditional_nelbo(den, m.objective, x, h, sc["nelbo_samples"], gen))
             if "ar" in loaded and mask in ev.CONTIGUOUS_MASKS:
                 m = loaded["ar"]
                 add("ar_left", *ev.ar_left_nll(m.make_denoiser(labels=class_ids(m, lab)), m.objective, x, h))
@@ -247,7 +274,12 @@ def chr22_windows(models: dict, files: tuple[str, str], n: int) -> torch.Tensor:
     from dnadiff.data import genome_reference
     from dnadiff.tokenizers import DNATokenizer
 
-    length = int(dnadiff.load(models["mdlm"]).config.data.seq_len)  # the MDLM's training window
+    key = next((k for k in ("mdlm", "bd3", "ar") if k in models), None)  # the MDLM's training window, else ...
+    if key is None:
+        from dnadiff.errors import DnadiffError
+
+        raise DnadiffError("chr22: no neural model (--chr22-mdlm, --chr22-bd3, --chr22-ar) to take the window from")
+    length = int(dnadiff.load(models[key]).config.data.seq_len)
     seqs = genome_reference(files[0], files[1], "test", length, n)
     tok = DNATokenizer()
     return torch.tensor([tok.encode(s) for s in seqs])

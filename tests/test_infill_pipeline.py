@@ -49,6 +49,6 @@ def test_dry_run_builds_and_scores_every_row(capsys):
     assert infill.main(["--dry-run"]) == 0
     out = capsys.readouterr().out
     assert ", 3 fill rows" in out
-    for model in ("markov", "mdlm_nelbo", "mdlm_ordered", "ar_left"):
+    for model in ("markov", "mdlm_nelbo", "mdlm_ordered", "ar_left", "bd3_nelbo"):
         assert f"chr22 span32 {model}:" in out and f"dhs span32 {model}:" in out
-    assert "dhs random50 ar_left" not in out  # AR: contiguous spans only
+    assert "dhs random50 ar_left" not in out and "dhs random50 bd3_nelbo" in out  # AR: contiguous spans only

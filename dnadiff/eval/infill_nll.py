@@ -16,7 +16,15 @@ t = 1 is "hidden all masked, visible given"), so the estimate bounds -log p_θ(x
 with an exact denoiser and ε → 0 it equals -log p(x_H | x_V) (the random-order AO-ARM identity of Ou et al.
 2024, arXiv 2406.03736, on the hidden set; tests/test_infill_nll.py checks both by enumeration). It is the
 objective's own loss with the hidden positions as the only maskable and counted ones (pad_policy "visible",
-diffusion/base.py), so the weights, schedule and time draw are those of `dnadiff eval`.
+diffusion/base.py), so the weights and schedule are those of `dnadiff eval`; the times are drawn per window
+(stratified over its `num_samples` draws), so each window's value is an unbiased estimate, not only their mean.
+
+Block diffusion (bd3lm) conditional NELBO: the same call on a bd3lm model. Its bound is a sum over blocks, each
+block's term conditioned on the clean blocks before it, so with the hidden positions as the only maskable ones it
+bounds Σ_b -log p_θ(x_{H∩b} | x^{<b}, x_{V∩b}): each block's hidden bases given everything to its left and the
+visible bases of its own block (the block sampler with the visible bases as a template). Visible bases in later
+blocks are not read: B = L is MDLM's two-flank conditional, B = 1 the AR's left-only NLL of the hidden bases
+(tests/test_block_diffusion.py checks the identity by enumeration).
 
 MDLM ordered conditional NLL. Decoding the hidden positions in a fixed order (left to right over the hidden
 set by default) with the same conditionals is a normalised distribution whose exact NLL eval/ordered_nll.py
@@ -79,16 +87,23 @@ def conditional_nelbo(denoiser, objective, x0: Tensor, hidden: Tensor, num_sampl
                       generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """(nats Float64[B], hidden Float64[B]): the MDLM conditional NELBO of each window's hidden bases (module
     docstring), averaged over `num_samples` independent (t, mask) draws of the objective's own sampler."""
-    if objective.noise != "mask" or not objective.needs_time:  # declared by every Objective
-        raise DnadiffError(f"a conditional NELBO needs a masked diffusion objective, not {objective.name!r}")
+    if objective.noise not in ("mask", "block") or not objective.needs_time:  # declared by every Objective
+        raise DnadiffError(f"a conditional NELBO needs a masked (or block) diffusion objective, not "
+                           f"{objective.name!r}")
     if num_samples < 1:
         raise DnadiffError(f"num_samples must be >= 1, got {num_samples}")
     hidden = _check(x0, hidden)
     visible_policy = copy.copy(objective)
     visible_policy.pad_policy = "visible"  # the hidden set is the only maskable and counted one
     nats = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
-    for _ in range(num_samples):
-        out = visible_policy.loss(denoiser, x0, hidden.long(), generator=generator)
+    gen_device = generator.device if generator is not None else "cpu"
+    for k in range(num_samples):
+        # each window's own times, stratified over its num_samples draws (app. D.3's sampler, per window): the
+        # objective's batch-stratified draw would give window i the stratum i/B every time, an unbiased batch
+        # mean but a biased per-window value, and the windows are what eval/paired.py pairs
+        u = (torch.rand(x0.shape[0], generator=generator, dtype=torch.float64, device=gen_device) + k) / num_samples
+        t = u if objective.T is not None else objective.t_min + (1.0 - objective.t_min) * u  # snapped by loss
+        out = visible_policy.loss(denoiser, x0, hidden.long(), t=t.to(x0.device), generator=generator)
         nats += out.nll.double()
     return nats / num_samples, hidden.sum(dim=1).double()
 
