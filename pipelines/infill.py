@@ -42,8 +42,8 @@ from pathlib import Path
 import common
 import numpy as np
 import torch
+from infill_report import FILL_MASK, MASKS, markdown, plot
 
-MASKS = ("span8", "span32", "span96", "random15", "random50")
 DEFAULTS = {"chr22_mdlm": "runs/cpu_hour/caduceus_mdlm/model", "chr22_ar": "runs/cpu_hour/mamba_ar/model",
             "chr22_bd3": "runs/block_diffusion/bd3lm4/model",
             "chr22_markov": "runs/infill/models/markov_chr22/model", "dhs_mdlm": "runs/dhs_benchmark/models/cfg/model",
@@ -53,7 +53,6 @@ BD3_DRY = ("experiments/cpu_hour_mamba_bd3lm", ["objective.block_size=4", "model
                                               "model.overrides.scan_impl=chunked"])  # a dry run's tiny bd3 model
 SCALES = {"cpu": {"chr22_windows": 256, "per_class": 64, "nelbo_samples": 4, "batch": 64, "max_order": 10},
           "dry": {"chr22_windows": 4, "per_class": 2, "nelbo_samples": 1, "batch": 4, "max_order": 3}}
-FILL_MASK = "span32"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -357,52 +356,6 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         "load_before": load_before, **common.stamp("load_after")}, markdown, plot)
     print(f"wrote {stem}.md, .json and .png")
     return 0
-
-
-def markdown(r: dict, png: str | None) -> str:
-    from dnadiff.utils import markdown_table
-
-    table = markdown_table([{"data": x["data"], "mask": x["mask"], "model": x["model"],
-                             "bits / hidden base": f"{x['bits_per_hidden_base']:.4f}",
-                             "minus Markov (paired ± SE)": "(reference)" if x["paired_markov"] is None else
-                             "{mean:+.4f} ± {std_error:.4f}".format(**x["paired_markov"]), "windows": x["windows"]}
-                            for x in r["rows"]])
-    fills = markdown_table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in f.items()}
-                            for f in r["fill_samples"]]) if r["fill_samples"] else "(no DHS fill rows)"
-    lines = ["# Infilling: conditional NLL of hidden bases (issue 47 §1)", "", f"`{r['command']}`  ",
-             f"{r['wall_s']:.0f} s wall, {r['threads']} thread; {r['machine']}; load before {r['load_before']}, "
-             f"after {r['load_after']}.", ""]
-    lines += [f"**{r['note']}**", ""] if r["note"] else []
-    lines += [*(f"- {n}" for n in r["notes"]), "", "Rows and definitions: the docstring of pipelines/infill.py. "
-              "Negative `minus Markov`: better than the chain's exact two-flank conditional.", "", table, "",
-              f"## DHS test sequences with the central {FILL_MASK} refilled", "", fills, "",
-              "class_kept: the evaluation oracle's argmax is the sequence's own cell type (± binomial SE); "
-              "motif_recall: JASPAR hits in the span ± 10 bp that come back; span_js_kK: K-mer JS of the filled "
-              "spans vs the real spans (bits).", ""]
-    if png:
-        lines += [f"![infill]({Path(png).name})", ""]
-    return "\n".join(lines)
-
-
-def plot(r: dict, path: Path) -> str | None:
-    plt = common.pyplot()
-    data = sorted({x["data"] for x in r["rows"]})
-    if not data:
-        return None
-    fig, axes = plt.subplots(1, len(data), figsize=(6 * len(data), 4), squeeze=False)
-    for ax, d in zip(axes[0], data):
-        models = sorted({x["model"] for x in r["rows"] if x["data"] == d and x["paired_markov"]})
-        for j, m in enumerate(models):
-            pts = [(MASKS.index(x["mask"]), x["paired_markov"]) for x in r["rows"]
-                   if x["data"] == d and x["model"] == m and x["paired_markov"]]
-            ax.errorbar([i + 0.12 * j for i, _ in pts], [p["mean"] for _, p in pts],
-                        yerr=[2 * p["std_error"] for _, p in pts], fmt="o", capsize=3, label=m)
-        ax.axhline(0, color="grey", lw=1)
-        ax.set_xticks(range(len(MASKS)), MASKS)
-        ax.set_ylabel("bits / hidden base minus Markov (± 2 SE)")
-        ax.set_title(d)
-        ax.legend(fontsize=7)
-    return common.save_png(fig, path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
