@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                          "sampler, sizes and seed) left in --work-dir; metrics are recomputed when their "
                          "options differ")
     ap.add_argument("--out", default=None, help="output stem (default results/sample_quality_cpu[_quick])")
+    ap.add_argument("--note", default=None, help="a paragraph at the end of the table (what a missed target means)")
     ap.add_argument("--work-dir", default=None, help="samples, metrics and trained models (default runs/...)")
     args = ap.parse_args(argv)
     return common.main_with_dry_run(run, args, __file__, argv, "sample_quality")

@@ -93,4 +93,6 @@ def render(args, command: str, wall: float, size: dict, data: dict, notes: list[
           *([f"- Fréchet distance: pooled features of the classifier {args.embedder} (in-house: comparable "
              "between the rows of this table, not with published SFID/FBD values)"] if args.embedder else []),
           "", markdown_table(transposed), "", *closest]
+    if getattr(args, "note", None):  # how the rows were made, why a target was missed
+        md += ["", args.note]
     return "\n".join(md) + "\n"

@@ -3,6 +3,7 @@ in the package (nothing under results/); bad options are one-line errors."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 from pathlib import Path
@@ -100,5 +101,9 @@ def test_sample_quality_adds_bd3_rows_sampled_with_the_block_sampler(tmp_path):
                "real": {"sampling_seconds_per_seed": None}}
     assert report.per_sequence_cost(per_row, num=2) == [
         "- per sequence (mean over seeds), sampling wall seconds / network calls: AR: 1.5 s / 1024; BD3: 4 s / 250"]
+    size = {"seeds": 1, "num": 2, "length": 40, "steps": 4, "reference_windows": 3}
+    page = report.render(argparse.Namespace(quick=False, embedder=None, note="Why the BD3 rows trail."), "cmd", 60.0,
+                         size, {"fasta": "x.fa"}, [], 9, {}, [], [])
+    assert page.endswith("\n\nWhy the BD3 rows trail.\n")
 
 
