@@ -49,8 +49,7 @@ DEFAULTS = {"chr22_mdlm": "runs/cpu_hour/caduceus_mdlm/model", "chr22_ar": "runs
             "chr22_markov": "runs/infill/models/markov_chr22/model", "dhs_mdlm": "runs/dhs_benchmark/models/cfg/model",
             "dhs_ar": "runs/dhs_benchmark/models/ar/model", "dhs_bd3": "runs/dhs_benchmark/models/bd3/model",
             "dhs_markov": "runs/dhs_benchmark/models/markov/model", "dhs_oracle": "runs/dhs_oracles/eval_oracle"}
-BD3_DRY = ("experiments/cpu_hour_mamba_bd3lm", ["objective.block_size=4", "model.overrides.d_model=16",
-                                              "model.overrides.scan_impl=chunked"])  # a dry run's tiny bd3 model
+BD3_DRY = ("experiments/cpu_hour_mamba_bd3lm", ("objective.block_size=4",))  # a dry run's tiny bd3 model
 SCALES = {"cpu": {"chr22_windows": 256, "per_class": 64, "nelbo_samples": 4, "batch": 64, "max_order": 10},
           "dry": {"chr22_windows": 4, "per_class": 2, "nelbo_samples": 1, "batch": 4, "max_order": 3}}
 
@@ -98,22 +97,12 @@ def prepare_chr22(args, sc: dict, work: Path, dry: bool, log) -> tuple[dict, lis
         notes.append(f"chr22 {key}: trained here for at most {args.train_minutes:g} min ({sq.TRAINED[name]})")
     given = Path(args.chr22_bd3)  # block diffusion (pipelines/block_diffusion.py's model): used where it exists
     if dry:
-        models["bd3"] = train_dry_bd3(work / "models", over)
+        models["bd3"] = sq.train_model(work / "models", "bd3lm4", over, args.train_minutes, True, *BD3_DRY)
     elif (given / "config.json").is_file():
         models["bd3"] = str(given)
     elif str(given) != "none":
         notes.append(f"chr22 bd3: {given} missing (pipelines/block_diffusion.py trains it), its rows left out")
     return models, notes, (str(fasta), str(bed))
-
-
-def train_dry_bd3(out: Path, data_over: list[str]) -> str:
-    from dnadiff.config import RunConfig
-    from dnadiff.config_options import load_config
-    from dnadiff.training import train
-
-    over = ["name=bd3lm4", f"out_dir={out}", *data_over, *BD3_DRY[1], "train.max_steps=2", "train.batch_size=2",
-            "train.val_batches=1", "train.warmup_steps=1", "train.threads=1"]
-    return str(train(load_config(RunConfig, BD3_DRY[0], over), overwrite=True).model_dir)
 
 
 def prepare_dhs(args, work: Path, dry: bool, log) -> tuple[dict, list[str]]:

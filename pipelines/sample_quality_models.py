@@ -44,16 +44,19 @@ def fit_markov(out: Path, data_over: list[str], order: int, max_order: int, name
     return str(train(load_config(RunConfig, "experiments/tiny_dna_markov", over), overwrite=True).model_dir)
 
 
-def train_model(out: Path, key: str, data_over: list[str], minutes: float, dry: bool) -> str:
+def train_model(out: Path, key: str, data_over: list[str], minutes: float, dry: bool, config: str | None = None,
+                extra: tuple[str, ...] = ()) -> str:
+    """Train model `key` (config TRAINED[key], or `config` with `extra` overrides) for at most `minutes`; a dry
+    run: two steps of a tiny network."""
     from dnadiff.config import RunConfig
     from dnadiff.config_options import load_config
     from dnadiff.training import train
 
-    over = [f"name={key}", f"out_dir={out}", *data_over, f"train.max_minutes={minutes:g}"]
+    over = [f"name={key}", f"out_dir={out}", *data_over, f"train.max_minutes={minutes:g}", *extra]
     if dry:
         over += ["train.max_steps=2", "train.batch_size=2", "train.val_batches=1", "train.warmup_steps=1",
                  "model.overrides.d_model=16", "model.overrides.scan_impl=chunked", "train.threads=1"]
-    return str(train(load_config(RunConfig, TRAINED[key], over), overwrite=True).model_dir)
+    return str(train(load_config(RunConfig, config or TRAINED[key], over), overwrite=True).model_dir)
 
 
 MDLM_SAMPLERS = [("MDLM ancestral", "ancestral", []), ("MDLM cached", "cached", []),
