@@ -19,18 +19,16 @@ from the fixture / with one step. Rows (--rows, in this order):
   budget (issue 47 §4)? Its valid bits/base is in the models table (the chr22 run's own hour is not counted);
 - cg: the unconditional MDLM (dhs_mdlm.yaml) steered by the *reward* classifier (`dnadiff design --reward
   classifier:DIR --target CELL --method cg_grad`).
-Each model is trained once (`dnadiff train CONFIG --run-dir OUT/models/ROW`, kept across reruns), and each
-sample file is kept across reruns while its command and model fingerprint are unchanged (FASTA.done.json), so
-rows can be sampled by separate runs (e.g. one per core: --rows cfg, --rows cg) and scored together by a last
-run with every row.
+Each model is trained once (`dnadiff train CONFIG --run-dir OUT/models/ROW`, kept across reruns), each sample
+file kept while its command and model fingerprint are unchanged (FASTA.done.json): rows sampled by separate runs
+(one per core: --rows cfg, --rows cg) are scored together by a last run with every row, or --carry-from JSON adds
+an earlier run's rows (same data, protocol and oracle fingerprints; rows made by both are compared).
 
-Protocol. For each seed s, each cell type's test sequences (chr1) are split at random into halves A and B:
-B is the reference every row is compared with; the real row is `num` sequences of A. Each generator makes
-`num` sequences per cell type with seed s. Nothing generates or guides with the evaluation oracle; it only
-scores. CFG weight choice (validation split, chr2, never the test split): for every weight of the grid,
-`valid_num` samples per cell type (seed 1000) are scored by the *reward* classifier; the weight kept for a
-cell type is the one with the highest reward-classifier target rate among those whose 4-mer JS divergence to
-that cell type's validation sequences is at most 1.5 x that of w = 0 (a naturalness guard).
+Protocol. For each seed s, each cell type's test sequences (chr1) are split at random into halves A and B: B is
+the reference of every row; the real row is `num` sequences of A; each generator makes `num` per cell type with
+seed s. The evaluation oracle only scores. CFG weight (chr2, never test): per grid weight, `valid_num` samples
+per cell type (seed 1000) scored by the *reward* classifier; kept: the highest reward target rate among weights
+whose 4-mer JS to the cell type's validation sequences is <= 1.5 x that of w = 0 (a naturalness guard).
 
 Metrics (per cell type: its samples vs half B of its own test sequences; overall: all pooled), mean ±
 range (max - min) over seeds:
@@ -64,6 +62,7 @@ from dhs_benchmark_steps import (  # noqa: F401  (read here by siblings)
     CFG_ROWS,
     CONFIGS,
     SHORT_STEP,
+    carry_rows,
     chr22_start,
     dnadiff,
     fingerprint_of,
@@ -112,6 +111,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "(default runs/dhs_oracles; tiny: trained into OUT/oracles)")
     p.add_argument("--chr22-model", default=None, metavar="DIR", help="the chr22 MDLM the cfg_chr22 row starts "
                    "from (default runs/cpu_hour/caduceus_mdlm/model; the row is skipped when that is absent)")
+    p.add_argument("--carry-from", default=None, metavar="JSON", help="add an earlier run's rows (see above)")
     p.add_argument("--seeds", default=None, help="comma-separated subset of the scale's seeds (e.g. to sample a row's "
                    "seeds in separate processes; a last run with every seed reuses their sample files)")
     args = p.parse_args(argv)
@@ -384,6 +384,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
               "motif_scanner": scanner_settings(scanner, "JASPAR2024 CORE vertebrates (pyjaspar)"),
               "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before,
               **common.stamp("load_after")}
+    if args.carry_from:
+        result = carry_rows(result, args.carry_from, ROWS, log)
     common.write_report(results, result, markdown, lambda r, _png: plots(r, results))  # plots: a list of PNGs
     print(f"wrote {results.with_suffix('.md')} ({wall:.0f} s wall, {cpu:.0f} s CPU)")
     return 0

@@ -71,6 +71,7 @@ def markdown(r: dict, pngs: list[str]) -> str:
              f"Oracles: reward `{r['oracles']['reward']}` ({describe(r['oracles'].get('reward_meta'))}), evaluation "
              f"`{r['oracles']['evaluation']}` ({describe(r['oracles'].get('evaluation_meta'))}) "
              "(pipelines/dhs_oracles.py; only the evaluation oracle scores, nothing generates with it).", "",
+             *carried_lines(r.get("carried"), label),
              "## Target-cell-type rate under the evaluation oracle (k-mer LR)", "", metric_table("target"), "",
              *judging.neural_section(r["oracles"].get("neural"), metric_table),
              "## JASPAR motif hit-rate Spearman vs real test sequences of the same cell type", "",
@@ -97,6 +98,19 @@ def markdown(r: dict, pngs: list[str]) -> str:
     lines += ["## Models", "", models, "", "## Generation", "", gen, ""]
     lines += [f"![{Path(p).stem}]({Path(p).name})" for p in pngs]
     return "\n".join(lines) + "\n"
+
+
+def carried_lines(carried: dict | None, label: dict) -> list[str]:
+    """The paragraph on rows added from an earlier run's JSON (--carry-from), with the rows both runs made."""
+    if not carried or not carried["rows"]:
+        return []
+    both = "; ".join(f"{label.get(row, row)}: {c['metrics']} overall metrics, max |difference| "
+                     f"{'n/a' if c['max_abs_diff'] is None else format(c['max_abs_diff'], '.2g')}"
+                     for row, c in carried["check"].items()) or "none"
+    return [f"Rows carried from `{carried['from']}` (an earlier run: `{carried['command']}`; same data, scale, seeds "
+            "and oracle fingerprints, checked): " + ", ".join(label.get(row, row) for row in carried["rows"]) + ". "
+            "Their samples are not re-scored, so the judges added since (the neural oracle, the discriminator "
+            f"columns) read n/a on them. Rows made by both runs (the reproduction check): {both}.", ""]
 
 
 def plots(r: dict, results: Path) -> list[str]:
