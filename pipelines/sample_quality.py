@@ -103,7 +103,7 @@ def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str |
     from dnadiff.utils import json_text, write_together
 
     known = ("--rc-symmetric", "--trained-window", "--left-to-right", "--quarter-stride")
-    unknown = [e for e in extra if e not in known and not e.startswith("--steps=")]
+    unknown = [e for e in extra if e not in known and not e.startswith(("--steps=", "--inner="))]
     if unknown:
         raise DnadiffError(f"sample_quality: unknown sampling option(s) {unknown}")
     if model_dir not in _MODELS:
@@ -113,6 +113,7 @@ def draw_samples(model_dir: str, fa: Path, size: dict, seed: int, sampler: str |
     own = [int(e.split("=", 1)[1]) for e in extra if e.startswith("--steps=")]
     steps = own[0] if own else steps  # a row's own steps (a block row: network calls per block)
     options = trained_window(model, size, extra)
+    options.update(("inner", e.split("=", 1)[1]) for e in extra if e.startswith("--inner="))  # a block's inner sampler
     res = dnadiff.sample(model, size["num"], size["length"], sampler=sampler, steps=steps, seed=seed,
                          rc_symmetric="--rc-symmetric" in extra, **options)
     out, stats_path = output_paths(str(fa), "dna")  # the command's pair: samples.fa, samples.json

@@ -129,4 +129,7 @@ def sample_rows(models: dict, k5: int, best_k: int, cpu_hour_dir: str | None,
             rows.append((f"{name} (cpu-hour)", found, None, []))
             if key == "bd3lm4":  # its config decodes a block of 4 in 4 calls (one per base): also 2 per block
                 rows.append((f"{name} 2-step blocks (cpu-hour)", found, None, ["--steps=2"]))
+                # the inner sampler first_hitting: one base per call at its exact reveal time, where the
+                # config's ancestral inner can reveal several in one call (the same 4 calls per block)
+                rows.append((f"{name} first-hitting inner (cpu-hour)", found, None, ["--inner=first_hitting"]))
     return rows

@@ -86,16 +86,19 @@ def test_sample_quality_adds_bd3_rows_sampled_with_the_block_sampler(tmp_path):
     models = {"markov5": "m5", "markov_best": "mb", "mamba_ar": "ar", "caduceus_mdlm": "mdlm"}
     rows = sq.sample_rows(models, 5, 9, None, [], str(tmp_path / "bd3"))
     bd3 = [r for r in rows if r[0].startswith("BD3")]
-    assert [r[0] for r in bd3] == ["BD3 B=4 (cpu-hour)", "BD3 B=4 2-step blocks (cpu-hour)"]
-    assert [(r[2], r[3]) for r in bd3] == [(None, []), (None, ["--steps=2"])]
-    for (_, model_dir, _, extra), steps in zip(bd3, (4, 2)):
-        fa = tmp_path / f"s{steps}" / "samples.fa"
+    assert [r[0] for r in bd3] == ["BD3 B=4 (cpu-hour)", "BD3 B=4 2-step blocks (cpu-hour)",
+                                   "BD3 B=4 first-hitting inner (cpu-hour)"]
+    assert [(r[2], r[3]) for r in bd3] == [(None, []), (None, ["--steps=2"]), (None, ["--inner=first_hitting"])]
+    # first_hitting has no steps: one call per base, 4 per block of 4 (the calls bound below)
+    for (name, model_dir, _, extra), steps, inner in zip(bd3, (4, 2, None), ("ancestral",) * 2 + ("first_hitting",)):
+        fa = tmp_path / f"s{len(name)}" / "samples.fa"
         fa.parent.mkdir()
         sq.draw_samples(model_dir, fa, {"num": 2, "length": 40, "steps": 256}, 0, None, extra)
         stats = json.loads(fa.with_suffix(".json").read_text())
         assert stats["sampler"] == "block" and stats["steps"] == steps and stats["length"] == 40
+        assert stats["options"].get("inner", "ancestral") == inner, stats["options"]
         # 10 blocks x `steps` calls (+ one pass per finished block at most)
-        assert stats["nfe_per_sequence"] <= 10 * steps + 10 and stats["seconds_per_sample"] > 0
+        assert stats["nfe_per_sequence"] <= 10 * (steps or 4) + 10 and stats["seconds_per_sample"] > 0
     per_row = {"AR": {"sampling_seconds_per_seed": [2.0, 4.0], "network_calls_per_sequence": [1024, 1024]},
                "BD3": {"sampling_seconds_per_seed": [8.0], "network_calls_per_sequence": [300, 200]},
                "real": {"sampling_seconds_per_seed": None}}

@@ -324,7 +324,8 @@ def test_benchmark_carry_from_adds_an_earlier_runs_rows_only_under_the_same_judg
                 "per_seed": {row: [] for row in rows}, "generation": {row: [] for row in rows},
                 "models": {row: {"m": row} for row in rows if row != "real"},
                 "cfg_weights": {"chosen": {"K562": 1.0}} if "cfg" in rows else None,
-                "oracles": {"reward_meta": {"fingerprint": "f-reward"}, "evaluation_meta": {"fingerprint": fingerprint}}}
+                "oracles": {"reward_meta": {"fingerprint": "f-reward"},
+                            "evaluation_meta": {"fingerprint": fingerprint}}}
 
     old = tmp_path / "old.json"
     old.write_text(json.dumps(run(["real", "markov", "ar", "cfg"], 0.0)))
