@@ -22,7 +22,7 @@ from the fixture / with one step. Rows (--rows, in this order):
 Each model is trained once (`dnadiff train CONFIG --run-dir OUT/models/ROW`, kept across reruns), each sample
 file kept while its command and model fingerprint are unchanged (FASTA.done.json): rows sampled by separate runs
 (one per core: --rows cfg, --rows cg) are scored together by a last run with every row, or --carry-from JSON adds
-an earlier run's rows (same data, protocol and oracle fingerprints; rows made by both are compared).
+an earlier run's rows (same data and protocol; the real row, made by both, must score alike: same judges).
 
 Protocol. For each seed s, each cell type's test sequences (chr1) are split at random into halves A and B: B is
 the reference of every row; the real row is `num` sequences of A; each generator makes `num` per cell type with

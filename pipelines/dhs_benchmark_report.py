@@ -107,10 +107,13 @@ def carried_lines(carried: dict | None, label: dict) -> list[str]:
     both = "; ".join(f"{label.get(row, row)}: {c['metrics']} overall metrics, max |difference| "
                      f"{'n/a' if c['max_abs_diff'] is None else format(c['max_abs_diff'], '.2g')}"
                      for row, c in carried["check"].items()) or "none"
-    return [f"Rows carried from `{carried['from']}` (an earlier run: `{carried['command']}`; same data, scale, seeds "
-            "and oracle fingerprints, checked): " + ", ".join(label.get(row, row) for row in carried["rows"]) + ". "
-            "Their samples are not re-scored, so the judges added since (the neural oracle, the discriminator "
-            f"columns) read n/a on them. Rows made by both runs (the reproduction check): {both}.", ""]
+    fp = "; ".join(f"{role} {v['there'] and v['there'][:12]} there, {v['here'] and v['here'][:12]} here"
+                   for role, v in carried.get("oracle_fingerprints", {}).items())
+    return [f"Rows carried from `{carried['from']}` (an earlier run: `{carried['command']}`; same data, scale and "
+            "seeds, checked): " + ", ".join(label.get(row, row) for row in carried["rows"]) + ". Their samples are "
+            "not re-scored, so the judges added since (the neural oracle, the discriminator columns) read n/a on "
+            f"them. Rows made by both runs (the real row must score alike: the same judges): {both}. Oracle "
+            f"fingerprints (file bytes): {fp}.", ""]
 
 
 def plots(r: dict, results: Path) -> list[str]:

@@ -123,11 +123,13 @@ def fingerprint_of(model: str) -> str:
 
 
 def carry_rows(result: dict, old_path: str, order: tuple, log) -> dict:
-    """Rows of an earlier run's JSON (`--carry-from`) added to `result` where this run did not make them: only when
-    the data, scale, seeds, number per cell type and both oracles' fingerprints are the same (the same protocol
-    and judges). Rows made by both runs are compared: `max_abs_diff` is the largest |difference| of their overall
-    means, which is 0 when this run reproduces the earlier one. Judges added since (the neural oracle, the
-    discriminator columns) are absent from the carried rows: their samples are not re-scored."""
+    """Rows of an earlier run's JSON (`--carry-from`) added to `result` where this run did not make them, when
+    both runs share the data, scale, seeds and number per cell type, and both made the real row: its scores
+    depend only on the data and the judges (the evaluation oracle's target rate and Fréchet space), so it must
+    come out the same (each overall metric within 1e-6 + 1e-3 x |value|; a retrained oracle whose file bytes
+    differ, e.g. a zip timestamp in its .npz, passes only if it scores alike). Every row both runs made is
+    compared (`check`: the largest |difference| of its overall means). Judges added since (the neural oracle,
+    the discriminator columns) are absent from the carried rows: their samples are not re-scored."""
     path = Path(old_path)
     try:
         old = json.loads(path.read_text())
@@ -136,28 +138,38 @@ def carry_rows(result: dict, old_path: str, order: tuple, log) -> dict:
     same = {"data sha256": (old.get("data", {}).get("sha256"), result["data"]["sha256"]),
             "scale": (old.get("scale"), result["scale"]), "seeds": (old.get("seeds"), result["seeds"]),
             "num_per_cell_type": (old.get("num_per_cell_type"), result["num_per_cell_type"])}
-    for role in ("reward_meta", "evaluation_meta"):
-        same[f"{role[:-5]} oracle fingerprint"] = ((old["oracles"].get(role) or {}).get("fingerprint"),
-                                                   (result["oracles"].get(role) or {}).get("fingerprint"))
     for what, (was, now) in same.items():
         if was != now:
-            raise SystemExit(f"error: --carry-from {old_path}: its {what} ({was}) differs from this run's ({now}): "
-                             "its rows were not made under the same protocol and judges")
-    carried = [row for row in old["rows"] if row not in result["rows"]]
+            raise SystemExit(f"error: --carry-from {old_path}: its {what} ({was}) differs from this run's ({now})")
+    if "real" not in old["rows"] or "real" not in result["rows"]:
+        raise SystemExit(f"error: --carry-from {old_path}: both runs need the real row (it checks that the judges "
+                         "score alike)")
     check = {}
     for row in (r for r in result["rows"] if r in old["rows"]):
         a, b = old["summary"][row]["overall"], result["summary"][row]["overall"]
-        diffs = [abs(a[k]["mean"] - b[k]["mean"]) for k in a if k in b and a[k] and b[k]
-                 and a[k].get("mean") is not None and b[k].get("mean") is not None]
-        check[row] = {"metrics": len(diffs), "max_abs_diff": max(diffs) if diffs else None}
-        log(f"--carry-from: row {row} made by both runs: {len(diffs)} overall metrics, max |difference| "
-            f"{check[row]['max_abs_diff']}")
+        pairs = {k: (a[k]["mean"], b[k]["mean"]) for k in a if k in b and a[k] and b[k]
+                 and a[k].get("mean") is not None and b[k].get("mean") is not None}
+        worst = max(pairs, key=lambda k: abs(pairs[k][0] - pairs[k][1]), default=None)
+        check[row] = {"metrics": len(pairs), "max_abs_diff": abs(pairs[worst][0] - pairs[worst][1]) if worst else None,
+                      "worst_metric": worst}
+        log(f"--carry-from: row {row} made by both runs: {len(pairs)} overall metrics, max |difference| "
+            f"{check[row]['max_abs_diff']} ({worst})")
+        if row == "real":
+            off = [k for k, (x, y) in pairs.items() if abs(x - y) > 1e-6 + 1e-3 * abs(x)]
+            if off:
+                raise SystemExit(f"error: --carry-from {old_path}: the real row's overall {off[0]} is "
+                                 f"{pairs[off[0]][0]} there and {pairs[off[0]][1]} here: the judges score differently")
+    carried = [row for row in old["rows"] if row not in result["rows"]]
     for row in carried:
         for key in ("summary", "per_seed", "models", "generation"):
             result[key][row] = old[key][row]
         if row == "cfg" and old.get("cfg_weights"):
             result["cfg_weights"] = old["cfg_weights"]
     result["rows"] = [row for row in order if row in result["rows"] or row in carried]
-    result["carried"] = {"from": path.as_posix(), "command": old.get("command"), "rows": carried, "check": check}
+    fingerprints = {role[:-5]: {"there": (old["oracles"].get(role) or {}).get("fingerprint"),
+                                "here": (result["oracles"].get(role) or {}).get("fingerprint")}
+                    for role in ("reward_meta", "evaluation_meta")}
+    result["carried"] = {"from": path.as_posix(), "command": old.get("command"), "rows": carried, "check": check,
+                         "oracle_fingerprints": fingerprints}
     log(f"--carry-from: rows {', '.join(carried) or '(none)'} carried from {old_path}")
     return result
