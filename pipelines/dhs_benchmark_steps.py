@@ -160,11 +160,12 @@ def carry_rows(result: dict, old_path: str, order: tuple, log) -> dict:
                 raise SystemExit(f"error: --carry-from {old_path}: the real row's overall {off[0]} is "
                                  f"{pairs[off[0]][0]} there and {pairs[off[0]][1]} here: the judges score differently")
     carried = [row for row in old["rows"] if row not in result["rows"]]
+    names = dict(zip(old.get("cell_types", []), result["cell_types"]))  # a cell type renamed since (hESCT0 -> hESC)
     for row in carried:
         for key in ("summary", "per_seed", "models", "generation"):
-            result[key][row] = old[key][row]
+            result[key][row] = renamed(old[key][row], names)
         if row == "cfg" and old.get("cfg_weights"):
-            result["cfg_weights"] = old["cfg_weights"]
+            result["cfg_weights"] = renamed(old["cfg_weights"], names)
     result["rows"] = [row for row in order if row in result["rows"] or row in carried]
     fingerprints = {role[:-5]: {"there": (old["oracles"].get(role) or {}).get("fingerprint"),
                                 "here": (result["oracles"].get(role) or {}).get("fingerprint")}
@@ -173,3 +174,12 @@ def carry_rows(result: dict, old_path: str, order: tuple, log) -> dict:
                          "oracle_fingerprints": fingerprints}
     log(f"--carry-from: rows {', '.join(carried) or '(none)'} carried from {old_path}")
     return result
+
+
+def renamed(value, names: dict):
+    """`value` with every dict key in `names` replaced by its new name (nested dicts and lists)."""
+    if isinstance(value, dict):
+        return {names.get(k, k): renamed(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [renamed(v, names) for v in value]
+    return value

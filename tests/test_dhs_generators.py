@@ -323,14 +323,16 @@ def test_benchmark_carry_from_adds_an_earlier_runs_rows_only_when_the_real_row_s
         summary = {row: {**{p: {"target": stat(row)} for p in [*cells, "overall"]},
                          "markers": {c: {m: stat(row) for m in cells} for c in cells}} for row in rows}
         return {"scale": "cpu", "seeds": [0, 1, 2], "num_per_cell_type": 256, "data": {"sha256": "abc"},
-                "command": f"run of {','.join(rows)}", "rows": rows, "summary": summary,
+                "cell_types": cells, "command": f"run of {','.join(rows)}", "rows": rows, "summary": summary,
                 "per_seed": {row: [] for row in rows}, "generation": {row: [] for row in rows},
                 "models": {row: {"m": row} for row in rows if row != "real"},
                 "cfg_weights": {"chosen": {"K562": 1.0}} if "cfg" in rows else None,
                 "oracles": {"reward_meta": {"fingerprint": f"r{shift}"}, "evaluation_meta": {"fingerprint": "e"}}}
 
     old = tmp_path / "old.json"
-    old.write_text(json.dumps(run(["real", "markov", "ar", "cfg"], 0.0)))
+    # the earlier run named a cell type hESCT0 (renamed hESC since): its carried rows get today's name
+    earlier = steps.renamed(run(["real", "markov", "ar", "cfg"], 0.0), {"hESC": "hESCT0"})
+    old.write_text(json.dumps({**earlier, "cell_types": ["GM12878", "HepG2", "K562", "hESCT0"]}))
     order = ("real", "markov", "ar", "bd3", "cfg")
     new = steps.carry_rows(run(["real", "markov", "bd3"], 0.25), str(old), order, lambda *_: None)
     assert new["rows"] == ["real", "markov", "ar", "bd3", "cfg"]  # the pipeline's row order
@@ -341,6 +343,7 @@ def test_benchmark_carry_from_adds_an_earlier_runs_rows_only_when_the_real_row_s
     assert new["carried"]["check"]["markov"] == {"metrics": 1, "max_abs_diff": 0.25, "worst_metric": "target"}
     assert new["carried"]["check"]["real"]["max_abs_diff"] == 0.0
     assert new["carried"]["oracle_fingerprints"]["reward"] == {"there": "r0.0", "here": "r0.25"}
+    assert "hESC" in new["summary"]["ar"] and "hESCT0" not in new["summary"]["ar"]  # renamed since the old run
     text = "\n".join(report.carried_lines(new["carried"], report.ROW_LABELS))
     assert "conditional Mamba AR, conditional MDLM + CFG" in text and "max |difference| 0.25" in text
     # the real row scored differently: other judges, no shared table (a 1e-4 drift in 0.5 is within tolerance)
