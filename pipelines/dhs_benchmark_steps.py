@@ -1,6 +1,7 @@
 """The steps of pipelines/dhs_benchmark.py through the CLI: one in-process `dnadiff` command, a row's model
 trained (or kept), and one cell type's samples drawn (kept across reruns for the same command and weights).
-pipelines/dhs_design.py, dhs_classification.py and few_step.py run their commands through `dnadiff` here too."""
+pipelines/dhs_design.py, dhs_classification.py and few_step.py run their commands through `dnadiff` here too.
+Last, --carry-from: an earlier run's rows added to this run's table (carry_rows)."""
 
 from __future__ import annotations
 
