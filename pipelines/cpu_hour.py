@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default=",".join(DEFAULT_ROWS),
                     help=f"comma-separated rows ({', '.join(ROWS)}; default {','.join(DEFAULT_ROWS)})")
     ap.add_argument("--minutes", type=float, default=None, help="wall-clock budget per row (default 60)")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="--minutes are CPU minutes of each row's process (train.budget_clock=cpu), not wall: rows "
+                         "sharing the cores with other jobs keep the same budget")
     ap.add_argument("--eval-windows", type=int, default=None, help="test windows (default 2000; 0 = all)")
     ap.add_argument("--t-samples", type=int, default=None,
                     help="stratified t-samples per window for the MDLM bound at eval (default 4)")
@@ -291,7 +294,7 @@ def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> 
     minutes, eval_windows, t_samples = s["minutes"], s["eval_windows"], s["t_samples"]
     rows = []
     threads = args.threads or (max(1, 2 // args.jobs) if args.jobs > 1 else None)
-    extra = [f"train.threads={threads}"] if threads else []
+    extra = ([f"train.threads={threads}"] if threads else []) + (["train.budget_clock=cpu"] if args.cpu_clock else [])
     trained = train_in_processes(keys, args, out_dir, minutes, threads, echo) if args.jobs > 1 else {}
     for key in keys:
         if key in trained:
@@ -311,7 +314,8 @@ def run_rows(args, keys: list[str], s: dict, out_dir: Path, dry: bool, echo) -> 
     if args.train_only:
         return None
     settings = ("; ".join(f"{k}: {ROWS[k].get('minutes', minutes):g} min" for k in keys)
-                + " wall-clock budget (train.max_minutes"
+                + (" CPU" if args.cpu_clock else " wall-clock") + " budget (train.max_minutes"
+                + (", train.budget_clock=cpu" if args.cpu_clock else "")
                 + ("; a continued row's is on top of its parent's" if any(ROWS[k].get("continues") for k in keys)
                    else "") + ")"
                 + (f", {args.jobs} rows trained at once with {threads} thread(s) each" if args.jobs > 1 else "")

@@ -87,6 +87,8 @@ def train_in_processes(keys: list[str], args, out_dir: Path, minutes: float, thr
                    "--out-dir", str(out_dir), "--shared", args.shared, "--threads", str(threads)]
             if args.t_samples:
                 cmd += ["--t-samples", str(args.t_samples)]
+            if args.cpu_clock:
+                cmd.append("--cpu-clock")
             if args.dry_run:
                 cmd.append("--dry-run")
             log = open(out_dir / f"{key}.train.log", "w")

@@ -110,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-markov", action="store_true", help="skip the Markov baseline rows")
     ap.add_argument("--only-baselines", action="store_true",
                     help="fit and score only the Markov rows; keep the neural rows of the existing results JSON")
+    ap.add_argument("--add-rows", action="store_true",
+                    help="train only the --only rows (and refit the Markov rows), keep the other neural rows of the "
+                         "existing results JSON: a row added to a finished table")
     ap.add_argument("--budget-minutes", type=float, default=None,
                     help="cpu scale: neural training wall clock in minutes, split over the runs by step share "
                          "(each run stops on time, not steps); from 60 min the defaults become --sizes paper "
@@ -177,6 +180,9 @@ def plan_run(args) -> Plan:
         raise DnadiffError("--dry-run does not combine with --only-baselines or --budget-minutes")
     if args.only_baselines and args.no_markov:
         raise DnadiffError("--only-baselines fits the Markov rows: it does not combine with --no-markov")
+    if args.add_rows and (not args.only or args.only_baselines or args.dry_run or args.no_markov):
+        raise DnadiffError("--add-rows needs --only ROWS (the rows to add) and refits the Markov rows: it does not "
+                           "combine with --only-baselines, --dry-run or --no-markov")
     scale = scale_settings(args)
     seeds = args.seeds or scale["seeds"]
     eval_windows = scale["eval_windows"]
@@ -213,19 +219,20 @@ def select_rows(specs: list[dict], only: str | None) -> list[dict]:
     return [s for s in specs if s["key"] in keep]
 
 
-def load_prior(results_json: Path, scale: dict) -> tuple[dict, dict[str, list[dict]]]:
-    """--only-baselines: the earlier run's JSON and its neural rows (made with the same data settings)."""
+def load_prior(results_json: Path, scale: dict, option: str) -> tuple[dict, dict[str, list[dict]]]:
+    """--only-baselines / --add-rows: the earlier run's JSON and its neural rows (made with the same data
+    settings)."""
     from dnadiff.errors import DnadiffError
 
     if not results_json.is_file():
-        raise DnadiffError(f"--only-baselines: {results_json} not found (run the pipeline once first)")
+        raise DnadiffError(f"{option}: {results_json} not found (run the pipeline once first)")
     try:
         prior = json.loads(results_json.read_text())
         prior_data, prior_runs = prior["settings"]["data"], prior["runs"]
     except (ValueError, KeyError, TypeError):
-        raise DnadiffError(f"--only-baselines: {results_json} is not a dna_perplexity results JSON") from None
+        raise DnadiffError(f"{option}: {results_json} is not a dna_perplexity results JSON") from None
     if prior_data != scale["data"]:
-        raise DnadiffError(f"--only-baselines: {results_json} was made with other data settings "
+        raise DnadiffError(f"{option}: {results_json} was made with other data settings "
                            f"({', '.join(prior_data)})")
     return prior, {k: v for k, v in prior_runs.items() if not k.startswith("markov")}
 
@@ -299,14 +306,17 @@ def run(args, command: str) -> int:
     results: dict[str, list[dict]] = {}
     prior = None
     results_json = Path(plan.results_dir) / f"{plan.stem}.json"
-    if args.only_baselines:  # the neural rows as the earlier run measured them
-        prior, results = load_prior(results_json, plan.scale)
-        specs = [s for s in specs if s["key"] in results]
-    budget = baselines.budget_seconds(specs, args.budget_minutes, plan.seeds) if args.budget_minutes else {}
+    to_train = specs
+    if args.only_baselines or args.add_rows:  # the neural rows as the earlier run measured them
+        prior, results = load_prior(results_json, plan.scale, "--add-rows" if args.add_rows else "--only-baselines")
+        to_train = specs if args.add_rows else []
+        results = {k: v for k, v in results.items() if k not in {s["key"] for s in to_train}}
+        specs = [s for s in row_specs(plan.scale) if s["key"] in results or s in to_train]
+    budget = baselines.budget_seconds(to_train, args.budget_minutes, plan.seeds) if args.budget_minutes else {}
     start = time.time()
     evaluate_dir = make_evaluator(plan.eval_windows)
-    for seed in range(plan.seeds if prior is None else 0):
-        for spec in specs:
+    for seed in range(plan.seeds if to_train else 0):
+        for spec in to_train:
             overrides = row_overrides(spec, seed, plan, args.dry_run, budget)
             results.setdefault(spec["key"], []).append(train_row(spec, seed, overrides, budget, evaluate_dir, start))
     if not args.no_markov:  # the classical rows: same data settings, same test windows and scorer
@@ -322,7 +332,8 @@ def run(args, command: str) -> int:
             plan.tmp.cleanup()
         return 0
     versus = versus_markov(table, results, args.scale, plan.scale["data"], plan.results_dir, own_json=results_json)
-    summary = run_summary(args, command, plan, wall, table, results, versus, budget, prior)
+    summary = run_summary(args, command, plan, wall, table, results, versus, budget, prior,
+                          [s["row"] for s in to_train] if prior else [])
     write_outputs(summary, plan.results_dir, plan.data)
     print(format_table(table, COLUMNS))
     print("\n".join(versus))
@@ -331,8 +342,9 @@ def run(args, command: str) -> int:
 
 
 def run_summary(args, command: str, plan: Plan, wall: float, table: list[dict], results: dict[str, list[dict]],
-                versus: list[str], budget: dict, prior: dict | None) -> dict:
-    """What results/STEM.json holds: command, machine, settings, rows, per-seed runs, the comparison."""
+                versus: list[str], budget: dict, prior: dict | None, added: list[str]) -> dict:
+    """What results/STEM.json holds: command, machine, settings, rows, per-seed runs, the comparison; with a
+    `prior` (--only-baselines, --add-rows) where its neural rows came from, and the rows `added` by this run."""
     scale = plan.scale
     seeds = plan.seeds if prior is None else max((len(v) for v in results.values()), default=0)
     summary = {"command": command, "wall_seconds": round(wall, 1), "machine": describe_machine(), "scale": args.scale,
@@ -340,10 +352,16 @@ def run_summary(args, command: str, plan: Plan, wall: float, table: list[dict], 
                "data": plan.data, "seeds": seeds, "rows": table, "runs": results,
                "load_average_at_end": load_average(), "versus_markov": versus,
                "budget_minutes": args.budget_minutes, "budget_seconds_per_run": budget, "stem": plan.stem}
-    if prior:
-        summary["neural_rows_from"] = {k: prior.get(k) for k in ("command", "wall_seconds", "machine")}
-        if prior.get("regenerated_rows"):
-            summary["regenerated_rows"] = prior["regenerated_rows"]
+    if prior:  # an earlier merge's provenance is kept: the table's rows came from these runs
+        summary["neural_rows_from"] = prior.get("neural_rows_from") or {
+            k: prior.get(k) for k in ("command", "wall_seconds", "machine")}
+        for key in ("regenerated_rows", "added_rows"):
+            if prior.get(key):
+                summary[key] = prior[key]
+        if added:
+            summary["added_rows"] = [*summary.get("added_rows", []), {
+                "rows": added, "command": command, "wall_seconds": round(wall, 1), "machine": describe_machine(),
+                "load_average_at_end": load_average()}]
     return summary
 
 

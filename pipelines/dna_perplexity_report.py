@@ -82,7 +82,8 @@ def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
     prior = summary.get("neural_rows_from")
     if prior:
         md.append(f"Neural rows reused from `{prior['command']}` ({(prior.get('wall_seconds') or 0) / 60:.1f} min); "
-                  "this run fitted the Markov rows only.  ")
+                  "this run fitted the Markov rows" + (" and trained the rows it adds (below)." if any(
+                      a["command"] == summary["command"] for a in summary.get("added_rows", [])) else " only.") + "  ")
     budget = summary.get("budget_seconds_per_run")
     if budget:
         md.append(f"Budget: {summary['budget_minutes']:g} min of neural training split over the runs by step share "
@@ -94,6 +95,10 @@ def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
     if regen:
         md.append(f"{' and '.join(sorted(regen['rows']))} rows regenerated ({regen['why']}): `{regen['command']}`, "
                   f"{regen['wall_seconds'] / 60:.1f} min on {regen['machine']}.  ")
+    for added in summary.get("added_rows", []):
+        md.append(f"{' and '.join(added['rows'])} row{'s' if len(added['rows']) > 1 else ''} added: "
+                  f"`{added['command']}`, {added['wall_seconds'] / 60:.1f} min on {added['machine']}; load average "
+                  f"{added['load_average_at_end']} at the end.  ")
     markov_from = summary.get("markov_rows_from")
     if markov_from:
         md.append(f"Markov rows from `{markov_from['command']}` ({markov_from['wall_seconds'] / 60:.1f} min on "

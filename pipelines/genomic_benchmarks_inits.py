@@ -77,18 +77,19 @@ def pick_scratch_architecture(inits: dict[str, str]) -> str | None:
     return next(iter(inits), None)
 
 
-def load_prior(out_stem: Path) -> dict:
-    """The results JSON an earlier full run wrote (its rows other than k-mer LR are kept by --only-baselines)."""
+def load_prior(out_stem: Path, option: str = "--only-baselines") -> dict:
+    """The results JSON an earlier full run wrote (its rows are kept by --only-baselines, but the k-mer LR's, and
+    by --add-inits, but the added inits')."""
     from dnadiff.errors import DnadiffError
 
     f = Path(str(out_stem) + ".json")
     if not f.is_file():
-        raise DnadiffError(f"--only-baselines: {f} not found (run the full pipeline once first)")
+        raise DnadiffError(f"{option}: {f} not found (run the full pipeline once first)")
     try:
         prior = json.loads(f.read_text())
         prior["table"], prior["cells"], prior["inits"], prior["datasets"]  # noqa: B018  (the keys it needs)
     except (json.JSONDecodeError, KeyError, TypeError):
-        raise DnadiffError(f"--only-baselines: {f} is not a results file of this pipeline") from None
+        raise DnadiffError(f"{option}: {f} is not a results file of this pipeline") from None
     return prior
 
 
@@ -113,6 +114,13 @@ def choose_inits(args, out_stem: Path, dry_root: Path | None) -> tuple[dict | No
     if args.only_baselines:
         prior = load_prior(out_stem)
         return prior, prior["inits"]
+    if args.add_inits:
+        if not args.init or dry_root is not None:
+            raise DnadiffError("--add-inits adds the --init NAME=PATH rows to a stored table: give --init, not "
+                               "with --dry-run")
+        if args.only_baselines:
+            raise DnadiffError("--add-inits and --only-baselines: one at a time")
+        return load_prior(out_stem, "--add-inits"), parse_inits(args.init)
     if args.init:
         return None, parse_inits(args.init)
     if dry_root is not None:

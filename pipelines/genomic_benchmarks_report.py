@@ -82,6 +82,10 @@ def render(payload: dict) -> str:
         lines.append(f"- rows other than {KMER_ROW} reused from the earlier run `{prior['command']}` "
                      f"({(prior.get('wall_s') or 0) / 60:.1f} min on {prior.get('machine', '?')}); "
                      "this run added the baseline only")
+    for added in payload.get("added_inits", []):
+        lines.append(f"- row{'s' if len(added['inits']) > 1 else ''} {', '.join(added['inits'])} added by "
+                     f"`{added['command']}` ({added['wall_s'] / 60:.1f} min on {added['machine']}; "
+                     f"{added['load_average']} at the end)")
     if payload.get("table_rendered_by"):
         lines.append(f"- table re-rendered without training from the per-run values in the JSON: "
                      f"`{payload['table_rendered_by']}`")

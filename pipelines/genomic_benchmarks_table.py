@@ -12,6 +12,9 @@
     python pipelines/genomic_benchmarks_table.py --from-json results/genomic_benchmarks_cpu.json
     # (re)run only the k-mer LR baseline row and merge it into the stored rows of the table
     python pipelines/genomic_benchmarks_table.py --scale cpu --only-baselines
+    # add one initialisation's row to the stored table (the other rows kept as they were measured)
+    python pipelines/genomic_benchmarks_table.py --scale cpu --add-inits \
+        --init plaid=runs/dna_perplexity_cpu/plaid_seed0/model
 
 Every initialisation NAME=PATH is a model directory (dnadiff, or official Caduceus/HyenaDNA);
 `scratch` is added automatically: the architecture of the first --init (or the config's default
@@ -21,7 +24,8 @@ on the shuffled test set) and reports test accuracy as mean ± range, the range 
 over the runs (the paper's tab. 7 "±"); results.json of every cell also holds MCC, macro-F1 and AUROC.
 A classical baseline row, `k-mer LR` (k-mer frequencies k = 3..6 on both strands + L2 logistic
 regression, dnadiff/classifier_tuning/kmer_lr.py), runs under the same protocol, subsamples, seeds and
-splits (--no-kmer-lr skips it; --only-baselines runs only it and keeps the other rows of OUT.json).
+splits (--no-kmer-lr skips it; --only-baselines runs only it and keeps the other rows of OUT.json;
+--add-inits runs only the --init rows and keeps the other rows of OUT.json).
 
 --scale cpu sizes (chosen to fit 45 minutes on 2 shared CPU cores with 4 inits x 2 data sets):
 stratified subsamples of 1,000 train / 500 test sequences, 1 epoch, 3 seeds, one learning rate
@@ -156,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only-baselines", action="store_true",
                    help="run only the k-mer LR row and merge it into the rows of the existing OUT.json (no neural "
                         "fine-tuning; same data sets, subsamples and seeds)")
+    p.add_argument("--add-inits", action="store_true",
+                   help="run only the --init rows (no scratch, no k-mer LR) and add them to the rows of the existing "
+                        "OUT.json (same data sets, subsamples and seeds)")
     p.add_argument("--download", action="store_true", help="paper scale: download missing Genomic Benchmarks sets")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: 1 at --scale cpu and for --dry-run, where tiny models gain "
@@ -225,13 +232,21 @@ def plan_rows(args, inits: dict[str, str], prior: dict | None, datasets: list[st
     rows: dict[str, list[str] | None] = {}
     table: dict[str, dict] = {}
     cells = []
-    if prior:  # the other rows as the earlier run measured them; only the baseline runs now
+    if prior:  # the other rows as the earlier run measured them; only the baseline (or the added inits) run now
         scratch_like = prior.get("scratch_architecture", prior.get("scratch_like"))
-        table = {k: v for k, v in prior["table"].items() if k != KMER_ROW}
-        cells = [c for c in prior["cells"] if c["init"] != KMER_ROW]
+        redo = set(inits) if args.add_inits else {KMER_ROW}
+        table = {k: v for k, v in prior["table"].items() if k not in redo}
+        cells = [c for c in prior["cells"] if c["init"] not in redo]
         missing = sorted(set(prior["datasets"]) - {Path(d).name for d in datasets})
+        option = "--add-inits" if args.add_inits else "--only-baselines"
         if missing:
-            raise DnadiffError(f"--only-baselines: {out_stem}.json has data sets {', '.join(missing)} not found now")
+            raise DnadiffError(f"{option}: {out_stem}.json has data sets {', '.join(missing)} not found now")
+        if args.add_inits and prior.get("settings") != settings_of(args):
+            raise DnadiffError(f"--add-inits: {out_stem}.json was made with other settings ({prior.get('settings')});"
+                               " give the same --scale and sizes")
+        if args.add_inits:
+            return {name: [f"model.init_from={json.dumps(path)}"] for name, path in inits.items()}, table, cells, \
+                scratch_like
     else:
         scratch_like = pick_scratch_architecture(inits)
         if not args.no_scratch:
@@ -299,6 +314,8 @@ def _run(args, argv, dry_root: Path | None = None) -> int:
                 cell = run_cell(args, init, cfg, init_dir / Path(ds).name, dry)
                 table[init][cell["dataset"]] = {m: cell["summary"][m] for m in ("accuracy", "mcc", "f1_macro", "auroc")}
                 cells.append(cell)
+        if prior and args.add_inits:  # the added rows above the k-mer baseline, as in a full run
+            table = {k: table[k] for k in sorted(table, key=lambda k: k == KMER_ROW)}
     except DnadiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -315,21 +332,34 @@ def _run(args, argv, dry_root: Path | None = None) -> int:
     return 0
 
 
+def settings_of(args) -> str:
+    """The settings line of a run (an added row must share it with the table it joins)."""
+    if args.scale == "paper":
+        return "tab. 7 recipe (finetune/finetune_<set>.yaml)"
+    return (f"paper protocol, {args.seeds} seeds, {args.epochs} epochs, {args.max_train} train / {args.max_test} test "
+            f"sequences (stratified subsamples), batch {args.batch_size}, lr {args.lr:g}")
+
+
 def run_payload(args, argv, wall: float, inits: dict, scratch_like: str | None, datasets: list[str], table: dict,
                 cells: list[dict], prior: dict | None) -> dict:
     """What OUT.json holds (render() adds the comparison note)."""
     command = common.command_line(__file__, argv)
-    settings = ("tab. 7 recipe (finetune/finetune_<set>.yaml)" if args.scale == "paper" else
-                f"paper protocol, {args.seeds} seeds, {args.epochs} epochs, {args.max_train} train / "
-                f"{args.max_test} test sequences (stratified subsamples), batch {args.batch_size}, lr {args.lr:g}")
     payload = {"command": command, "wall_s": round(wall, 1), "machine": describe_machine(), "scale": args.scale,
-               "settings": settings, "inits": inits, "scratch_architecture": None if args.no_scratch else scratch_like,
+               "settings": settings_of(args), "inits": inits,
+               "scratch_architecture": None if args.no_scratch else scratch_like,
                "datasets": [Path(d).name for d in datasets], "table": table, "cells": cells,
                "load_average": load_average()}
-    if prior:
-        payload["inits"] = prior["inits"]
-        payload["scratch_architecture"] = prior.get("scratch_architecture", prior.get("scratch_like"))
+    if prior and args.add_inits:  # the page stays the earlier run's; the rows added are listed with their run
+        added = {"inits": list(inits), "command": command, "wall_s": round(wall, 1), "machine": payload["machine"],
+                 "load_average": payload["load_average"]}
+        payload.update({k: prior[k] for k in ("command", "wall_s", "machine", "load_average", "neural_rows_from")
+                        if k in prior})
+        payload["added_inits"] = [*prior.get("added_inits", []), added]
+    elif prior:
         payload["neural_rows_from"] = {k: prior.get(k) for k in ("command", "wall_s", "machine")}
+    if prior:
+        payload["inits"] = prior["inits"] | (inits if args.add_inits else {})
+        payload["scratch_architecture"] = prior.get("scratch_architecture", prior.get("scratch_like"))
         # the datasets in the prior's order (the k-mer row covers every one of them)
         payload["datasets"] = list(dict.fromkeys([*prior["datasets"], *payload["datasets"]]))
     return payload

@@ -107,3 +107,48 @@ def test_no_pipeline_shadows_an_importable_module():
         name = script.stem
         assert name not in sys.builtin_module_names, name
         assert importlib.machinery.PathFinder.find_spec(name, elsewhere) is None, f"pipelines/{name}.py shadows {name}"
+
+
+def test_genomic_benchmarks_add_inits_adds_a_row_above_the_baseline(tmp_path, monkeypatch, capsys):
+    """--add-inits runs only the --init rows (here a stand-in cell) and keeps the stored rows, the page's
+    provenance and the k-mer baseline last; other settings than the stored table's are refused before any cell."""
+    import genomic_benchmarks_table as gb
+    from test_kmer_lr import make_benchmark
+
+    bench = make_benchmark(tmp_path / "toy", n_train=30, n_test=10)
+    stem = tmp_path / "tab7"
+    row = {"toy": {m: {"mean": 0.6, "range": 0.02, "min": 0.59, "max": 0.61, "n": 3}
+                   for m in ("accuracy", "mcc", "f1_macro", "auroc")}}
+    settings = gb.settings_of(gb.argparse.Namespace(scale="cpu", seeds=2, epochs=1, max_train=1000, max_test=500,
+                                                    batch_size=16, lr=2e-3))
+    prior = {"command": "python pipelines/genomic_benchmarks_table.py --scale cpu", "wall_s": 600, "machine": "m",
+             "load_average": "load average 1.00", "settings": settings, "scale": "cpu",
+             "inits": {"mdlm": "/gone/model"}, "datasets": ["toy"], "table": {"mdlm": row, gb.KMER_ROW: row},
+             "cells": [{"init": i, "dataset": "toy", "wall_s": 60, "majority_baseline": 0.5, "selected_lr": 1.0}
+                       for i in ("mdlm", gb.KMER_ROW)]}
+    stem.with_suffix(".json").write_text(json.dumps(prior))
+    ran = []
+
+    def fake_cell(args, init, cfg, cell_dir, dry):
+        ran.append((init, cfg.model.init_from))
+        return {"init": init, "dataset": cell_dir.name, "wall_s": 30, "majority_baseline": 0.5,
+                "summary": {m: dict(row["toy"][m], mean=0.7) for m in ("accuracy", "mcc", "f1_macro", "auroc")}}
+
+    monkeypatch.setattr(gb, "run_cell", fake_cell)
+    model = tmp_path / "plaid_model"
+    model.mkdir()
+    argv = ["--scale", "cpu", "--add-inits", "--init", f"plaid={model}", "--datasets", str(bench), "--out", str(stem),
+            "--runs-dir", str(tmp_path / "runs")]
+    assert gb.main([*argv, "--seeds", "3"]) == 2
+    assert "--add-inits: " in capsys.readouterr().err and not ran  # 3 seeds: not the stored table's 2
+    assert gb.main([*argv, "--seeds", "2"]) == 0
+    assert ran == [("plaid", str(model))]
+    out = json.loads(stem.with_suffix(".json").read_text())
+    assert list(out["table"]) == ["mdlm", "plaid", gb.KMER_ROW] and out["table"]["mdlm"] == row
+    assert out["table"]["plaid"]["toy"]["accuracy"]["mean"] == 0.7
+    assert out["command"] == prior["command"] and list(out["inits"]) == ["mdlm", "plaid"]
+    assert out["inits"]["plaid"].endswith("/plaid_model")  # results name no absolute path ($TMPDIR/...)
+    (added,) = out["added_inits"]
+    assert added["inits"] == ["plaid"] and "--add-inits" in added["command"]
+    md = Path(str(stem) + ".md").read_text()
+    assert "| plaid | 0.700 ± 0.020 |" in md and "- row plaid added by `python pipelines/genomic_benchmarks" in md

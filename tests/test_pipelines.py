@@ -200,6 +200,50 @@ def test_dna_perplexity_baseline_options_are_one_line_errors(tmp_path, capsys):
     assert err.startswith("error: --only-baselines: ") and "not found" in err and err.count("\n") == 1
 
 
+def test_dna_perplexity_add_rows_keeps_the_stored_rows(tmp_path, monkeypatch, capsys):
+    """--add-rows trains only the --only rows (here: a stand-in that records its calls), keeps the stored table's
+    other neural rows and their provenance, refits the Markov rows and says which rows it added."""
+    dp = pipeline("dna_perplexity")
+    settings = dict(dp.SCALES["cpu"])
+    stored = {"caduceus_mdlm": [{"seed": s, "perplexity": 2 ** b, "bits_per_base": b, "parameters": 28000}
+                                for s, b in enumerate([1.94, 1.95, 1.96])],
+              "markov_best": [{"seed": "-", "perplexity": 9.0, "bits_per_base": 3.17, "parameters": 1, "order": 1}]}
+    regen = {"rows": ["Mamba AR"], "command": "c", "wall_seconds": 60.0, "machine": "m", "why": "w"}
+    (tmp_path / "dna_perplexity_cpu.json").write_text(json.dumps(
+        {"command": "python pipelines/dna_perplexity.py --scale cpu --only-baselines", "wall_seconds": 60.0,
+         "machine": "m", "settings": settings, "runs": stored, "regenerated_rows": regen,
+         "neural_rows_from": {"command": "python pipelines/dna_perplexity.py --scale cpu", "wall_seconds": 2100.0,
+                              "machine": "m"}}))
+    trained = []
+
+    def fake_train(spec, seed, overrides, budget, evaluate_dir, start):
+        trained.append((spec["key"], seed))
+        return {"seed": seed, "perplexity": 2 ** 2.0, "bits_per_base": 2.0, "parameters": 150000}
+
+    markov = {"markov_best": [{"seed": "-", "perplexity": 2 ** 1.87, "bits_per_base": 1.87, "parameters": 1398100,
+                               "order": 9}]}
+    monkeypatch.setattr(dp, "train_row", fake_train)
+    monkeypatch.setattr(dp.baselines, "run_markov_rows", lambda *a, **k: markov)
+    monkeypatch.setattr(dp, "make_evaluator", lambda n: None)
+    assert dp.main(["--scale", "cpu", "--only", "plaid", "--add-rows", "--no-markov", "--results", str(tmp_path)]) == 2
+    assert "--add-rows needs --only ROWS" in capsys.readouterr().err and not trained
+    assert dp.main(["--scale", "cpu", "--only", "plaid", "--add-rows", "--results", str(tmp_path),
+                    "--out-dir", str(tmp_path / "runs")]) == 0
+    assert trained == [("plaid", 0), ("plaid", 1), ("plaid", 2)]
+    res = json.loads((tmp_path / "dna_perplexity_cpu.json").read_text())
+    assert [r["model"] for r in res["rows"]] == ["Caduceus MLM -> MDLM", "Plaid (DiT on learned embeddings)",
+                                                 "Markov best k on valid (0..10)"]
+    assert res["runs"]["caduceus_mdlm"] == stored["caduceus_mdlm"]
+    assert res["runs"]["markov_best"] == markov["markov_best"]
+    assert res["regenerated_rows"] == regen and res["neural_rows_from"]["wall_seconds"] == 2100.0
+    (added,) = res["added_rows"]
+    assert added["rows"] == ["Plaid (DiT on learned embeddings)"] and "--add-rows" in added["command"]
+    md = (tmp_path / "dna_perplexity_cpu.md").read_text()
+    assert "this run fitted the Markov rows and trained the rows it adds (below)." in md
+    assert "Plaid (DiT on learned embeddings) row added: `python pipelines/dna_perplexity.py" in md
+    assert "| Plaid (DiT on learned embeddings) | bound | 4.0000 |" in md
+
+
 def _gb_cell(init: str, accs: list[float], pm: bool) -> dict:
     from dnadiff.eval.classification import summarize
 
