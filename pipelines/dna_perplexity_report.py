@@ -97,7 +97,7 @@ def write_outputs(summary: dict, results_dir: str, data: list[str]) -> None:
                   f"{regen['wall_seconds'] / 60:.1f} min on {regen['machine']}.  ")
     for added in summary.get("added_rows", []):
         md.append(f"{' and '.join(added['rows'])} row{'s' if len(added['rows']) > 1 else ''} added: "
-                  f"`{added['command']}`, {added['wall_seconds'] / 60:.1f} min on {added['machine']}; load average "
+                  f"`{added['command']}`, {added['wall_seconds'] / 60:.1f} min on {added['machine']}; "
                   f"{added['load_average_at_end']} at the end.  ")
     markov_from = summary.get("markov_rows_from")
     if markov_from:

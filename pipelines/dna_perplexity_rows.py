@@ -53,6 +53,11 @@ def row_specs(scale: dict) -> list[dict]:
         # budget; its bound (diffusion + reconstruction + prior, diffusion/plaid.py) is an upper bound like MDLM's
         {"row": "Plaid (DiT on learned embeddings)", "key": "plaid", "backbone": "dit", "preset": "tiny",
          "objective": "plaid", "steps": p + f, "kind": "bound", "extra": PLAID_SIZES[pre.get("plaid", "tiny")]},
+        # the same objective around the Caduceus of the MLM/MDLM rows, post-hoc RC (Plaid feeds it embeddings, not
+        # tokens, so no RC-equivariant PS): the model tab. 7's Plaid column fine-tunes (a Caduceus in every column)
+        {"row": "Plaid (Caduceus-PH on learned embeddings)", "key": "plaid_caduceus", "backbone": "caduceus",
+         "preset": pre["caduceus"], "objective": "plaid", "steps": p + f, "kind": "bound",
+         "extra": ["model.overrides.rcps=false"]},
     ]
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "runs"  # pipelines/dna_perplexity.py --scale S writes runs/dna_perplexity_S/
 # tab. 7 rows -> the DNA perplexity pipeline's run keys (seed 0 of each): MLM-pretrained Caduceus, the
-# same model fine-tuned with MDLM, the AR baseline (Mamba) and Plaid (issue 48: the DiT its row trained, taken
-# out of the Plaid network by `dnadiff finetune`, Plaid's embeddings and schedule dropped)
-DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar", "plaid": "plaid"}
+# same model fine-tuned with MDLM, the AR baseline (Mamba) and Plaid (issue 48: the Caduceus-PH its
+# plaid_caduceus row trained, taken out of the Plaid network by `dnadiff finetune`, Plaid's embeddings and
+# schedule dropped: a Caduceus in every Caduceus column, as tab. 7)
+DEFAULT_INITS = {"mlm": "caduceus_mlm", "mdlm": "caduceus_mdlm", "ar": "mamba_ar", "plaid": "plaid_caduceus"}
 
 
 def parse_inits(items: list[str]) -> dict[str, str]:

@@ -3,7 +3,7 @@
     # CPU scale: the two shared benchmarks, tiny models from the DNA perplexity pipeline (<= 45 min, 2 cores)
     python pipelines/genomic_benchmarks_table.py --scale cpu \
         --init mlm=results/dna_perplexity_models/mlm --init mdlm=results/dna_perplexity_models/mdlm \
-        --init ar=results/dna_perplexity_models/ar --init plaid=results/dna_perplexity_models/plaid
+        --init ar=results/dna_perplexity_models/ar --init plaid=results/dna_perplexity_models/plaid_caduceus
     # paper scale: the 8 Genomic Benchmarks (in ~/.genomic_benchmarks, or --download), tab. 7 recipe
     python pipelines/genomic_benchmarks_table.py --scale paper --init mlm=PATH --init mdlm=PATH --init ar=PATH
     # every row and data set built and stepped once on tiny synthetic sets (seconds), no table written
@@ -14,7 +14,7 @@
     python pipelines/genomic_benchmarks_table.py --scale cpu --only-baselines
     # add one initialisation's row to the stored table (the other rows kept as they were measured)
     python pipelines/genomic_benchmarks_table.py --scale cpu --add-inits \
-        --init plaid=runs/dna_perplexity_cpu/plaid_seed0/model
+        --init plaid=runs/dna_perplexity_cpu/plaid_caduceus_seed0/model
 
 Every initialisation NAME=PATH is a model directory (dnadiff, or official Caduceus/HyenaDNA);
 `scratch` is added automatically: the architecture of the first --init (or the config's default
@@ -33,12 +33,12 @@ stratified subsamples of 1,000 train / 500 test sequences, 1 epoch, 3 seeds, one
 plus validation and test takes ~80 s on this machine (2.3 s per 32x200 training step, a busy
 shared CPU), so a Caduceus cell is ~4 min, a tiny Mamba one ~1.5 min: ~30 min for the table.
 With no --init, the models of `pipelines/dna_perplexity.py` at the same --scale are used: mlm, mdlm,
-ar and plaid = runs/dna_perplexity_<scale>/{caduceus_mlm,caduceus_mdlm,mamba_ar,plaid}_seed0/model.
-The plaid row (tab. 7's Plaid column) fine-tunes the backbone Plaid trained there, a DiT (Plaid needs a
-backbone that reads embeddings): `dnadiff finetune` takes it out of the Plaid network and drops Plaid's
-embedding table, noise schedule and input/time maps (its init_from line says so). The paper fine-tunes a
-Caduceus in every column: --init plaid=DIR of a Caduceus-PH trained with Plaid (`dnadiff train
-experiments/tiny_dna_mdlm objective=plaid model.preset=tiny-ph`) does that.
+ar and plaid = runs/dna_perplexity_<scale>/{caduceus_mlm,caduceus_mdlm,mamba_ar,plaid_caduceus}_seed0/model.
+The plaid row (tab. 7's Plaid column) fine-tunes the Caduceus that Plaid trained there, post-hoc RC (Plaid
+feeds its backbone embeddings, so no RC-equivariant PS): `dnadiff finetune` takes it out of the Plaid network
+and drops Plaid's embedding table, noise schedule and input/time maps (its init_from line says so), so every
+Caduceus column fine-tunes a Caduceus, as the paper's. The DiT of the perplexity table's other Plaid row:
+--init plaid_dit=runs/dna_perplexity_<scale>/plaid_seed0/model.
 
 --dry-run: with no --init, stand-ins for those three models are made by the DNA perplexity
 pipeline's own --dry-run at the same scale (same presets, one step), and with no --datasets tiny

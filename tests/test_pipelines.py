@@ -52,6 +52,8 @@ def test_dna_perplexity_dry_run_builds_and_steps_every_row(scale, tmp_path):
         assert _params(tmp_path / "mamba_ar_seed0" / "model") == 468_608
         assert _params(tmp_path / "hyena_ar_seed0" / "model") == 436_096
         assert _params(tmp_path / "plaid_seed0" / "model") == 500_720  # Plaid "507K": a DiT h96 x 3 on embeddings
+        # the Caduceus of tab. 7's Plaid column, post-hoc RC (Plaid reads embeddings), with Plaid's own parts
+        assert _params(tmp_path / "plaid_caduceus_seed0" / "model") == 496_696
     assert _results_listing() == before  # a dry run writes no table
 
 
