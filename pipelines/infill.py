@@ -3,6 +3,7 @@ the Markov chain's exact conditional; and DHS sequences whose central span is fi
 
     python pipelines/infill.py --threads 1                   # results/infill_cpu.{json,md,png}
     python pipelines/infill.py --dry-run                     # every row at toy sizes, tiny models; no table
+    python pipelines/infill.py --combine A.json B.json       # one table of runs of one data set each (no scoring)
 
 Data: chr22 test windows (genome + BED, test split, no N, the MDLM's training length) and DHS chr1 test
 sequences (200 bp, `per_class` of each cell type). Masks (dnadiff.eval.infill_nll.hidden_mask): central spans of
@@ -42,7 +43,7 @@ from pathlib import Path
 import common
 import numpy as np
 import torch
-from infill_report import FILL_MASK, MASKS, markdown, plot
+from infill_report import FILL_MASK, MASKS, combine, markdown, plot
 
 DEFAULTS = {"chr22_mdlm": "runs/cpu_hour/caduceus_mdlm/model", "chr22_ar": "runs/cpu_hour/mamba_ar/model",
             "chr22_bd3": "runs/block_diffusion/bd3lm4/model",
@@ -68,6 +69,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--results", default="results/infill_cpu", help="results path without extension")
     p.add_argument("--note", default="", help="a line for the table's header (e.g. 'preliminary: 10-minute models')")
     p.add_argument("--dry-run", action="store_true", help="toy sizes and tiny models in a temporary folder; no table")
+    p.add_argument("--combine", nargs="+", metavar="JSON", default=None,
+                   help="no scoring: the rows of earlier runs (each of other data sets, same settings) in one table at "
+                        "--results")
     return p.parse_args(argv)
 
 
@@ -349,6 +353,14 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.combine:
+        from dnadiff.errors import DnadiffError
+
+        try:
+            return combine(args.combine, Path(args.results), args.note, common.command_line(__file__, argv))
+        except DnadiffError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return common.main_with_dry_run(run, args, __file__, argv, "infill")
 
 

@@ -37,6 +37,37 @@ def test_markdown_lists_every_row_and_the_fill_table():
     assert "| real (unfilled) | 4 | 0.750 |" in text and "- a note" in text
 
 
+def test_combine_puts_runs_of_other_data_in_one_table(tmp_path, capsys):
+    import json
+
+    def run(data: str, note: str, fills: list) -> dict:
+        rows = infill.rows_of(data, "span8", {"markov": {"sequence_nats": [1.0, 2.0], "sequence_tokens": [3, 3]},
+                                              "mdlm_nelbo": {"sequence_nats": [0.5, 2.0], "sequence_tokens": [3, 3]}})
+        return {"command": f"python pipelines/infill.py --data {data}", "note": note, "settings": {"batch": 64},
+                "models": {data: {"markov": "m"}}, "notes": [f"{data} note"], "rows": rows, "fill_samples": fills,
+                "wall_s": 10.0, "threads": 1, "load_before": "lb", "load_after": "la", "machine": "vm"}
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(run("chr22", "chr22 part", [])))
+    b.write_text(json.dumps(run("dhs", "dhs part", [{"row": "real (unfilled)", "n": 4, "class_kept": 0.75}])))
+    out = tmp_path / "both"
+    assert infill.main(["--combine", str(a), str(b), "--results", str(out)]) == 0
+    res = json.loads(out.with_suffix(".json").read_text())
+    assert [(r["data"], r["model"]) for r in res["rows"]] == [("chr22", "markov"), ("chr22", "mdlm_nelbo"),
+                                                              ("dhs", "markov"), ("dhs", "mdlm_nelbo")]
+    assert set(res["models"]) == {"chr22", "dhs"} and res["wall_s"] == 20.0 and len(res["fill_samples"]) == 1
+    md = out.with_suffix(".md").read_text()
+    assert "chr22: `python pipelines/infill.py --data chr22`" in md and "*dhs part*" in md and "- dhs note" in md
+    assert "| dhs | span8 | mdlm_nelbo |" in md and "| real (unfilled) | 4 | 0.750 |" in md
+    capsys.readouterr()
+    assert infill.main(["--combine", str(b), str(b), "--results", str(out)]) == 2  # the same data twice
+    assert capsys.readouterr().err.strip() == "error: --combine: the runs share a data set (dhs, dhs)"
+    c = tmp_path / "c.json"
+    c.write_text(json.dumps(run("chr22", "", []) | {"settings": {"batch": 4}}))
+    assert infill.main(["--combine", str(c), str(b), "--results", str(out)]) == 2
+    assert "different settings" in capsys.readouterr().err
+
+
 def test_bad_data_choice_is_one_line(capsys):
     assert infill.main(["--dry-run", "--data", "chr9"]) == 2
     err = capsys.readouterr().err.strip()
