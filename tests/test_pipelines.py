@@ -82,10 +82,11 @@ def test_genomic_benchmarks_dry_run(scale, capsys):
     assert gb.main(["--scale", scale, "--dry-run"]) == 0
     out = capsys.readouterr().out
     n_sets = 8 if scale == "paper" else 1
-    # rows: scratch, mlm, mdlm, ar, plaid (the DiT inside the Plaid model) and the k-mer LR baseline
+    # rows: scratch, mlm, mdlm, ar, plaid (the Caduceus-PH inside the Plaid model) and the k-mer LR baseline
     assert f"dry run ({scale}): 6 rows x {n_sets} data sets configured, {6 + n_sets - 1} cells" in out
     assert "| k-mer LR |" in out and "| plaid |" in out
-    assert "model.init_from: loaded dit backbone" in out and "dropped Plaid's embedding table" in out
+    plaid = next(line for line in out.splitlines() if "plaid_caduceus_seed0" in line and "model.init_from" in line)
+    assert "loaded caduceus backbone" in plaid and "dropped Plaid's embedding table" in plaid
     if scale == "paper":
         assert "human_ensembl_regulatory: 24 train / 6 test, classes ['class0', 'class1', 'class2']" in out
     assert sorted((REPO / "results").iterdir()) == before
