@@ -112,6 +112,8 @@ def choose_inits(args, out_stem: Path, dry_root: Path | None) -> tuple[dict | No
 
     if args.only_baselines and (dry_root is not None or args.no_kmer_lr):
         raise DnadiffError("--only-baselines runs the k-mer LR row: not with --dry-run or --no-kmer-lr")
+    if args.add_inits and args.only_baselines:
+        raise DnadiffError("--add-inits and --only-baselines: one at a time")
     if args.only_baselines:
         prior = load_prior(out_stem)
         return prior, prior["inits"]
@@ -119,8 +121,6 @@ def choose_inits(args, out_stem: Path, dry_root: Path | None) -> tuple[dict | No
         if not args.init or dry_root is not None:
             raise DnadiffError("--add-inits adds the --init NAME=PATH rows to a stored table: give --init, not "
                                "with --dry-run")
-        if args.only_baselines:
-            raise DnadiffError("--add-inits and --only-baselines: one at a time")
         return load_prior(out_stem, "--add-inits"), parse_inits(args.init)
     if args.init:
         return None, parse_inits(args.init)

@@ -139,6 +139,8 @@ def test_genomic_benchmarks_add_inits_adds_a_row_above_the_baseline(tmp_path, mo
     model.mkdir()
     argv = ["--scale", "cpu", "--add-inits", "--init", f"plaid={model}", "--datasets", str(bench), "--out", str(stem),
             "--runs-dir", str(tmp_path / "runs")]
+    assert gb.main([*argv, "--only-baselines"]) == 2
+    assert "--add-inits and --only-baselines: one at a time" in capsys.readouterr().err
     assert gb.main([*argv, "--seeds", "3"]) == 2
     assert "--add-inits: " in capsys.readouterr().err and not ran  # 3 seeds: not the stored table's 2
     assert gb.main([*argv, "--seeds", "2"]) == 0
