@@ -244,9 +244,9 @@ def plan_rows(args, inits: dict[str, str], prior: dict | None, datasets: list[st
         if args.add_inits and prior.get("settings") != settings_of(args):
             raise DnadiffError(f"--add-inits: {out_stem}.json was made with other settings ({prior.get('settings')});"
                                " give the same --scale and sizes")
-        if args.add_inits:
-            return {name: [f"model.init_from={json.dumps(path)}"] for name, path in inits.items()}, table, cells, \
-                scratch_like
+        if args.add_inits:  # only the added rows run: no scratch, no k-mer LR
+            added = {name: [f"model.init_from={json.dumps(path)}"] for name, path in inits.items()}
+            return added, table, cells, scratch_like
     else:
         scratch_like = pick_scratch_architecture(inits)
         if not args.no_scratch:

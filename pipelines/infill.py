@@ -126,8 +126,8 @@ def prepare_dhs(args, work: Path, dry: bool, log) -> tuple[dict, list[str]]:
         path = Path(getattr(args, f"dhs_{key}"))
         found = (path / ("classifier.json" if key == "oracle" else "config.json")).is_file()
         models.update({key: str(path)} if found else {})
-        notes += [] if found else [f"DHS {key}: " + ("--dhs-" + key + " none" if str(path) == "none" else
-                                                      f"{path} missing") + ", its rows left out"]
+        why = f"--dhs-{key} none" if str(path) == "none" else f"{path} missing"
+        notes += [] if found else [f"DHS {key}: {why}, its rows left out"]
     return models, notes
 
 
