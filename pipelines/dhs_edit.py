@@ -12,24 +12,25 @@ LR trained on the other half of the training split) only scores, and no command 
 refuses).
 
 Rows (method, M): `greedy` (in-silico mutagenesis: all 3·L single mutants a round, the best kept; the unconditional
-MDLM directory only to check the length), `remask` (the conditional MDLM with --class HepG2: rounds of remasking the
-edits plus new reward-salient positions and resampling them given the rest, `candidates` per round), `markov`
-(the same rounds resampled from the HepG2 chain's exact posterior), `ledidi` (Schreiber et al. 2020: gradient
-descent on the Gumbel-softmax-relaxed edits through the reward classifier's differentiable log p(HepG2 | x), edit cost
-λ = `edit_cost` nats an edit, `ledidi_steps` steps of 8 draws; the unconditional MDLM directory only to check the
-length). Reference rows: the unedited inputs and real
-HepG2 test sequences. Columns: oracle_rate (evaluation-oracle argmax = HepG2), realistic_rate (that AND GC inside
+MDLM directory only to check the length; one run at the largest M with `--also-at` the others: the state after
+round m is exactly the M = m run's result, tested in tests/test_edit.py), `remask` (the conditional MDLM with
+--class HepG2: rounds of remasking the edits plus new reward-salient positions and resampling them given the rest,
+`candidates` per round), `markov` (the same rounds resampled from the HepG2 chain's exact posterior), `ledidi`
+(Schreiber et al. 2020: gradient descent on the Gumbel-softmax-relaxed edits through the reward classifier's
+differentiable log p(HepG2 | x), edit cost λ = `edit_cost` nats an edit, `ledidi_steps` steps of 8 draws; the
+unconditional MDLM directory only to check the length). Reference rows: the unedited inputs and real HepG2 test
+sequences. Columns: oracle_rate (evaluation-oracle argmax = HepG2), realistic_rate (that AND GC inside
 the real HepG2 test sequences' 5–95 % range AND log-likelihood per base under the unconditional MDLM above their 5 %
 quantile: the realism rule of pipelines/dhs_design.py), edits_mean, reward_calls and network_calls (per sequence,
 from `dnadiff edit`'s JSON), markov_llr (mean change of log p per sequence, nats, under the pooled Markov chain of
 models/markov: the chain of no cell type; the markov method resamples from the HepG2 chain of the same fit).
 
-Cost (not yet run at this scale: the DHS models and oracles were not on the machine this was written on): greedy
-scores 600 mutants a sequence a round, M rounds: at M = 32 for 48 sequences ~920k reward-classifier rows; the
-tiny Caduceus forward measured 32-59 ms a 200-bp row on one thread at load 15 on 2 cores (8-15 s for 256 rows),
-so the greedy rows are hours on a CPU (a few ms a row on an idle core: ~1-2 h); remask and markov cost rounds x
-candidates = 32 reward rows a sequence (plus a saliency gradient a round); ledidi 8 draws x at most 200 steps = 1,600
-gradient rows a sequence (early stopping after 100 steps without a better draw), plus its roll-back to M.
+Cost: greedy scores 600 mutants a sequence a round, 32 rounds for every budget together (--also-at): for 48
+sequences ~920k reward-classifier rows, at the 6.8 ms a 200-bp row measured on one thread at load 3 on 2 cores
+(600 rows in 4.1 s) ~1.7 h, so --per-source trades the rates' standard errors against it; remask and markov cost
+rounds x candidates = 32 reward rows a sequence (plus a saliency gradient a round); ledidi 8 draws x at most 200
+steps = 1,600 gradient rows a sequence (early stopping after 100 steps without a better draw), plus its roll-back to
+M, for each M: about as much as greedy's whole path.
 """
 
 from __future__ import annotations
@@ -67,11 +68,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def edit_argv(method: str, m: int, sc: dict, models: dict, reward_dir: str, inputs: Path, out: Path,
-              threads: int) -> tuple[list, list[str]]:
+              threads: int, also_at: list[int] = ()) -> tuple[list, list[str]]:
     """(the `dnadiff edit` command of one row, the folders it reads)."""
     model = {"remask": models["cfg"], "markov": models["markov"]}.get(method, models["cg"])  # greedy, ledidi: length
     argv = ["edit", model, "--in", inputs, "--reward", f"classifier:{reward_dir}", "--target", CELL,
             "--max-edits", m, "--method", method, "--seed", 0, "--out", out, "--threads", threads, "--force", "-q"]
+    if also_at:
+        argv += ["--also-at", ",".join(map(str, also_at))]
     if method == "ledidi":
         argv += ["--steps", sc["ledidi_steps"], "--edit-cost", sc["edit_cost"]]
     elif method != "greedy":
@@ -175,12 +178,21 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
              "markov_llr": 0.0, **judge(inputs, ctx)},
             {"method": f"real {CELL} test", "max_edits": None, "edits_mean": None, "reward_calls": None,
              "network_calls": None, "markov_llr": None, **judge(real[: len(inputs)], ctx)}]
+    largest = max(sc["max_edits"])
     for method in methods:
         for m in sc["max_edits"]:
             fa = out / method / f"m{m}.fa"
             fa.parent.mkdir(parents=True, exist_ok=True)
-            argv, reads = edit_argv(method, m, sc, models, reward_dir, in_fa, fa, args.threads)
-            cmds.run(argv, f"edit {method} M={m}", fa.with_suffix(".done.json"), [*reads, str(in_fa)])
+            if method == "greedy":  # one path through every budget, run once at the largest
+                whole = out / method / f"m{largest}.fa"
+                argv, reads = edit_argv(method, largest, sc, models, reward_dir, in_fa, whole, args.threads,
+                                        [b for b in sc["max_edits"] if b != largest])
+                cmds.run(argv, f"edit {method} M={largest} (also at the smaller M)", whole.with_suffix(".done.json"),
+                         [*reads, str(in_fa)])
+                fa = fa if m == largest else whole.with_name(f"{whole.stem}.m{m}.fa")
+            else:
+                argv, reads = edit_argv(method, m, sc, models, reward_dir, in_fa, fa, args.threads)
+                cmds.run(argv, f"edit {method} M={m}", fa.with_suffix(".done.json"), [*reads, str(in_fa)])
             edited = bench.read_samples(fa)
             stats = json.loads(fa.with_suffix(".json").read_text())["summary"]
             row = {"method": method, "max_edits": m, "edits_mean": stats["edits_mean"],

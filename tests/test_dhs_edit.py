@@ -28,6 +28,8 @@ def test_edit_commands_of_every_method():
         a = argvs[m][0]
         assert a[a.index("--class") + 1] == "HepG2" and a[a.index("--rounds") + 1] == 8
     assert edit.METHODS[0].startswith("greedy")
+    path, _ = edit.edit_argv("greedy", 32, sc, models, "R", Path("in.fa"), Path("o.fa"), 1, [4, 8, 16])
+    assert path[path.index("--also-at") + 1] == "4,8,16" and "--also-at" not in argvs["greedy"][0]
 
 
 def test_markdown_has_every_row():

@@ -13,6 +13,7 @@ import torch
 
 from dnadiff.cli import main
 from dnadiff.data.records import read_fasta
+from dnadiff.errors import DnadiffError
 from dnadiff.guidance.editing import (
     MarkovProposer,
     RemaskEditor,
@@ -66,6 +67,33 @@ def test_greedy_keeps_protected_positions_and_stops_at_a_local_optimum():
     assert new[:6] == seq[:6] and set(new[6:]) <= {"C", "G"}
     assert out.rounds == 5  # 4 improving rounds, then one that finds nothing better
     assert out.reward_calls == 3 * 4 + 3 * 4 + 3 * 4 + 3 * 4 + 3 * 4
+
+
+def test_greedy_snapshots_are_exactly_the_smaller_budget_runs():
+    """The path claim of greedy_edit(snapshot_at=...): the state after round m is the max_edits = m run's result,
+    reward calls and rounds included, for a reward where every round improves and one that stops early."""
+    gen = torch.Generator().manual_seed(0)
+    weights = torch.randn(30, 12, generator=gen, dtype=torch.float64)  # a position-specific score of every id
+
+    def linear(x):
+        return weights[torch.arange(x.shape[1]), x].sum(dim=1)
+
+    x0 = torch.stack([torch.tensor(TOK.encode(s)) for s in (("ACGT" * 8)[:30], ("TTGCA" * 6)[:30])])
+    for reward in (linear, build_reward("gc:0.55")):  # gc:0.55: both rows reach it within 3 edits and stop
+        whole = greedy_edit(x0, reward, 12, snapshot_at=(1, 3, 7))
+        assert sorted(whole.snapshots) == [1, 3, 7]
+        for m, snap in whole.snapshots.items():
+            alone = greedy_edit(x0, reward, m)
+            assert torch.equal(snap.x, alone.x) and torch.equal(snap.reward_after, alone.reward_after)
+            assert (snap.reward_calls, snap.rounds) == (alone.reward_calls, alone.rounds)
+            assert int(snap.edit_counts(x0).max()) <= m
+        assert whole.snapshots[1].reward_calls == 2 * 3 * 30
+        if reward is linear:
+            assert whole.rounds == 12 and whole.snapshots[7].reward_calls < whole.reward_calls
+        else:
+            assert whole.rounds < 7 and torch.equal(whole.snapshots[7].x, whole.x)
+    with pytest.raises(DnadiffError, match="below max_edits"):
+        greedy_edit(x0, linear, 4, snapshot_at=(4,))
 
 
 def test_edit_lists_round_trip():
@@ -140,8 +168,28 @@ def test_edit_command_writes_edits_that_reproduce_the_output(tmp_path, model_dir
         assert stats["network_calls"] == 0
 
 
+def test_also_at_writes_what_the_smaller_budget_runs_write(tmp_path, model_dir):
+    inp = write_inputs(tmp_path / "in.fa", SEQS)
+    base = ["edit", model_dir, "--in", inp, "--reward", "gc:0.6", "--method", "greedy", "--threads", "1", "-q"]
+    assert main(base + ["--max-edits", "6", "--also-at", "4,1", "--out", str(tmp_path / "m6.fa")]) == 0
+    for m in (1, 4):
+        assert main(base + ["--max-edits", str(m), "--out", str(tmp_path / f"alone{m}.fa")]) == 0
+        path = tmp_path / f"m6.m{m}.fa"
+        assert read_fasta(path, full_headers=True) == read_fasta(tmp_path / f"alone{m}.fa", full_headers=True)
+        assert (tmp_path / f"m6.m{m}.tsv").read_text() == (tmp_path / f"alone{m}.tsv").read_text()
+        got, want = (json.loads((tmp_path / f"{stem}.json").read_text()) for stem in (f"m6.m{m}", f"alone{m}"))
+        assert got["budget_of"] == 6 and want["budget_of"] is None
+        for key in ("edits_mean", "reward_after_mean", "reward_calls_per_sequence", "max_edits"):
+            assert got["summary"][key] == want["summary"][key]
+    six = json.loads((tmp_path / "m6.json").read_text())["summary"]
+    assert six["max_edits"] == 6 and six["reward_calls_per_sequence"] >= got["summary"]["reward_calls_per_sequence"]
+
+
 BAD = [
     (["--max-edits", "0"], SEQS, "--max-edits must be at least 1"),
+    (["--max-edits", "4", "--also-at", "2", "--method", "remask"], SEQS, "--also-at applies to --method greedy"),
+    (["--max-edits", "4", "--also-at", "2,4", "--method", "greedy"], SEQS, "below --max-edits 4"),
+    (["--max-edits", "4", "--also-at", "two", "--method", "greedy"], SEQS, "expected comma-separated integers"),
     (["--max-edits", "25"], SEQS, "above the length of record"),
     (["--max-edits", "2"], ["ACGTNACGTACGTACGTACGTACG"], "'N' at position 5, which may be edited"),
     (["--max-edits", "2"], ["ACGTRACGTACGTACGTACGTACG"], "'R' at position 5"),

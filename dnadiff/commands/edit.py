@@ -17,6 +17,7 @@ DESCRIPTION = """Edit sequences toward a goal with at most --max-edits base chan
   dnadiff edit runs/dhs_cond_mdlm/model --in seqs.fa --reward classifier:DIR --target HepG2 --class HepG2 \
 --guidance 1 --max-edits 16 --out edited.fa
   dnadiff edit MODEL --in seqs.fa --reward gc:0.5 --max-edits 4 --method greedy --out edited.fa
+  dnadiff edit MODEL --in seqs.fa --reward gc:0.5 --max-edits 32 --method greedy --also-at 4,8,16 --out m32.fa
   dnadiff edit runs/dhs_markov/model --in seqs.fa --reward motif:TGACTCA --class HepG2 --max-edits 8 \
 --method markov --protect 1-20 --out edited.fa
   dnadiff edit runs/dhs_mdlm/model --in seqs.fa --reward classifier:DIR --target HepG2 --max-edits 8 \
@@ -75,6 +76,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="1-based inclusive range of positions never edited (repeatable)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output FASTA (OUT.tsv and OUT.json beside it)")
+    p.add_argument("--also-at", default=None, metavar="M1,M2", help="greedy: also write the results of these smaller "
+                   "budgets, which in-silico mutagenesis passes through on its way to --max-edits (each exactly "
+                   "that --max-edits run's output, reward calls included, at no extra cost): OUT stem + .mM.fa, "
+                   ".mM.tsv, .mM.json")
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
 
 
@@ -105,6 +110,33 @@ def check_args(args: argparse.Namespace) -> None:
         raise DnadiffError("--guidance needs --class (the class to guide toward)")
     if args.label is not None and args.method in ("greedy", "ledidi"):
         raise DnadiffError(f"--class applies to --method remask or markov, not {args.method}")
+    args.also_at_list = also_at(args)
+
+
+def also_at(args: argparse.Namespace) -> tuple[int, ...]:
+    """--also-at as sorted budgets, each in [1, --max-edits); greedy only."""
+    if args.also_at is None:
+        return ()
+    if args.method != "greedy":
+        raise DnadiffError(f"--also-at applies to --method greedy (a path through the budgets), not {args.method}")
+    try:
+        ms = sorted({int(x) for x in args.also_at.split(",") if x.strip()})
+    except ValueError:
+        raise DnadiffError(f"--also-at {args.also_at!r}: expected comma-separated integers (e.g. 4,8,16)") from None
+    bad = [m for m in ms if not 1 <= m < args.max_edits]
+    if bad or not ms:
+        raise DnadiffError(f"--also-at {args.also_at!r}: each budget must be at least 1 and below --max-edits "
+                           f"{args.max_edits}")
+    return tuple(ms)
+
+
+def budget_paths(out: str, stats_path: str, m: int) -> tuple[str, str, str]:
+    """(FASTA, TSV, JSON) of the --also-at budget m: OUT's stem + .mM."""
+    from pathlib import Path
+
+    fa = Path(out)
+    stem = Path(stats_path[: -len(".json")])
+    return str(fa.with_name(f"{stem.name}.m{m}{fa.suffix}")), f"{stem}.m{m}.tsv", f"{stem}.m{m}.json"
 
 
 def read_inputs(args: argparse.Namespace, ranges: list[tuple[int, int]]):
@@ -220,9 +252,8 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.checkpoint import load_for_inference
     from dnadiff.commands.checks import check_writable
     from dnadiff.commands.preflight import check_model_input
-    from dnadiff.data.records import format_fasta
-    from dnadiff.guidance.editing import edit_list, format_edits, greedy_edit
-    from dnadiff.guidance.rewards import build_reward, reward_capabilities, soft_support
+    from dnadiff.guidance.editing import greedy_edit
+    from dnadiff.guidance.rewards import build_reward, soft_support
     from dnadiff.logs import log, progress_bar
     from dnadiff.sampling import output_paths
     from dnadiff.utils import format_table, json_text, recover_together, refuse_existing, write_together
@@ -235,8 +266,11 @@ def run(args: argparse.Namespace) -> int:
     tsv_path = stats_path[: -len(".json")] + ".tsv"
     records, editable = read_inputs(args, ranges)  # the inputs first, then the destination
     check_model_input(args.model_dir)
-    recover_together([out, tsv_path, stats_path])
-    refuse_existing([out, tsv_path, stats_path], args.force)
+    budgets = {args.max_edits: (out, tsv_path, stats_path),
+               **{m: budget_paths(out, stats_path, m) for m in args.also_at_list}}
+    every_path = [path for paths in budgets.values() for path in paths]
+    recover_together(every_path)
+    refuse_existing(every_path, args.force)
     check_writable(out)
     model = load_for_inference(args.model_dir)
     lengths = {len(s) for _, s in records}
@@ -249,8 +283,8 @@ def run(args: argparse.Namespace) -> int:
     plain = args.method in ("greedy", "ledidi")  # no generator
     editor, positions = (None, None) if plain else build_editor(args, model, reward)
 
-    results: dict[int, tuple] = {}
-    totals = {"reward_calls": 0, "network_calls": 0}
+    results: dict[int, dict[int, tuple]] = {m: {} for m in budgets}  # budget -> record -> (seq, before, after)
+    totals = {m: {"reward_calls": 0, "network_calls": 0} for m in budgets}
     start = time.time()
     groups = sorted(lengths)
     bar = progress_bar(total=len(records), desc=f"edit ({args.method})", unit="seq")
@@ -261,21 +295,41 @@ def run(args: argparse.Namespace) -> int:
             mask = torch.as_tensor(np.stack([editable[i] for i in idx]), device=model.device)
             probe_reward(reward, x0, args.reward)
             if args.method == "greedy":
-                res = greedy_edit(x0, reward, args.max_edits, mask)
+                res = greedy_edit(x0, reward, args.max_edits, mask, snapshot_at=args.also_at_list)
             elif args.method == "ledidi":
                 res = run_ledidi(args, x0, reward, mask, L)
             else:
                 res = editor.edit(x0, reward, args.max_edits, mask, seed=args.seed)
-            if bool((res.edit_counts(x0) > args.max_edits).any()):
-                raise AssertionError("an editor passed --max-edits")  # a bug, never a user error
-            totals["reward_calls"] += res.reward_calls
-            totals["network_calls"] += res.network_calls
-            for j, i in enumerate(idx):
-                results[i] = (tok.decode(res.x[j].cpu()), float(res.reward_before[j]), float(res.reward_after[j]))
+            for m, outcome in {args.max_edits: res, **res.snapshots}.items():
+                if bool((outcome.edit_counts(x0) > m).any()):
+                    raise AssertionError("an editor passed --max-edits")  # a bug, never a user error
+                totals[m]["reward_calls"] += outcome.reward_calls
+                totals[m]["network_calls"] += outcome.network_calls
+                for j, i in enumerate(idx):
+                    results[m][i] = (tok.decode(outcome.x[j].cpu()), float(outcome.reward_before[j]),
+                                     float(outcome.reward_after[j]))
             bar.update(len(idx))
     finally:
         bar.close()
     wall = time.time() - start
+    files, tables = [], []
+    for m, (fa_path, tsv_at, stats_at) in budgets.items():
+        fasta, tsv, stats = render(args, records, results[m], totals[m], m, wall, reward, editor, positions)
+        stats.update(out=fa_path, tsv=tsv_at, budget_of=None if m == args.max_edits else args.max_edits)
+        files += [(fa_path, fasta), (tsv_at, tsv), (stats_at, json_text(stats))]
+        tables.append(stats["summary"])
+    write_together(files)
+    print(format_table(tables))  # the result on stdout (progress and logs on stderr), as design and sample
+    log.info("\nwrote %s", ", ".join(path for path, _ in files))
+    return 0
+
+
+def render(args, records, results: dict, totals: dict, max_edits: int, wall: float, reward, editor, positions):
+    """(FASTA text, TSV text, stats dict) of one budget's results."""
+    from dnadiff.data.records import format_fasta
+    from dnadiff.guidance.editing import edit_list, format_edits
+    from dnadiff.guidance.rewards import reward_capabilities
+
     name = reward_capabilities(reward).name or args.reward
     fasta, tsv, per_record = [], ["id\tposition\tfrom\tto"], []
     for i, (rid, seq) in enumerate(records):
@@ -286,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
         tsv += [f"{rid}\t{p}\t{a}\t{b}" for p, a, b in edits]
         per_record.append({"id": rid, "reward_before": before, "reward_after": after, "edits": len(edits)})
     n = len(records)
-    summary = {"method": args.method, "reward": name, "sequences": n, "max_edits": args.max_edits,
+    summary = {"method": args.method, "reward": name, "sequences": n, "max_edits": max_edits,
                "edits_mean": sum(r["edits"] for r in per_record) / n,
                "reward_before_mean": sum(r["reward_before"] for r in per_record) / n,
                "reward_after_mean": sum(r["reward_after"] for r in per_record) / n,
@@ -297,11 +351,8 @@ def run(args: argparse.Namespace) -> int:
              "candidates": None if editor is None else args.candidates, "class": args.label, "guidance": args.guidance,
              "sampler": args.sampler if args.method == "remask" else None, "protect": args.protect, "seed": args.seed,
              "ledidi": ledidi_settings(args) if args.method == "ledidi" else None, **totals, "summary": summary,
-             "records": per_record, "out": out, "tsv": tsv_path}
-    write_together([(out, format_fasta(fasta)), (tsv_path, "\n".join(tsv) + "\n"), (stats_path, json_text(stats))])
-    print(format_table([summary]))  # the result on stdout (progress and logs on stderr), as design and sample
-    log.info("\nwrote %s, %s and %s", out, tsv_path, stats_path)
-    return 0
+             "records": per_record}
+    return format_fasta(fasta), "\n".join(tsv) + "\n", stats
 
 
 def resolved_config(args: argparse.Namespace) -> dict:

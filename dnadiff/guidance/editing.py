@@ -32,7 +32,7 @@ counts its rows too); `network_calls` = sequences pushed through the generator's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -59,6 +59,8 @@ class EditOutcome:
     reward_calls: int
     network_calls: int
     rounds: int
+    # greedy only: {m: the outcome after round m}, exactly the --max-edits m run (greedy_edit's `snapshot_at`)
+    snapshots: dict[int, "EditOutcome"] = field(default_factory=dict)
 
     def edit_counts(self, x0: Tensor) -> Tensor:
         return (self.x != x0.to(self.x.device)).sum(dim=1)
@@ -103,8 +105,16 @@ def score(reward: Callable, x: Tensor, counter: list[int]) -> Tensor:
 
 
 def greedy_edit(x0: Tensor, reward: Callable, max_edits: int, editable: Tensor | None = None,
-                on_round: Callable[[int], None] | None = None) -> EditOutcome:
-    """In-silico mutagenesis (module docstring): at most `max_edits` rounds of the best single mutant."""
+                on_round: Callable[[int], None] | None = None, snapshot_at: tuple[int, ...] = ()) -> EditOutcome:
+    """In-silico mutagenesis (module docstring): at most `max_edits` rounds of the best single mutant.
+
+    snapshot_at: budgets m < max_edits whose outcome to keep on the way (EditOutcome.snapshots). Greedy is a path:
+    through round m no mutant passes m edits (round r starts from at most r - 1), so nothing the `within` test
+    drops differs from a max_edits = m run, and the state after round m, its reward and its calls are exactly that
+    run's result: the smaller budgets of a table cost nothing extra."""
+    bad = [m for m in snapshot_at if not 1 <= m < max_edits]
+    if bad:
+        raise DnadiffError(f"greedy snapshots {bad}: each must be at least 1 and below max_edits = {max_edits}")
     x0 = x0.long()
     B, L = x0.shape
     editable = torch.ones_like(x0, dtype=torch.bool) if editable is None else editable.bool()
@@ -116,6 +126,11 @@ def greedy_edit(x0: Tensor, reward: Callable, max_edits: int, editable: Tensor |
     bases = BASES.to(x0.device)
     rounds = 0
     active = torch.ones(B, dtype=torch.bool)
+    snapshots: dict[int, EditOutcome] = {}
+
+    def snapshot(m: int) -> None:
+        snapshots[m] = EditOutcome(cur.clone(), before, r_cur.clone(), calls[0], 0, rounds)
+
     for _ in range(max_edits):
         rows, muts = [], []
         for b in torch.nonzero(active).flatten().tolist():
@@ -141,11 +156,16 @@ def greedy_edit(x0: Tensor, reward: Callable, max_edits: int, editable: Tensor |
                 cur[b], r_cur[b] = mut[best], r[best]
             else:
                 active[b] = False  # no single mutant helps: a local optimum
+        if rounds in snapshot_at:
+            snapshot(rounds)
         if on_round is not None:
             on_round(rounds)
         if not bool(active.any()):
             break
-    return EditOutcome(cur, before, r_cur, calls[0], 0, rounds)
+    for m in snapshot_at:  # stopped early (a local optimum everywhere): the larger budgets end where it stopped
+        if m not in snapshots:
+            snapshot(m)
+    return EditOutcome(cur, before, r_cur, calls[0], 0, rounds, snapshots)
 
 
 # ----------------------------------------------------------------------------- proposers
