@@ -19,9 +19,11 @@ round m is exactly the M = m run's result, tested in tests/test_edit.py), `remas
 (Schreiber et al. 2020: gradient descent on the Gumbel-softmax-relaxed edits through the reward classifier's
 differentiable log p(HepG2 | x), edit cost λ = `edit_cost` nats an edit, `ledidi_steps` steps of 8 draws; the
 unconditional MDLM directory only to check the length). Reference rows: the unedited inputs and real HepG2 test
-sequences. Columns: oracle_rate (evaluation-oracle argmax = HepG2), realistic_rate (that AND GC inside
-the real HepG2 test sequences' 5–95 % range AND log-likelihood per base under the unconditional MDLM above their 5 %
-quantile: the realism rule of pipelines/dhs_design.py), edits_mean, reward_calls and network_calls (per sequence,
+sequences. Columns: oracle_rate (evaluation-oracle argmax = HepG2), neural_rate (the same under the neural
+evaluation oracle, ORACLES/neural_oracle, a CNN on half_b, when it exists: a second judge that reads motif grammar,
+issue 46), realistic_rate (oracle_rate's hit AND GC inside the real HepG2 test sequences' 5–95 % range AND
+log-likelihood per base under the unconditional MDLM above their 5 % quantile: the realism rule of
+pipelines/dhs_design.py), edits_mean, reward_calls and network_calls (per sequence,
 from `dnadiff edit`'s JSON), markov_llr (mean change of log p per sequence, nats, under the pooled Markov chain of
 models/markov: the chain of no cell type; the markov method resamples from the HepG2 chain of the same fit).
 
@@ -97,6 +99,7 @@ def markov_llr(chain_model, before: list[str], after: list[str]) -> float:
 
 def judge(seqs: list[str], ctx: dict) -> dict:
     """oracle_rate, realistic_rate (± binomial SE) of one set."""
+    import judging
     import reward_finetuning_rows as rf
 
     from dnadiff.eval import gc_content, predict_proba
@@ -110,6 +113,7 @@ def judge(seqs: list[str], ctx: dict) -> dict:
     rate, real = float(hit.mean()), float((hit & natural).mean())
     return {"n": n, "oracle_rate": rate, "oracle_rate_se": math.sqrt(rate * (1 - rate) / n),
             "realistic_rate": real, "realistic_rate_se": math.sqrt(real * (1 - real) / n),
+            "neural_rate": judging.success_rate(ctx.get("neural"), seqs, ctx["target"]),
             "loglik_per_base": float(ll.mean())}
 
 
@@ -119,6 +123,7 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     import dhs_benchmark as bench
     import dhs_design
     import dhs_oracles
+    import judging
 
     import dnadiff
     from dnadiff.data import CELL_TYPES, load_dhs
@@ -170,8 +175,9 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     in_fa = out / "inputs.fa"
     atomic_write(in_fa, "".join(f">{CELL_TYPES[labels[i]]}_{i}\n{seqs[i]}\n" for i in picked))
     pretrained = dnadiff.load(models["cg"])
-    ctx = {"target": CELL_TYPES.index(CELL), "oracle": load_oracle(eval_dir)[0], "pretrained": pretrained,
-           "bounds": dhs_design.natural_bounds(pretrained, real)}
+    neural, neural_dir = judging.neural_oracle(str(Path(eval_dir).parent))  # None where the folder has none
+    ctx = {"neural": neural, "target": CELL_TYPES.index(CELL), "oracle": load_oracle(eval_dir)[0],
+           "pretrained": pretrained, "bounds": dhs_design.natural_bounds(pretrained, real)}
     chain = dnadiff.load(models["markov"])
     cmds = dhs_design.Commands(eval_dir, log)
     rows = [{"method": "unedited", "max_edits": 0, "edits_mean": 0.0, "reward_calls": 0, "network_calls": 0,
@@ -208,7 +214,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         return 0
     stem = Path(args.results)
     common.write_report(stem, {"command": command, "target": CELL, "sources": SOURCES, "settings": sc, "rows": rows,
-                               "models": models, "oracles": {"reward": reward_dir, "evaluation": eval_dir},
+                               "models": models, "oracles": {"reward": reward_dir, "evaluation": eval_dir,
+                                                             "neural": neural_dir},
                                "commands": cmds.records, "wall_s": round(time.time() - t0, 1),
                                "threads": args.threads, "load_before": load_before, **common.stamp("load_after")},
                         markdown, plot)
@@ -224,7 +231,8 @@ def markdown(r: dict, png: str | None) -> str:
 
     table = markdown_table([{
         "method": x["method"], "M": num(x["max_edits"]), "oracle HepG2 rate": f"{x['oracle_rate']:.3f} ± "
-        f"{x['oracle_rate_se']:.3f}", "realistic rate": num(x["realistic_rate"]), "edits": num(x["edits_mean"], 1),
+        f"{x['oracle_rate_se']:.3f}", "realistic rate": num(x["realistic_rate"]),
+        "neural-oracle HepG2 rate": num(x.get("neural_rate")) or "—", "edits": num(x["edits_mean"], 1),
         "reward calls / seq": num(x["reward_calls"], 0) if x["reward_calls"] is not None else "",
         "network calls / seq": num(x["network_calls"], 0) if x["network_calls"] is not None else "",
         "Markov Δlog p (nats)": num(x["markov_llr"], 2)} for x in r["rows"]])

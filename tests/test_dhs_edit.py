@@ -36,12 +36,13 @@ def test_markdown_has_every_row():
     rows = [{"method": "unedited", "max_edits": 0, "edits_mean": 0.0, "reward_calls": 0, "network_calls": 0,
              "markov_llr": 0.0, "oracle_rate": 0.25, "oracle_rate_se": 0.1, "realistic_rate": 0.2},
             {"method": "greedy", "max_edits": 16, "edits_mean": 15.5, "reward_calls": 9600.0, "network_calls": 0.0,
-             "markov_llr": -12.5, "oracle_rate": 0.9, "oracle_rate_se": 0.05, "realistic_rate": 0.4}]
+             "markov_llr": -12.5, "oracle_rate": 0.9, "oracle_rate_se": 0.05, "realistic_rate": 0.4,
+             "neural_rate": 0.625}]
     r = {"command": "python pipelines/dhs_edit.py", "wall_s": 1.0, "threads": 1, "machine": "m", "load_before": 1,
          "load_after": 1, "settings": {"per_source": 16}, "sources": edit.SOURCES, "rows": rows}
     text = edit.markdown(r, None)
-    assert "| greedy | 16 | 0.900 ± 0.050 | 0.400 | 15.5 | 9600 | 0 | -12.50 |" in text
-    assert "| unedited | 0 | 0.250 ± 0.100 |" in text
+    assert "| greedy | 16 | 0.900 ± 0.050 | 0.400 | 0.625 | 15.5 | 9600 | 0 | -12.50 |" in text
+    assert "| unedited | 0 | 0.250 ± 0.100 | 0.200 | — |" in text  # a row without the neural oracle
 
 
 def test_bad_methods_are_one_line(capsys):
