@@ -113,7 +113,17 @@ def carried_lines(carried: dict | None, label: dict) -> list[str]:
             "seeds, checked): " + ", ".join(label.get(row, row) for row in carried["rows"]) + ". Their samples are "
             "not re-scored, so the judges added since (the neural oracle, the discriminator columns) read n/a on "
             f"them. Rows made by both runs (the real row must score alike: the same judges): {both}. Oracle "
-            f"fingerprints (file bytes): {fp}.", ""]
+            f"fingerprints (file bytes): {fp}.{earlier_note(carried.get('earlier'), label)}", ""]
+
+
+def earlier_note(earlier: dict | None, label: dict) -> str:
+    """' Of those, ROWS were made by `COMMAND`.' along the chain of --carry-from runs (rows carried twice)."""
+    parts = []
+    while earlier and earlier.get("rows"):
+        rows = ", ".join(label.get(row, row) for row in earlier["rows"])
+        parts.append(f"{rows} were made by `{earlier['command']}`")
+        earlier = earlier.get("earlier")
+    return " Of those, " + "; of those, ".join(parts) + "." if parts else ""
 
 
 def plots(r: dict, results: Path) -> list[str]:

@@ -171,8 +171,12 @@ def carry_rows(result: dict, old_path: str, order: tuple, log) -> dict:
     fingerprints = {role[:-5]: {"there": (old["oracles"].get(role) or {}).get("fingerprint"),
                                 "here": (result["oracles"].get(role) or {}).get("fingerprint")}
                     for role in ("reward_meta", "evaluation_meta")}
+    earlier = old.get("carried") or {}  # rows the earlier run had itself carried: their own run's command stays
     result["carried"] = {"from": path.as_posix(), "command": old.get("command"), "rows": carried, "check": check,
-                         "oracle_fingerprints": fingerprints}
+                         "oracle_fingerprints": fingerprints,
+                         "earlier": {"command": earlier.get("command"), "earlier": earlier.get("earlier"),
+                                     "rows": [row for row in earlier.get("rows", []) if row in carried]}
+                         if set(earlier.get("rows", [])) & set(carried) else None}
     log(f"--carry-from: rows {', '.join(carried) or '(none)'} carried from {old_path}")
     return result
 

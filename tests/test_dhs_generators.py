@@ -346,6 +346,16 @@ def test_benchmark_carry_from_adds_an_earlier_runs_rows_only_when_the_real_row_s
     assert "hESC" in new["summary"]["ar"] and "hESCT0" not in new["summary"]["ar"]  # renamed since the old run
     text = "\n".join(report.carried_lines(new["carried"], report.ROW_LABELS))
     assert "conditional Mamba AR, conditional MDLM + CFG" in text and "max |difference| 0.25" in text
+    assert new["carried"]["earlier"] is None and "Of those" not in text
+    # carried twice: the rows the middle run had itself carried keep the command that made them
+    middle = tmp_path / "middle.json"
+    middle.write_text(json.dumps(new))
+    again = steps.carry_rows(run(["real", "ar"], 0.0), str(middle), order, lambda *_: None)
+    assert again["carried"]["rows"] == ["markov", "bd3", "cfg"]
+    assert again["carried"]["earlier"] == {"command": "run of real,markov,ar,cfg", "earlier": None, "rows": ["cfg"]}
+    text = "\n".join(report.carried_lines(again["carried"], report.ROW_LABELS))
+    made = "Of those, conditional MDLM + CFG (w chosen on valid) were made by `run of real,markov,ar,cfg`."
+    assert text.count(made) == 1
     # the real row scored differently: other judges, no shared table (a 1e-4 drift in 0.5 is within tolerance)
     assert steps.carry_rows(run(["real"], 0.0, 1e-4), str(old), order, lambda *_: None)["rows"][0] == "real"
     with pytest.raises(SystemExit, match="real row's overall target is 0.5 there and 0.51 here: the judges score"):
