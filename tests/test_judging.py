@@ -139,7 +139,8 @@ def test_old_dhs_tables_render_with_dashes():
     assert "0.625" in md and "0.750 ± 0.020 (p 1e-05)" in md and "neural_oracle, a CNN on half_b" in md
     b = json.loads((REPO / "results" / "dhs_cpu.json").read_text())
     md = bench.markdown(b, {})  # its newer rows are judged by the neural oracle, the rows carried from before are not
-    assert "| conditional Mamba AR | n/a | n/a | n/a | n/a | n/a |" in md and "--roles neural" not in md
+    assert "| conditional MDLM + CFG (w chosen on valid) | n/a | n/a | n/a | n/a | n/a |" in md
+    assert "| conditional Mamba AR | n/a" not in md and "--roles neural" not in md  # the AR row was re-judged
     b["oracles"]["neural"] = None  # a table from before the neural oracle
     md = bench.markdown(b, {})
     assert "under the neural evaluation oracle" in md and "--roles neural" in md
