@@ -30,10 +30,9 @@ models/markov: the chain of no cell type; the markov method resamples from the H
 Cost: greedy scores 600 mutants a sequence a round, 32 rounds for every budget together (--also-at): for 48
 sequences ~920k reward-classifier rows; results/dhs_edit_cpu.md's 36 (--per-source 12) took 691k rows in 3,804 s
 wall on one thread at load 3-6 on 2 cores, so --per-source trades the rates' standard errors against it; remask
-and markov cost
-rounds x candidates = 32 reward rows a sequence (plus a saliency gradient a round); ledidi 8 draws x at most 200
-steps = 1,600 gradient rows a sequence (early stopping after 100 steps without a better draw), plus its roll-back to
-M, for each M: about as much as greedy's whole path.
+and markov cost rounds x candidates = 32 reward rows a sequence (plus a saliency gradient a round); ledidi 8 draws
+x at most 200 steps = 1,600 gradient rows a sequence (early stopping after 100 steps without a better draw), plus
+its roll-back to M, for each M: about as much as greedy's whole path.
 """
 
 from __future__ import annotations
