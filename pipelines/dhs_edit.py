@@ -65,6 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="runs/dhs_edit", help="work folder")
     p.add_argument("--results", default="results/dhs_edit_cpu", help="results path without extension")
+    p.add_argument("--note", default="", help="a paragraph for the table's header (e.g. the targets, met or missed)")
     p.add_argument("--dry-run", action="store_true", help="toy sizes, tiny models and oracles trained here; no table")
     return p.parse_args(argv)
 
@@ -213,7 +214,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         print(f"dry run: {len(rows)} rows ({time.time() - t0:.0f} s); no table written")
         return 0
     stem = Path(args.results)
-    common.write_report(stem, {"command": command, "target": CELL, "sources": SOURCES, "settings": sc, "rows": rows,
+    common.write_report(stem, {"command": command, "note": args.note, "target": CELL, "sources": SOURCES,
+                               "settings": sc, "rows": rows,
                                "models": models, "oracles": {"reward": reward_dir, "evaluation": eval_dir,
                                                              "neural": neural_dir},
                                "commands": cmds.records, "wall_s": round(time.time() - t0, 1),
@@ -239,7 +241,8 @@ def markdown(r: dict, png: str | None) -> str:
     lines = ["# Cell-type conversion toward HepG2 by editing (issue 47 §3)", "", f"`{r['command']}`  ",
              f"{r['wall_s']:.0f} s wall, {r['threads']} thread; {r['machine']}; load before {r['load_before']}, "
              f"after {r['load_after']}.", "", f"{r['settings']['per_source']} chr1 test sequences of each of "
-             f"{', '.join(r['sources'])}; protocol and columns: the docstring of pipelines/dhs_edit.py.", "", table, ""]
+             f"{', '.join(r['sources'])}; protocol and columns: the docstring of pipelines/dhs_edit.py.", "",
+             *([f"**{r['note']}**", ""] if r.get("note") else []), table, ""]
     if png:
         lines += [f"![dhs_edit]({Path(png).name})", ""]
     return "\n".join(lines)

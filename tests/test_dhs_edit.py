@@ -43,6 +43,7 @@ def test_markdown_has_every_row():
     text = edit.markdown(r, None)
     assert "| greedy | 16 | 0.900 ± 0.050 | 0.400 | 0.625 | 15.5 | 9600 | 0 | -12.50 |" in text
     assert "| unedited | 0 | 0.250 ± 0.100 | 0.200 | — |" in text  # a row without the neural oracle
+    assert "**" not in text and "**Targets: missed.**" in edit.markdown({**r, "note": "Targets: missed."}, None)
 
 
 def test_bad_methods_are_one_line(capsys):
