@@ -110,7 +110,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise DnadiffError("--guidance needs --class (the class to guide toward)")
     if args.label is not None and args.method in ("greedy", "ledidi"):
         raise DnadiffError(f"--class applies to --method remask or markov, not {args.method}")
-    args.also_at_list = also_at(args)
+    also_at(args)  # --also-at checked with the rest, before anything is read
 
 
 def also_at(args: argparse.Namespace) -> tuple[int, ...]:
@@ -259,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
     from dnadiff.utils import format_table, json_text, recover_together, refuse_existing, write_together
 
     check_args(args)
+    smaller = also_at(args)
     ranges = protected_ranges(args.protect)
     out, stats_path = output_paths(args.out, "dna")
     if out is None:
@@ -267,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     records, editable = read_inputs(args, ranges)  # the inputs first, then the destination
     check_model_input(args.model_dir)
     budgets = {args.max_edits: (out, tsv_path, stats_path),
-               **{m: budget_paths(out, stats_path, m) for m in args.also_at_list}}
+               **{m: budget_paths(out, stats_path, m) for m in smaller}}
     every_path = [path for paths in budgets.values() for path in paths]
     recover_together(every_path)
     refuse_existing(every_path, args.force)
@@ -295,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
             mask = torch.as_tensor(np.stack([editable[i] for i in idx]), device=model.device)
             probe_reward(reward, x0, args.reward)
             if args.method == "greedy":
-                res = greedy_edit(x0, reward, args.max_edits, mask, snapshot_at=args.also_at_list)
+                res = greedy_edit(x0, reward, args.max_edits, mask, snapshot_at=smaller)
             elif args.method == "ledidi":
                 res = run_ledidi(args, x0, reward, mask, L)
             else:
