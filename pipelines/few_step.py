@@ -43,7 +43,8 @@ DNA MDLM and UDLM, text MDLM, UDLM, AR judge); 2 Markov fits (~3 min); 8 distill
 5 families x 3 seeds x 252 calls (4+8+...+128, L = 128 coincides with 128): ~17 min, and its ~100 metric cells
 ~8 min; text sampling ~19 min and judging ~2 min: about 85 CPU-minutes (say 70-110: the per-call figures came
 from a loaded machine). Training budgets are wall-clock minutes (train.max_minutes): on a loaded machine a
-model gets fewer steps. --scale tiny: ~40 s CPU (37 s measured, 19 min wall at load 9).
+model gets fewer steps; --budget-clock cpu counts each training process's CPU minutes instead.
+--scale tiny: ~40 s CPU (37 s measured, 19 min wall at load 9).
 Models, students and sample files are kept across reruns while their command and (for samples) the model's
 content fingerprint are unchanged.
 Writes results/few_step_cpu.{md,json} and results/few_step_cpu.png (--scale tiny: WORK/few_step_tiny.*).
@@ -103,6 +104,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--domains", default="dna,text", help="dna, text or both (default dna,text)")
     ap.add_argument("--shared", default=os.environ.get("DNADIFF_DATA") or str(REPO.parent / "shared" / "data"))
     ap.add_argument("--train-minutes", type=float, default=None, help="wall budget of each model (cpu: 5)")
+    ap.add_argument("--budget-clock", choices=["wall", "cpu"], default="wall",
+                    help="what --train-minutes counts: wall-clock minutes or the training process's "
+                    "CPU minutes (train.budget_clock)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--work-dir", default=None, help="models, students, samples (default runs/few_step_<scale>)")
     ap.add_argument("--results", default=None, help="results stem (default results/few_step_cpu; "
@@ -154,8 +158,11 @@ def text_overrides(args, work: Path, size: dict, dry: bool) -> list[str]:
             f"data.seq_len={size['length']}", f"sample.length={size['length']}"]
 
 
-def budget(size: dict, minutes: float | None) -> list[str]:
-    return list(size["train"]) + ([f"train.max_minutes={minutes:g}"] if minutes else [])
+def budget(size: dict, minutes: float | None, clock: str = "wall") -> list[str]:
+    # clock "cpu": the run stops on this process's CPU time, so a loaded machine gives the same steps
+    if not minutes:
+        return list(size["train"])
+    return [*size["train"], f"train.max_minutes={minutes:g}", *(["train.budget_clock=cpu"] if clock == "cpu" else [])]
 
 
 # ----------------------------------------------------------------------------- samples
@@ -220,7 +227,7 @@ def prepare_dna(args, work: Path, size: dict, minutes, dry: bool, log) -> tuple[
     dom.models.update(markov5=markov5, markov_best=best)
     trained = []
     for key, extra in (("mdlm", []), ("udlm", ["objective=udlm"])):
-        over = [*extra, *data_over, f"sample.length={size['length']}", *budget(size, minutes)]
+        over = [*extra, *data_over, f"sample.length={size['length']}", *budget(size, minutes, args.budget_clock)]
         dom.models[key], info = train_model(work, f"dna_{key}", "experiments/tiny_dna_mdlm", over, args.threads, log)
         trained.append({"domain": "dna", "model": key, **info})
     dom.markov_rows = [(f"Markov k={k5}", "markov5"), (f"Markov best k (k={best_k})", "markov_best")]
@@ -236,8 +243,8 @@ def prepare_text(args, work: Path, size: dict, minutes, dry: bool, log) -> tuple
                                ("mdlm", "text/cpu_fortunes_owt_mdlm", GEN_TEXT),
                                ("udlm", "text/cpu_fortunes_owt_mdlm", [*GEN_TEXT, "objective=udlm",
                                                                       "objective.pad_policy=visible"])):
-        dom.models[key], info = train_model(work, f"text_{key}", config, [*extra, *base, *budget(size, minutes)],
-                                            args.threads, log)
+        over = [*extra, *base, *budget(size, minutes, args.budget_clock)]
+        dom.models[key], info = train_model(work, f"text_{key}", config, over, args.threads, log)
         trained.append({"domain": "text", "model": key, "config": config, **info})
     dom.judge = dom.models["judge"]
     dom.markov_rows = []

@@ -91,3 +91,15 @@ def test_markdown_has_the_columns_and_first_reach_lines(tiny):
         assert col in md, col
     assert md.count("First reaches its own L-call quality") == 2 and "uniform vs masking" in md
     assert "L=32" in md and res["command"].startswith("python pipelines/few_step.py")
+
+
+def test_budget_clock_reaches_the_train_command():
+    """--budget-clock cpu adds train.budget_clock=cpu beside the minutes; no minutes, no clock either."""
+    few_step = importlib.import_module("few_step")
+    size = {"train": ["train.max_steps=100000"]}
+    assert few_step.budget(size, 5.0) == ["train.max_steps=100000", "train.max_minutes=5"]
+    assert few_step.budget(size, 5.0, "cpu") == ["train.max_steps=100000", "train.max_minutes=5",
+                                                 "train.budget_clock=cpu"]
+    assert few_step.budget(size, None, "cpu") == ["train.max_steps=100000"]
+    assert few_step.parse_args(["--budget-clock", "cpu"]).budget_clock == "cpu"
+    assert few_step.parse_args([]).budget_clock == "wall"
