@@ -94,12 +94,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     common.add_common_options(
         p, scales=SCALES, results_help="results path without extension (default results/dhs_design_cpu; tiny: "
         "OUT/dhs_design_tiny)", dry_run_help="every row on the real table at the tiny scale's sizes, models trained a "
-        "step in a temporary folder (oracles: --oracles when there, else tiny ones); writes no table")
+        "step in a temporary folder (oracles: --oracles when there, else tiny ones); writes no table",
+        from_json="re-render the .md and .png of a finished run from its JSON (with --note: the note replaced)")
     p.add_argument("--out", default=None, help="work folder (default runs/dhs_design[_tiny])")
     p.add_argument("--models", default=None, help="folder with models/cg/model and models/cfg/model (default "
                    "runs/dhs_benchmark; tiny and --dry-run: trained into OUT)")
     p.add_argument("--oracles", default=None, help="folder with reward_classifier/ and eval_oracle/ (default "
                    "runs/dhs_oracles; tiny and --dry-run: trained into OUT/oracles)")
+    p.add_argument("--note", default=None, help="a paragraph for the table's header (e.g. how the models were "
+                   "trained when they were trained apart, the targets met or missed)")
     return p.parse_args(argv)
 
 
@@ -324,7 +327,7 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
               "finetuning": {m: [{key: v for key, v in ft.items()} for ft in runs] for m, runs in finetuned.items()},
               "commands": cmds.records,
               "motif_scanner": scanner_settings(scanner, "JASPAR2024 CORE vertebrates (pyjaspar)"),
-              "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before,
+              "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": load_before, "note": args.note,
               **common.stamp("load_after")}
     common.write_report(results, result, markdown, plot)
     print(f"wrote {results.with_suffix('.md')} ({wall:.0f} s wall, {cpu:.0f} s CPU)")
@@ -354,8 +357,27 @@ def setting_label(row: str, value, sc: dict) -> str:
     return ", ".join(parts + ([fixed] if fixed else []))
 
 
+def rerender(args: argparse.Namespace, command: str) -> int:
+    """--from-json: the table and figure of a finished run again (its JSON kept; --note, when given, replaces
+    the note), written beside --results or the JSON."""
+    from dnadiff.errors import DnadiffError
+
+    result = common.read_results_json(args.from_json, "dhs_design")
+    if not {"rows", "settings", "models", "oracles"} <= set(result):
+        raise DnadiffError(f"--from-json {args.from_json}: not a dhs_design results JSON (no rows, settings, models "
+                           "or oracles)")
+    if args.note is not None:
+        result["note"] = args.note
+    stem = Path(args.results) if args.results else Path(args.from_json).with_suffix("")
+    common.write_report(stem, result, markdown, plot)
+    print(f"wrote {stem.with_suffix('.md')} (re-rendered from {args.from_json})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.from_json:
+        return common.main_plain(rerender, args, __file__, argv)
     return common.main_with_dry_run(run, args, __file__, argv, "dhs_design")
 
 

@@ -72,8 +72,10 @@ def markdown(r: dict, png: str | None) -> str:
              f"ancestral steps, seed {TEST_SEED}; settings chosen on validation rewards (seed {VALID_SEED}, "
              f"{r['settings']['valid_num']} designs per setting, the reward classifier and the validation split only). "
              "Protocol and definitions: the docstring of pipelines/dhs_design.py.", "",
-             f"Pretrained: `{r['models']['cg']['model']}` (unconditional MDLM; every row but CFG, and the "
-             f"log-likelihood), `{r['models']['cfg']['model']}` (conditional MDLM; CFG). Reward: "
+             *([f"**{r['note']}**", ""] if r.get("note") else []),
+             f"Pretrained: `{r['models']['cg']['model']}` (unconditional MDLM{trained_as(r['models']['cg'])}; every "
+             f"row but CFG, and the log-likelihood), `{r['models']['cfg']['model']}` (conditional MDLM"
+             f"{trained_as(r['models']['cfg'])}; CFG). Reward: "
              f"`classifier:{r['oracles']['reward']}` --target {r['target']} "
              f"({bench_describe(r['oracles'].get('reward_meta'))}); evaluation oracle `{r['oracles']['evaluation']}` "
              f"({bench_describe(r['oracles'].get('evaluation_meta'))}), given to no command "
@@ -95,6 +97,13 @@ def markdown(r: dict, png: str | None) -> str:
     if png:
         lines += [f"![{Path(png).stem}]({Path(png).name})", ""]
     return "\n".join(lines)
+
+
+def trained_as(info: dict) -> str:
+    """', 12,345 steps, validation 1.923 bits/base' from a model's training info (empty where unrecorded)."""
+    parts = [f"{info['steps']:,} steps" if info.get("steps") else "",
+             f"validation {info['val_bits_per_base']:.3f} bits/base" if info.get("val_bits_per_base") else ""]
+    return "".join(f", {x}" for x in parts if x)
 
 
 def bench_describe(meta: dict | None) -> str:

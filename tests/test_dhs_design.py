@@ -111,3 +111,30 @@ def test_design_tiny_scale(tmp_path):
     assert r["oracles"]["neural"] is None and "k-mer LR evaluation oracle" in r["oracles"]["realistic_rule"]
     assert all(x["success_neural"] is None for x in rows.values()) and "Judges: success and realistic" in md
     assert (tmp_path / "d" / "dhs_design_tiny.png").is_file()
+
+
+def test_from_json_rerenders_a_finished_run_with_the_note_and_the_models_training(tmp_path):
+    src = Path(__file__).resolve().parent.parent / "results" / "dhs_design_cpu.json"
+    r = json.loads(src.read_text())
+    r["models"]["cg"].update(steps=1234, val_bits_per_base=1.5)  # what the header must show, whatever committed
+    r["note"] = "old note"
+    given = tmp_path / "run.json"
+    given.write_text(json.dumps(r))
+    argv = ["--from-json", str(given), "--results", str(tmp_path / "out"), "--note", "Models: 30 min."]
+    assert design.main(argv) == 0
+    md = (tmp_path / "out.md").read_text()
+    assert "**Models: 30 min.**" in md and "old note" not in md
+    assert "(unconditional MDLM, 1,234 steps, validation 1.500 bits/base;" in md
+    assert json.loads((tmp_path / "out.json").read_text())["rows"] == r["rows"] and (tmp_path / "out.png").is_file()
+    # without --note the run's own note stays
+    assert design.main(["--from-json", str(given), "--results", str(tmp_path / "kept")]) == 0
+    assert "**old note**" in (tmp_path / "kept.md").read_text()
+
+
+def test_from_json_refuses_what_is_not_a_design_run(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rows": []}))
+    assert design.main(["--from-json", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"error: --from-json {bad}: not a dhs_design results JSON")
+    assert not (tmp_path / "bad.md").exists()
