@@ -3,6 +3,7 @@
     python pipelines/dhs_design.py --scale cpu --threads 1     # results/dhs_design_cpu.{md,json,png}
     python pipelines/dhs_design.py --scale cpu --dry-run       # every row on the real table, toy sizes, no table
     python pipelines/dhs_design.py --scale tiny                # the 300-row fixture, tiny models trained here
+    python pipelines/dhs_design.py --from-json results/dhs_design_cpu.json --note "..."   # re-render, a note
 
 Pretrained models (those of pipelines/dhs_benchmark.py, `--models`, default runs/dhs_benchmark): the unconditional
 MDLM models/cg/model (configs/experiments/dhs_mdlm.yaml), which every method but CFG steers or fine-tunes and
@@ -358,8 +359,8 @@ def setting_label(row: str, value, sc: dict) -> str:
 
 
 def rerender(args: argparse.Namespace, command: str) -> int:
-    """--from-json: the table and figure of a finished run again (its JSON kept; --note, when given, replaces
-    the note), written beside --results or the JSON."""
+    """--from-json: a finished run's table, figure and JSON written again at --results (default: beside the JSON),
+    rows untouched; --note, when given, replaces the run's note."""
     from dnadiff.errors import DnadiffError
 
     result = common.read_results_json(args.from_json, "dhs_design")
