@@ -4,6 +4,12 @@
     python pipelines/dhs_drakes_grid.py --dry-run                  # every run on the 300-row fixture, toy sizes
     python pipelines/dhs_drakes_grid.py --scale tiny               # small-scale: tiny models trained here
 
+Spread over cores and sessions (one core each; every cell is about an hour): run cells in separate invocations,
+e.g. `--variants policy_gradient --betas 0.25 --results R1` and `--variants drakes_soft --betas 0.25
+--no-inference-rows --results R2`, then `--from-json R1.json --carry-from R2.json --results R` merges them
+(refused unless both used the same models and oracles: their content fingerprints are recorded); a later
+invocation with `--carry-from R.json` adds its cells. The table lists the cells not run yet.
+
 Models, reward and evaluation oracle as pipelines/dhs_design.py (whose helpers this script uses): the
 unconditional MDLM fine-tuned by `dnadiff design-finetune` for every (variant, β) of the grid, each then
 sampled plainly (`dnadiff sample`, 50 steps: no reward calls at sampling); beside them the
@@ -40,6 +46,7 @@ import time
 from pathlib import Path
 
 import common
+import judging
 import numpy as np
 
 VARIANTS = {  # name: (method, --option items, --gumbel-temperature)
@@ -59,6 +66,9 @@ SCALES = {
              "finetune": {"train_steps": 6, "batch_size": 4, "group_size": 2, "lr": 3e-3, "grad_clip": 1.0,
                           "target_samples": 16, "eval_samples": 8}},
 }
+OFFICIAL_TRAJECTORY_STEPS = 1000 * 4 * 32 * 128  # DRAKES's DHS run: epochs × accumulation × batch × steps
+
+
 DRY = {"betas": [1.0], "num": 4, "steps": 4, "best_n": 2,
        "finetune": {"train_steps": 1, "batch_size": 2, "group_size": 2, "lr": 1e-3, "grad_clip": 1.0,
                     "target_samples": 4, "eval_samples": 2}}
@@ -74,9 +84,93 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--oracles", default=None, help="folder with reward_classifier/ and eval_oracle/ (as dhs_design)")
     p.add_argument("--variants", default=None, help=f"comma-separated subset of {', '.join(VARIANTS)}")
     p.add_argument("--betas", default=None, help="comma-separated β grid (default: the scale's)")
+    p.add_argument("--no-inference-rows", action="store_true", help="skip the unguided, best-of-N and CFG rows "
+                   "(another invocation makes them; --carry-from adds them): needs only the unconditional model")
+    p.add_argument("--carry-from", default=None, metavar="JSON[,JSON]", help="add the rows of earlier runs of this "
+                   "grid that this run does not make; refused unless their settings and the fingerprints of the "
+                   "models and oracles match (one core per invocation, cells spread over cores and sessions)")
+    p.add_argument("--from-json", default=None, metavar="JSON", help="re-render a finished run's table (with "
+                   "--carry-from: merged with other runs' rows, their fingerprints checked against its own; with "
+                   "--note: the note replaced); loads no model")
+    p.add_argument("--note", default=None, help="a paragraph written under the table (targets met or missed, why)")
     p.add_argument("--dry-run", action="store_true", help="every variant once at toy sizes on the fixture, models "
                    "trained in a temporary folder; writes no table")
     return p.parse_args(argv)
+
+
+def fingerprint(folder: str | os.PathLike | None) -> str | None:
+    """sha256 of a model or oracle folder's content: its files' bytes, sorted by name, except that an .npz is read
+    as its arrays (np.savez stamps the zip with the time, so a retrained k-mer LR with equal weights differs in
+    bytes); metrics/log files are left out. None for a missing folder."""
+    import hashlib
+
+    if folder is None or not Path(folder).is_dir():
+        return None
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).iterdir()):
+        if not f.is_file() or f.name == "metrics.json":
+            continue
+        h.update(f.name.encode())
+        if f.suffix == ".npz":
+            with np.load(f, allow_pickle=False) as z:
+                for k in sorted(z.files):
+                    h.update(k.encode() + np.ascontiguousarray(z[k]).tobytes())
+        else:
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+CARRY_SETTINGS = ("num", "length", "steps", "best_n", "cfg", "finetune")  # must match for rows to be carried
+
+
+def carry_rows(rows: list[dict], paths: str, settings: dict, prints: dict, scale: str) -> list[dict]:
+    """`rows` plus the rows of earlier grid runs (`--carry-from`, comma-separated) that this run did not make,
+    keyed by (variant, setting); the first file's row wins where several have it. Refused (one line) unless those
+    runs share the scale, the CARRY_SETTINGS and every model/oracle fingerprint that both record."""
+    made = {(x["variant"], x["setting"]) for x in rows}
+    out = list(rows)
+    for path in [q.strip() for q in paths.split(",") if q.strip()]:
+        try:
+            old = json.loads(Path(path).read_text())
+            old_rows = old["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"error: --carry-from {path}: not a dhs_drakes_grid results JSON ({e})") from None
+        if old.get("scale") != scale:
+            raise SystemExit(f"error: --carry-from {path}: scale {old.get('scale')!r}, this run's is {scale!r}")
+        for key in CARRY_SETTINGS:
+            if old.get("settings", {}).get(key) != settings.get(key):
+                raise SystemExit(f"error: --carry-from {path}: settings.{key} {old.get('settings', {}).get(key)!r} "
+                                 f"differs from this run's {settings.get(key)!r}")
+        for name, fp in prints.items():
+            was = old.get("fingerprints", {}).get(name)
+            if was is None and name in ("cg", "reward", "evaluation"):
+                raise SystemExit(f"error: --carry-from {path}: it records no fingerprint of the {name} model/oracle")
+            if was is not None and fp is not None and was != fp:
+                raise SystemExit(f"error: --carry-from {path}: its {name} model/oracle differs from this run's "
+                                 f"(sha256 {was[:12]} vs {fp[:12]}): rows of different models do not share a table")
+        for x in old_rows:
+            key = (x["variant"], x["setting"])
+            if key not in made:
+                made.add(key)
+                out.append({**x, "carried_from": x.get("carried_from") or Path(path).name})
+    return out
+
+
+def ordered(rows: list[dict]) -> list[dict]:
+    """Inference rows first (unguided, best-of-N, CFG by w), then each variant by β: one order however made."""
+    rank = {"unguided": 0, "best_of_n": 1, "cfg": 2, **{v: 3 + i for i, v in enumerate(VARIANTS)}}
+    return sorted(rows, key=lambda x: (rank.get(x["variant"], 99), x.get("beta") or 0.0, x["setting"]))
+
+
+def missing_cells(r: dict) -> list[str]:
+    """The scale's (variant, β) cells and inference rows that the table does not have yet."""
+    full = SCALES.get(r["scale"])
+    if full is None:
+        return []
+    have = {(x["variant"], x["setting"]) for x in r["rows"]}
+    want = [("unguided", ""), ("best_of_n", ""), *[("cfg", f"w={w:g}") for w in full["cfg"]],
+            *[(v, f"β={b:g}") for v in full["variants"] for b in full["betas"]]]
+    return [f"{v} {s}".strip() for v, s in want if (v, s) not in have]
 
 
 def finetune_argv(variant: str, beta: float, sc: dict, model: str, reward_dir: str, out: Path, threads: int) -> list:
@@ -117,7 +211,15 @@ def context(args, sc: dict, out: Path, dry: bool, log) -> tuple[dict, dict, str,
 
     table = load_dhs()
     k = CELL_TYPES.index(design.CELL)
-    models, _, reward_dir, eval_dir, _ = design.models_and_oracles(args, sc, out, dry, log)
+    if getattr(args, "no_inference_rows", False) and not dry and args.scale != "tiny":  # only the model fine-tuned
+        root, oracles = Path(args.models or sc["models"]), Path(args.oracles or sc["oracles"])
+        models = {"cg": str(root / "models" / "cg" / "model")}
+        reward_dir, eval_dir = str(oracles / "reward_classifier"), str(oracles / "eval_oracle")
+        for d in (models["cg"], reward_dir, eval_dir):
+            if not Path(d).is_dir():
+                raise SystemExit(f"error: {d}: missing (pipelines/dhs_design.py's docstring says how to make it)")
+    else:
+        models, _, reward_dir, eval_dir, _ = design.models_and_oracles(args, sc, out, dry, log)
     rows = table.indices("test")
     test_real = [s for s, y in zip(table.sequences("test"), table.labels[rows]) if y == k]
     perm = np.random.default_rng(design.TEST_SEED).permutation(len(test_real))
@@ -130,7 +232,24 @@ def context(args, sc: dict, out: Path, dry: bool, log) -> tuple[dict, dict, str,
     ctx = {"target": k, "pretrained": pretrained, "reward_model": load_classifier_dir(reward_dir)[0],
            "oracle": load_oracle(eval_dir)[0], "test_bounds": {"gc_range": gc_range, "ll_floor": ll_floor},
            "reference": reference, "scanner": scanner, "reference_rate": hits.sum(axis=0) / max(bases.sum(), 1) * 1e3}
+    ctx["neural"], ctx["neural_dir"] = judging.neural_oracle(str(Path(eval_dir).parent))  # issue 46's CNN judge
     return models, ctx, reward_dir, eval_dir, table
+
+
+def rerender(args: argparse.Namespace) -> int:
+    """--from-json: a finished table re-rendered, merged with --carry-from rows, its note replaced by --note."""
+    r = common.read_results_json(args.from_json, "dhs_drakes_grid")
+    if "fingerprints" not in r or "rows" not in r:
+        raise SystemExit(f"error: --from-json {args.from_json}: no fingerprints/rows: not a dhs_drakes_grid result")
+    if args.carry_from:
+        r["rows"] = carry_rows(r["rows"], args.carry_from, r["settings"], r["fingerprints"], r["scale"])
+    r["rows"] = ordered(r["rows"])
+    if args.note is not None:
+        r["note"] = args.note
+    results = Path(args.results) if args.results else Path(args.from_json).with_suffix("")
+    common.write_report(results, r, markdown, plot)
+    print(f"wrote {results.with_suffix('.md')}")
+    return 0
 
 
 def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
@@ -141,6 +260,8 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     from dnadiff.machine import load_average
     from dnadiff.threads import apply_threads
 
+    if args.from_json and dry is None:
+        return rerender(args)
     sc = json.loads(json.dumps(SCALES["tiny" if dry is not None else args.scale]))
     if dry is not None:
         sc.update(DRY)
@@ -173,7 +294,9 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
         return design.score_test(bench.read_samples(path), ctx), info, design.nfe_of(path)
 
     rows = []
-    for row, values in (("unguided", [None]), ("best_of_n", [None]), ("cfg", sc["cfg"])):
+    inference = [] if args.no_inference_rows and dry is None else [("unguided", [None]), ("best_of_n", [None]),
+                                                                   ("cfg", sc["cfg"])]
+    for row, values in inference:
         for value in values:
             score, info, nfe = sample(row, value, row if value is None else f"{row}_w{value:g}")
             n = sc["best_n"]
@@ -203,13 +326,20 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
                          "curve_last_quarter": last, **score})
             log(f"{variant} β={beta:g}: success {score['success']:.3f}, realistic {score['realistic_success']:.3f}, "
                 f"KL {reached_kl} (target {target_kl})")
+    prints = {"cg": fingerprint(models["cg"]), "cfg": fingerprint(models.get("cfg")),
+              "reward": fingerprint(reward_dir), "evaluation": fingerprint(eval_dir),
+              "neural": fingerprint(ctx["neural_dir"])}
+    if args.carry_from:
+        rows = carry_rows(rows, args.carry_from, sc, prints, args.scale)
+    rows = ordered(rows)
     if dry is not None:
         print(f"dry run: {len(rows)} rows ({', '.join(sc['variants'])} × β {sc['betas']}) built, fine-tuned, "
               f"sampled and scored ({time.time() - w0:.0f} s)")
         return 0
     common.write_report(results, {
         "scale": args.scale, "command": command, "threads": args.threads, "settings": sc, "rows": rows,
-        "data_sha256": table.sha256, "models": models, "oracles": {"reward": reward_dir, "evaluation": eval_dir},
+        "data_sha256": table.sha256, "models": models, "fingerprints": prints, "note": args.note,
+        "oracles": {"reward": reward_dir, "evaluation": eval_dir, "neural": ctx["neural_dir"]},
         "commands": cmds.records, "wall_s": round(time.time() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
         "load_before": load_before, **common.stamp("load_after")}, markdown, plot)
     print(f"wrote {results.with_suffix('.md')}")
@@ -220,12 +350,20 @@ def _num(v, digits: int = 3) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}g}"
 
 
+def _auroc(x: dict, judge: str) -> str:
+    a = x.get(f"disc_auroc_{judge}")
+    return "—" if a is None else f"{a:.3f} ± {x[f'disc_se_{judge}']:.3f} (p {x[f'disc_p_{judge}']:.2g})"
+
+
 def markdown(r: dict, png: str | None) -> str:
     from dnadiff.utils import markdown_table
 
     table = markdown_table([{
-        "row": x["variant"], "setting": x["setting"], "success": f"{x['success']:.3f} ± {x['success_se']:.3f}",
-        "realistic success": _num(x["realistic_success"]), "log-lik / base": _num(x["loglik"]),
+        "row": x["variant"] + (" *" if x.get("carried_from") else ""), "setting": x["setting"],
+        "success": f"{x['success']:.3f} ± {x['success_se']:.3f}",
+        "success (neural oracle)": "—" if x.get("success_neural") is None else f"{x['success_neural']:.3f}",
+        "realistic success": _num(x["realistic_success"]), "CNN AUROC vs real": _auroc(x, "cnn"),
+        "log-lik / base": _num(x["loglik"]),
         "mean reward": _num(x["reward"]), "KL (reached / bound)": _num(x["kl"]), "target KL": _num(x.get("target_kl")),
         "KL / target": _num(x.get("kl_ratio"), 2), "reward calls": x["reward_calls"],
         "denoiser calls / design": _num(x["nfe_per_design"]),
@@ -234,6 +372,8 @@ def markdown(r: dict, png: str | None) -> str:
         else ""} for x in r["rows"]])
     small = " — SMALL SCALE (tiny models on the 300-row fixture): not the HepG2 result" if r["scale"] == "tiny" else ""
     ft = r["settings"]["finetune"]
+    per_run = ft["train_steps"] * ft["batch_size"] * r["settings"]["steps"]
+    missing, carried = missing_cells(r), sorted({x["carried_from"] for x in r["rows"] if x.get("carried_from")})
     return "\n".join([
         f"# DRAKES estimators × β on HepG2 design (issue 51 §3): scale {r['scale']}{small}", "",
         f"`{r['command']}`  ", f"{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU ({r['threads']} thread); "
@@ -242,8 +382,16 @@ def markdown(r: dict, png: str | None) -> str:
         f"steps. Fine-tuning: {ft['train_steps']} updates × batch {ft['batch_size']}, lr {ft['lr']:g}, gradient clip "
         f"{ft['grad_clip']:g}, trained with the table's sampling step count. Variants and columns: the docstring of "
         "pipelines/dhs_drakes_grid.py. KL: fine-tuned rows, the reached trajectory KL to the pretrained model; "
-        "best-of-N, the bound log n − (n−1)/n; target KL: SNIS estimate of KL(p*‖p_pre) at that β.", "",
-        table, "", *([f"![frontier]({Path(png).name})", ""] if png else [])])
+        "best-of-N, the bound log n − (n−1)/n; target KL: SNIS estimate of KL(p*‖p_pre) at that β. "
+        f"Budget per fine-tuning run: {per_run:,} trajectory-steps, {per_run / OFFICIAL_TRAJECTORY_STEPS:.2%} of the "
+        "official DHS run's 16.4 M (1,000 epochs × 4 × 32 trajectories × 128 steps). Success: the k-mer LR "
+        "evaluation oracle's argmax = HepG2 (± its binomial SE); beside it the neural evaluation oracle's (issue 46) "
+        "and a CNN two-sample discriminator against real HepG2 test sequences (0.5 = indistinguishable).", "",
+        *([f"Rows marked * were made by earlier invocations on the same models and oracles (fingerprints checked): "
+           f"{', '.join(carried)}; the wall and CPU above are this invocation's.", ""] if carried else []),
+        *([f"**Partial grid**: not run yet: {', '.join(missing)}.", ""] if missing else []),
+        table, "", *([f"![frontier]({Path(png).name})", ""] if png else []),
+        *([r["note"], ""] if r.get("note") else [])])
 
 
 def plot(r: dict, path: Path) -> str:
