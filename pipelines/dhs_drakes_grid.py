@@ -82,7 +82,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--results", default=None, help="results path without extension")
     p.add_argument("--models", default=None, help="folder with models/cg/model and models/cfg/model (as dhs_design)")
     p.add_argument("--oracles", default=None, help="folder with reward_classifier/ and eval_oracle/ (as dhs_design)")
-    p.add_argument("--variants", default=None, help=f"comma-separated subset of {', '.join(VARIANTS)}")
+    p.add_argument("--variants", default=None, help=f"comma-separated subset of {', '.join(VARIANTS)}; "
+                   "none: only the inference rows")
     p.add_argument("--betas", default=None, help="comma-separated β grid (default: the scale's)")
     p.add_argument("--no-inference-rows", action="store_true", help="skip the unguided, best-of-N and CFG rows "
                    "(another invocation makes them; --carry-from adds them): needs only the unconditional model")
@@ -265,12 +266,16 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     sc = json.loads(json.dumps(SCALES["tiny" if dry is not None else args.scale]))
     if dry is not None:
         sc.update(DRY)
-    if args.variants:
+    if args.variants == "none":  # only the inference rows
+        sc["variants"] = []
+    elif args.variants:
         sc["variants"] = [v.strip() for v in args.variants.split(",") if v.strip()]
         if not sc["variants"] or any(v not in VARIANTS for v in sc["variants"]):
             raise SystemExit(f"error: --variants {args.variants!r}: choose from {', '.join(VARIANTS)}")
     if args.betas:
         sc["betas"] = [float(b) for b in args.betas.split(",")]
+    if not sc["variants"] and args.no_inference_rows:
+        raise SystemExit("error: --variants none with --no-inference-rows: no row to make")
     out = dry if dry is not None else Path(args.out or sc["out"])
     out.mkdir(parents=True, exist_ok=True)
     results = Path(args.results) if args.results else (

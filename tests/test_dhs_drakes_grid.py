@@ -138,3 +138,8 @@ def test_from_json_merges_without_models(tmp_path):
     assert [x["variant"] for x in merged["rows"]] == ["unguided", "policy_gradient"]
     md = (tmp_path / "m.md").read_text()
     assert md.rstrip().endswith("Reading: a note.") and "| policy_gradient * | β=1 |" in md
+
+
+def test_an_invocation_that_makes_no_row_is_refused_before_any_model():
+    with pytest.raises(SystemExit, match="no row to make"):
+        grid.main(["--variants", "none", "--no-inference-rows", "--models", "absent", "--oracles", "absent"])
