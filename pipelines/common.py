@@ -155,6 +155,17 @@ def save_png(fig, path: str | os.PathLike, dpi: int = 110) -> str:
     return str(path)
 
 
+def rerender(args, payload: dict, markdown, plot=None) -> int:
+    """--from-json's last step: --note (when given) replaces the payload's note, then JSON, PNG and table are
+    written at --results (default: beside the JSON read)."""
+    if args.note is not None:
+        payload["note"] = args.note
+    stem = Path(args.results) if args.results else Path(args.from_json).with_suffix("")
+    write_report(stem, payload, markdown, plot)
+    print(f"wrote {stem.with_suffix('.md')} (re-rendered from {args.from_json})")
+    return 0
+
+
 def read_results_json(path: str | os.PathLike, what: str) -> dict:
     """A finished run's results JSON for --from-json; a file that is not one is one DnadiffError."""
     from dnadiff.errors import DnadiffError

@@ -367,12 +367,7 @@ def rerender(args: argparse.Namespace, command: str) -> int:
     if not {"rows", "settings", "models", "oracles"} <= set(result):
         raise DnadiffError(f"--from-json {args.from_json}: not a dhs_design results JSON (no rows, settings, models "
                            "or oracles)")
-    if args.note is not None:
-        result["note"] = args.note
-    stem = Path(args.results) if args.results else Path(args.from_json).with_suffix("")
-    common.write_report(stem, result, markdown, plot)
-    print(f"wrote {stem.with_suffix('.md')} (re-rendered from {args.from_json})")
-    return 0
+    return common.rerender(args, result, markdown, plot)
 
 
 def main(argv: list[str] | None = None) -> int:

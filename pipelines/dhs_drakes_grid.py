@@ -245,12 +245,7 @@ def rerender(args: argparse.Namespace) -> int:
     if args.carry_from:
         r["rows"] = carry_rows(r["rows"], args.carry_from, r["settings"], r["fingerprints"], r["scale"])
     r["rows"] = ordered(r["rows"])
-    if args.note is not None:
-        r["note"] = args.note
-    results = Path(args.results) if args.results else Path(args.from_json).with_suffix("")
-    common.write_report(results, r, markdown, plot)
-    print(f"wrote {results.with_suffix('.md')}")
-    return 0
+    return common.rerender(args, r, markdown, plot)
 
 
 def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
