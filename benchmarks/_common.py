@@ -81,3 +81,34 @@ def save(result: dict, out: str | os.PathLike | None) -> int:
     if out:
         write_json(out, portable_paths(result))
     return 0
+
+
+def add_reward_arguments(ap, beta: float = 0.25) -> None:
+    """The DRAKES benchmarks' shared arguments: MODEL, --reward SPEC, --target CLASS and --beta (the KL weight)."""
+    ap.add_argument("model")
+    ap.add_argument("--reward", required=True)
+    ap.add_argument("--target", default=None)
+    ap.add_argument("--beta", type=float, default=beta)
+
+
+def reward_finetune_parts(model_dir: str, reward_spec: str, target: str | None, steps: int):
+    """What design-finetune's update is made of, for the DRAKES benchmarks: the model to train and a frozen copy
+    (both in eval mode: no dropout, so the KL compares deterministic transitions), their denoisers with the
+    banned tokens suppressed, the reward and the trajectory grid of `steps` steps."""
+    from types import SimpleNamespace
+
+    from dnadiff.checkpoint import load
+    from dnadiff.guidance import build_reward
+    from dnadiff.model import SuppressTokens
+    from dnadiff.reward_tuning import make_grid
+
+    model, pre = load(model_dir), load(model_dir)
+    pre.backbone.requires_grad_(False)
+    model.backbone.eval()
+    pre.backbone.eval()
+    banned = model.banned_ids()
+    return SimpleNamespace(model=model, denoiser=SuppressTokens(model.denoiser, banned),
+                           pretrained=SuppressTokens(pre.denoiser, banned),
+                           reward=build_reward(reward_spec, target=target),
+                           grid=make_grid(model.schedule, steps, eps=model.sampling_eps),
+                           mask_id=model.tokenizer.mask_id, vocab_size=model.tokenizer.vocab_size)

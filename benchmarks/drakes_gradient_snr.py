@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 import time
 from pathlib import Path
 
+import _common
 import torch
 
 ESTIMATORS = {"drakes_soft": ("soft", 0.1), "drakes_st": ("straight_through", 1.0)}
@@ -49,10 +49,7 @@ def summary(grads: list[torch.Tensor]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model")
-    ap.add_argument("--reward", required=True)
-    ap.add_argument("--target", default=None)
-    ap.add_argument("--beta", type=float, default=0.25)
+    _common.add_reward_arguments(ap)
     ap.add_argument("--batches", type=int, default=6)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=4)
@@ -64,22 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
-    from dnadiff.checkpoint import load
-    from dnadiff.guidance import build_reward
     from dnadiff.machine import load_average
-    from dnadiff.model import SuppressTokens
-    from dnadiff.reward_tuning import drakes_loss, make_grid, policy_gradient_loss, sample_groups
+    from dnadiff.reward_tuning import drakes_loss, policy_gradient_loss, sample_groups
     from dnadiff.utils import atomic_write, markdown_table, portable_paths, write_json
 
-    model, pre = load(args.model), load(args.model)
-    pre.backbone.requires_grad_(False)
-    model.backbone.eval()
-    pre.backbone.eval()
-    banned = model.banned_ids()
-    den, pre_den = SuppressTokens(model.denoiser, banned), SuppressTokens(pre.denoiser, banned)
-    reward = build_reward(args.reward, target=args.target)
-    grid = make_grid(model.schedule, args.steps, eps=model.sampling_eps)
-    mask, vocab = model.tokenizer.mask_id, model.tokenizer.vocab_size
+    parts = _common.reward_finetune_parts(args.model, args.reward, args.target, args.steps)
+    model, den, pre_den, reward, grid = parts.model, parts.denoiser, parts.pretrained, parts.reward, parts.grid
+    mask, vocab = parts.mask_id, parts.vocab_size
     params = [p for p in model.backbone.parameters() if p.requires_grad]
     load_before, w0 = load_average(), time.time()
     rows = []
@@ -103,8 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{method} batch {b}: reward {float(out.reward.mean()):.3f}, gradient norm "
                   f"{float(grads[-1].norm()):.3g}", flush=True)
         rows.append({"method": method, **summary(grads), "seconds": round(time.time() - t0, 1)})
-    result = portable_paths({"command": "python benchmarks/drakes_gradient_snr.py " + " ".join(
-                                 sys.argv[1:] if argv is None else argv),
+    result = portable_paths({"command": _common.command_line(__file__, argv),
                              "settings": vars(args), "rows": rows, "wall_s": round(time.time() - w0, 1),
                              "load_before": load_before, "load_after": load_average()})
     table = markdown_table([{k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows])

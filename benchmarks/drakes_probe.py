@@ -16,15 +16,13 @@ from __future__ import annotations
 import argparse
 import time
 
+import _common
 import torch
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model")
-    ap.add_argument("--reward", required=True)
-    ap.add_argument("--target", default=None)
-    ap.add_argument("--beta", type=float, default=0.25)
+    _common.add_reward_arguments(ap)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--updates", type=int, default=6)
     ap.add_argument("--batch", type=int, default=8)
@@ -35,20 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
-    from dnadiff.checkpoint import load
-    from dnadiff.guidance import build_reward
-    from dnadiff.model import SuppressTokens
-    from dnadiff.reward_tuning import drakes_loss, make_grid, rollout
+    from dnadiff.reward_tuning import drakes_loss, rollout
 
-    model, pre = load(args.model), load(args.model)
-    pre.backbone.requires_grad_(False)
-    model.backbone.eval()
-    pre.backbone.eval()  # no dropout: the KL compares two deterministic transitions, as design-finetune
-    banned = model.banned_ids()
-    den, pre_den = SuppressTokens(model.denoiser, banned), SuppressTokens(pre.denoiser, banned)
-    reward = build_reward(args.reward, target=args.target)
-    grid = make_grid(model.schedule, args.steps, eps=model.sampling_eps)
-    mask, vocab = model.tokenizer.mask_id, model.tokenizer.vocab_size
+    parts = _common.reward_finetune_parts(args.model, args.reward, args.target, args.steps)
+    model, den, pre_den, reward, grid = parts.model, parts.denoiser, parts.pretrained, parts.reward, parts.grid
+    mask, vocab = parts.mask_id, parts.vocab_size
     opt = torch.optim.Adam(model.backbone.parameters(), lr=args.lr)
 
     def evaluate() -> tuple[float, float]:
