@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from dnadiff.machine import load_average
     from dnadiff.reward_tuning import drakes_loss, policy_gradient_loss, sample_groups
-    from dnadiff.utils import atomic_write, markdown_table, portable_paths, write_json
+    from dnadiff.utils import atomic_write, markdown_table, portable_paths
 
     parts = _common.reward_finetune_parts(args.model, args.reward, args.target, args.steps)
     model, den, pre_den, reward, grid = parts.model, parts.denoiser, parts.pretrained, parts.reward, parts.grid
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.out:
         stem = Path(args.out)
-        write_json(stem.with_suffix(".json"), result)
+        _common.save(result, stem.with_suffix(".json"))
         atomic_write(stem.with_suffix(".md"), portable_paths("\n".join([
             "# Gradient consistency of the fine-tuning estimators at the pretrained model (issue 51)", "",
             f"`{result['command']}`  ", f"{result['wall_s']:.0f} s wall, one thread; load before "

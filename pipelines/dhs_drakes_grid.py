@@ -67,8 +67,6 @@ SCALES = {
                           "target_samples": 16, "eval_samples": 8}},
 }
 OFFICIAL_TRAJECTORY_STEPS = 1000 * 4 * 32 * 128  # DRAKES's DHS run: epochs × accumulation × batch × steps
-
-
 DRY = {"betas": [1.0], "num": 4, "steps": 4, "best_n": 2,
        "finetune": {"train_steps": 1, "batch_size": 2, "group_size": 2, "lr": 1e-3, "grad_clip": 1.0,
                     "target_samples": 4, "eval_samples": 2}}
@@ -101,8 +99,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def fingerprint(folder: str | os.PathLike | None) -> str | None:
     """sha256 of a model or oracle folder's content: its files' bytes, sorted by name, except that an .npz is read
-    as its arrays (np.savez stamps the zip with the time, so a retrained k-mer LR with equal weights differs in
-    bytes); metrics/log files are left out. None for a missing folder."""
+    as its arrays (a zip's member time stamps, which another writer may set, do not count) and metrics.json is
+    left out. None for a missing folder. Unlike dnadiff.eval.fingerprint (the embedding store's key: every byte
+    of every file), a copy whose metrics.json was rewritten still matches."""
     import hashlib
 
     if folder is None or not Path(folder).is_dir():
