@@ -414,7 +414,11 @@ def plot(r: dict, path: Path) -> str:
         for x in r["rows"]:
             if x["variant"] == "cfg":
                 ax.axhline(x[key], color="grey", ls=":", lw=1)
+                ax.annotate(f"CFG {x['setting']}", (1.2e-4, x[key]), fontsize=6, color="grey",
+                            xytext=(0, 2), textcoords="offset points")
         ax.set_xscale("log")
+        # Room on the right for the labels of the largest-KL points (they are written rightwards).
+        ax.set_xlim(right=10 * max((max(x["kl"], 1e-4) for x in pts), default=1.0))
         ax.set_xlabel("KL to the pretrained model (nats; best-of-N: bound)")
         ax.set_title(key.replace("_", " ") + (" (dotted: CFG)" if key == "success" else ""), fontsize=9)
     axes[0].set_ylabel("evaluation-oracle success")
