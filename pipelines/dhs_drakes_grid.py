@@ -404,13 +404,20 @@ def plot(r: dict, path: Path) -> str:
     norm = matplotlib.colors.Normalize(min(lls, default=-2), max(lls, default=-1))
     markers = {"unguided": "s", "best_of_n": "*", "drakes_st": "o", "drakes_soft": "^", "drakes_soft_live": "v",
                "policy_gradient": "D"}
+    short = {"best_of_n": "best-of-N", "drakes_st": "ST", "drakes_soft": "soft", "drakes_soft_live": "soft-live",
+             "policy_gradient": "PG"}
     dots = None
     for ax, key in zip(axes, ("success", "realistic_success")):
         for x in pts:
             dots = ax.scatter(max(x["kl"], 1e-4), x[key], c=[x["loglik"]], cmap="viridis", norm=norm,
                             marker=markers.get(x["variant"], "o"), s=45, edgecolors="k", linewidths=0.4)
-            ax.annotate(f"{x['variant']} {x['setting']}", (max(x["kl"], 1e-4), x[key]), fontsize=6,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(f"{short.get(x['variant'], x['variant'])} {x['setting']}".strip(),
+                        (max(x["kl"], 1e-4), x[key]), fontsize=6, xytext=(4, -2), textcoords="offset points")
+        for variant in {x["variant"] for x in pts if x["variant"] in markers and x["variant"] != "unguided"}:
+            # One estimator's β points joined by KL: its frontier.
+            line = sorted((x["kl"], x[key]) for x in pts if x["variant"] == variant)
+            if len(line) > 1:
+                ax.plot(*zip(*line), color="grey", lw=0.6, alpha=0.6, zorder=0)
         for x in r["rows"]:
             if x["variant"] == "cfg":
                 ax.axhline(x[key], color="grey", ls=":", lw=1)
@@ -418,10 +425,13 @@ def plot(r: dict, path: Path) -> str:
                             xytext=(0, 2), textcoords="offset points")
         ax.set_xscale("log")
         # Room on the right for the labels of the largest-KL points (they are written rightwards).
-        ax.set_xlim(right=10 * max((max(x["kl"], 1e-4) for x in pts), default=1.0))
+        ax.set_xlim(right=30 * max((max(x["kl"], 1e-4) for x in pts), default=1.0))
         ax.set_xlabel("KL to the pretrained model (nats; best-of-N: bound)")
         ax.set_title(key.replace("_", " ") + (" (dotted: CFG)" if key == "success" else ""), fontsize=9)
     axes[0].set_ylabel("evaluation-oracle success")
+    axes[0].text(0.99, 0.01, "ST: DRAKES per-step straight-through\nsoft: soft states, KL on all steps\n"
+                 "soft-live: soft states, KL on the live steps\nPG: policy gradient\nlines join one estimator's β values",
+                 transform=axes[0].transAxes, fontsize=5.5, va="bottom", ha="right")
     if dots is not None:
         fig.colorbar(dots, ax=axes, label="log-likelihood / base (pretrained)")
     if r["scale"] == "tiny":
