@@ -429,8 +429,10 @@ def plot(r: dict, path: Path) -> str:
         ax.set_xlabel("KL to the pretrained model (nats; best-of-N: bound)")
         ax.set_title(key.replace("_", " ") + (" (dotted: CFG)" if key == "success" else ""), fontsize=9)
     axes[0].set_ylabel("evaluation-oracle success")
-    axes[0].text(0.99, 0.01, "ST: DRAKES per-step straight-through\nsoft: soft states, KL on all steps\n"
-                 "soft-live: soft states, KL on the live steps\nPG: policy gradient\nlines join one estimator's β values",
+    key_text = ("ST: DRAKES per-step straight-through\nsoft: soft states, KL on all steps\n"
+                "soft-live: soft states, KL on the live steps\nPG: policy gradient\n"
+                "lines join one estimator's β values")
+    axes[0].text(0.99, 0.01, key_text,
                  transform=axes[0].transAxes, fontsize=5.5, va="bottom", ha="right")
     if dots is not None:
         fig.colorbar(dots, ax=axes, label="log-likelihood / base (pretrained)")
