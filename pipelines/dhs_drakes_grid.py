@@ -402,18 +402,16 @@ def plot(r: dict, path: Path) -> str:
     pts = [x for x in r["rows"] if x.get("kl") is not None]
     lls = [x["loglik"] for x in pts if x["loglik"] is not None]
     norm = matplotlib.colors.Normalize(min(lls, default=-2), max(lls, default=-1))
-    markers = {"unguided": "s", "best_of_n": "*", "drakes_st": "o", "drakes_soft": "^", "drakes_soft_live": "v",
-               "policy_gradient": "D"}
-    short = {"best_of_n": "best-of-N", "drakes_st": "ST", "drakes_soft": "soft", "drakes_soft_live": "soft-live",
-             "policy_gradient": "PG"}
+    style = {"unguided": ("s", "unguided"), "best_of_n": ("*", "best-of-N"), "drakes_st": ("o", "ST"),
+             "drakes_soft": ("^", "soft"), "drakes_soft_live": ("v", "soft-live"), "policy_gradient": ("D", "PG")}
     dots = None
     for ax, key in zip(axes, ("success", "realistic_success")):
         for x in pts:
             dots = ax.scatter(max(x["kl"], 1e-4), x[key], c=[x["loglik"]], cmap="viridis", norm=norm,
-                            marker=markers.get(x["variant"], "o"), s=45, edgecolors="k", linewidths=0.4)
-            ax.annotate(f"{short.get(x['variant'], x['variant'])} {x['setting']}".strip(),
+                            marker=style.get(x["variant"], ("o",))[0], s=45, edgecolors="k", linewidths=0.4)
+            ax.annotate(f"{style.get(x['variant'], (0, x['variant']))[1]} {x['setting']}".strip(),
                         (max(x["kl"], 1e-4), x[key]), fontsize=6, xytext=(4, -2), textcoords="offset points")
-        for variant in {x["variant"] for x in pts if x["variant"] in markers and x["variant"] != "unguided"}:
+        for variant in {x["variant"] for x in pts} - {"unguided"}:
             # One estimator's β points joined by KL: its frontier.
             line = sorted((x["kl"], x[key]) for x in pts if x["variant"] == variant)
             if len(line) > 1:
@@ -432,8 +430,7 @@ def plot(r: dict, path: Path) -> str:
     key_text = ("ST: DRAKES per-step straight-through\nsoft: soft states, KL on all steps\n"
                 "soft-live: soft states, KL on the live steps\nPG: policy gradient\n"
                 "lines join one estimator's β values")
-    axes[0].text(0.99, 0.01, key_text,
-                 transform=axes[0].transAxes, fontsize=5.5, va="bottom", ha="right")
+    axes[0].text(0.99, 0.01, key_text, transform=axes[0].transAxes, fontsize=5.5, va="bottom", ha="right")
     if dots is not None:
         fig.colorbar(dots, ax=axes, label="log-likelihood / base (pretrained)")
     if r["scale"] == "tiny":
