@@ -71,7 +71,7 @@ def markdown(r: dict, pngs: list[str]) -> str:
              f"Oracles: reward `{r['oracles']['reward']}` ({describe(r['oracles'].get('reward_meta'))}), evaluation "
              f"`{r['oracles']['evaluation']}` ({describe(r['oracles'].get('evaluation_meta'))}) "
              "(pipelines/dhs_oracles.py; only the evaluation oracle scores, nothing generates with it).", "",
-             *carried_lines(r.get("carried"), label),
+             *carried_lines(r.get("carried"), label, unjudged_rows(r)),
              "## Target-cell-type rate under the evaluation oracle (k-mer LR)", "", metric_table("target"), "",
              *judging.neural_section(r["oracles"].get("neural"), metric_table),
              "## JASPAR motif hit-rate Spearman vs real test sequences of the same cell type", "",
@@ -100,19 +100,29 @@ def markdown(r: dict, pngs: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def carried_lines(carried: dict | None, label: dict) -> list[str]:
-    """The paragraph on rows added from an earlier run's JSON (--carry-from), with the rows both runs made."""
+def unjudged_rows(r: dict) -> list[str]:
+    """Rows scored before the neural oracle and the discriminator existed (carried from an older JSON)."""
+    return [row for row in r["rows"] if "target_neural" not in r["summary"][row]["overall"]]
+
+
+def carried_lines(carried: dict | None, label: dict, unjudged: list[str] = ()) -> list[str]:
+    """The paragraph on rows added from an earlier run's JSON (--carry-from), with the rows both runs made; names
+    the carried rows whose samples predate the newer judges (`unjudged`)."""
     if not carried or not carried["rows"]:
         return []
+    old = [row for row in carried["rows"] if row in unjudged]
+    stale = (f" Of them, {', '.join(label.get(row, row) for row in old)} {'was' if len(old) == 1 else 'were'} "
+             "scored before the neural oracle and the discriminator, so those columns read n/a on "
+             f"{'it' if len(old) == 1 else 'them'}." if old else " Their samples were scored by every judge of this "
+             "table.")
     both = "; ".join(f"{label.get(row, row)}: {c['metrics']} overall metrics, max |difference| "
                      f"{'n/a' if c['max_abs_diff'] is None else format(c['max_abs_diff'], '.2g')}"
                      for row, c in carried["check"].items()) or "none"
     fp = "; ".join(f"{role} {v['there'] and v['there'][:12]} there, {v['here'] and v['here'][:12]} here"
                    for role, v in carried.get("oracle_fingerprints", {}).items())
     return [f"Rows carried from `{carried['from']}` (an earlier run: `{carried['command']}`; same data, scale and "
-            "seeds, checked): " + ", ".join(label.get(row, row) for row in carried["rows"]) + ". Their samples are "
-            "not re-scored, so the judges added since (the neural oracle, the discriminator columns) read n/a on "
-            f"them. Rows made by both runs (the real row must score alike: the same judges): {both}. Oracle "
+            "seeds, checked): " + ", ".join(label.get(row, row) for row in carried["rows"]) + ", not re-scored here."
+            f"{stale} Rows made by both runs (the real row must score alike: the same judges): {both}. Oracle "
             f"fingerprints (file bytes): {fp}.{earlier_note(carried.get('earlier'), label)}", ""]
 
 
