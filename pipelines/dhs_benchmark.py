@@ -4,6 +4,7 @@
     python pipelines/dhs_benchmark.py --scale cpu --rows real,markov     # the classical rows first (minutes)
     python pipelines/dhs_benchmark.py --scale cpu --dry-run              # every row built, one step, a sample
     python pipelines/dhs_benchmark.py --scale tiny                       # the 300-row fixture (tests)
+    python pipelines/dhs_benchmark.py --from-json results/dhs_cpu.json   # the page and PNGs again, no scoring
 
 Needs the DHS table (`dnadiff data dhs`) and the two oracles of pipelines/dhs_oracles.py (--oracles,
 default runs/dhs_oracles: reward_classifier/ and eval_oracle/); --scale tiny and --dry-run build their own
@@ -104,7 +105,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     common.add_common_options(p, scales=SCALES, results_help="results path without extension (default "
                               "results/dhs_cpu; tiny: OUT/dhs_tiny)", dry_run_help="build every row, train one "
-                              "step, sample one sequence per cell type; write no table")
+                              "step, sample one sequence per cell type; write no table",
+                              from_json="re-render the page and PNGs of a finished run from its JSON (no sampling, "
+                              "no scoring; at --results, default beside the JSON)")
     p.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {','.join(ROWS)} (default all)")
     p.add_argument("--out", default=None, help="work folder (default runs/dhs_benchmark[_tiny])")
     p.add_argument("--oracles", default=None, help="folder with reward_classifier/ and eval_oracle/ "
@@ -391,8 +394,25 @@ def run(args: argparse.Namespace, command: str, dry: Path | None) -> int:
     return 0
 
 
+def rerender(args: argparse.Namespace, command: str) -> int:
+    """--from-json: a finished run's page and PNGs written again (e.g. after the page's code changed), rows and
+    scores untouched."""
+    from dnadiff.errors import DnadiffError
+
+    result = common.read_results_json(args.from_json, "dhs_benchmark")
+    missing = sorted({"rows", "summary", "cell_types", "oracles", "models", "generation"} - set(result))
+    if missing:
+        raise DnadiffError(f"--from-json {args.from_json}: not a dhs_benchmark results JSON (no {', '.join(missing)})")
+    stem = Path(args.results) if args.results else Path(args.from_json).with_suffix("")
+    common.write_report(stem, result, markdown, lambda r, _png: plots(r, stem))
+    print(f"wrote {stem.with_suffix('.md')} (re-rendered from {args.from_json})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.from_json:
+        return common.main_plain(rerender, args, __file__, argv)
     return common.main_with_dry_run(run, args, __file__, argv, "dhs_benchmark")
 
 

@@ -364,3 +364,29 @@ def test_benchmark_carry_from_adds_an_earlier_runs_rows_only_when_the_real_row_s
         steps.carry_rows(run(["markov"], 0.0), str(old), order, lambda *_: None)
     with pytest.raises(SystemExit, match="--carry-from .*nope.json: cannot read it as JSON"):
         steps.carry_rows(run(["real"], 0.0), str(tmp_path / "nope.json"), order, lambda *_: None)
+
+
+def test_benchmark_from_json_rerenders_the_page_without_scoring(tmp_path, capsys):
+    """--from-json writes a finished run's page and PNGs again from its JSON (no data, no models needed);
+    what is not a dhs_benchmark JSON is one line, exit 2, nothing written."""
+    bench = importlib.import_module("dhs_benchmark")
+    r = json.loads((REPO / "results" / "dhs_cpu.json").read_text())
+    r["summary"]["cg"]["overall"]["target_neural"]["mean"] = 0.1234  # what the page must now show
+    given = tmp_path / "run.json"
+    given.write_text(json.dumps(r))
+    assert bench.main(["--from-json", str(given), "--results", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out.md").read_text()
+    neural = md.split("under the neural evaluation oracle")[1].split("##")[0]
+    assert "| unconditional MDLM + classifier guidance (reward classifier) |" in neural
+    spread = r["summary"]["cg"]["overall"]["target_neural"]["range"]
+    row = neural.split("classifier guidance (reward classifier) |")[1].splitlines()[0]
+    assert row.endswith(f"| 0.123 ± {spread:.3f} |")
+    assert json.loads((tmp_path / "out.json").read_text())["summary"] == r["summary"]
+    assert (tmp_path / "out_target_rate.png").is_file() and (tmp_path / "out_markers.png").is_file()
+    capsys.readouterr()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rows": ["real"], "summary": {}}))
+    assert bench.main(["--from-json", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"error: --from-json {bad}: not a dhs_benchmark results JSON (no ")
+    assert not (tmp_path / "bad.md").exists()
