@@ -158,7 +158,7 @@ def save_png(fig, path: str | os.PathLike, dpi: int = 110) -> str:
 def rerender(args, payload: dict, markdown, plot=None) -> int:
     """--from-json's last step: --note (when given) replaces the payload's note, then JSON, PNG and table are
     written at --results (default: beside the JSON read)."""
-    if args.note is not None:
+    if getattr(args, "note", None) is not None:  # a pipeline without --note keeps its payload as it is
         payload["note"] = args.note
     stem = Path(args.results) if args.results else Path(args.from_json).with_suffix("")
     write_report(stem, payload, markdown, plot)

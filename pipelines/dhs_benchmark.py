@@ -403,10 +403,7 @@ def rerender(args: argparse.Namespace, command: str) -> int:
     missing = sorted({"rows", "summary", "cell_types", "oracles", "models", "generation"} - set(result))
     if missing:
         raise DnadiffError(f"--from-json {args.from_json}: not a dhs_benchmark results JSON (no {', '.join(missing)})")
-    stem = Path(args.results) if args.results else Path(args.from_json).with_suffix("")
-    common.write_report(stem, result, markdown, lambda r, _png: plots(r, stem))
-    print(f"wrote {stem.with_suffix('.md')} (re-rendered from {args.from_json})")
-    return 0
+    return common.rerender(args, result, markdown, lambda r, png: plots(r, png.with_suffix("")))  # plots: STEM_*.png
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,7 +105,7 @@ def unjudged_rows(r: dict) -> list[str]:
     return [row for row in r["rows"] if "target_neural" not in r["summary"][row]["overall"]]
 
 
-def carried_lines(carried: dict | None, label: dict, unjudged: list[str] = ()) -> list[str]:
+def carried_lines(carried: dict | None, label: dict, unjudged: list[str] | tuple = ()) -> list[str]:
     """The paragraph on rows added from an earlier run's JSON (--carry-from), with the rows both runs made; names
     the carried rows whose samples predate the newer judges (`unjudged`)."""
     if not carried or not carried["rows"]:
